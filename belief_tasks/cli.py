@@ -1,0 +1,61 @@
+"""``belief-eval``: the full ``lm_eval`` command line, with our backends registered.
+
+Our tasks are found without flags when the wheel installed them under
+``lm_eval/tasks/belief``; from a source checkout ``belief-eval`` adds
+``--include_path`` to our task folder itself.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import sys
+from pathlib import Path
+
+#: The main job: one command that runs every family on the bundled sample.
+DEMO_TASKS = "belief_demo"
+
+
+def _tasks_installed() -> bool:
+    import lm_eval.tasks
+
+    return (Path(lm_eval.tasks.__file__).parent / "belief").is_dir()
+
+
+def main(argv: list[str] | None = None) -> None:
+    import belief_tasks  # noqa: F401  (registers hf-mlm and hf-shared after lm-eval's own models)
+    from belief_tasks.paths import task_yamls_dir
+    from lm_eval.__main__ import cli_evaluate
+
+    args = list(sys.argv[1:] if argv is None else argv)
+    if "--include_path" not in args and not _tasks_installed() and (not args or args[0] != "validate"):
+        args += ["--include_path", str(task_yamls_dir())]
+    sys.argv = ["belief-eval", *args]
+    cli_evaluate()
+
+
+def demo_command(extra: list[str] | None = None) -> list[str]:
+    from belief_tasks.model import default_model_path
+
+    return [
+        "--model", "hf",
+        "--model_args", f"pretrained={default_model_path()},dtype=float32",
+        "--tasks", DEMO_TASKS,
+        "--metadata", '{"source": "sample"}',
+        "--batch_size", "8",
+        "--output_path", os.environ.get("BELIEF_DEMO_OUTPUT", "results/demo"),
+        "--log_samples",
+        *(extra or []),
+    ]
+
+
+def demo(extra: list[str]) -> int:
+    from belief_tasks.model import fetch_default_model
+
+    fetch_default_model()
+    args = demo_command(extra)
+    print("belief-eval " + shlex.join(args), flush=True)
+    main(args)
+    return 0
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,108 @@
+"""FKTC, the corpus of MONITOR (Vicky-Wil/MONITOR, folder ``FKTC/``).
+
+Each ``P*-subclass.json`` file is JSON Lines despite its name: line 1 is
+``{"relations": [QA prompts with [X]]}`` (7, or 6 for P264 and P276), every later
+line ``{"subject", "object", "taxonomy": [5 same-type negative entities]}``.
+Upstream names one file ``P276-subclass..json`` (two dots); we keep that name.
+
+The prompts become the relation's ``frames`` (question templates, the first is the
+base question used for the positive and negative contexts).
+"""
+
+from __future__ import annotations
+
+import re
+import urllib.request
+from pathlib import Path
+
+from belief_tasks.data.io import parse_list, read_jsonl, require
+from belief_tasks.paths import cache_dir
+from belief_tasks.schema import (
+    Entity, Fact, FactSet, Relation, SchemaError, Template, check_label, check_template_text, validate_factset,
+)
+
+REPO = "Vicky-Wil/MONITOR"
+COMMIT = "654674a409ce2120eafe0b54f9886806e0a6ecf6"  # 2024-05-16
+RELATION_IDS = (
+    "P101", "P103", "P108", "P127", "P1376", "P1412", "P159", "P17", "P176", "P178",
+    "P19", "P20", "P264", "P27", "P276", "P30", "P364", "P37", "P495", "P740",
+)
+RELATION_NAMES = {
+    "P101": "field of work", "P103": "native language", "P108": "employer", "P127": "owned by",
+    "P1376": "capital of", "P1412": "languages spoken, written or signed", "P159": "headquarters location",
+    "P17": "country", "P176": "manufacturer", "P178": "developer", "P19": "place of birth",
+    "P20": "place of death", "P264": "record label", "P27": "country of citizenship", "P276": "location",
+    "P30": "continent", "P364": "original language of film or TV show", "P37": "official language",
+    "P495": "country of origin", "P740": "location of formation",
+}
+_FILE = re.compile(r"^(P\d+)-subclass\.+json$")
+
+
+def file_name(rid: str) -> str:
+    return f"{rid}-subclass..json" if rid == "P276" else f"{rid}-subclass.json"
+
+
+def load_relation_file(path: Path) -> tuple[Relation, list[Fact]]:
+    file = str(path)
+    m = _FILE.match(path.name)
+    if not m:
+        raise SchemaError("not an FKTC relation file name (P<id>-subclass.json)", file=file)
+    rid = m.group(1)
+    rows = read_jsonl(path)
+    try:
+        lineno, header = next(rows)
+    except StopIteration:
+        raise SchemaError("empty file", file=file) from None
+    prompts = parse_list(require(header, "relations", file=file, lineno=lineno), file=file, row=lineno, field="relations")
+    frames = []
+    for i, p in enumerate(prompts):
+        check_template_text(p, file=file, row=lineno, field=f"relations[{i}]", need_object=False)
+        frames.append(Template(f"{rid}_f{i}", f"{p} [Y]", "question", True))
+    facts = []
+    for lineno, row in rows:
+        sub = check_label(require(row, "subject", file=file, lineno=lineno), file=file, row=lineno, field="subject")
+        obj = check_label(require(row, "object", file=file, lineno=lineno), file=file, row=lineno, field="object")
+        negs = parse_list(require(row, "taxonomy", file=file, lineno=lineno), file=file, row=lineno, field="taxonomy")
+        for n in negs:
+            if n.strip().casefold() == obj.casefold():
+                raise SchemaError(f"negative entity {n!r} equals the object", file=file, row=lineno, field="taxonomy")
+        facts.append(Fact(f"{rid}_{lineno}", rid, Entity(sub), (Entity(obj),), tuple(Entity(n) for n in negs), split="test"))
+    if not facts:
+        raise SchemaError("no facts after the prompt line", file=file)
+    space = tuple({f.object.label: f.object for f in facts}.values())
+    rel = Relation(rid, RELATION_NAMES.get(rid, rid), "N:1", templates=tuple(frames), frames=tuple(frames), answer_space=space)
+    return rel, facts
+
+
+def load_fktc_folder(folder: str | Path, source: str = "fktc") -> FactSet:
+    folder = Path(folder)
+    if (folder / "FKTC").is_dir():
+        folder = folder / "FKTC"
+    files = sorted(p for p in folder.glob("P*-subclass*.json") if _FILE.match(p.name))
+    if not files:
+        raise SchemaError("no FKTC files (P<id>-subclass.json)", file=str(folder))
+    relations, facts = {}, []
+    for path in files:
+        rel, rel_facts = load_relation_file(path)
+        relations[rel.id] = rel
+        facts.extend(rel_facts)
+    return validate_factset(FactSet(source, relations, facts), file=str(folder))
+
+
+def download(commit: str = COMMIT) -> Path:
+    """Fetch the 20 FKTC files at ``commit`` once into the cache; returns the folder."""
+    target = cache_dir() / "fktc" / commit
+    if all((target / file_name(r)).is_file() for r in RELATION_IDS):
+        return target
+    target.mkdir(parents=True, exist_ok=True)
+    for rid in RELATION_IDS:
+        name = file_name(rid)
+        dest = target / name
+        if dest.is_file():
+            continue
+        url = f"https://raw.githubusercontent.com/{REPO}/{commit}/FKTC/{urllib.request.quote(name)}"
+        tmp = dest.with_suffix(".part")
+        with urllib.request.urlopen(url, timeout=60) as r:  # noqa: S310 - fixed https URL
+            tmp.write_bytes(r.read())
+        tmp.replace(dest)  # never leave a half-written file under the final name
+    return target

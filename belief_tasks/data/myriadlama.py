@@ -1,0 +1,95 @@
+"""MyriadLAMA (``iszhaoxin/MyriadLAMA``, split ``train``) into the fact schema.
+
+One hub row per subject-relation pair (``uuid``) and template. Columns: ``uuid``,
+``rel_uri``, ``sub_ent``, ``obj_uris``, ``obj_ents``, ``obj_aliases``, ``template``
+(with ``[X]``/``[Y]``), ``is_manual``. A pair's distinct ``sub_ent`` values are its
+subject expressions (first seen = label). A template is a question when its text
+has a ``?`` before ``[Y]`` (MyriadLAMA's QA-style templates). Template ids are
+``<relation>_t<k>`` in order of first appearance, which the fixed dataset order
+makes stable.
+"""
+
+from __future__ import annotations
+
+from belief_tasks.data.io import parse_list
+from belief_tasks.data.tables import load_rows, require_columns
+from belief_tasks.schema import (
+    Entity, Fact, FactSet, Relation, SchemaError, Template, check_label, check_template_text, validate_factset,
+)
+from belief_tasks.sources import Source
+
+COLUMNS = ("uuid", "rel_uri", "sub_ent", "obj_ents", "template")
+
+
+def _subject_forms(value, *, file, row) -> list[str]:
+    if isinstance(value, dict):
+        forms = [value.get("label"), *(value.get("aliases") or [])]
+    elif isinstance(value, (list, tuple)) or hasattr(value, "tolist"):
+        forms = list(value)
+    else:
+        forms = [value]
+    forms = [check_label(f, file=file, row=row, field="sub_ent") for f in forms if f is not None]
+    if not forms:
+        raise SchemaError("empty subject", file=file, row=row, field="sub_ent")
+    return forms
+
+
+def template_kind(text: str) -> str:
+    return "question" if "?" in text.split("[Y]")[0] else "statement"
+
+
+def rows_to_factset(rows: list[dict], file: str) -> FactSet:
+    require_columns(rows, COLUMNS, file)
+    templates: dict[str, dict[str, Template]] = {}
+    pairs: dict[str, dict] = {}
+    for i, r in enumerate(rows, start=1):
+        rid = check_label(r.get("rel_uri"), file=file, row=i, field="rel_uri")
+        text = r.get("template")
+        check_template_text(text, file=file, row=i, field="template")
+        rel_t = templates.setdefault(rid, {})
+        if text not in rel_t:
+            rel_t[text] = Template(f"{rid}_t{len(rel_t)}", text, template_kind(text), bool(r.get("is_manual", True)))
+        uuid = check_label(str(r.get("uuid") or ""), file=file, row=i, field="uuid")
+        pair = pairs.get(uuid)
+        if pair is None:
+            objs = parse_list(r.get("obj_ents"), file=file, row=i, field="obj_ents")
+            if not objs:
+                raise SchemaError("no object", file=file, row=i, field="obj_ents")
+            aliases = r.get("obj_aliases")
+            aliases = list(aliases) if aliases is not None and not isinstance(aliases, str) else parse_list(aliases or "[]", file=file, row=i, field="obj_aliases")
+            # obj_aliases: one list per object, or one flat list for a single object.
+            if aliases and not isinstance(aliases[0], (list, tuple)) and not hasattr(aliases[0], "tolist"):
+                aliases = [aliases] + [[]] * (len(objs) - 1)
+            ids = r.get("obj_uris")
+            ids = list(ids) if ids is not None and not isinstance(ids, str) else parse_list(ids or "[]", file=file, row=i, field="obj_uris")
+            objects = tuple(
+                Entity(check_label(o, file=file, row=i, field="obj_ents"),
+                       tuple(str(a) for a in (list(aliases[k]) if k < len(aliases) else []) if str(a).strip()),
+                       ids[k] if k < len(ids) else None)
+                for k, o in enumerate(objs)
+            )
+            pair = pairs[uuid] = {"relation": rid, "forms": [], "objects": objects}
+        for form in _subject_forms(r.get("sub_ent"), file=file, row=i):
+            if form not in pair["forms"]:
+                pair["forms"].append(form)
+    relations = {
+        rid: Relation(rid, rid, "N:1", templates=tuple(ts.values()), frames=tuple(t for t in ts.values() if t.kind == "question"),
+                      answer_space=())
+        for rid, ts in templates.items()
+    }
+    facts = [
+        Fact(uuid, p["relation"], Entity(p["forms"][0], tuple(p["forms"][1:])), p["objects"], split="train")
+        for uuid, p in pairs.items()
+    ]
+    space: dict[str, dict[str, Entity]] = {}
+    for f in facts:
+        for o in f.objects:
+            space.setdefault(f.relation, {}).setdefault(o.label, o)
+    for rid, rel in relations.items():
+        relations[rid] = Relation(rel.id, rel.name, rel.cardinality, rel.templates, rel.frames, tuple(space.get(rid, {}).values()))
+    return validate_factset(FactSet("myriadlama", relations, facts), file=file)
+
+
+def load_myriadlama(source: Source) -> FactSet:
+    file, rows = load_rows(source, "train")
+    return rows_to_factset(rows, file)

@@ -1,0 +1,29 @@
+"""Where things live: task YAMLs, the bundled sample, the cache."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+PACKAGE_DIR = Path(__file__).resolve().parent
+
+
+def task_yamls_dir() -> Path:
+    """The folder to pass to ``lm_eval --include_path``."""
+    installed = PACKAGE_DIR / "task_yamls"  # wheel layout
+    if installed.is_dir():
+        return installed
+    return PACKAGE_DIR.parent / "task_yamls"  # source checkout
+
+
+def sample_data_dir() -> Path:
+    return PACKAGE_DIR / "sample_data"
+
+
+def cache_dir() -> Path:
+    """``$BELIEF_TASKS_CACHE``, else ``$XDG_CACHE_HOME/belief_tasks``, else ``~/.cache/belief_tasks``."""
+    env = os.environ.get("BELIEF_TASKS_CACHE")
+    if env:
+        return Path(env).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "belief_tasks"

@@ -1,0 +1,193 @@
+"""The one fact schema shared by every task family.
+
+Loaders turn each source (MyriadLAMA, BEAR, FKTC, T-REx-MC, the bundled sample)
+into these plain dataclasses; prompt builders and tasks only ever see them.
+
+* ``Entity``   - a subject or object: label plus aliases (and an id when the source has one).
+* ``Template`` - a prompt pattern with ``[X]`` (subject) and ``[Y]`` (object).
+  ``kind`` is ``"statement"`` or ``"question"``; a question template ends with
+  ``"? [Y]"`` style text, the answer slot after the question. ``manual`` tells
+  hand-written templates from paraphrases (MyriadLAMA's ``is_manual``).
+* ``Relation`` - id (Wikidata P-id), name, cardinality, templates, MONITOR prompt
+  frames (question templates; the first is the base question), answer space.
+* ``Fact``     - one subject-relation pair with all its correct objects, optional
+  negative entities (FKTC's same-type distractors), optional per-fact choices
+  (T-REx-MC's multiple choices) and a split name.
+* ``FactSet``  - relations plus facts, with the name of the source they came from.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterable, Iterator, Literal
+
+SUBJECT_SLOT = "[X]"
+OBJECT_SLOT = "[Y]"
+
+Cardinality = Literal["1:1", "N:1", "1:N", "N:M"]
+TemplateKind = Literal["statement", "question"]
+
+
+class SchemaError(ValueError):
+    """Bad input data. The message names the file, the row and the field."""
+
+    def __init__(self, message: str, *, file: str | None = None, row: int | str | None = None, field: str | None = None):
+        where = []
+        if file is not None:
+            where.append(f"file {file}")
+        if row is not None:
+            where.append(f"row {row}")
+        if field is not None:
+            where.append(f"field {field!r}")
+        self.file, self.row, self.field = file, row, field
+        super().__init__(f"{', '.join(where)}: {message}" if where else message)
+
+
+@dataclass(frozen=True)
+class Entity:
+    label: str
+    aliases: tuple[str, ...] = ()
+    id: str | None = None
+
+    @property
+    def expressions(self) -> tuple[str, ...]:
+        """Label first, then the aliases, without duplicates."""
+        return tuple(dict.fromkeys((self.label, *self.aliases)))
+
+
+@dataclass(frozen=True)
+class Template:
+    id: str
+    text: str
+    kind: TemplateKind = "statement"
+    manual: bool = True
+
+    def fill(self, subject: str, obj: str | None = None) -> str:
+        """Replace ``[X]`` with ``subject`` and ``[Y]`` with ``obj`` (left in place when None)."""
+        text = self.text.replace(SUBJECT_SLOT, subject)
+        return text if obj is None else text.replace(OBJECT_SLOT, obj)
+
+    @property
+    def question(self) -> str:
+        """A question template without its answer slot: "What is the capital of [X]?"."""
+        if self.kind != "question":
+            raise ValueError(f"template {self.id} is a statement, not a question")
+        return self.text.split(OBJECT_SLOT)[0].rstrip()
+
+
+@dataclass(frozen=True)
+class Relation:
+    id: str
+    name: str
+    cardinality: Cardinality = "N:1"
+    templates: tuple[Template, ...] = ()
+    frames: tuple[Template, ...] = ()
+    answer_space: tuple[Entity, ...] = ()
+    domains: tuple[str, ...] = ()
+
+    def templates_of(self, kind: TemplateKind | None = None, manual_only: bool = False) -> tuple[Template, ...]:
+        return tuple(
+            t for t in self.templates if (kind is None or t.kind == kind) and (not manual_only or t.manual)
+        )
+
+    @property
+    def is_one_to_one(self) -> bool:
+        return self.cardinality == "1:1"
+
+
+@dataclass(frozen=True)
+class Fact:
+    id: str
+    relation: str
+    subject: Entity
+    objects: tuple[Entity, ...]
+    negatives: tuple[Entity, ...] = ()
+    choices: tuple[str, ...] = ()
+    split: str | None = None
+
+    @property
+    def object(self) -> Entity:
+        """The first (primary) correct object."""
+        return self.objects[0]
+
+    @property
+    def object_expressions(self) -> tuple[str, ...]:
+        """Every accepted answer string: all objects, all their aliases."""
+        return tuple(dict.fromkeys(e for o in self.objects for e in o.expressions))
+
+
+@dataclass
+class FactSet:
+    """Relations and their facts as read from one source."""
+
+    source: str
+    relations: dict[str, Relation]
+    facts: list[Fact] = field(default_factory=list)
+    #: rows left out on purpose (known upstream defects), "file:row: reason"
+    skipped: list[str] = field(default_factory=list)
+
+    def __iter__(self) -> Iterator[Fact]:
+        return iter(self.facts)
+
+    def __len__(self) -> int:
+        return len(self.facts)
+
+    def facts_of(self, relation_id: str, split: str | None = None) -> list[Fact]:
+        return [f for f in self.facts if f.relation == relation_id and (split is None or f.split == split)]
+
+    def subset(self, relation_ids: Iterable[str]) -> "FactSet":
+        keep = set(relation_ids)
+        return FactSet(
+            self.source,
+            {k: v for k, v in self.relations.items() if k in keep},
+            [f for f in self.facts if f.relation in keep],
+            self.skipped,
+        )
+
+
+def check_template_text(text: str, *, file: str, row, field: str, need_object: bool = True) -> None:
+    """Each template holds exactly one ``[X]`` and (when ``need_object``) exactly one ``[Y]``."""
+    if not isinstance(text, str) or not text.strip():
+        raise SchemaError("empty template", file=file, row=row, field=field)
+    slots = [(SUBJECT_SLOT, 1)] + ([(OBJECT_SLOT, 1)] if need_object else [])
+    for slot, want in slots:
+        n = text.count(slot)
+        if n != want:
+            raise SchemaError(
+                f"template {text!r} has {n} {slot} slots, expected exactly {want}", file=file, row=row, field=field
+            )
+
+
+def check_label(value, *, file: str, row, field: str) -> str:
+    """A subject or object label must be a non-blank string."""
+    if not isinstance(value, str) or not value.strip():
+        raise SchemaError(f"empty or missing value {value!r}", file=file, row=row, field=field)
+    return value.strip()
+
+
+def validate_factset(fs: FactSet, *, file: str | None = None) -> FactSet:
+    """Cross-record checks every loader runs before any model time is spent."""
+    where = file or fs.source
+    for rel in fs.relations.values():
+        space = [e.label for e in rel.answer_space]
+        if rel.answer_space:
+            dupes = sorted({s for s in space if space.count(s) > 1})
+            if dupes:
+                raise SchemaError(f"duplicated answer space entries {dupes[:5]}", file=where, row=rel.id, field="answer_space")
+    for i, fact in enumerate(fs.facts):
+        row = fact.id if fact.id else i
+        rel = fs.relations.get(fact.relation)
+        if rel is None:
+            raise SchemaError(f"unknown relation {fact.relation!r}", file=where, row=row, field="relation")
+        if not fact.objects:
+            raise SchemaError("no object", file=where, row=row, field="objects")
+        gold = {e.casefold() for e in fact.object_expressions}
+        for neg in fact.negatives:
+            if neg.label.casefold() in gold:
+                raise SchemaError(f"negative entity {neg.label!r} equals the object", file=where, row=row, field="negatives")
+        if fact.choices:
+            if len(set(fact.choices)) != len(fact.choices):
+                raise SchemaError("duplicated choices", file=where, row=row, field="choices")
+            if not any(o.label in fact.choices for o in fact.objects):
+                raise SchemaError(f"gold object {fact.object.label!r} missing from its choices", file=where, row=row, field="choices")
+    return fs

@@ -1,0 +1,30 @@
+"""Package layout (pyproject.toml holds the metadata).
+
+``metrics/`` installs as ``belief_tasks.metrics`` and ``task_yamls/`` twice: as
+``belief_tasks/task_yamls`` (for ``--include_path``) and as ``lm_eval/tasks/belief``
+so that a bare ``lm_eval --tasks belief_...`` finds our tasks (lm-eval 0.4.13 has
+no plugin discovery and does not follow symlinked folders).
+"""
+
+from setuptools import find_namespace_packages, setup
+
+
+def tree(root: str, name: str) -> tuple[list[str], dict[str, str]]:
+    subs = [p for p in find_namespace_packages(root) if "__pycache__" not in p]
+    packages = [name] + [f"{name}.{p}" for p in subs]
+    return packages, {pkg: root + pkg[len(name):].replace(".", "/") for pkg in packages}
+
+
+packages, package_dir = [], {}
+for root, name in (("belief_tasks", "belief_tasks"), ("metrics", "belief_tasks.metrics"),
+                   ("task_yamls", "belief_tasks.task_yamls"), ("task_yamls", "lm_eval.tasks.belief")):
+    p, d = tree(root, name)
+    packages += p
+    package_dir.update(d)
+
+setup(
+    packages=packages,
+    package_dir=package_dir,
+    package_data={"": ["*.yaml", "*.json", "*.md"]},
+    include_package_data=False,
+)

@@ -1,0 +1,55 @@
+"""Running the harness from tests: in-process (fast) or as a subprocess (what a user types)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def env_with_checkout(**extra: str) -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    env.setdefault("HF_HUB_OFFLINE", "1")
+    env.setdefault("HF_DATASETS_OFFLINE", "1")
+    env.setdefault("TOKENIZERS_PARALLELISM", "false")
+    env.update(extra)
+    return env
+
+
+def evaluate(tasks: list[str], model_args: str, *, model: str = "hf", metadata: dict | None = None,
+             limit: int | None = None, batch_size: int | str = 8, log_samples: bool = True, **kwargs: Any) -> dict:
+    """``lm_eval.simple_evaluate`` with our task folder included; returns the results dict."""
+    import belief_tasks  # noqa: F401  registers our backends
+    from belief_tasks.paths import task_yamls_dir
+    from lm_eval import simple_evaluate
+    from lm_eval.tasks import TaskManager
+
+    meta = {"source": "sample", **(metadata or {})}
+    tm = TaskManager(include_path=str(task_yamls_dir()), metadata=meta)
+    return simple_evaluate(
+        model=model, model_args=model_args, tasks=tasks, task_manager=tm, limit=limit,
+        batch_size=batch_size, log_samples=log_samples, metadata=meta, **kwargs,
+    )
+
+
+def run_cli(args: list[str], *, program: str = "belief-eval", timeout: int = 900, **env: str) -> subprocess.CompletedProcess:
+    """Run ``belief-eval`` / ``lm_eval`` / ``python -m belief_tasks`` as a subprocess."""
+    if program == "belief-eval":
+        cmd = [sys.executable, "-m", "belief_tasks.cli", *args]
+    elif program == "lm_eval":
+        cmd = [sys.executable, "-m", "lm_eval", *args]
+    else:
+        cmd = [sys.executable, "-m", program, *args]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env_with_checkout(**env), cwd=str(ROOT))
+
+
+def read_results(output_path: Path) -> dict:
+    """The results JSON lm-eval wrote under ``output_path``."""
+    files = sorted(Path(output_path).rglob("results_*.json"))
+    return json.loads(files[-1].read_text())
