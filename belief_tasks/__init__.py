@@ -40,6 +40,9 @@ def register_backends() -> None:
     for name, target in BACKENDS.items():
         if name not in model_registry:
             model_registry.register(name, target=target)
+    from belief_tasks.harness import install_stderr_hook
+
+    install_stderr_hook()
 
 
 register_backends()
