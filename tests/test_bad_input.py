@@ -1,0 +1,162 @@
+"""Every loader rejects bad input with one error naming the file, the row and the field.
+
+Table-driven: each case writes a small synthetic dataset (never real data), breaks
+one thing, and checks the SchemaError's file, row and field.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from belief_tasks.data.bear import load_bear_folder
+from belief_tasks.data.bundled import load_folder
+from belief_tasks.data.fktc import load_fktc_folder
+from belief_tasks.data.myriadlama import rows_to_factset
+from belief_tasks.data.trex_mc import load_trex_mc
+from belief_tasks.schema import SchemaError
+from belief_tasks.sources import Source
+
+
+# ---------------------------------------------------------------- good fixtures
+
+def bear_folder(tmp: Path, *, templates=None, space=None, rows=None, raw_rows: str | None = None) -> Path:
+    folder = tmp / "BEAR"
+    folder.mkdir()
+    meta = {"P36": {"templates": templates or ["The capital of [X] is [Y].", "[Y] is the capital of [X]."],
+                    "answer_space_labels": space if space is not None else ["Paris", "Rome"],
+                    "answer_space_ids": ["Q90", "Q220"][: len(space) if space is not None else 2]}}
+    (folder / "metadata_relations.json").write_text(json.dumps(meta))
+    rows = rows if rows is not None else [
+        {"sub_id": "Q142", "sub_label": "France", "sub_aliases": [], "obj_id": "Q90", "obj_label": "Paris"},
+        {"sub_id": "Q38", "sub_label": "Italy", "sub_aliases": [], "obj_id": "Q220", "obj_label": "Rome"},
+    ]
+    text = raw_rows if raw_rows is not None else "\n".join(json.dumps(r) for r in rows)
+    (folder / "P36.jsonl").write_text(text)
+    return folder
+
+
+def fktc_folder(tmp: Path, lines: list | None = None, raw: bytes | None = None) -> Path:
+    folder = tmp / "FKTC"
+    folder.mkdir()
+    lines = lines or [
+        {"relations": ["What is the capital of [X]?", "Which city is the capital of [X]?"]},
+        {"subject": "France", "object": "Paris", "taxonomy": ["Rome", "Berlin", "Madrid", "Vienna", "Lisbon"]},
+    ]
+    path = folder / "P36-subclass.json"
+    path.write_bytes(raw if raw is not None else "\n".join(json.dumps(x) for x in lines).encode())
+    return folder
+
+
+def trex_folder(tmp: Path, test_rows: list[dict]) -> Path:
+    good = {"Relation_ID": "P36", "Relation Name": "capital", "Subject": "France", "Object": "Paris",
+            "Multiple Choices": "['Rome', 'Berlin']", "Title": "", "Text": ""}
+    (tmp / "train.jsonl").write_text(json.dumps(good))
+    # a value of ... drops the column
+    rows = [{k: v for k, v in {**good, **r}.items() if v is not ...} for r in test_rows]
+    (tmp / "test.jsonl").write_text("\n".join(json.dumps(r) for r in rows))
+    return tmp
+
+
+def sample_folder(tmp: Path, **changes) -> Path:
+    rel = {
+        "id": "P36", "name": "capital", "cardinality": "1:1",
+        "templates": [{"id": "P36_t0", "text": "The capital of [X] is [Y].", "kind": "statement", "manual": True}],
+        "frames": ["What is the capital of [X]?"],
+        "answer_space": [{"label": "Paris"}, {"label": "Rome"}],
+        "facts": [{"id": "P36_001", "subject": {"label": "France"}, "objects": [{"label": "Paris"}], "negatives": ["Rome"]}],
+    }
+    for key, value in changes.items():
+        if key == "fact":
+            rel["facts"][0].update(value)
+        else:
+            rel[key] = value
+    (tmp / "P36.json").write_text(json.dumps(rel))
+    return tmp
+
+
+def _no_col(row: dict, col: str) -> dict:
+    return {k: v for k, v in row.items() if k != col}
+
+
+GOOD_BEAR_ROW = {"sub_id": "Q142", "sub_label": "France", "sub_aliases": [], "obj_id": "Q90", "obj_label": "Paris"}
+
+
+# ---------------------------------------------------------------- the table
+
+CASES = {
+    # name: (build(tmp) -> callable that loads, file name part, row, field)
+    "bear missing column": (lambda t: lambda: load_bear_folder(bear_folder(t, rows=[_no_col(GOOD_BEAR_ROW, "obj_label")])),
+                            "P36.jsonl", 1, "obj_label"),
+    "bear empty column": (lambda t: lambda: load_bear_folder(bear_folder(t, rows=[{**GOOD_BEAR_ROW, "obj_label": ""}])),
+                          "P36.jsonl", 1, "obj_label"),
+    "trex missing column": (lambda t: lambda: load_trex_mc(Source("local", "trex_mc", str(trex_folder(t, [{"Object": ...}])))),
+                            "test.jsonl", 1, "Object"),
+    "trex empty column": (lambda t: lambda: load_trex_mc(Source("local", "trex_mc", str(trex_folder(t, [{"Object": " "}])))),
+                          "test.jsonl", 1, "Object"),
+    "template without [X]": (lambda t: lambda: load_bear_folder(bear_folder(t, templates=["The capital is [Y]."])),
+                             "metadata_relations.json", "P36", "templates[0]"),
+    "template without [Y]": (lambda t: lambda: load_bear_folder(bear_folder(t, templates=["[X] has a capital."])),
+                             "metadata_relations.json", "P36", "templates[0]"),
+    "template with two [X]": (lambda t: lambda: load_bear_folder(bear_folder(t, templates=["[X] and [X] share [Y]."])),
+                              "metadata_relations.json", "P36", "templates[0]"),
+    "sample template with two [Y]": (lambda t: lambda: load_folder(sample_folder(t, templates=[{"text": "[X]: [Y] or [Y]."}]), "s"),
+                                     "P36.json", "templates[0]", "text"),
+    "empty answer space": (lambda t: lambda: load_bear_folder(bear_folder(t, space=[])),
+                           "metadata_relations.json", "P36", "answer_space_labels"),
+    "duplicated answer space": (lambda t: lambda: load_folder(sample_folder(t, answer_space=[{"label": "Paris"}, {"label": "Paris"}]), "s"),
+                                "P36.json", "P36", "answer_space"),
+    "gold missing from answer space": (lambda t: lambda: load_bear_folder(bear_folder(t, space=["Paris", "Madrid"])),
+                                       "P36.jsonl", "2", "obj_label"),
+    "gold missing from choices": (lambda t: lambda: rows_or_choices_missing_gold(t), "P36.json", "P36_001", "choices"),
+    "duplicated choices": (lambda t: lambda: load_trex_mc(Source("local", "trex_mc", str(trex_folder(t, [{"Multiple Choices": "['Rome', 'Rome']"}])))),
+                           "test.jsonl", 1, "Multiple Choices"),
+    "negative equals object": (lambda t: lambda: load_fktc_folder(fktc_folder(t, [
+        {"relations": ["What is the capital of [X]?"]},
+        {"subject": "France", "object": "Paris", "taxonomy": ["Rome", "paris", "Madrid", "Vienna", "Lisbon"]}])),
+                               "P36-subclass.json", 2, "taxonomy"),
+    "non-UTF-8 file": (lambda t: lambda: load_fktc_folder(fktc_folder(t, raw=b'{"relations": ["What is [X]?"]}\n{"subject": "Z\xfcrich", "object": "x", "taxonomy": []}')),
+                       "P36-subclass.json", 2, None),
+    "truncated JSON line": (lambda t: lambda: load_bear_folder(bear_folder(t, raw_rows=json.dumps(GOOD_BEAR_ROW) + '\n{"sub_id": "Q38", "sub_la')),
+                            "P36.jsonl", 2, None),
+    "choice list that is not a list": (lambda t: lambda: load_trex_mc(Source("local", "trex_mc", str(trex_folder(t, [{"Multiple Choices": "'Rome'"}])))),
+                                       "test.jsonl", 1, "Multiple Choices"),
+    "choice list that is code": (lambda t: lambda: load_trex_mc(Source("local", "trex_mc", str(trex_folder(t, [{"Multiple Choices": "__import__('os').getcwd()"}])))),
+                                 "test.jsonl", 1, "Multiple Choices"),
+    "empty subject": (lambda t: lambda: load_bear_folder(bear_folder(t, rows=[{**GOOD_BEAR_ROW, "sub_label": ""}])),
+                      "P36.jsonl", 1, "sub_label"),
+    "whitespace subject": (lambda t: lambda: load_fktc_folder(fktc_folder(t, [
+        {"relations": ["What is the capital of [X]?"]},
+        {"subject": "   ", "object": "Paris", "taxonomy": ["Rome", "Berlin", "Madrid", "Vienna", "Lisbon"]}])),
+                           "P36-subclass.json", 2, "subject"),
+    "myriadlama whitespace subject": (lambda t: lambda: rows_to_factset([{"uuid": "u1", "rel_uri": "P30", "sub_ent": " ", "obj_ents": ["Europe"],
+                                                                          "obj_aliases": [[]], "obj_uris": ["Q46"], "template": "[X] is in [Y].", "is_manual": True}], "ml.jsonl"),
+                                      "ml.jsonl", 1, "sub_ent"),
+}
+
+
+def rows_or_choices_missing_gold(tmp: Path):
+    # A fact whose explicit choices lack its gold object.
+    from belief_tasks.schema import Entity, Fact, FactSet, Relation, validate_factset
+
+    fs = FactSet("s", {"P36": Relation("P36", "capital")},
+                 [Fact("P36_001", "P36", Entity("France"), (Entity("Paris"),), choices=("Rome", "Berlin"))])
+    return validate_factset(fs, file=str(tmp / "P36.json"))
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_bad_input_is_named(name, tmp_path):
+    build, file_part, row, field = CASES[name]
+    load = build(tmp_path)
+    with pytest.raises(SchemaError) as err:
+        load()
+    e = err.value
+    assert e.file is not None and file_part in e.file, str(e)
+    assert str(e.row) == str(row), str(e)
+    assert e.field == field, str(e)
+    # the message carries all three, for the user
+    assert file_part in str(e) and f"row {row}" in str(e)
+    if field:
+        assert repr(field) in str(e)
