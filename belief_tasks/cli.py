@@ -31,6 +31,14 @@ def main(argv: list[str] | None = None) -> None:
     if "--include_path" not in args and not _tasks_installed() and (not args or args[0] != "validate"):
         args += ["--include_path", str(task_yamls_dir())]
     sys.argv = ["belief-eval", *args]
+    if args[:1] in (["ls"], ["list"]) and (len(args) < 2 or args[1] in ("tasks", "groups")):
+        from belief_tasks.catalog import table
+
+        try:
+            cli_evaluate()
+        finally:  # lm-eval's table has no description column: add ours
+            print(table())
+        return
     cli_evaluate()
 
 
