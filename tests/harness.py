@@ -30,8 +30,12 @@ def evaluate(tasks: list[str], model_args: str, *, model: str = "hf", metadata: 
     from lm_eval import simple_evaluate
     from lm_eval.tasks import TaskManager
 
+    from lm_eval.utils import simple_parse_args_string
+
     meta = {"source": "sample", **(metadata or {})}
-    tm = TaskManager(include_path=str(task_yamls_dir()), metadata=meta)
+    # as the CLI does: tasks see the model args (pretrained=...) in their metadata
+    tm_meta = {**(simple_parse_args_string(model_args) if isinstance(model_args, str) else dict(model_args)), **meta}
+    tm = TaskManager(include_path=str(task_yamls_dir()), metadata=tm_meta)
     return simple_evaluate(
         model=model, model_args=model_args, tasks=tasks, task_manager=tm, limit=limit,
         batch_size=batch_size, log_samples=log_samples, metadata=meta, **kwargs,
@@ -44,6 +48,8 @@ def run_cli(args: list[str], *, program: str = "belief-eval", timeout: int = 900
         cmd = [sys.executable, "-m", "belief_tasks.cli", *args]
     elif program == "lm_eval":
         cmd = [sys.executable, "-m", "lm_eval", *args]
+    elif program == "python_code":
+        cmd = [sys.executable, *args]
     else:
         cmd = [sys.executable, "-m", program, *args]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env_with_checkout(**env), cwd=str(ROOT))

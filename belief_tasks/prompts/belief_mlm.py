@@ -1,0 +1,77 @@
+"""Masked prompts for BELIEF on encoders (BELIEF v3 section 2, v1 section 3).
+
+A prompt is a statement template with ``[X]`` filled by a subject expression and
+``[Y]`` replaced by the mask marker ``[MASK]`` ("France is the capital of [MASK]."
+style). The backend swaps the marker for its tokenizer's own mask token, so the
+same prompt text serves BERT (``[MASK]``) and RoBERTa (``<mask>``).
+
+Content-free prompts (v3 section 5.4, after Zhao et al. 2021) fill ``[X]`` with
+"N/A", "" or "?" instead of a subject; they measure the template's own bias.
+
+Pure: no model, no tokenizer.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Iterator
+
+from belief_tasks.schema import Fact, Relation, Template
+
+#: The marker every masked prompt carries exactly once.
+MASK = "[MASK]"
+
+#: Content-free subjects (v3 footnote 12) and the ids their records carry.
+CONTENT_FREE_SUBJECTS: dict[str, str] = {"na": "N/A", "empty": "", "qmark": "?"}
+
+_SPACES = re.compile(r"\s+")
+
+
+def masked_prompt(template: Template, subject: str) -> str:
+    """``template`` with ``[X]`` = ``subject`` and ``[Y]`` = ``[MASK]``, whitespace runs collapsed.
+
+    Collapsing matters for the empty content-free subject ("The capital of  is ...").
+    """
+    text = _SPACES.sub(" ", template.fill(subject, MASK)).strip()
+    if text.count(MASK) != 1:
+        raise ValueError(f"template {template.id} gives {text.count(MASK)} mask markers in {text!r}; expected 1")
+    return text
+
+
+def mp_templates(relation: Relation) -> tuple[Template, ...]:
+    """The MP (mask-prediction) templates of a relation: its statements.
+
+    Questions ("What is the capital of [X]? [Y].") are BELIEF-ICL's QA style; an
+    encoder fills blanks, so only statements are used.
+    """
+    return relation.templates_of("statement")
+
+
+@dataclass(frozen=True)
+class MaskedPrompt:
+    relation: str
+    fact_id: str | None  # None for content-free prompts
+    template_id: str
+    subject_form: str  # "label", "alias1", ... or a content-free id ("na", "empty", "qmark")
+    subject: str
+    text: str
+
+
+def subject_forms(fact: Fact) -> list[tuple[str, str]]:
+    """``[(form_id, expression)]``: the label, then each alias."""
+    return [("label" if i == 0 else f"alias{i}", e) for i, e in enumerate(fact.subject.expressions)]
+
+
+def fact_prompts(fact: Fact, relation: Relation) -> Iterator[MaskedPrompt]:
+    """Every (template, subject expression) prompt of one fact: the multi-prompt set P_t."""
+    for template in mp_templates(relation):
+        for form, subject in subject_forms(fact):
+            yield MaskedPrompt(relation.id, fact.id, template.id, form, subject, masked_prompt(template, subject))
+
+
+def content_free_prompts(relation: Relation) -> Iterator[MaskedPrompt]:
+    """One prompt per (template, content-free subject) of ``relation``."""
+    for template in mp_templates(relation):
+        for form, subject in CONTENT_FREE_SUBJECTS.items():
+            yield MaskedPrompt(relation.id, None, template.id, form, subject, masked_prompt(template, subject))
