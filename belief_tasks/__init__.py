@@ -40,9 +40,11 @@ def register_backends() -> None:
     for name, target in BACKENDS.items():
         if name not in model_registry:
             model_registry.register(name, target=target)
-    from belief_tasks.harness import install_stderr_hook
+    from belief_tasks.harness import install_cache_hook, install_cpu_data_parallel_hook, install_stderr_hook
 
     install_stderr_hook()
+    install_cache_hook()
+    install_cpu_data_parallel_hook()
 
 
 register_backends()

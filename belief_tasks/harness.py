@@ -6,9 +6,22 @@
    aggregations (consistency, fluctuation, MONITOR, ...) would always print "N/A".
    An aggregation that carries a ``stderr`` attribute (``tasks.common.with_stderr``)
    gets that function instead. ``--bootstrap_iters 0`` still turns all stderrs off.
+3. ``--use_cache`` for our own request types: lm-eval's ``CachingLM`` reads its
+   cache only for ``loglikelihood``, ``loglikelihood_rolling`` and ``generate_until``
+   and passes every other method through, so a resumed run would recompute every
+   ``per_token_loglikelihood`` / ``mask_topk`` request although our backends already
+   write them (``cache_hook.add_partial``). ``install_cache_hook`` reads them too.
+4. Data parallelism on CPU: ``HFLM`` shards documents over ``accelerate launch``
+   processes only when it counts more than one CUDA device, so on CPU every process
+   ran the whole task. Under a multi-process launch (``WORLD_SIZE`` > 1)
+   ``install_cpu_data_parallel_hook`` gives HFLM the launcher's rank and world size
+   (docs/scale.md). On GPUs lm-eval's own sharding is left untouched.
 """
 
 from __future__ import annotations
+
+import logging
+import os
 
 
 def install_stderr_hook() -> None:
@@ -28,3 +41,70 @@ def install_stderr_hook() -> None:
 
     stderr_for_metric._belief_tasks = True
     eu.stderr_for_metric = stderr_for_metric
+
+
+#: request types of our tasks that are methods of our backends (not lm-eval's three)
+CUSTOM_REQUEST_TYPES = frozenset({"per_token_loglikelihood", "mask_topk", "loglikelihood_span"})
+
+
+def install_cache_hook() -> None:
+    try:
+        from lm_eval.api.model import CachingLM, hash_args
+    except ImportError:
+        return
+    original = CachingLM.__getattr__
+    if getattr(original, "_belief_tasks", False):
+        return
+
+    def __getattr__(self, attr: str):
+        if attr not in CUSTOM_REQUEST_TYPES:
+            return original(self, attr)
+        method = getattr(self.lm, attr)
+
+        def cached(requests, **kwargs):
+            keys = [hash_args(attr, req.args) for req in requests]
+            results = [self.dbdict.get(k) for k in keys]
+            todo = [i for i, k in enumerate(keys) if k not in self.dbdict]
+            logging.getLogger("lm_eval.api.model").info(
+                "Cached requests: %d, Requests remaining: %d (%s)", len(keys) - len(todo), len(todo), attr
+            )
+            fresh = method([requests[i] for i in todo], **kwargs) if todo else []
+            for i, value in zip(todo, fresh, strict=True):
+                results[i] = value
+                self.dbdict[keys[i]] = value
+            self.dbdict.commit()
+            return results
+
+        return cached
+
+    __getattr__._belief_tasks = True
+    CachingLM.__getattr__ = __getattr__
+
+
+def install_cpu_data_parallel_hook() -> None:
+    if int(os.environ.get("WORLD_SIZE", "1") or 1) <= 1:
+        return  # not under accelerate launch / torchrun: nothing to shard, nothing to import
+    try:
+        from lm_eval.models.huggingface import HFLM
+    except ImportError:
+        return
+    if getattr(HFLM.rank.fget, "_belief_tasks", False):
+        return
+
+    def _cpu_launch(self):
+        acc = self.__dict__.get("accelerator")
+        if acc is None or self._world_size != 1 or acc.num_processes <= 1 or acc.device.type != "cpu":
+            return None
+        return acc
+
+    def rank(self) -> int:
+        acc = _cpu_launch(self)
+        return acc.process_index if acc is not None else self._rank
+
+    def world_size(self) -> int:
+        acc = _cpu_launch(self)
+        return acc.num_processes if acc is not None else self._world_size
+
+    rank._belief_tasks = True
+    HFLM.rank = property(rank)
+    HFLM.world_size = property(world_size)

@@ -17,7 +17,10 @@ def task_yamls_dir() -> Path:
 
 
 def sample_data_dir() -> Path:
-    return PACKAGE_DIR / "sample_data"
+    """The bundled sample, or ``$BELIEF_SAMPLE_DIR`` (a folder of the same P*.json files:
+    your own hand-written facts, or the stress test's deliberately broken copies)."""
+    env = os.environ.get("BELIEF_SAMPLE_DIR")
+    return Path(env).expanduser() if env else PACKAGE_DIR / "sample_data"
 
 
 def cache_dir() -> Path:

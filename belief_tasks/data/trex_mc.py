@@ -21,7 +21,10 @@ def rows_to_facts(rows: list[dict], split: str, file: str) -> tuple[dict[str, st
     require_columns(rows, COLUMNS, file)
     names, facts = {}, []
     for i, r in enumerate(rows, start=1):
-        rid = check_label(r.get("Relation_ID"), file=file, row=i, field="Relation_ID")
+        rid = r.get("Relation_ID")
+        if isinstance(rid, int) and not isinstance(rid, bool):  # the hub stores relation numbers (1..), not strings
+            rid = str(rid)
+        rid = check_label(rid, file=file, row=i, field="Relation_ID")
         names.setdefault(rid, str(r.get("Relation Name") or rid))
         sub = check_label(r.get("Subject"), file=file, row=i, field="Subject")
         obj = check_label(r.get("Object"), file=file, row=i, field="Object")

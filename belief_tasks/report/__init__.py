@@ -1,0 +1,102 @@
+"""``belief-report``: the papers' tables and figures from lm-eval output folders.
+
+``build_report(paths, out)`` reads every results JSON below ``paths`` (with the
+``--log_samples`` files beside it), recomputes each number from the per-doc
+records with the tasks' own aggregations and ``belief_tasks.metrics``, and writes
+``out/report.md``, ``out/tables/*.csv``, ``out/figures/*.png`` and
+``out/cards/<model>.md``. Sections appear for the families whose tasks are present:
+
+* ``belief_icl``  BELIEF-ICL (v3 Table 17, calibration, coverage, knowledge sharing)
+* ``belief_mlm``  BELIEF for masked LMs
+* ``bear``        BEAR (Table 3, per template, relation, domain)
+* ``iclke``       IC-LKE / EIC-LKE (Table 7, Figure 5, η, Accuracy@K)
+* ``monitor``     MONITOR (Tables 4, 11, 12)
+* ``card``        one knowledge card per model across families
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = ["build_report", "Report"]
+
+
+@dataclass
+class Report:
+    path: Path  # report.md
+    runs: list
+    sections: list
+    summary: list[str]  # the terminal summary
+    checked: int  # numbers compared with the harness's results JSON
+    mismatched: list[str]  # task/metric whose recomputed value differs
+
+
+def build_report(paths, out, title: str = "Knowledge report") -> Report:
+    from belief_tasks.report import bear, belief_icl, belief_mlm, iclke, monitor, others
+    from belief_tasks.report.base import Context
+    from belief_tasks.report.card import render
+    from belief_tasks.report.loading import load_runs
+    from belief_tasks.report.output import ReportWriter, markdown_table
+    from belief_tasks.report.recompute import mismatches
+
+    import pandas as pd
+
+    runs = load_runs(paths)
+    writer = ReportWriter(out)
+    ctx = Context(runs, writer)
+    sections = [s for s in (mod.build(ctx) for mod in (belief_icl, belief_mlm, bear, iclke, monitor)) if s is not None]
+    claimed = {r.name: set() for r in runs}
+    for mod in (belief_icl, belief_mlm, bear, iclke, monitor):
+        for pat in [getattr(mod, a) for a in ("TASK_RE", "PROMPT_RE", "BIAS_RE") if hasattr(mod, a)]:
+            for run, task in ctx.tasks(pat):
+                claimed[run.name].add(task.name)
+    rest = others.build(ctx, claimed)
+    if rest is not None:
+        sections.append(rest)
+
+    # verification: every recomputed number against the harness's own
+    numbers = ctx.all_numbers()
+    checked = sum(1 for ns in numbers.values() for n in ns.values() if n.harness is not None and n.value is not None)
+    mismatched = mismatches(numbers)
+    for s in sections:
+        checked += len(s.checks)
+        mismatched += [what for what, ok in s.checks if not ok]
+
+    md = [f"# {title}\n",
+          f"Made by `belief-report` from {len(runs)} model run{'s' if len(runs) != 1 else ''}. Every number is recomputed "
+          "from the per-sample records (`--log_samples`) with the tasks' own aggregation functions and "
+          "`belief_tasks.metrics`.\n"]
+    if checked:
+        md.append(f"**Check:** {checked - len(mismatched)} of {checked} recomputed numbers equal the harness's results JSON"
+                  + ("." if not mismatched else f"; differing: {', '.join(mismatched[:20])}.") + "\n")
+    runs_df = pd.DataFrame([{"Model": r.name, "lm-eval model name": r.model_name, "Tasks": len(r.tasks),
+                             "Per-sample files": sum(t.has_records for t in r.tasks.values()),
+                             "Run": r.date, "Folder": str(r.folder)} for r in runs])
+    md.append("## Runs\n")
+    md.append(markdown_table(runs_df) + "\n")
+    md.append("## Contents\n")
+    md.append("\n".join([f"- [Knowledge cards](#knowledge-cards)"] + [f"- [{s.title}](#{_anchor(s.title)})" for s in sections]) + "\n")
+    md.append("## Knowledge cards\n")
+    for run in runs:
+        entries = [e for s in sections for e in s.card.get(run.name, [])]
+        md.append(render(run, entries, writer, heading="###"))
+    for s in sections:
+        md.append(s.markdown)
+    path = writer.write("report.md", "\n".join(md))
+
+    summary = [f"belief-report: {len(runs)} model run(s), {len(sections)} section(s) -> {path}"]
+    if checked:
+        summary.append(f"check: {checked - len(mismatched)}/{checked} recomputed numbers equal the results JSON"
+                       + ("" if not mismatched else f" (differing: {', '.join(mismatched[:10])})"))
+    for s in sections:
+        if s.summary:
+            summary.append(f"[{s.title}]")
+            summary += ["  " + line for line in s.summary]
+    return Report(path, runs, sections, summary, checked, mismatched)
+
+
+def _anchor(title: str) -> str:
+    import re
+
+    return re.sub(r"[^\w\- ]", "", title.lower()).strip().replace(" ", "-")

@@ -67,7 +67,7 @@ def tokenizer_from(metadata: dict):
             "--model hf-mlm --model_args pretrained=<masked LM> (the CLI passes it on), or add "
             '{"pretrained": "<path or id>"} to --metadata / the TaskManager metadata when calling lm-eval from Python'
         )
-    tok = _load_tokenizer(str(name), metadata.get("revision"), bool(metadata.get("trust_remote_code", False)))
+    tok = _load_tokenizer(str(name), metadata.get("revision"), str(metadata.get("trust_remote_code", False)).strip().lower() in ("1", "true", "yes", "on"))
     if tok.mask_token is None:
         raise ValueError(f"tokenizer {name} has no mask token: belief_mlm tasks need a masked LM")
     return tok

@@ -1,0 +1,116 @@
+"""Group token sequences by shared prefixes: a radix tree, pruned to the splits worth a forward pass.
+
+Pure Python (no torch), so the plan can be tested and costed without a model.
+
+Each node owns a segment of tokens (its edge label) at absolute positions
+``[start, end)``; every sequence below it starts with the path from the root to
+``end``. A sequence is a *leaf* of the deepest node it keeps: its remaining tokens
+``seq[node.end:]`` are computed in a batch on that node's cached keys/values.
+Splitting off a child costs one more (batch-1 worth of) forward rows and saves
+re-encoding its segment for every sequence below it, so children that save fewer
+than ``min_saving`` tokens are folded back into their parent's leaves.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Sequence
+
+
+@dataclass
+class PrefixNode:
+    start: int  # absolute position of the segment's first token
+    tokens: list[int]  # the segment (empty for the root)
+    children: list["PrefixNode"] = field(default_factory=list)
+    leaves: list[int] = field(default_factory=list)  # sequence indices scored in batches under this node
+
+    @property
+    def end(self) -> int:
+        return self.start + len(self.tokens)
+
+    def walk(self):
+        """This node and all nodes below it, parents before children."""
+        yield self
+        for child in self.children:
+            yield from child.walk()
+
+    def sequences(self) -> list[int]:
+        """Indices of every sequence below this node."""
+        return [i for node in self.walk() for i in node.leaves]
+
+
+def _common_prefix_len(a: Sequence[int], b: Sequence[int], start: int) -> int:
+    n = min(len(a), len(b))
+    i = start
+    while i < n and a[i] == b[i]:
+        i += 1
+    return i
+
+
+def _build(seqs: Sequence[Sequence[int]], order: list[int], depth: int, node: PrefixNode) -> None:
+    """Fill ``node`` (ending at ``depth``) from ``order``: indices sorted by token sequence."""
+    i = 0
+    while i < len(order):
+        seq = seqs[order[i]]
+        if len(seq) == depth:  # nothing left after this node: scored from the node's own last position
+            node.leaves.append(order[i])
+            i += 1
+            continue
+        j = i + 1
+        while j < len(order) and len(seqs[order[j]]) > depth and seqs[order[j]][depth] == seq[depth]:
+            j += 1
+        group = order[i:j]
+        if len(group) == 1:
+            node.leaves.append(group[0])
+        else:  # sorted, so the group's common prefix is that of its first and last member
+            end = _common_prefix_len(seqs[group[0]], seqs[group[-1]], depth)
+            child = PrefixNode(depth, list(seq[depth:end]))
+            _build(seqs, group, end, child)
+            node.children.append(child)
+        i = j
+
+
+def _flat_cost(node: PrefixNode, seqs: Sequence[Sequence[int]], depth: int) -> int:
+    """Tokens forwarded if every sequence below ``node`` were computed from ``depth`` with no sharing."""
+    return sum(len(seqs[i]) - depth for i in node.sequences())
+
+
+def tree_cost(node: PrefixNode, seqs: Sequence[Sequence[int]]) -> int:
+    """Tokens forwarded to compute the tree as planned: each segment once, each leaf's remainder once."""
+    return len(node.tokens) + sum(len(seqs[i]) - node.end for i in node.leaves) + sum(
+        tree_cost(c, seqs) for c in node.children
+    )
+
+
+def _prune(node: PrefixNode, seqs: Sequence[Sequence[int]], min_saving: int) -> None:
+    kept = []
+    for child in node.children:
+        _prune(child, seqs, min_saving)
+        if _flat_cost(child, seqs, node.end) - tree_cost(child, seqs) >= min_saving:
+            kept.append(child)
+        else:
+            node.leaves.extend(child.sequences())
+    node.children = kept
+
+
+def build_prefix_tree(seqs: Sequence[Sequence[int]], min_saving: int = 8) -> PrefixNode:
+    """The radix tree of ``seqs`` (the root has an empty segment), pruned to worthwhile splits."""
+    order = sorted(range(len(seqs)), key=lambda i: tuple(seqs[i]))
+    root = PrefixNode(0, [])
+    _build(seqs, order, 0, root)
+    _prune(root, seqs, min_saving)
+    return root
+
+
+def distinct_tokens(seqs: Sequence[Sequence[int]]) -> int:
+    """The floor of the work: the number of positions in the full trie (distinct (prefix, token) pairs).
+
+    Sorted neighbours share the longest prefixes, so each sequence adds its length minus
+    its common prefix with the previous one.
+    """
+    ordered = sorted(tuple(s) for s in seqs)
+    total, prev = 0, ()
+    for seq in ordered:
+        total += len(seq) - _common_prefix_len(prev, seq, 0)
+        prev = seq
+    return total

@@ -1,0 +1,202 @@
+"""IC-LKE / EIC-LKE inputs (Wu et al., "Towards Reliable Latent Knowledge Estimation in LLMs").
+
+Pure functions: facts and settings in, strings and option lists out; no model.
+
+* ``sigma``: the input σ(x, r) = x1 y1 … xn yn x (eq. 1) for one test subject,
+  the object being scored as the continuation ``" " + option``.
+* ``split_relation``: the training facts (in-context examples) and test facts of a
+  relation: the dataset's own split (T-REx-MC), else a seeded per-relation split.
+* ``choose_examples``: n training facts for one test fact, seeded, never sharing
+  the test fact's subject (so the test fact itself cannot leak into σ).
+* ``option_set``: the gold object plus up to ``max_options - 1`` alternatives, in
+  a seeded order: T-REx-MC's ``Multiple Choices``, else the relation's answer space.
+* ``eic_groups``: appendix F / C.2: several test facts placed inside one sequence
+  of training facts (``EICSlot`` per test fact, see ``eic_pairs``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from math import ceil
+from typing import Sequence
+
+from belief_tasks import seeding
+from belief_tasks.schema import Fact, Relation
+
+
+@dataclass(frozen=True)
+class PairFormat:
+    """How subject-object pairs are joined. ``pair_sep`` ends in the space that
+    starts the scored continuation (``" " + option``)."""
+
+    name: str
+    pair_sep: str
+    example_sep: str
+
+    def render(self, pairs: Sequence[Sequence[str]], subject: str) -> str:
+        """``x1 y1 x2 y2 … x`` (everything before the scored object)."""
+        head = self.example_sep.join(f"{x}{self.pair_sep}{y}" for x, y in pairs)
+        tail = subject + self.pair_sep[:-1]
+        return f"{head}{self.example_sep}{tail}" if pairs else tail
+
+
+FORMATS = {
+    # the paper (section 2.2): a space between every token sequence
+    "space": PairFormat("space", " ", " "),
+    # the reference code (ZeroPrompt_LKE, example_seperator ' : ', pairs joined by ', ')
+    "colon_comma": PairFormat("colon_comma", " : ", ", "),
+}
+
+TARGET_DELIMITER = " "
+
+
+def pair_format(name: str) -> PairFormat:
+    try:
+        return FORMATS[name]
+    except KeyError:
+        raise ValueError(f"unknown IC-LKE format {name!r}; known: {sorted(FORMATS)}") from None
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Every knob, read from ``--metadata`` (see ``belief_tasks.tasks.iclke.settings_from``)."""
+
+    seed: int = seeding.DEFAULT_SEED
+    n_examples: int = 50  # n in eq. 1 (appendix C.1)
+    max_options: int = 100  # 1 gold + 99 alternatives (section 4)
+    train_size: int = 100  # per relation, for datasets without a train split (T-REx-MC has 100)
+    format: str = "space"
+    demos: str = "relation"  # "relation": one seeded order per relation (reference code); "fact": drawn per test fact
+    eic_lead: int = 50  # EIC-LKE: training facts before the first test fact (appendix C.2)
+    eic_every: int = 5  # EIC-LKE: training facts between two test facts
+
+
+def subject_keys(fact: Fact) -> set[str]:
+    return {e.casefold() for e in fact.subject.expressions}
+
+
+def split_relation(facts: Sequence[Fact], seed: int, train_size: int) -> tuple[list[Fact], list[Fact]]:
+    """(train, test) facts of one relation.
+
+    A dataset split (``Fact.split == "train"`` on some facts) is used as is. Otherwise
+    ``min(train_size, len // 2)`` facts are drawn as training facts, seeded by the
+    relation, and the rest (in dataset order) are test facts.
+    """
+    facts = list(facts)
+    if any(f.split == "train" for f in facts):
+        return [f for f in facts if f.split == "train"], [f for f in facts if f.split != "train"]
+    if not facts:
+        return [], []
+    n_train = min(train_size, len(facts) // 2)
+    train_ids = {f.id for f in seeding.sample(facts, n_train, seed, "iclke-split", facts[0].relation)}
+    return [f for f in facts if f.id in train_ids], [f for f in facts if f.id not in train_ids]
+
+
+def demo_order(train: Sequence[Fact], seed: int, relation: str) -> list[Fact]:
+    """The relation's training facts in one seeded order."""
+    return seeding.sample(train, len(train), seed, "iclke-demos", relation)
+
+
+def choose_examples(test: Fact, train: Sequence[Fact], settings: Settings) -> list[Fact]:
+    """The n in-context examples for ``test``: none shares its subject."""
+    banned = subject_keys(test)
+    eligible = [f for f in train if not (subject_keys(f) & banned)]
+    if settings.demos == "fact":
+        return seeding.sample(eligible, settings.n_examples, settings.seed, "iclke-demos", test.relation, test.id)
+    if settings.demos != "relation":
+        raise ValueError(f"demos must be 'relation' or 'fact', got {settings.demos!r}")
+    keep = {f.id for f in eligible}
+    return [f for f in demo_order(train, settings.seed, test.relation) if f.id in keep][: settings.n_examples]
+
+
+def as_pairs(facts: Sequence[Fact]) -> list[list[str]]:
+    return [[f.subject.label, f.object.label] for f in facts]
+
+
+def option_set(fact: Fact, relation: Relation, seed: int, max_options: int = 100) -> tuple[list[str], int]:
+    """(options, index of the gold object), seeded by the fact.
+
+    Alternatives come from the fact's own choices (T-REx-MC) or else the relation's
+    answer space; anything matching one of the fact's objects (label or alias,
+    case-insensitively) is never an alternative. Up to ``max_options - 1`` are kept.
+    """
+    gold = fact.object.label
+    accepted = {e.casefold() for e in fact.object_expressions}
+    pool = list(fact.choices) if fact.choices else [e.label for e in relation.answer_space]
+    pool = [o for o in dict.fromkeys(pool) if o.casefold() not in accepted]
+    alternatives = seeding.sample(pool, max(0, max_options - 1), seed, "iclke-options", fact.id)
+    options = seeding.sample([gold, *alternatives], len(alternatives) + 1, seed, "iclke-order", fact.id)
+    return options, options.index(gold)
+
+
+# ---------------------------------------------------------------- EIC-LKE (appendix F)
+
+
+@dataclass(frozen=True)
+class EICSlot:
+    """One test fact inside a shared sequence, with everything before it.
+
+    ``examples``: the training pairs before this slot; ``prior``: the earlier test
+    slots of the same sequence as ``(position, subject, options)``, position = the
+    number of training pairs before it. Sequence k puts option k of every test fact
+    in its slot (``eic_pairs``).
+    """
+
+    group: str
+    index: int
+    fact: Fact
+    options: list[str]
+    gold_index: int
+    examples: list[list[str]]
+    prior: list[tuple[int, str, list[str]]]
+
+
+def eic_group_size(n_train: int, settings: Settings) -> tuple[int, int]:
+    """(lead, number of test slots) for a sequence of ``n_train`` training facts."""
+    lead = min(settings.eic_lead, max(1, n_train // 2))
+    return lead, max(1, ceil((n_train - lead) / settings.eic_every))
+
+
+def eic_groups(
+    relation: Relation, train: Sequence[Fact], test: Sequence[Fact], settings: Settings
+) -> list[list[EICSlot]]:
+    """Test facts of one relation, grouped into shared sequences of training facts.
+
+    All training facts in one seeded order (minus any sharing a subject with a test
+    fact of the group); the first test fact after ``lead`` of them, then one every
+    ``eic_every``. Test facts are assigned to groups in a seeded order.
+    """
+    order = demo_order(train, settings.seed, relation.id)
+    lead, size = eic_group_size(len(order), settings)
+    shuffled = seeding.sample(test, len(test), settings.seed, "eic-groups", relation.id)
+    groups = []
+    for g in range(0, len(shuffled), size):
+        members = shuffled[g : g + size]
+        banned = set().union(*(subject_keys(f) for f in members))
+        seq = as_pairs([f for f in order if not (subject_keys(f) & banned)])
+        gid = f"{relation.id}_g{g // size:04d}"
+        slots, prior = [], []
+        for i, fact in enumerate(members):
+            pos = min(lead + i * settings.eic_every, len(seq))
+            options, gold = option_set(fact, relation, settings.seed, settings.max_options)
+            slots.append(EICSlot(gid, i, fact, options, gold, seq[:pos], list(prior)))
+            prior.append((pos, fact.subject.label, options))
+        groups.append(slots)
+    return groups
+
+
+def eic_pairs(examples: Sequence[Sequence[str]], prior: Sequence[Sequence], k: int) -> list[list[str]]:
+    """The pairs of sequence ``k`` up to a slot: training pairs with the earlier test
+    subjects inserted at their positions, each with its option ``k`` (cycled when a
+    fact has fewer options)."""
+    out: list[list[str]] = []
+    inserts = sorted(prior, key=lambda p: p[0])
+    j = 0
+    for pos in range(len(examples) + 1):
+        while j < len(inserts) and inserts[j][0] == pos:
+            _, subject, options = inserts[j]
+            out.append([subject, options[k % len(options)]])
+            j += 1
+        if pos < len(examples):
+            out.append(list(examples[pos]))
+    return out

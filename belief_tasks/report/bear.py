@@ -1,0 +1,121 @@
+"""BEAR section (Wiland et al., 2024): Table 3 (BEAR, BEAR 1:1, BEAR 1:N with ±), per-template
+scores, a per-relation bar chart and a per-domain table.
+
+Tasks ``belief_bear`` / ``belief_bear_big`` (and any ``belief_bear*`` variant with the same
+records, ``belief_tasks.tasks.bear.process_results``). Breakdowns call
+``belief_tasks.metrics.bear``.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from belief_tasks.metrics import bear as MB
+from belief_tasks.metrics.belief import fluctuation
+from belief_tasks.report.base import CardEntry, Context, Section, stderr, value
+from belief_tasks.report.output import fmt, grouped_bars, pm
+
+FAMILY = "BEAR"
+TASK_RE = r"belief_bear\w*"
+
+
+def _label(run, task, many_tasks: bool) -> str:
+    return f"{run.name} · {task.name}" if many_tasks else run.name
+
+
+def build(ctx: Context) -> Section | None:
+    found = [(r, t) for r, t in ctx.tasks(TASK_RE) if t.has_records or t.value("bear") is not None]
+    if not found:
+        return None
+    w = ctx.writer
+    many_tasks = len({t.name for _, t in found}) > 1
+    md = [f"## {FAMILY}\n",
+          "Ranking-based probe (Wiland et al., 2024): each fact's statement is scored with every answer option "
+          "(summed log-likelihood); P@1 = the true object ranks first. The BEAR score is P@1 per template, "
+          "averaged over templates; ± is the standard error across templates (Table 3).\n"]
+
+    # ---- Table 3
+    shown, raw = [], []
+    for run, task in found:
+        n = ctx.numbers(run, task.name)
+        row = {"Model": run.name, "Task": task.name}
+        raw_row = dict(row)
+        for m, head in (("bear", "BEAR ↑"), ("bear_1to1", "BEAR 1:1 ↑"), ("bear_1toN", "BEAR 1:N ↑"),
+                        ("p_at_5", "P@5 ↑"), ("p_at_10", "P@10 ↑")):
+            row[head] = pm(value(n, m), stderr(n, m))
+            raw_row[m], raw_row[f"{m}_stderr"] = value(n, m), stderr(n, m)
+        recs = task.records()
+        row["Instances"] = raw_row["instances"] = len({r["fact_id"] for r in recs}) if recs else None
+        shown.append(row)
+        raw.append(raw_row)
+    md.append("### BEAR scores (cf. Table 3)\n")
+    md.append(w.table(pd.DataFrame(shown), "bear_table3", csv=pd.DataFrame(raw)))
+
+    with_records = [(r, t) for r, t in found if t.has_records]
+    if not with_records:
+        md.append("*Per-template, per-relation and per-domain breakdowns need the per-sample files (`--log_samples`).*\n")
+        return Section(FAMILY, "\n".join(md), _summary(ctx, found), _card(ctx, found))
+
+    # ---- per template
+    rows = []
+    for run, task in with_records:
+        recs = task.records()
+        by_t: dict[int, list] = {}
+        for r in recs:
+            by_t.setdefault(int(r["template_index"]), []).append(r)
+        for t, scores in MB.template_scores(recs).items():
+            correct = [int(MB.record_rank(r) == 0) for r in by_t[t]]
+            rows.append({"Model": run.name, "Task": task.name, "Template": t, "P@1": scores,
+                         "stderr": MB.mean_stderr(correct), "n": len(correct)})
+    per_t = pd.DataFrame(rows)
+    shown = per_t.assign(**{"P@1": [pm(a, b) for a, b in zip(per_t["P@1"], per_t["stderr"])]}).drop(columns="stderr")
+    md.append("### Per-template scores\n")
+    md.append("P@1 of each template index over all relations (± standard error over instances). The spread across "
+              "templates is BEAR's sensitivity to the wording.\n")
+    md.append(w.table(shown, "bear_templates", csv=per_t))
+
+    # ---- per relation
+    rel = {}
+    for run, task in with_records:
+        rel[_label(run, task, many_tasks)] = MB.accuracy_by_relation(task.records())
+    rel_df = pd.DataFrame(rel)
+    rel_df.index.name = "relation"
+    fig = grouped_bars(rel_df, None, "BEAR accuracy per relation (all templates pooled)", "relation", "P@1", "model")
+    md.append("### Per relation\n")
+    md.append(w.figure(fig, "bear_relations", "BEAR accuracy per relation"))
+    md.append(w.table(rel_df.reset_index(), "bear_relations", "P@1 per relation, all templates pooled."))
+
+    # ---- per domain
+    dom = {}
+    for run, task in with_records:
+        dom[_label(run, task, many_tasks)] = MB.accuracy_by_domain(task.records())
+    dom_df = pd.DataFrame(dom)
+    dom_df.index.name = "domain"
+    md.append("### Per domain\n")
+    md.append(w.table(dom_df.reset_index(), "bear_domains", "P@1 per domain (a relation may belong to several)."))
+    return Section(FAMILY, "\n".join(md), _summary(ctx, found), _card(ctx, found))
+
+
+def _card(ctx: Context, found) -> dict[str, list[CardEntry]]:
+    card: dict[str, list[CardEntry]] = {}
+    for run, task in found:
+        n = ctx.numbers(run, task.name)
+        entries = card.setdefault(run.name, [])
+        tag = "" if task.name == "belief_bear" else f" [{task.name}]"
+        entries.append(CardEntry("accuracy", FAMILY, f"BEAR score{tag}", pm(value(n, "bear"), stderr(n, "bear"), 3)))
+        if task.has_records:
+            scores = list(MB.template_scores(task.records()).values())
+            if len(scores) > 1:
+                rng, sd = fluctuation(scores)
+                entries.append(CardEntry("robustness", FAMILY, f"template range / SD{tag}", f"{fmt(rng, 3)} / {fmt(sd, 3)}", "lower"))
+        entries.append(CardEntry("coverage", FAMILY, f"P@10{tag}", fmt(value(n, "p_at_10"), 3)))
+    return card
+
+
+def _summary(ctx: Context, found) -> list[str]:
+    out = []
+    for run, task in found:
+        n = ctx.numbers(run, task.name)
+        out.append(f"{run.name:<28} {task.name:<22} BEAR {pm(value(n, 'bear'), stderr(n, 'bear'))}  "
+                   f"1:1 {fmt(value(n, 'bear_1to1'))}  1:N {fmt(value(n, 'bear_1toN'))}")
+    return out

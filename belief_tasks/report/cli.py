@@ -1,0 +1,52 @@
+"""``belief-report OUTPUT_DIR [OUTPUT_DIR ...] --out REPORT_DIR``.
+
+OUTPUT_DIR: what ``lm_eval`` / ``belief-eval`` was given as ``--output_path`` (it may
+hold several model folders), one model folder inside it, or a results JSON. Run
+the evaluation with ``--log_samples``: the report recomputes every number from
+the per-sample records. Works offline.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+from belief_tasks.report.loading import ReportInputError
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="belief-report",
+        description="Tables (Markdown + CSV), figures (PNG) and a knowledge card per model from lm-eval output "
+                    "folders of belief_* tasks (run with --output_path and --log_samples).",
+    )
+    p.add_argument("inputs", nargs="+", metavar="OUTPUT_DIR",
+                   help="an lm-eval --output_path folder (one or several model subfolders), a model folder, or a results_*.json")
+    p.add_argument("--out", "-o", required=True, metavar="REPORT_DIR", help="folder for report.md, tables/, figures/, cards/")
+    p.add_argument("--title", default="Knowledge report", help="the report's heading")
+    p.add_argument("--strict", action="store_true",
+                   help="exit with status 1 when a recomputed number differs from the harness's results JSON")
+    p.add_argument("--quiet", "-q", action="store_true", help="print only the report's path")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    from belief_tasks.report import build_report
+
+    try:
+        report = build_report(args.inputs, args.out, title=args.title)
+    except ReportInputError as e:
+        print(f"belief-report: {e}", file=sys.stderr)
+        return 2
+    print(report.path if args.quiet else "\n".join(report.summary))
+    if report.mismatched:
+        print(f"belief-report: warning: {len(report.mismatched)} recomputed number(s) differ from the results JSON "
+              "(were the tasks' code or settings changed since the run?)", file=sys.stderr)
+    return 1 if (report.mismatched and args.strict) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,259 @@
+"""Reading lm-eval ``--output_path`` folders: results JSON and ``--log_samples`` files.
+
+lm-eval 0.4.13 (``loggers/evaluation_tracker.py``) writes, for ``--output_path OUT``:
+
+* ``OUT/<model_name_sanitized>/results_<date_id>.json``: the aggregated metrics
+  (``results[task]["<metric>,<filter>"]`` and ``"<metric>_stderr,<filter>"``),
+  ``configs``, ``n-samples``, ``model_name``, ...;
+* ``OUT/<model_name_sanitized>/samples_<task>_<date_id>.jsonl``: one line per doc
+  and filter, with ``doc``, ``resps``, ``filtered_resps``, ``filter``, ``metrics``
+  (the metric names) and, under each metric name, what ``process_results``
+  returned: for our tasks the per-doc record.
+
+When ``OUT`` ends in ``.json`` the files sit beside it instead
+(``OUT-stem_<date_id>.json`` and ``samples_<task>_<date_id>.jsonl``). We find every
+results JSON below the given folders, so a single model folder, an output path
+holding several model folders, or several output paths all work. One folder
+holding results files is one *model run*; when several runs in it cover the
+same task, the newest wins.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable, Iterator
+
+from tqdm.auto import tqdm
+
+#: sample files larger than this show a progress bar while they are read
+PROGRESS_BYTES = 5_000_000
+_DATE = r"(\d{4}-\d{2}-\d{2}T\d{2}-\d{2}-\d{2}(?:\.\d+)?)"
+
+
+class ReportInputError(ValueError):
+    """A folder that holds no lm-eval results, or a results file that cannot be read."""
+
+
+@dataclass
+class TaskRun:
+    """One task of one model run: its aggregated results and, when logged, its per-doc records."""
+
+    name: str
+    results: dict  # results[task] of the results JSON: {"acc,none": 0.5, "acc_stderr,none": 0.1, "alias": ...}
+    config: dict  # configs[task]
+    n_samples: dict  # n-samples[task]: {"original": .., "effective": ..}
+    samples_path: Path | None
+    date_id: str
+    _records: dict | None = field(default=None, repr=False)
+
+    def metric_names(self) -> list[str]:
+        """Metric names in the results JSON, in their order (without the filter or stderr keys)."""
+        names = []
+        for key in self.results:
+            if "," not in key or "_stderr," in key:
+                continue
+            name = key.split(",", 1)[0]
+            if name not in names:
+                names.append(name)
+        return names
+
+    def value(self, metric: str, stderr: bool = False):
+        """The harness's own number for ``metric`` (first filter), ``None`` where absent or ``N/A``."""
+        for key, v in self.results.items():
+            if "," not in key:
+                continue
+            name, _ = key.split(",", 1)
+            if name == (f"{metric}_stderr" if stderr else metric):
+                return v if isinstance(v, (int, float)) else None
+        return None
+
+    @property
+    def has_records(self) -> bool:
+        return self.samples_path is not None
+
+    def records(self, metric: str | None = None) -> list:
+        """Per-doc values lm-eval logged under ``metric`` (default: the first metric)."""
+        if self._records is None:
+            self._records = read_samples(self.samples_path) if self.samples_path else {}
+        if not self._records:
+            return []
+        return self._records.get(metric or next(iter(self._records)), [])
+
+
+@dataclass
+class ModelRun:
+    """Every task found in one folder of results files: one model, one configuration."""
+
+    name: str  # display name, unique within a report
+    model_name: str  # as lm-eval recorded it (e.g. the pretrained path)
+    folder: Path
+    tasks: dict[str, TaskRun]
+    groups: dict[str, dict]  # results[group] of the groups' summary rows
+    info: dict  # run-level fields of the newest results JSON (model_args, lm-eval version, date, ...)
+
+    @property
+    def date(self) -> str:
+        """When the newest results file was written (lm-eval's date id, local time of the run)."""
+        ids = sorted(t.date_id for t in self.tasks.values() if t.date_id)
+        return f"{ids[-1][:10]} {ids[-1][11:19].replace('-', ':')}" if ids else ""
+
+    def tasks_matching(self, prefix_re: str) -> dict[str, TaskRun]:
+        pat = re.compile(prefix_re)
+        return {n: t for n, t in self.tasks.items() if pat.match(n)}
+
+
+# --------------------------------------------------------------------------- discovery
+
+
+def find_results_files(paths: Iterable[str | os.PathLike]) -> list[Path]:
+    files: list[Path] = []
+    for p in paths:
+        p = Path(p)
+        if p.is_file() and p.suffix == ".json":
+            files.append(p)
+        elif p.is_dir():
+            found = sorted(f for f in p.rglob("*.json") if _is_results_file(f))
+            if not found:
+                raise ReportInputError(
+                    f"{p}: no lm-eval results_*.json below this folder (run lm_eval / belief-eval with --output_path {p})"
+                )
+            files.extend(found)
+        else:
+            raise ReportInputError(f"{p}: no such folder")
+    return list(dict.fromkeys(f.resolve() for f in files))
+
+
+def _is_results_file(f: Path) -> bool:
+    if f.name.startswith("samples_") or not re.search(_DATE + r"\.json$", f.name):
+        return False
+    try:
+        with f.open(encoding="utf-8") as fh:
+            head = fh.read(4096)
+    except OSError:
+        return False
+    return '"results"' in head or f.name.startswith("results_")
+
+
+def _date_id(f: Path) -> str:
+    m = re.search(_DATE + r"\.jsonl?$", f.name)
+    return m.group(1) if m else ""
+
+
+def _samples_file(folder: Path, task: str, date_id: str) -> Path | None:
+    exact = folder / f"samples_{task}_{date_id}.jsonl"
+    if exact.is_file():
+        return exact
+    # a results file whose samples were written in a different second: newest of that task
+    cands = sorted(folder.glob(f"samples_{task}_*.jsonl"), key=_date_id)
+    cands = [c for c in cands if re.fullmatch(rf"samples_{re.escape(task)}_{_DATE}\.jsonl", c.name)]
+    return cands[-1] if cands else None
+
+
+def load_runs(paths: Iterable[str | os.PathLike]) -> list[ModelRun]:
+    """Every model run below ``paths`` (folders or results files), tasks merged per folder."""
+    by_folder: dict[Path, list[Path]] = {}
+    for f in find_results_files(paths):
+        by_folder.setdefault(f.parent, []).append(f)
+    runs = []
+    for folder, files in by_folder.items():
+        tasks: dict[str, TaskRun] = {}
+        groups: dict[str, dict] = {}
+        info: dict = {}
+        for f in sorted(files, key=_date_id):  # newest last: it wins
+            try:
+                data = json.loads(f.read_text(encoding="utf-8"))
+            except (OSError, json.JSONDecodeError) as e:
+                raise ReportInputError(f"{f}: not a readable results JSON ({e})") from e
+            if not isinstance(data, dict) or "results" not in data:
+                raise ReportInputError(f"{f}: no 'results' key; is this an lm-eval results file?")
+            date_id = _date_id(f)
+            info = {k: v for k, v in data.items() if k not in ("results", "configs", "samples", "n-samples", "groups", "group_subtasks", "higher_is_better", "versions", "task_hashes", "n-shot")}
+            info["results_file"] = str(f)
+            group_names = set(data.get("group_subtasks", {})) | set(data.get("groups", {}))
+            for task, res in data["results"].items():
+                if task in group_names and task not in data.get("configs", {}):
+                    groups[task] = res  # a group's summary row, not a task
+                    continue
+                tasks[task] = TaskRun(
+                    name=task,
+                    results=res,
+                    config=data.get("configs", {}).get(task, {}),
+                    n_samples=data.get("n-samples", {}).get(task, {}),
+                    samples_path=_samples_file(folder, task, date_id),
+                    date_id=date_id,
+                )
+        model_name = str(info.get("model_name") or folder.name)
+        runs.append(ModelRun(name=_short_name(model_name, folder), model_name=model_name, folder=folder, tasks=tasks, groups=groups, info=info))
+    _make_names_unique(runs)
+    return runs
+
+
+def _short_name(model_name: str, folder: Path) -> str:
+    name = model_name.rstrip("/").split("/")[-1] if model_name else folder.name
+    return name or folder.name
+
+
+def _make_names_unique(runs: list[ModelRun]) -> None:
+    seen: dict[str, list[ModelRun]] = {}
+    for r in runs:
+        seen.setdefault(r.name, []).append(r)
+    for name, group in seen.items():
+        if len(group) < 2:
+            continue
+        for r in group:  # the output folder above the model folder tells runs of one model apart
+            r.name = f"{name} ({r.folder.parent.name or r.folder.name})"
+        if len({r.name for r in group}) < len(group):
+            for i, r in enumerate(group, 1):
+                r.name = f"{name} #{i}"
+
+
+# --------------------------------------------------------------------------- samples
+
+
+def iter_samples(path: Path, desc: str | None = None) -> Iterator[dict]:
+    """Lines of a samples JSONL file; a progress bar (bytes read) on large files."""
+    size = path.stat().st_size
+    bar = tqdm(total=size, unit="B", unit_scale=True, desc=desc or path.name, leave=False,
+               disable=size < PROGRESS_BYTES or None)
+    with path.open("rb") as fh:
+        for line_no, line in enumerate(fh, 1):
+            bar.update(len(line))
+            if not line.strip():
+                continue
+            try:
+                yield json.loads(line)
+            except json.JSONDecodeError as e:
+                raise ReportInputError(f"{path}, line {line_no}: not JSON ({e.msg})") from e
+    bar.close()
+
+
+def read_samples(path: Path) -> dict[str, list]:
+    """``{metric: [per-doc value, ...]}`` in file order, first filter only.
+
+    File order is the order lm-eval handed the values to the aggregations (also
+    after gathering ranks), which order-sensitive aggregations (seeded draws,
+    tie-breaking) need to reproduce the harness's numbers.
+
+    Our tasks log one record under every metric name; identical values are kept
+    once in memory.
+    """
+    out: dict[str, list] = {}
+    first_filter = None
+    rows = []
+    for s in iter_samples(path):
+        filt = s.get("filter", "none")
+        first_filter = filt if first_filter is None else first_filter
+        if filt != first_filter:
+            continue
+        rows.append(s)
+    for s in rows:
+        names = s.get("metrics") or []
+        shared = s.get(names[0]) if names else None
+        for m in names:
+            v = s.get(m)
+            out.setdefault(m, []).append(shared if v == shared else v)
+    return out

@@ -1,0 +1,326 @@
+"""BELIEF-ICL harness glue: documents, requests, per-doc records, aggregations.
+
+One document = one prompt: (subject-relation pair, template, subject expression).
+``BeliefICLTask`` sends each document one greedy ``generate_until`` request and,
+for the documents of a seeded subsample of pairs (one prompt per pair), K more
+``generate_until`` requests that sample at temperature 1 from the full vocabulary.
+Every metric is then an aggregation over the per-doc records, so N = 50,000
+accuracy draws, consistency and coverage cost no extra model calls.
+
+``--metadata`` knobs (besides the common ``source``, ``seed``, ``relations``,
+``max_facts_per_relation``, ``myriadlama_path``):
+
+* ``mp_templates``: ``manual`` (default, as the paper does for cost) or ``all``;
+* ``qa_templates``: ``all`` (default: every question-style template) or ``manual``;
+* ``confidence_samples``: K sampled answers per prompt for Ovconf (default 100; 0 = none);
+* ``confidence_prompts``: how many pairs get one sampled prompt (default 10,000);
+* ``accuracy_draws``: N draws for Acc@1 and its fluctuation (default 50,000);
+* ``calibration_bins``: M (default 10).
+
+Cache note: lm-eval's ``--use_cache`` keys a request by its arguments, so K
+identical sampling requests would share one cached answer. Sample ``i`` therefore
+carries one extra stop string, ``<first stop>`` + ``<belief-sample i>``. It contains
+the first stop string, so it can never end a generation earlier or cut it
+differently (generation and truncation stop at the first stop string already):
+the K requests are distinct to any cache yet sample exactly the same distribution,
+on the stock ``hf`` backend and on any backend that honours ``until``.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from copy import deepcopy
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any, Mapping
+
+from belief_tasks import seeding
+from belief_tasks.data import load_facts
+from belief_tasks.matching import contains_answer, word_count
+from belief_tasks.metrics import belief as M
+from belief_tasks.prompts import belief as P
+from belief_tasks.schema import SchemaError
+from belief_tasks.tasks.common import as_split, select_facts, task_options, unpack, with_stderr
+
+log = logging.getLogger("lm_eval.belief_icl")
+
+SAMPLE_TAG = "<belief-sample {i}>"
+#: sampling at temperature 1 over the full vocabulary (top_k=0 and top_p=1 switch both filters off)
+SAMPLING = {"do_sample": True, "temperature": 1.0, "top_k": 0, "top_p": 1.0}
+
+
+# --------------------------------------------------------------------------- options
+
+
+@dataclass(frozen=True)
+class ICLOptions:
+    manual_only: bool
+    samples: int  # K
+    confidence_prompts: int
+    draws: int  # N
+    bins: int  # M
+
+
+def _int(md: Mapping[str, Any], key: str, default: int, minimum: int = 0) -> int:
+    value = md.get(key, default)
+    try:
+        value = int(value)
+    except (TypeError, ValueError):
+        raise SchemaError(f"expected an integer, got {value!r}", file="--metadata", field=key) from None
+    if value < minimum:
+        raise SchemaError(f"must be >= {minimum}, got {value}", file="--metadata", field=key)
+    return value
+
+
+def icl_options(style: str, metadata: Mapping[str, Any] | None) -> ICLOptions:
+    md = metadata or {}
+    key = f"{style}_templates"
+    which = str(md.get(key, "manual" if style == "mp" else "all")).lower()
+    if which not in ("manual", "all"):
+        raise SchemaError(f"expected 'manual' or 'all', got {which!r}", file="--metadata", field=key)
+    return ICLOptions(
+        manual_only=which == "manual",
+        samples=_int(md, "confidence_samples", 100),
+        confidence_prompts=_int(md, "confidence_prompts", 10_000),
+        draws=_int(md, "accuracy_draws", M.DEFAULT_DRAWS, 1),
+        bins=_int(md, "calibration_bins", M.DEFAULT_BINS, 1),
+    )
+
+
+# --------------------------------------------------------------------------- documents
+
+
+def build_docs(style: str, context: str, metadata: Mapping[str, Any] | None) -> list[dict]:
+    """Every prompt of the selected facts, with its demonstrations, as plain dicts."""
+    opts, icl = task_options(metadata), icl_options(style, metadata)
+    fs = load_facts("myriadlama", metadata)
+    templates = {rid: P.templates_for(rel, style, icl.manual_only) for rid, rel in fs.relations.items()}
+    usable = {rid for rid, ts in templates.items() if ts}
+    facts = [f for f in select_facts(fs, opts) if f.relation in usable]
+    if not facts:
+        raise SchemaError(f"no facts with {style.upper()} templates in the selected relations", file=fs.source, field="templates")
+    by_relation: dict[str, list] = {}
+    for f in fs.facts:  # demonstrations come from every fact, not only the evaluated ones
+        if f.relation in usable:
+            by_relation.setdefault(f.relation, []).append(f)
+    pool = [f for rid in by_relation for f in by_relation[rid]]
+
+    sampled = set(seeding.sample([f.id for f in facts], icl.confidence_prompts, opts.seed, "belief_icl", "confidence")) if icl.samples else set()
+    docs = []
+    for fact in facts:
+        prompts = [(t, s) for t in templates[fact.relation] for s in fact.subject.expressions]
+        chosen = seeding.choice(range(len(prompts)), opts.seed, "belief_icl", "confidence", style, fact.id) if fact.id in sampled else -1
+        for i, (template, subject) in enumerate(prompts):
+            demos = P.demonstrations(
+                context, style, fact, template, facts_by_relation=by_relation, all_facts=pool,
+                templates=templates, seed=opts.seed,
+            )
+            docs.append({
+                "pair_id": fact.id,
+                "relation": fact.relation,
+                "template_id": template.id,
+                "subject_form": subject,
+                "prompt": P.render(style, demos, P.query(template, subject, style)),
+                "target": fact.object.label,
+                "objects": list(fact.object_expressions),
+                "demo_ids": [d.fact_id for d in demos],
+                "n_samples": icl.samples if i == chosen else 0,
+                "style": style,
+                "context": context,
+                "seed": opts.seed,
+                "draws": icl.draws,
+                "bins": icl.bins,
+            })
+    return docs
+
+
+def _dataset(style: str, context: str):
+    def dataset(**metadata):
+        return as_split(build_docs(style, context, metadata))
+
+    dataset.__name__ = dataset.__qualname__ = f"{style}_{context}"
+    dataset.__doc__ = f"custom_dataset of belief_{style}_{context}"
+    return dataset
+
+
+mp_zeroshot = _dataset("mp", "zeroshot")
+mp_4random = _dataset("mp", "4random")
+mp_4relation = _dataset("mp", "4relation")
+mp_4template = _dataset("mp", "4template")
+qa_zeroshot = _dataset("qa", "zeroshot")
+qa_4random = _dataset("qa", "4random")
+qa_4relation = _dataset("qa", "4relation")
+qa_4template = _dataset("qa", "4template")
+
+
+# --------------------------------------------------------------------------- generation
+
+
+def extract_answer(text: str) -> str:
+    """The answer in a generation: its first line, cut before a repeated ``Q:``,
+    without a leading ``A:``, surrounding quotes or trailing periods."""
+    line = (text or "").strip().split("\n")[0]
+    line = re.split(r"\bQ:", line)[0].strip()
+    line = re.sub(r"^A:\s*", "", line)
+    quotes = " \t\"'`\u201c\u201d\u2018\u2019"
+    line = line.strip(quotes).rstrip(".").strip(quotes).strip()
+    return line
+
+
+def sampling_kwargs(greedy: Mapping[str, Any], i: int) -> dict:
+    """The ``generate_until`` kwargs of sample ``i``: the greedy ones at temperature 1,
+    full vocabulary, plus a redundant stop string that makes the request distinct."""
+    until = greedy.get("until") or ["\n"]
+    until = [until] if isinstance(until, str) else list(until)
+    kwargs = {k: v for k, v in greedy.items() if k not in SAMPLING and k != "until"}
+    return {**kwargs, **SAMPLING, "until": until + [until[0] + SAMPLE_TAG.format(i=i)]}
+
+
+try:  # the metrics and prompts work without lm-eval; only the Task class needs it
+    from lm_eval.api.instance import Instance
+    from lm_eval.api.task import ConfigurableTask
+except ImportError:  # pragma: no cover
+    ConfigurableTask = object  # type: ignore[misc,assignment]
+
+
+class BeliefICLTask(ConfigurableTask):
+    """A ``generate_until`` task whose documents may ask for K extra sampled answers."""
+
+    def __init__(self, config: dict | None = None):
+        config = dict(config or {})
+        config.pop("class", None)  # the factory passes its own route key along
+        super().__init__(config=config)
+
+    def construct_requests(self, doc: dict, ctx: str, **kwargs) -> list:
+        kwargs.pop("apply_chat_template", None)
+        kwargs.pop("chat_template", None)
+        greedy = deepcopy(self.config.generation_kwargs)
+        requests = [Instance(request_type="generate_until", doc=doc, arguments=(ctx, greedy), idx=0, **kwargs)]
+        for i in range(int(doc["n_samples"])):
+            requests.append(
+                Instance(request_type="generate_until", doc=doc, arguments=(ctx, sampling_kwargs(greedy, i)), idx=i + 1, **kwargs)
+            )
+        return requests
+
+
+def process_results(doc: dict, results: list) -> dict:
+    """``results``: the greedy answer, then the K sampled ones (instances ordered by idx)."""
+    record = make_record(doc, results[0], results[1:])
+    return {name: record for name in METRICS}
+
+
+def make_record(doc: Mapping[str, Any], greedy: str, samples: list[str]) -> dict:
+    """The per-doc record: ids, the greedy answer, correctness, 1-word flag, sampled confidence."""
+    answer = extract_answer(greedy)
+    objects = unpack(doc, "objects")
+    return {
+        "pair_id": doc["pair_id"],
+        "relation": doc["relation"],
+        "template_id": doc["template_id"],
+        "subject_form": doc["subject_form"],
+        "style": doc["style"],
+        "context": doc["context"],
+        "output": greedy,
+        "answer": answer,
+        "objects": objects,
+        "correct": bool(contains_answer(answer, objects)),
+        "one_word": word_count(answer) == 1,
+        "confidence": M.sampled_confidence(answer, [extract_answer(s) for s in samples]) if samples else None,
+        "n_samples": len(samples),
+        "seed": int(doc["seed"]),
+        "draws": int(doc["draws"]),
+        "bins": int(doc["bins"]),
+    }
+
+
+# --------------------------------------------------------------------------- aggregations
+
+
+def _columns(items: list[dict]) -> tuple:
+    return (
+        tuple(r["pair_id"] for r in items),
+        tuple(r["relation"] for r in items),
+        tuple(r["template_id"] for r in items),
+        tuple(bool(r["correct"]) for r in items),
+    )
+
+
+@lru_cache(maxsize=8)
+def _draws(columns: tuple, n_draws: int, seed: int):
+    return M.accuracy_draws(*columns, n_draws=n_draws, seed=seeding.derive_seed(seed, "belief_icl", "accuracy_draws"))
+
+
+def accuracy_values(items: list[dict]):
+    """V_Acc@1: the N draws' accuracies (same records, same numbers)."""
+    return _draws(_columns(items), int(items[0]["draws"]), int(items[0]["seed"]))
+
+
+def _confidence(items: list[dict]):
+    rows = [r for r in items if r.get("confidence") is not None]
+    return [r["confidence"] for r in rows], [bool(r["correct"]) for r in rows]
+
+
+@with_stderr(lambda items: M.accuracy_stderr(*_columns(items)))
+def agg_acc(items: list[dict]) -> float:
+    """Acc@1: mean of the N draws."""
+    return float(accuracy_values(items).mean())
+
+
+@with_stderr(None)
+def agg_acc_range(items: list[dict]) -> float:
+    return M.fluctuation(accuracy_values(items))[0]
+
+
+@with_stderr(None)
+def agg_acc_sd(items: list[dict]) -> float:
+    return M.fluctuation(accuracy_values(items))[1]
+
+
+@with_stderr(lambda items: M.consistency_stderr([r["pair_id"] for r in items], [r["answer"] for r in items]))
+def agg_consist(items: list[dict]) -> float:
+    return M.consistency([r["pair_id"] for r in items], [r["answer"] for r in items])
+
+
+@with_stderr(lambda items: M.overconfidence_stderr(*_confidence(items)))
+def agg_ovconf(items: list[dict]) -> float:
+    conf, correct = _confidence(items)
+    if not conf:
+        return float("nan")
+    bins = int(items[0]["bins"])
+    for i, b in enumerate(M.calibration_bins(conf, correct, bins), start=1):
+        log.info("belief %s/%s calibration bin %d/%d: n=%d confidence=%.4f acc=%.4f",
+                 items[0]["style"], items[0]["context"], i, bins, b["size"], b["confidence"], b["accuracy"])
+    return M.overconfidence(conf, correct, bins)
+
+
+@with_stderr(lambda items: M.one_word_stderr([r["answer"] for r in items]))
+def agg_one_word(items: list[dict]) -> float:
+    return M.one_word_ratio([r["answer"] for r in items])
+
+
+def _coverage(key: str):
+    @with_stderr(lambda items: M.coverage_stderr(*_columns(items))[key])
+    def agg(items: list[dict]) -> float:
+        return M.knowledge_coverage(*_columns(items))[key]
+
+    agg.__name__ = agg.__qualname__ = f"agg_coverage_{key}"
+    return agg
+
+
+agg_coverage_average = _coverage("average")
+agg_coverage_maximum = _coverage("maximum")
+agg_coverage_oracle = _coverage("oracle")
+
+#: metric name -> (aggregation, higher is better); the YAMLs list the same names
+METRICS = {
+    "acc": (agg_acc, True),
+    "acc_range": (agg_acc_range, False),
+    "acc_sd": (agg_acc_sd, False),
+    "consist": (agg_consist, True),
+    "ovconf": (agg_ovconf, False),
+    "one_word_ratio": (agg_one_word, True),
+    "coverage_average": (agg_coverage_average, True),
+    "coverage_maximum": (agg_coverage_maximum, True),
+    "coverage_oracle": (agg_coverage_oracle, True),
+}

@@ -1,0 +1,140 @@
+"""IC-LKE metrics (Wu et al., "Towards Reliable Latent Knowledge Estimation in LLMs").
+
+Pure numpy/scipy functions. A *choice* is one test fact with M options; its input
+is the list of option log-probabilities log P(y | σ) and the gold option's index.
+Records (dicts with ``relation``, ``logprobs``, ``gold_index``) are what the harness
+logs; every corpus-level number here is computed from them.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable, Mapping, Sequence
+
+import numpy as np
+
+#: Accuracy@K thresholds (appendix D, figure 8)
+THRESHOLDS = tuple(round(0.1 * i, 1) for i in range(1, 10))
+
+
+def object_logprob(token_logprobs: Sequence[float]) -> float:
+    """log P(y | σ), eq. 2 in log space.
+
+    P(y | σ) = Π_{i=1..|y|} P(y^(i) | y^(<i), σ): the product of the object's
+    token probabilities, so log P = Σ_i log P(y^(i) | …). No length normalisation.
+    """
+    return float(np.sum(np.asarray(token_logprobs, dtype=float)))
+
+
+def prediction(logprobs: Sequence[float]) -> int | None:
+    """pred(c) = argmax_y P(y | σ) (eq. 3); ``None`` when the maximum is shared (a tie)."""
+    lp = np.asarray(logprobs, dtype=float)
+    best = np.flatnonzero(lp == lp.max())
+    return int(best[0]) if len(best) == 1 else None
+
+
+def is_correct(logprobs: Sequence[float], gold_index: int) -> bool:
+    """δ(y* = pred(c)) of eq. 4. A tie for the maximum counts as wrong."""
+    return prediction(logprobs) == gold_index
+
+
+def normalised_probs(logprobs: Sequence[float]) -> np.ndarray:
+    """P(y | σ) / Σ_{y'} P(y' | σ) over the options (appendix C.1), computed stably."""
+    lp = np.asarray(logprobs, dtype=float)
+    p = np.exp(lp - lp.max())
+    return p / p.sum()
+
+
+def gold_confidence(logprobs: Sequence[float], gold_index: int) -> float:
+    """The gold object's probability normalised over the options."""
+    return float(normalised_probs(logprobs)[gold_index])
+
+
+def prediction_confidence(logprobs: Sequence[float]) -> float:
+    """The predicted (maximal) option's normalised probability: the confidence Accuracy@K filters on."""
+    return float(normalised_probs(logprobs).max())
+
+
+def _correct(logprobs_list: Iterable[Sequence[float]], gold: Iterable[int]) -> np.ndarray:
+    return np.array([is_correct(lp, g) for lp, g in zip(logprobs_list, gold)], dtype=float)
+
+
+def accuracy(logprobs_list: Sequence[Sequence[float]], gold: Sequence[int]) -> float:
+    """acc(θ, D) = Σ_c δ(y* = pred(c)) / |D| (eq. 4), ties wrong."""
+    c = _correct(logprobs_list, gold)
+    return float(c.mean()) if len(c) else float("nan")
+
+
+def accuracy_at_k(logprobs_list: Sequence[Sequence[float]], gold: Sequence[int], k: float) -> float:
+    """acc_K(θ, D_K) (eq. 5, appendix D).
+
+    D_K = {c : normalised probability of pred(c) >= K}; acc_K is eq. 4 on D_K.
+    NaN when D_K is empty (no instance is that confident).
+    """
+    conf = np.array([prediction_confidence(lp) for lp in logprobs_list])
+    keep = conf >= k
+    if not keep.any():
+        return float("nan")
+    return float(_correct(logprobs_list, gold)[keep].mean())
+
+
+def coverage_at_k(logprobs_list: Sequence[Sequence[float]], k: float) -> float:
+    """|D_K| / |D|: the share of instances Accuracy@K is computed on."""
+    conf = np.array([prediction_confidence(lp) for lp in logprobs_list])
+    return float((conf >= k).mean()) if len(conf) else float("nan")
+
+
+def binomial_stderr(correct: Sequence[float]) -> float:
+    """Standard error of a mean of 0/1 outcomes, sqrt(p (1 - p) / n)."""
+    c = np.asarray(correct, dtype=float)
+    if len(c) == 0:
+        return float("nan")
+    p = c.mean()
+    return float(np.sqrt(p * (1 - p) / len(c)))
+
+
+# ---------------------------------------------------------------- records
+
+
+def record_arrays(records: Iterable[Mapping]) -> tuple[list[list[float]], list[int], list[str]]:
+    records = list(records)
+    return [r["logprobs"] for r in records], [int(r["gold_index"]) for r in records], [r["relation"] for r in records]
+
+
+def per_relation_accuracy(records: Iterable[Mapping]) -> dict[str, float]:
+    """Eq. 4 per relation (section 4.2: relations ranked per model)."""
+    lps, gold, rels = record_arrays(records)
+    out: dict[str, list[float]] = {}
+    for lp, g, r in zip(lps, gold, rels):
+        out.setdefault(r, []).append(float(is_correct(lp, g)))
+    return {r: float(np.mean(v)) for r, v in sorted(out.items())}
+
+
+def macro_accuracy(records: Iterable[Mapping]) -> float:
+    """The mean of per-relation accuracies (the paper's averages over relations)."""
+    per = per_relation_accuracy(records)
+    return float(np.mean(list(per.values()))) if per else float("nan")
+
+
+def macro_accuracy_stderr(records: Iterable[Mapping]) -> float:
+    """sqrt(Σ_r p_r (1 - p_r) / n_r) / R: relations treated as independent binomials."""
+    lps, gold, rels = record_arrays(records)
+    by: dict[str, list[float]] = {}
+    for lp, g, r in zip(lps, gold, rels):
+        by.setdefault(r, []).append(float(is_correct(lp, g)))
+    if not by:
+        return float("nan")
+    var = sum(np.mean(v) * (1 - np.mean(v)) / len(v) for v in by.values())
+    return float(np.sqrt(var) / len(by))
+
+
+def relation_agreement(a: Mapping[str, float], b: Mapping[str, float]) -> tuple[float, float, int]:
+    """(Pearson r, Spearman ρ, number of relations) between two per-relation accuracy maps
+    over their common relations (used to compare EIC-LKE with IC-LKE, and models)."""
+    from scipy import stats
+
+    common = sorted(set(a) & set(b))
+    if len(common) < 3:
+        return float("nan"), float("nan"), len(common)
+    x = np.array([a[r] for r in common])
+    y = np.array([b[r] for r in common])
+    return float(stats.pearsonr(x, y)[0]), float(stats.spearmanr(x, y)[0]), len(common)

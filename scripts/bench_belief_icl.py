@@ -1,0 +1,91 @@
+"""What the BELIEF-ICL tasks cost on the bundled model, extrapolated to the whole bundled sample.
+
+For each of the eight tasks, takes ``--prompts`` real prompts of the bundled sample (spread over the
+relations), runs them through the stock ``hf`` backend's ``generate_until`` exactly as the task sends
+them (greedy, then one sampling request each), and prints one JSON object: seconds (wall and CPU) per
+greedy and per sampled generation, and the projected time of each task on the full sample
+(every prompt greedy + K = 100 samples on one prompt of each of the 671 pairs).
+
+    python scripts/bench_belief_icl.py [--prompts 16] [--batch-size 16] [--threads 2]
+
+On a shared machine wall time is noisy; CPU seconds of this process are printed too (with
+``--threads 1`` they are close to what an idle core would take).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+TASKS = [(s, c) for s in ("mp", "qa") for c in ("zeroshot", "4random", "4relation", "4template")]
+K = 100
+
+
+def timed(lm, requests) -> tuple[float, float]:
+    wall, cpu = time.perf_counter(), time.process_time()
+    lm.generate_until(requests, disable_tqdm=True)
+    return time.perf_counter() - wall, time.process_time() - cpu
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--prompts", type=int, default=16, help="prompts per task")
+    ap.add_argument("--batch-size", type=int, default=16)
+    ap.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
+    args = ap.parse_args()
+
+    import torch
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    import belief_tasks  # noqa: F401
+    from belief_tasks.model import default_model_path
+    from belief_tasks.tasks.belief_icl import build_docs, sampling_kwargs
+    from lm_eval.api.instance import Instance
+    from lm_eval.models.huggingface import HFLM
+
+    lm = HFLM(pretrained=str(default_model_path()), dtype="float32", device="cpu", batch_size=args.batch_size)
+    greedy_kwargs = {"until": ["\n"], "do_sample": False, "max_gen_toks": 16}
+    torch.manual_seed(1234)
+    report: dict = {"model": default_model_path().name, "batch_size": args.batch_size,
+                    "torch_threads": torch.get_num_threads(), "prompts_per_task": args.prompts, "tasks": {}}
+    for style, context in TASKS:
+        docs = build_docs(style, context, {"source": "sample", "confidence_samples": 0})
+        pairs = len({d["pair_id"] for d in docs})
+        step = max(1, len(docs) // args.prompts)
+        chosen = docs[::step][: args.prompts]
+
+        def reqs(kwargs_of):
+            return [Instance("generate_until", d, (d["prompt"], kwargs_of(i)), idx=0) for i, d in enumerate(chosen)]
+
+        g_wall, g_cpu = timed(lm, reqs(lambda i: dict(greedy_kwargs)))
+        # one sampling request per prompt, all with the same tag: one batch group, as for sample i of each prompt
+        s_wall, s_cpu = timed(lm, reqs(lambda i: sampling_kwargs(greedy_kwargs, 0)))
+        n = len(chosen)
+        entry = {
+            "full_sample_prompts": len(docs), "pairs": pairs,
+            "mean_prompt_chars": round(sum(len(d["prompt"]) for d in chosen) / n),
+            "s_per_greedy": {"wall": round(g_wall / n, 3), "cpu": round(g_cpu / n, 3)},
+            "s_per_sample": {"wall": round(s_wall / n, 3), "cpu": round(s_cpu / n, 3)},
+        }
+        entry["full_sample_hours"] = {
+            clock: {"greedy": round(entry["s_per_greedy"][clock] * len(docs) / 3600, 2),
+                    "k100_samples": round(entry["s_per_sample"][clock] * K * pairs / 3600, 2)}
+            for clock in ("wall", "cpu")
+        }
+        report["tasks"][f"belief_{style}_{context}"] = entry
+        print(f"belief_{style}_{context}", json.dumps(entry), file=sys.stderr, flush=True)
+    print(json.dumps(report, indent=1))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,25 @@
+"""Shim for the YAMLs in this folder: everything lives in belief_tasks.tasks.iclke."""
+
+from belief_tasks.tasks.iclke import (  # noqa: F401
+    EICLKETask,
+    acc,
+    acc_at_10,
+    acc_at_20,
+    acc_at_30,
+    acc_at_40,
+    acc_at_50,
+    acc_at_60,
+    acc_at_70,
+    acc_at_80,
+    acc_at_90,
+    acc_macro,
+    doc_to_choice,
+    doc_to_target,
+    doc_to_text,
+    eiclke_bear,
+    eiclke_trex_mc,
+    gold_prob,
+    iclke_bear,
+    iclke_trex_mc,
+    process_results,
+)

@@ -1,0 +1,98 @@
+"""``--use_cache`` serves our own request types too (belief_tasks.harness.install_cache_hook).
+
+lm-eval's CachingLM reads its sqlite cache only for loglikelihood, loglikelihood_rolling
+and generate_until; without the hook a resumed MONITOR (per_token_loglikelihood on
+hf-shared) or belief_mlm (mask_topk on hf-mlm) run would recompute every request.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+import belief_tasks  # noqa: F401  installs the hooks
+from belief_tasks.harness import CUSTOM_REQUEST_TYPES
+
+
+class FakeLM:
+    """Answers any custom request type, counting the requests it really computes."""
+
+    def __init__(self):
+        from lm_eval.api.model import CacheHook
+
+        self.computed = 0
+        self.cache_hook = CacheHook(None)
+
+    def set_cache_hook(self, hook):
+        self.cache_hook = hook
+
+    def _answer(self, name, requests):
+        self.computed += len(requests)
+        out = []
+        for r in requests:
+            value = {"type": name, "args": list(r.args), "score": -float(len(r.args[0]))}
+            self.cache_hook.add_partial(name, r.args, value)  # as our backends do, request by request
+            out.append(value)
+        return out
+
+    def __getattr__(self, name):
+        if name in CUSTOM_REQUEST_TYPES:
+            return lambda requests, disable_tqdm=False: self._answer(name, requests)
+        raise AttributeError(name)
+
+
+class Req:
+    def __init__(self, *args):
+        self.args = args
+
+
+@pytest.mark.parametrize("request_type", sorted(CUSTOM_REQUEST_TYPES))
+def test_custom_request_types_are_read_back_from_the_cache(tmp_path, request_type):
+    from lm_eval.api.model import CachingLM
+
+    db = str(tmp_path / "cache_rank0.db")
+    first = FakeLM()
+    reqs = [Req("The capital of France is", " Paris"), Req("Ottawa is in", " Canada")]
+    out1 = getattr(CachingLM(first, db), request_type)(reqs)
+    assert first.computed == 2
+
+    # a new process after a crash: same db, one request more
+    second = FakeLM()
+    more = reqs + [Req("Rome is in", " Italy")]
+    out2 = getattr(CachingLM(second, db), request_type)(more)
+    assert second.computed == 1  # only the new one
+    assert out2[:2] == out1 and out2[2]["args"] == ["Rome is in", " Italy"]
+
+
+def test_partial_writes_survive_a_crash_mid_method(tmp_path):
+    """The backend's add_partial lands in the db request by request, so a kill in the middle
+    of a long per_token_loglikelihood call keeps everything computed before it."""
+    from lm_eval.api.model import CachingLM
+
+    db = str(tmp_path / "cache_rank0.db")
+
+    class Crashing(FakeLM):
+        def _answer(self, name, requests):
+            super()._answer(name, requests[:2])
+            raise KeyboardInterrupt  # stands in for SIGKILL after two requests
+
+    reqs = [Req(f"prompt {i}", " x") for i in range(4)]
+    with pytest.raises(KeyboardInterrupt):
+        CachingLM(Crashing(), db).per_token_loglikelihood(reqs)
+    resumed = FakeLM()
+    out = CachingLM(resumed, db).per_token_loglikelihood(reqs)
+    assert resumed.computed == 2 and [o["args"][0] for o in out] == [f"prompt {i}" for i in range(4)]
+
+
+def test_lm_evals_own_types_still_go_through_lm_eval(tmp_path):
+    from lm_eval.api.model import CachingLM
+
+    class Plain(FakeLM):
+        def loglikelihood(self, requests, disable_tqdm=False):
+            self.computed += len(requests)
+            return [(-1.0, False) for _ in requests]
+
+    lm = Plain()
+    cached = CachingLM(lm, str(tmp_path / "c_rank0.db"))
+    cached.loglikelihood([Req("a", " b")])
+    cached.loglikelihood([Req("a", " b")])
+    assert lm.computed == 1

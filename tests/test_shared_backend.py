@@ -1,0 +1,241 @@
+"""hf-shared against stock hf on the bundled model (float32): same numbers, less work."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from belief_tasks.backends.prefix_tree import build_prefix_tree, distinct_tokens, tree_cost
+
+TOL = 1e-4  # nats
+
+EXAMPLES = "\n".join(
+    f"{s} {o}" for s, o in [("France", "Paris"), ("Germany", "Berlin"), ("Italy", "Rome"), ("Japan", "Tokyo"),
+                           ("Egypt", "Cairo"), ("Canada", "Ottawa"), ("Kenya", "Nairobi"), ("Peru", "Lima")] * 3
+)
+LL_REQUESTS = [
+    # IC-LKE: one long context, multi-token choices (some sharing a first token)
+    *[(EXAMPLES + "\nSpain", f" {c}") for c in ["Madrid", "Barcelona", "United States", "United Kingdom", "Lisbon"]],
+    (EXAMPLES + "\nSpain ", "Madrid"),  # trailing space moves to the continuation, as stock does
+    # BEAR: whole statements after an empty context share their words before the answer
+    *[("", f"The capital of Spain is {c}.") for c in ["Madrid", "Seville", "Bilbao", "New Delhi"]],
+    ("", "Madrid"),
+    # unrelated contexts, one-token choices, an exact duplicate
+    ("Q: What is 2+2?\nA:", " 4"), ("Q: What is 2+2?\nA:", " 5"), ("Q: What is 2+2?\nA:", " 4"),
+    ("The sky is", " blue and the grass is green"),
+]
+GEN = {"until": ["\n", "."], "max_gen_toks": 10, "do_sample": False}
+PROMPTS = ["The capital of France is", EXAMPLES + "\nSpain", "Q: Who wrote Hamlet?\nA:"]
+
+
+def instances(kind, args_list, repeats=1):
+    from lm_eval.api.instance import Instance
+
+    return [Instance(kind, {}, args, i, metadata=("t", i, repeats)) for i, args in enumerate(args_list)]
+
+
+@pytest.fixture(scope="module")
+def stock(model_path):
+    from lm_eval.models.huggingface import HFLM
+
+    return HFLM(pretrained=str(model_path), device="cpu", dtype="float32", batch_size=8, max_batch_size=8, max_length=256)
+
+
+@pytest.fixture(scope="module")
+def shared(model_path):
+    from belief_tasks.backends.shared import HFSharedPrefixLM
+
+    return HFSharedPrefixLM(pretrained=str(model_path), device="cpu", dtype="float32", batch_size=8, max_batch_size=8, max_length=256)
+
+
+@pytest.fixture(scope="module")
+def stock_ll(stock):
+    return stock.loglikelihood(instances("loglikelihood", LL_REQUESTS), disable_tqdm=True)
+
+
+def assert_same_ll(got, want):
+    assert len(got) == len(want)
+    for (a, ga), (b, gb) in zip(got, want):
+        assert abs(a - b) < TOL, (a, b)
+        assert ga == gb
+
+
+# ---------------------------------------------------------------- prefix tree (pure)
+
+
+def test_prefix_tree_groups_shared_prefixes():
+    seqs = [[1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11], [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 12], [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 13],
+            [7, 7], [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]]
+    root = build_prefix_tree(seqs, min_saving=1)
+    assert [c.tokens for c in root.children] == [[1, 2, 3, 4, 5, 6, 7, 8, 9, 10]]
+    child = root.children[0]
+    assert sorted(child.leaves) == [0, 1, 2, 4] and root.leaves == [3]
+    assert tree_cost(root, seqs) == distinct_tokens(seqs) == 10 + 3 + 2
+    # a split saving fewer tokens than min_saving is folded back into the parent's leaves
+    flat = build_prefix_tree(seqs, min_saving=1000)
+    assert flat.children == [] and sorted(flat.leaves) == [0, 1, 2, 3, 4]
+    assert tree_cost(flat, seqs) == sum(map(len, seqs))
+
+
+def test_distinct_tokens_is_the_trie_size():
+    seqs = [[1, 2, 3], [1, 2, 4], [1, 5], [1, 2, 3], [6]]
+    trie = {tuple(s[:n]) for s in seqs for n in range(1, len(s) + 1)}
+    assert distinct_tokens(seqs) == len(trie) == 6
+
+
+# ---------------------------------------------------------------- exactness on the bundled model
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("batch_size", [1, 8, "auto"])
+@pytest.mark.parametrize("padding_side", ["left", "right"])
+def test_loglikelihood_matches_stock(shared, stock_ll, batch_size, padding_side):
+    shared.batch_size_per_gpu = batch_size
+    shared.tokenizer.padding_side = padding_side
+    shared.stats.update(tokens_forwarded=0, forward_calls=0)
+    got = shared.loglikelihood(instances("loglikelihood", LL_REQUESTS), disable_tqdm=True)
+    assert_same_ll(got, stock_ll)
+    assert any(g for _, g in stock_ll) and not all(g for _, g in stock_ll)  # the flags are informative
+    # the shared context was encoded once, not once per choice
+    stock_tokens = sum(len(c) + len(x) - 1 for _, c, x in _encoded(shared))
+    assert shared.stats["tokens_forwarded"] < stock_tokens / 3
+
+
+def _encoded(lm):
+    return [(None, *lm._encode_request(c, x)) for c, x in LL_REQUESTS]
+
+
+@pytest.mark.e2e
+def test_per_token_loglikelihood_sums_to_loglikelihood(shared, stock_ll):
+    shared.batch_size_per_gpu = 8
+    per_token = shared.per_token_loglikelihood(instances("per_token_loglikelihood", LL_REQUESTS), disable_tqdm=True)
+    for toks, (ll, _), (_, _, cont) in zip(per_token, stock_ll, _encoded(shared)):
+        assert len(toks) == len(cont)
+        assert all(t <= 0 for t in toks)
+        assert abs(sum(toks) - ll) < TOL
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("batch_size", [1, "auto"])
+def test_greedy_generation_matches_stock(stock, shared, batch_size):
+    shared.batch_size_per_gpu = batch_size
+    want = stock.generate_until(instances("generate_until", [(p, GEN) for p in PROMPTS]), disable_tqdm=True)
+    assert want[0].strip() == "Paris"
+    # greedy-only prompts go through stock batching; prompts that also have samples are decoded by us
+    sampled = dict(GEN, do_sample=True, temperature=1.0)
+    reqs = instances("generate_until", [(p, GEN) for p in PROMPTS] + [(p, sampled) for p in PROMPTS[1:]], repeats=3)
+    mixed = shared.generate_until([r for r in reqs for _ in range(r.repeats)], disable_tqdm=True)
+    assert mixed[0:9:3] == want
+    assert mixed[:3] == [want[0]] * 3
+
+
+@pytest.mark.e2e
+def test_sampling_is_seeded_and_varied(shared):
+    sampled = {"until": ["\n"], "max_gen_toks": 8, "do_sample": True, "temperature": 1.0}
+    reqs = instances("generate_until", [("The capital of France is", sampled)], repeats=12)
+    cloned = [reqs[0]] * 12
+    first = shared.generate_until(cloned, disable_tqdm=True)
+    assert shared.generate_until(cloned, disable_tqdm=True) == first  # same command, same samples
+    assert len(set(first)) > 3  # twelve independent draws, not one answer repeated
+    shared.sample_seed += 1
+    try:
+        assert shared.generate_until(cloned, disable_tqdm=True) != first
+    finally:
+        shared.sample_seed -= 1
+
+
+# ---------------------------------------------------------------- robustness
+
+
+@pytest.mark.e2e
+def test_long_contexts_truncated_like_stock(model_path):
+    from lm_eval.models.huggingface import HFLM
+
+    from belief_tasks.backends.shared import HFSharedPrefixLM
+
+    args = dict(pretrained=str(model_path), device="cpu", dtype="float32", batch_size=4, max_length=24)
+    statement = "The capital of Spain is Madrid and the capital of France is Paris"
+    reqs = instances("loglikelihood", [(EXAMPLES + "\nSpain", f" {c}") for c in ["Madrid", "United Kingdom"]]
+                     + [("", statement), (EXAMPLES, " " + statement)])  # contexts beyond the 24-token window
+    want = HFLM(**args).loglikelihood(reqs, disable_tqdm=True)
+    shared = HFSharedPrefixLM(**args)
+    assert_same_ll(shared.loglikelihood(reqs, disable_tqdm=True), want)
+    per_token = shared.per_token_loglikelihood(reqs, disable_tqdm=True)
+    assert [len(t) for t in per_token] == [len(shared._encode_request(*r.args)[1]) for r in reqs]
+    assert len(per_token[3]) > 10
+
+
+def tiny_model(kind: str, tokenizer):
+    from transformers import AutoModelForCausalLM, GPT2Config, LlamaConfig
+
+    torch.manual_seed(0)
+    common = dict(vocab_size=len(tokenizer), bos_token_id=None, eos_token_id=tokenizer.eos_token_id,
+                  pad_token_id=tokenizer.eos_token_id)
+    if kind == "llama":
+        cfg = LlamaConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+                          num_key_value_heads=2, max_position_embeddings=256, **common)
+    else:
+        cfg = GPT2Config(n_embd=64, n_layer=2, n_head=4, n_positions=256, **common)
+    return AutoModelForCausalLM.from_config(cfg, dtype=torch.float32).eval()
+
+
+@pytest.mark.parametrize("kind", ["llama", "gpt2"])
+def test_model_without_bos(model_path, kind):
+    from lm_eval.models.huggingface import HFLM
+    from transformers import AutoTokenizer
+
+    from belief_tasks.backends.shared import HFSharedPrefixLM
+
+    tokenizer = AutoTokenizer.from_pretrained(str(model_path))
+    tokenizer.bos_token = None
+    model = tiny_model(kind, tokenizer)
+    stock = HFLM(pretrained=model, tokenizer=tokenizer, device="cpu", batch_size=4)
+    shared = HFSharedPrefixLM(pretrained=model, tokenizer=tokenizer, device="cpu", batch_size=4)
+    assert shared.shared_unsupported is None
+    assert shared.prefix_token_id == tokenizer.eos_token_id  # empty contexts are conditioned on EOS
+    reqs = instances("loglikelihood", LL_REQUESTS)
+    assert_same_ll(shared.loglikelihood(reqs, disable_tqdm=True), stock.loglikelihood(reqs, disable_tqdm=True))
+    gen = instances("generate_until", [(p, GEN) for p in PROMPTS], repeats=2)
+    assert shared.generate_until(gen + gen, disable_tqdm=True) == stock.generate_until(gen + gen, disable_tqdm=True)
+
+
+@pytest.mark.e2e
+def test_use_cache_serves_all_request_types(shared, stock_ll, tmp_path):
+    from lm_eval.api.model import CachingLM
+
+    shared.batch_size_per_gpu = 8
+    cached = CachingLM(shared, str(tmp_path / "cache.db"))
+    ll = instances("loglikelihood", LL_REQUESTS[:6])
+    pt = instances("per_token_loglikelihood", LL_REQUESTS[:6])
+    first = (cached.loglikelihood(ll), cached.per_token_loglikelihood(pt))
+    calls = shared.stats["forward_calls"]
+    second = (cached.loglikelihood(ll), cached.per_token_loglikelihood(pt))
+    assert shared.stats["forward_calls"] == calls  # everything came from the cache
+    assert second == first
+    assert_same_ll(first[0], stock_ll[:6])
+    shared.cache_hook.dbdict = None  # detach the module-scoped model from this test's database
+
+
+@pytest.mark.e2e
+def test_results_do_not_depend_on_the_shard(shared):
+    """Data parallel: lm-eval gives rank r the docs with index % world_size == r and calls our
+    methods on those only; a request's result must not depend on which others share its call."""
+    shared.batch_size_per_gpu = 8
+    reqs = instances("loglikelihood", LL_REQUESTS)
+    whole = shared.loglikelihood(reqs, disable_tqdm=True)
+    for rank in range(2):
+        part = shared.loglikelihood(reqs[rank::2], disable_tqdm=True)
+        assert_same_ll(part, whole[rank::2])
+    sampled = {"until": ["\n"], "max_gen_toks": 6, "do_sample": True, "temperature": 1.0}
+    gen = instances("generate_until", [(p, sampled) for p in PROMPTS[::2]], repeats=3)
+    cloned = [r for r in gen for _ in range(3)]
+    assert shared.generate_until(cloned[3:], disable_tqdm=True) == shared.generate_until(cloned, disable_tqdm=True)[3:]
+
+
+def test_registered_and_dispatchable():
+    import belief_tasks  # noqa: F401
+    from lm_eval.api.registry import get_model
+
+    from belief_tasks.backends.shared import HFSharedPrefixLM
+
+    assert get_model("hf-shared") is HFSharedPrefixLM
