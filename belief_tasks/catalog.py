@@ -1,7 +1,8 @@
 """Our tasks and groups with their one-line descriptions.
 
 lm-eval's ``ls tasks`` table has no description column, so each of our YAML files
-starts with a comment line ``# <description>``; ``belief-eval ls tasks`` prints them.
+starts with a comment line ``# <description>`` (or carries ``metadata.description``);
+``belief-eval ls tasks`` prints them.
 """
 
 from __future__ import annotations
@@ -35,7 +36,9 @@ def entries(root: Path | None = None) -> list[Entry]:
         text = path.read_text(encoding="utf-8")
         config = yaml.load(text, Loader=_Loader) or {}
         first = text.splitlines()[0] if text else ""
-        description = first[1:].strip() if first.startswith("#") else ""
+        meta = config.get("metadata") if isinstance(config.get("metadata"), dict) else {}
+        # metadata.description wins (generated YAMLs keep their first line for a do-not-edit note)
+        description = str(meta.get("description") or (first[1:].strip() if first.startswith("#") else ""))
         if "group" in config and "task" in config and isinstance(config["task"], list):
             out.append(Entry(str(config["group"]), "group", description, path))
         elif isinstance(config.get("task"), str):
