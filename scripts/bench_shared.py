@@ -139,7 +139,9 @@ def main() -> None:
     ap.add_argument("--prompts", type=int, default=20)
     ap.add_argument("--samples", type=int, default=100)
     ap.add_argument("--instances", type=int, default=200)
-    ap.add_argument("--batch_size", default="16", help="the same for both backends")
+    ap.add_argument("--batch_size", default="16", help="stock hf (its rows carry the whole shared prefix)")
+    ap.add_argument("--shared_batch_size", default="auto",
+                    help="hf-shared (its rows are short suffixes; auto packs max_batch_tokens per forward)")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--only", default="iclke,belief,bear")
     ap.add_argument("--json", help="also write the numbers here")
@@ -147,7 +149,7 @@ def main() -> None:
     if args.quick:
         args.facts, args.prompts, args.instances = 1, 2, 20
     torch.set_num_threads(args.threads)
-    bs = args.batch_size if args.batch_size == "auto" else int(args.batch_size)
+    bs, shared_bs = (x if x == "auto" else int(x) for x in (args.batch_size, args.shared_batch_size))
 
     from lm_eval.models.huggingface import HFLM
 
@@ -155,8 +157,8 @@ def main() -> None:
     from belief_tasks.model import default_model_path
 
     path = str(default_model_path())
-    common = dict(pretrained=path, device="cpu", dtype="float32", batch_size=bs, max_batch_size=64)
-    stock, shared = HFLM(**common), HFSharedPrefixLM(**common)
+    common = dict(pretrained=path, device="cpu", dtype="float32", max_batch_size=64)
+    stock, shared = HFLM(batch_size=bs, **common), HFSharedPrefixLM(batch_size=shared_bs, **common)
     params = sum(p.numel() for p in stock.model.parameters())
     factset = load_facts("bear", {"source": "sample"})
 
@@ -210,7 +212,8 @@ def main() -> None:
         rows.append(row)
         print(json.dumps(row, indent=1), flush=True)
 
-    print(f"\nmachine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, torch threads {args.threads}, "
+    print(f"\nbatch size: stock {bs}, shared {shared_bs}")
+    print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, torch threads {args.threads}, "
           f"load average {os.getloadavg()[0]:.1f}; matmul peak {max(peaks) / 1e9:.1f} GFLOP per CPU-second; params {params / 1e6:.1f}M")
     print("| workload | requests | stock s | shared s | speed-up wall | speed-up CPU | tokens/needed stock | tokens/needed shared | MFU stock | MFU shared |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")

@@ -59,8 +59,10 @@ def test_iclke_trex_mc_fixture(model_path, tmp_path):
     res = evaluate(["belief_iclke"], _args(model_path), metadata={"source": "", "trex_mc_path": str(folder)})
     recs = _records(res, "belief_iclke")
     assert len(recs) == 7 and all(len(r["options"]) == 6 for r in recs)
-    # capitals and official languages of well-known countries, 6 options each (chance 1/6)
-    assert res["results"]["belief_iclke"]["acc,none"] >= 4 / 7
+    # capitals and official languages of well-known countries, 6 options each (chance 1/6);
+    # the bundled 135M model gets the three languages and none of the four capitals
+    assert res["results"]["belief_iclke"]["acc,none"] >= 3 / 7
+    assert M.per_relation_accuracy(recs)["70"] == 1.0
 
 
 def test_eiclke_sequences_on_stock_backend(model_path):

@@ -148,27 +148,30 @@ def test_bear_eic_groups(bear_md):
 # ---------------------------------------------------------------- T-REx-MC in the hub layout
 
 
+CAPITAL_DISTRACTORS = ["Helsinki", "Warsaw", "Prague", "Budapest", "Bern", "Sofia"]
+LANGUAGE_DISTRACTORS = ["Finnish", "Polish", "Czech", "Hungarian", "Swedish", "Bulgarian"]
+
+
 def write_trex_fixture(folder, n_choices: int = 6):
-    """A tiny T-REx-MC copy (hub columns, 'Multiple Choices' stringified); facts we wrote ourselves."""
+    """A tiny T-REx-MC copy (hub columns: integer Relation_ID, 'Multiple Choices' stringified);
+    facts we wrote ourselves. Alternatives are objects that never occur as training objects."""
     capitals = [("France", "Paris"), ("Germany", "Berlin"), ("Italy", "Rome"), ("Spain", "Madrid"),
                 ("Japan", "Tokyo"), ("Russia", "Moscow"), ("Egypt", "Cairo"), ("Greece", "Athens"),
                 ("Norway", "Oslo"), ("Portugal", "Lisbon"), ("Austria", "Vienna"), ("Ireland", "Dublin")]
     languages = [("France", "French"), ("Germany", "German"), ("Italy", "Italian"), ("Spain", "Spanish"),
                  ("Japan", "Japanese"), ("Russia", "Russian"), ("Greece", "Greek"), ("Portugal", "Portuguese")]
 
-    def rows(pairs, rid, name, pool):
-        objs = sorted({o for _, o in pool})
-        out = []
-        for s, o in pairs:
-            others = [x for x in objs if x != o][: n_choices - 1]
-            out.append({"Relation_ID": rid, "Relation Name": name, "Subject": s, "Object": o,
-                        "Multiple Choices": repr(others), "Title": s, "Text": f"{s} ..."})
-        return out
+    def rows(pairs, rid, name, distractors):
+        return [{"Relation_ID": rid, "Relation Name": name, "Subject": s, "Object": o,
+                 "Multiple Choices": repr(distractors[: n_choices - 1]), "Title": s, "Text": f"{s} ..."}
+                for s, o in pairs]
 
     folder.mkdir(parents=True, exist_ok=True)
     splits = {
-        "train": rows(capitals[:8], 50, "capital", capitals) + rows(languages[:5], 70, "official language", languages),
-        "test": rows(capitals[8:], 50, "capital", capitals) + rows(languages[5:], 70, "official language", languages),
+        "train": rows(capitals[:8], 50, "capital", CAPITAL_DISTRACTORS)
+        + rows(languages[:5], 70, "official language", LANGUAGE_DISTRACTORS),
+        "test": rows(capitals[8:], 50, "capital", CAPITAL_DISTRACTORS)
+        + rows(languages[5:], 70, "official language", LANGUAGE_DISTRACTORS),
     }
     for split, rs in splits.items():
         with open(folder / f"{split}.jsonl", "w", encoding="utf-8") as fh:
@@ -186,7 +189,7 @@ def test_trex_mc_fixture_task(tmp_path):
     norway = next(d for d in docs if d["subject"] == "Norway")
     options = unpack(norway, "options")
     # its five 'Multiple Choices' plus the gold object
-    assert sorted(options) == sorted(["Athens", "Berlin", "Cairo", "Dublin", "Lisbon", "Oslo"])  # first 5 others A-Z
+    assert sorted(options) == sorted(CAPITAL_DISTRACTORS[:5] + ["Oslo"])
     assert options[norway["gold_index"]] == "Oslo"
     # examples: all 8 training capitals (n = 50 but only 8 exist), reference-code format
     ctx = T.doc_to_text(norway)
@@ -194,3 +197,14 @@ def test_trex_mc_fixture_task(tmp_path):
     assert "Egypt : Cairo" in ctx and "Ireland" not in ctx  # train facts only, no other test fact
     eic = T.eiclke_trex_mc(**md)["test"].to_list()
     assert sorted(d["fact_id"] for d in eic) == sorted(d["fact_id"] for d in docs)
+
+
+def test_settings_from_metadata():
+    s = T.settings_from({"n_examples": "10", "format": "colon_comma", "demos": "fact", "seed": 3, "max_options": 20})
+    assert (s.n_examples, s.format, s.demos, s.seed, s.max_options) == (10, "colon_comma", "fact", 3, 20)
+    assert T.settings_from({}) == P.Settings()  # paper defaults: n = 50, 100 options, space
+    for bad in ({"format": "tsv"}, {"demos": "random"}, {"max_options": 0}, {"n_examples": -1}):
+        with pytest.raises(ValueError):
+            T.settings_from(bad)
+    with pytest.raises(ValueError, match="unknown relations"):
+        T.iclke_docs(load_facts("bear_big", {"source": "sample"}), {"relations": "P36,P999"})

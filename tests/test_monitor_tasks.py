@@ -99,21 +99,31 @@ def test_only_correct_primary_drops_facts_from_anchor_metrics_only():
     assert T.agg_acc_avg(flagged) == T.agg_acc_avg(RECORDS)
 
 
-@pytest.mark.e2e
-def test_sample_end_to_end(model_path):
+def _sample_run(model_path, model: str, route: str) -> dict:
     from harness import evaluate
 
-    res = evaluate(["belief_monitor_sample"], f"pretrained={model_path},dtype=float32", device="cpu",
-                   metadata={"pretrained": str(model_path), "relations": "P36", "max_facts_per_relation": 3},
-                   gen_kwargs="max_gen_toks=6", batch_size=16)
-    r = res["results"]["belief_monitor_sample"]
+    return evaluate(["belief_monitor_sample"], f"pretrained={model_path},dtype=float32", model=model, device="cpu",
+                    metadata={"pretrained": str(model_path), "relations": "P36", "max_facts_per_relation": 3,
+                              "monitor_route": route},
+                    gen_kwargs="max_gen_toks=6", batch_size=16)
+
+
+@pytest.fixture(scope="module")
+def prefix_run(model_path):
+    return _sample_run(model_path, "hf", "prefix")
+
+
+@pytest.mark.e2e
+def test_sample_end_to_end(prefix_run):
+    r = prefix_run["results"]["belief_monitor_sample"]
     # the gold object is likelier when the context states it than under a wrong entity or no context
-    assert r["primary_prob,none"] > r["frame_prob,none"] > r["negative_prob,none"] > 0
+    assert r["primary_prob,none"] > r["frame_prob,none"] > 0
+    assert r["primary_prob,none"] > r["negative_prob,none"] > 0
     assert 0 < r["monitor,none"] < float("inf") and r["monitor_stderr,none"] > 0
     assert 0 < r["pfd,none"] < 1 and 0 < r["ird,none"] < 1
-    samples = res["samples"]["belief_monitor_sample"]
+    samples = prefix_run["samples"]["belief_monitor_sample"]
     rec = samples[0]["monitor"]
-    assert len(rec["frames"]) == 7 and len(rec["negatives"]) == 5
+    assert len(rec["frames"]) == 7 and len(rec["negatives"]) == 5 and len(rec["answers"]) == 7
     assert all(len(a) == len(rec["units"]) for a in [rec["primary"], *rec["frames"], *rec["negatives"]])
     assert "".join(rec["units"]) == " " + rec["object"]
     # recomputable from the logged records
@@ -135,3 +145,20 @@ def test_fktc_six_frame_relation_through_the_cli(shared_data, model_path, tmp_pa
     assert r["primary_prob,none"] > r["negative_prob,none"] > 0
     assert "acc_frame_5,none" in r and "acc_frame_6,none" not in r  # P276 has 6 frames
     assert r["monitor,none"] > 0
+
+
+@pytest.mark.e2e
+def test_per_token_route_on_hf_shared_matches_prefix_route_on_hf(prefix_run, model_path):
+    pytest.importorskip("belief_tasks.backends.shared")
+
+    def records(res):
+        return {s["doc"]["fact_id"]: s["monitor"] for s in res["samples"]["belief_monitor_sample"]}
+
+    prefix, per_token = records(prefix_run), records(_sample_run(model_path, "hf-shared", "per_token"))
+    assert prefix.keys() == per_token.keys() and len(prefix) == 3
+    for fid, a in prefix.items():
+        b = per_token[fid]
+        assert (a["route"], b["route"]) == ("prefix", "per_token")
+        for key in ("frames", "negatives"):
+            assert [x for row in [a["primary"], *a[key]] for x in row] == pytest.approx(
+                [x for row in [b["primary"], *b[key]] for x in row], abs=1e-5), (fid, key)

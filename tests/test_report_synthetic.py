@@ -304,6 +304,13 @@ def test_loading_layouts_and_errors(tmp_path):
     # a newer run of the same task in the same folder wins
     write_run(tmp_path / "out1", "org/A", {"belief_mp_zeroshot": ICL_B}, {"belief_mp_zeroshot": {}}, date="2026-02-01T00-00-00.000001")
     assert load_runs([a])[0].tasks["belief_mp_zeroshot"].records()[0]["answer"] == "London"
+    # --output_path ending in .json: "<stem>_<date>.json" with the samples beside it
+    flat = tmp_path / "flat"
+    flat.mkdir()
+    (a / f"results_{DATE}.json").rename(flat / f"myrun_{DATE}.json")
+    (a / f"samples_belief_mp_zeroshot_{DATE}.jsonl").rename(flat / f"samples_belief_mp_zeroshot_{DATE}.jsonl")
+    (run,) = load_runs([flat])
+    assert run.name == "A" and run.tasks["belief_mp_zeroshot"].records()[0]["answer"] == "Paris"
     (tmp_path / "empty").mkdir()
     with pytest.raises(ReportInputError, match="no lm-eval results"):
         load_runs([tmp_path / "empty"])

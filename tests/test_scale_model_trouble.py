@@ -26,6 +26,18 @@ from belief_tasks.tasks.belief_icl import extract_answer, make_record
 EMPTYISH = ["", "   ", "\n", ".", "...", "?!", "A: .", "\"\"", "—"]
 
 
+@pytest.fixture(scope="module", autouse=True)
+def one_torch_thread():
+    """One intra-op thread: on a busy 2-core machine torch's default pool oversubscribes the
+    cores and a forward pass becomes ~30x slower (measured); subprocess runs set OMP_NUM_THREADS=1."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
 def belief_doc(**over) -> dict:
     doc = {"pair_id": "P36/Q142", "relation": "P36", "template_id": "P36_t0", "subject_form": "label",
            "style": "mp", "context": "Q: The capital of France is [MASK].\nA:", "objects": json.dumps(["Paris"]),

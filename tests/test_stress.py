@@ -37,6 +37,18 @@ SAMPLED = {"ovconf", "confidence"}
 TOL = 1e-5
 
 
+@pytest.fixture(scope="module", autouse=True)
+def one_torch_thread():
+    """One intra-op thread: on a busy 2-core machine torch's default pool oversubscribes the
+    cores and a forward pass becomes ~30x slower (measured); subprocess runs set OMP_NUM_THREADS=1."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
 @pytest.fixture(scope="module")
 def lm(model_path):
     """One model for the in-process runs, with a count of every request it is asked."""

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
+import torch.nn.functional as F
 from lm_eval.api.model import hash_args
 from lm_eval.models.huggingface import HFLM
 from lm_eval.models.utils import handle_stop_sequences, normalize_gen_kwargs, postprocess_generated_text
@@ -86,21 +87,20 @@ class _NodeScores:
     end: int
     logp: torch.Tensor  # [end - kept_from - 1] log p(next token) at positions kept_from .. end-2
     greedy: torch.Tensor  # [end - kept_from - 1] is that token the argmax
-    last_logits: torch.Tensor | None  # [vocab] at position end - 1
-    last_lse: torch.Tensor | None
+    last_logprobs: torch.Tensor | None  # [vocab] at position end - 1
     last_argmax: int = -1
 
     @classmethod
-    def of_row(cls, logits, lse, argmax, toks: list[int], first_col: int, start: int) -> "_NodeScores":
-        """From one batch row: ``logits[j]`` is column ``first_col + j`` of the row ``toks`` at ``start``."""
+    def of_row(cls, logprobs, argmax, toks: list[int], first_col: int, start: int) -> "_NodeScores":
+        """From one batch row: ``logprobs[j]`` is column ``first_col + j`` of the row ``toks`` at ``start``."""
         n_kept = len(toks) - first_col
         if n_kept <= 0:  # no position of this row is needed
-            return cls(start + len(toks), start + len(toks), logits[:0, 0], argmax[:0] == 0, None, None)
+            return cls(start + len(toks), start + len(toks), logprobs[:0, 0], argmax[:0] == 0, None)
         inner = n_kept - 1
-        tgt = torch.tensor(toks[first_col + 1 :], dtype=torch.long, device=logits.device)
-        logp = logits[:inner].gather(-1, tgt[:, None])[:, 0] - lse[:inner]
+        tgt = torch.tensor(toks[first_col + 1 :], dtype=torch.long, device=logprobs.device)
+        logp = logprobs[:inner].gather(-1, tgt[:, None])[:, 0]
         return cls(start + first_col, start + len(toks), logp, argmax[:inner] == tgt,
-                   logits[inner].clone(), lse[inner], int(argmax[inner]))  # clone: free the batch logits
+                   logprobs[inner].clone(), int(argmax[inner]))  # clone: free the batch's log-probs
 
 
 @dataclass
@@ -225,13 +225,13 @@ class HFSharedPrefixLM(HFLM):
                 ids[b, : len(toks)] = torch.tensor(toks, dtype=torch.long)
             has_children = any(isinstance(item, PrefixNode) for _, item in batch)
             result = self._call(ids.to(self.device), prefix, keep=keep, use_cache=has_children)
-            logits = result.logits[:, -keep:].float()  # [B, keep, V]; padded position p -> column p - (width - keep)
-            lse = torch.logsumexp(logits, dim=-1)
-            argmax = logits.argmax(dim=-1)
+            # [B, keep, V]; padded position p -> column p - (width - keep); log_softmax as stock does
+            logprobs = F.log_softmax(result.logits[:, -keep:], dim=-1, dtype=self.softmax_dtype)
+            argmax = logprobs.argmax(dim=-1)
             first_col = width - keep  # >= 0: kept columns are first_col .. width-1
             for b, (toks, item) in enumerate(batch):
                 start = node.end
-                scores = _NodeScores.of_row(logits[b], lse[b], argmax[b], toks, first_col, start)
+                scores = _NodeScores.of_row(logprobs[b], argmax[b], toks, first_col, start)
                 if isinstance(item, PrefixNode):
                     own = SharedPrefix.from_cache(result.past_key_values, row=b, length=len(toks))
                     child_prefix = prefix.extend(own) if prefix.length else SharedPrefix(
@@ -241,7 +241,7 @@ class HFSharedPrefixLM(HFLM):
                 else:
                     out[item] = self._gather(reqs[item], path + [scores])
                     pbar.update(1)
-            del result, logits
+            del result, logprobs
 
     @staticmethod
     def _gather(req: _Request, parts: list[_NodeScores]):
@@ -259,7 +259,7 @@ class HFSharedPrefixLM(HFLM):
                 greedy[lo - first : inner_hi - first] = part.greedy[lo - part.kept_from : inner_hi - part.kept_from].cpu()
             if hi == part.end:  # the segment's last position: its target is this request's next token
                 target = req.seq[part.end]
-                logp[part.end - 1 - first] = float(part.last_logits[target] - part.last_lse)
+                logp[part.end - 1 - first] = float(part.last_logprobs[target])
                 greedy[part.end - 1 - first] = part.last_argmax == target
         return logp, greedy
 

@@ -77,7 +77,7 @@ def answer_text(fact: Fact) -> str:
 
 
 def first_line(generated: str) -> str:
-    """The greedy answer: the generation up to its first line break, stripped."""
+    """The greedy answer: the first non-empty line of the generation, stripped."""
     return (generated or "").strip().split("\n", 1)[0].strip()
 
 

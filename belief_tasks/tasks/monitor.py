@@ -247,8 +247,12 @@ class MonitorTask(ConfigurableTask):  # type: ignore[misc,valid-type]
     """Builds each fact's anchor and answer requests itself (several request types per doc)."""
 
     def __init__(self, config: dict | None = None, **kwargs):
-        # the YAML's ``class:`` key reaches us inside the config; TaskConfig does not know it
-        super().__init__(config={k: v for k, v in (config or {}).items() if k != "class"}, **kwargs)
+        # The YAML's ``class:`` key reaches us inside the config; TaskConfig does not know it.
+        # A process_results in the config tells lm-eval our metric names need no registry
+        # lookup (unknown names are otherwise searched on the HF Evaluate hub, with retries).
+        cfg = {k: v for k, v in (config or {}).items() if k != "class"}
+        cfg["process_results"] = _handled_by_task
+        super().__init__(config=cfg, **kwargs)
 
     def _settings(self) -> dict:
         return run_settings(self.config.metadata)
@@ -270,10 +274,15 @@ class MonitorTask(ConfigurableTask):  # type: ignore[misc,valid-type]
         return [Instance(request_type=t, doc=doc, arguments=args, idx=i, **kwargs) for i, (t, args) in enumerate(reqs)]
 
     def process_results(self, doc, results):
-        return process_results(doc, results, self._settings(), self._plan(doc))
+        return records_of(doc, results, self._settings(), self._plan(doc))
 
 
-def process_results(doc, results, settings: dict, pl: dict) -> dict[str, dict]:
+def _handled_by_task(doc, results):
+    raise NotImplementedError("MonitorTask.process_results scores MONITOR docs")
+
+
+def records_of(doc, results, settings: dict, pl: dict) -> dict[str, dict]:
+    """The fact's record (every metric gets the same one) from its results in request order."""
     n_score = sum(len(c) for c in pl["counts"]) if settings["route"] == "prefix" else len(pl["anchors"])
     probs = _unit_probs(results[:n_score], pl, settings["route"])
     answered = [a for a in pl["anchors"] if a["kind"] != "negative"]
@@ -434,7 +443,7 @@ def render_yamls() -> dict[str, str]:
         "# issues its anchor requests (loglikelihood or per_token_loglikelihood) and greedy answers itself.\n"
         "class: !function utils.MonitorTask\ntest_split: test\noutput_type: generate_until\n"
         "doc_to_text: !function utils.doc_to_text\ndoc_to_target: !function utils.doc_to_target\n"
-        "generation_kwargs:\n  until: [\"\\n\"]\n  max_gen_toks: 16\n  do_sample: false\n  temperature: 0.0\n"
+        "generation_kwargs:\n  until: [\"\\n\\n\"]\n  max_gen_toks: 16\n  do_sample: false\n  temperature: 0.0\n"
         "metric_list:\n" + _metric_list()
     )
     files = {"_monitor_common_yaml": common}
