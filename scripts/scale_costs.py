@@ -60,12 +60,12 @@ def fact_key(doc: dict) -> str:
 
 
 def count(task_name: str, metadata: dict, tokenizer) -> dict:
-    from lm_eval.tasks import TaskManager, get_task_dict
+    from lm_eval.tasks import TaskManager
 
     from belief_tasks.paths import task_yamls_dir
 
     tm = TaskManager(include_path=str(task_yamls_dir()), metadata=metadata)
-    task = get_task_dict([task_name], tm)[task_name]
+    task = tm.load([task_name])["tasks"][task_name]
     task.build_all_requests(limit=None, rank=0, world_size=1)
     docs = list(task.eval_docs)
     facts = {fact_key(d) for d in docs}

@@ -343,3 +343,14 @@ def test_mlm_table_and_calibration(tmp_path):
     assert [float(b["accuracy"]) for b in bins] == [1.0, 1.0, 0.0, 0.0]
     card = (tmp_path / "r" / "cards" / "bert.md").read_text()
     assert "BELIEF (masked LMs)" in card and "Acc@10 [belief_mlm_myriadlama] ↑: 0.7" in card
+
+
+def test_variants_including_our_yamls_join_their_family(tmp_path):
+    """``belief_demo_*`` tasks include ours (``include: ../bear/belief_bear.yaml``): same section, same check."""
+    write_run(tmp_path / "runs", "m", {"belief_demo_bear": bear_records(), "belief_demo_mp_4template": ICL_A},
+              {"belief_demo_bear": BEAR_HAND, "belief_demo_mp_4template": ICL_A_HAND})
+    report = build_report([tmp_path / "runs"], tmp_path / "r")
+    assert report.checked == 9 and report.mismatched == []
+    assert [s.title for s in report.sections] == ["BELIEF-ICL", "BEAR"]
+    (t17,) = read_csv(tmp_path / "r" / "tables" / "belief_icl_table17.csv")
+    assert (t17["task"], t17["Style"], t17["Setting"]) == ("belief_demo_mp_4template", "MP", "4-template")

@@ -100,12 +100,12 @@ def same(a, b, key=()) -> None:
 
 
 def test_every_family_runs_and_its_aggregations_ignore_record_order(one_process, model_path):
-    from lm_eval.tasks import TaskManager, get_task_dict
+    from lm_eval.tasks import TaskManager
 
     from belief_tasks.paths import task_yamls_dir
 
     tm = TaskManager(include_path=str(task_yamls_dir()), metadata=metadata(model_path))
-    tasks = get_task_dict(FAMILIES, tm)
+    tasks = tm.load(FAMILIES)["tasks"]
     for name in FAMILIES:
         result, samples = one_process["results"][name], one_process["samples"][name]
         assert result["sample_len"] == len(samples) == LIMIT, name

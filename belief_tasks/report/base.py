@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 from belief_tasks.report.loading import ModelRun, TaskRun
 from belief_tasks.report.output import ReportWriter
-from belief_tasks.report.recompute import Number, recompute
+from belief_tasks.report.recompute import Number, base_task, recompute
 
 #: the knowledge card's rows, in order
 DIMENSIONS = ("accuracy", "robustness", "reliability", "coverage")
@@ -51,9 +51,10 @@ class Context:
         return {f"{r}:{t}": ns for (r, t), ns in self._numbers.items()}
 
     def tasks(self, pattern: str) -> list[tuple[ModelRun, TaskRun]]:
-        """(run, task) for every task whose name fully matches ``pattern``, runs in order, tasks by name."""
+        """(run, task) for every task whose base task's name (``recompute.base_task``) fully matches
+        ``pattern``; runs in order, tasks by name."""
         pat = re.compile(pattern)
-        return [(run, run.tasks[t]) for run in self.runs for t in sorted(run.tasks) if pat.fullmatch(t)]
+        return [(run, run.tasks[t]) for run in self.runs for t in sorted(run.tasks) if pat.fullmatch(base_task(t))]
 
     @property
     def model_names(self) -> list[str]:

@@ -15,6 +15,7 @@ from belief_tasks.metrics import belief as MB
 from belief_tasks.metrics.comparison import subsumption_rate
 from belief_tasks.report.base import CardEntry, Context, Section, stderr, value
 from belief_tasks.report.output import fmt, heatmap, line_plot, pm
+from belief_tasks.report.recompute import base_task
 
 FAMILY = "BELIEF-ICL"
 TASK_RE = r"belief_(mp|qa)_([a-z0-9]+)"
@@ -29,7 +30,8 @@ COVERAGE = (("coverage_average", "Average"), ("coverage_maximum", "Maximum"), ("
 
 
 def style_setting(task: str) -> tuple[str, str]:
-    _, style, setting = task.split("_", 2)
+    """("mp", "4template") of ``belief_mp_4template`` or of a task including it (``belief_demo_mp_4template``)."""
+    _, style, setting = base_task(task).split("_", 2)
     return style, setting
 
 

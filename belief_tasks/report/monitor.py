@@ -11,12 +11,14 @@ the aggregations average per-relation values without weights, as Table 4 does.
 
 from __future__ import annotations
 
+import re
+
 import pandas as pd
 
 from belief_tasks.metrics.comparison import correlation
 from belief_tasks.report.base import CardEntry, Context, Section
 from belief_tasks.report.output import fmt, heatmap, pm
-from belief_tasks.report.recompute import aggregations, same, stderr_function
+from belief_tasks.report.recompute import aggregations, base_task, same, stderr_function
 
 FAMILY = "MONITOR"
 TASK_RE = r"belief_monitor_\w+"
@@ -26,7 +28,7 @@ TABLE4 = (("monitor", "MONITOR ↓"), ("acc_avg", "avg acc ↑"), ("acc_max", "m
 
 def suite_of(task: str) -> str:
     """FKTC's per-relation tasks form one suite (the ``belief_monitor`` group); any other task is its own."""
-    return "belief_monitor" if task[len("belief_monitor_"):].startswith("P") else task
+    return "belief_monitor" if base_task(task).startswith("belief_monitor_P") else task
 
 
 class Suite:
@@ -84,7 +86,7 @@ def suites(ctx: Context) -> list[Suite]:
         groups: dict[str, list] = {}
         for name in sorted(run.tasks):
             t = run.tasks[name]
-            if name.startswith("belief_monitor_") and t.has_records:
+            if re.fullmatch(TASK_RE, base_task(name)) and t.has_records:
                 groups.setdefault(suite_of(name), []).append(t)
         out += [Suite(run, s, ts, ctx) for s, ts in groups.items()]
     return out

@@ -91,6 +91,35 @@ def task_yaml_index() -> dict[str, Path]:
 
 
 @lru_cache(maxsize=None)
+def base_task(task: str) -> str:
+    """The task a task's YAML includes, followed down (``belief_demo_bear`` -> ``belief_bear``); itself if none.
+
+    Sections recognise a family by the base task's name, so a renamed variant of one of our
+    tasks (a demo, a user's own YAML including ours) is reported with its family.
+    """
+    from lm_eval.tasks._yaml_loader import load_yaml
+
+    path = task_yaml_index().get(task)
+    if path is None:
+        return task
+    try:
+        include = load_yaml(path, resolve_func=False, recursive=False).get("include")
+    except Exception:  # noqa: BLE001
+        return task
+    for inc in [include] if isinstance(include, str) else (include or []):
+        target = (path.parent / inc).resolve()
+        if not target.is_file():
+            continue
+        try:
+            name = load_yaml(target, resolve_func=False, recursive=False).get("task")
+        except Exception:  # noqa: BLE001
+            continue
+        if isinstance(name, str) and name != task and task_yaml_index().get(name) == target:
+            return base_task(name)
+    return task
+
+
+@lru_cache(maxsize=None)
 def aggregations(task: str) -> dict[str, Callable]:
     """``{metric: aggregation}`` of ``task`` as its YAML wires them; {} when the task is not ours."""
     from lm_eval.tasks._yaml_loader import load_yaml
