@@ -25,6 +25,6 @@ for root, name in (("belief_tasks", "belief_tasks"), ("metrics", "belief_tasks.m
 setup(
     packages=packages,
     package_dir=package_dir,
-    package_data={"": ["*.yaml", "*.json", "*.md"]},
+    package_data={"": ["*.yaml", "*_yaml", "*.json", "*.md"]},
     include_package_data=False,
 )

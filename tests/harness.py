@@ -36,6 +36,9 @@ def evaluate(tasks: list[str], model_args: str, *, model: str = "hf", metadata: 
     # as the CLI does: tasks see the model args (pretrained=...) in their metadata
     tm_meta = {**(simple_parse_args_string(model_args) if isinstance(model_args, str) else dict(model_args)), **meta}
     tm = TaskManager(include_path=str(task_yamls_dir()), metadata=tm_meta)
+    import torch
+
+    kwargs.setdefault("device", "cuda" if torch.cuda.is_available() else "cpu")
     return simple_evaluate(
         model=model, model_args=model_args, tasks=tasks, task_manager=tm, limit=limit,
         batch_size=batch_size, log_samples=log_samples, metadata=meta, **kwargs,
