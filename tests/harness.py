@@ -38,7 +38,8 @@ def evaluate(tasks: list[str], model_args: str, *, model: str = "hf", metadata: 
     tm = TaskManager(include_path=str(task_yamls_dir()), metadata=tm_meta)
     import torch
 
-    kwargs.setdefault("device", "cuda" if torch.cuda.is_available() else "cpu")
+    if "device" not in (model_args if isinstance(model_args, str) else ",".join(model_args)):
+        kwargs.setdefault("device", "cuda" if torch.cuda.is_available() else "cpu")
     return simple_evaluate(
         model=model, model_args=model_args, tasks=tasks, task_manager=tm, limit=limit,
         batch_size=batch_size, log_samples=log_samples, metadata=meta, **kwargs,

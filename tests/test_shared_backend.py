@@ -11,7 +11,7 @@ TOL = 1e-4  # nats
 
 EXAMPLES = "\n".join(
     f"{s} {o}" for s, o in [("France", "Paris"), ("Germany", "Berlin"), ("Italy", "Rome"), ("Japan", "Tokyo"),
-                           ("Egypt", "Cairo"), ("Canada", "Ottawa"), ("Kenya", "Nairobi"), ("Peru", "Lima")] * 3
+                           ("Egypt", "Cairo"), ("Canada", "Ottawa"), ("Kenya", "Nairobi"), ("Peru", "Lima")] * 2
 )
 LL_REQUESTS = [
     # IC-LKE: one long context, multi-token choices (some sharing a first token)

@@ -397,26 +397,33 @@ class HFSharedPrefixLM(HFLM):
         return results  # type: ignore[return-value]
 
     def _next_tokens(self, logits: torch.Tensor, rows: list[_Row], generators: list[torch.Generator | None]) -> list[int]:
-        """One token per row: argmax for greedy rows, a seeded draw (HF's warper order) otherwise."""
+        """One token per row: argmax for greedy rows; for sampled rows transformers' warpers
+        (temperature, top-k, top-p, min-p, in that order) on the whole block of rows sharing
+        settings, then an inverse-CDF draw from one uniform of the row's own generator."""
         logits = logits.float()
         chosen = logits.argmax(dim=-1).tolist()
+        blocks: dict[tuple, list[int]] = {}
         for b, row in enumerate(rows):
-            if not row.do_sample:
-                continue
-            scores = logits[b] / row.temperature
-            if row.top_k is not None and row.top_k < scores.shape[-1]:
-                kth = torch.topk(scores, row.top_k).values[-1]
+            if row.do_sample:
+                blocks.setdefault((row.temperature, row.top_k, row.top_p, row.min_p), []).append(b)
+        for (temperature, top_k, top_p, min_p), idx in blocks.items():
+            scores = logits[idx] / temperature
+            if top_k is not None and top_k < scores.shape[-1]:
+                kth = torch.topk(scores, top_k, dim=-1).values[:, -1:]
                 scores = scores.masked_fill(scores < kth, float("-inf"))
-            if row.top_p is not None:  # keep the smallest set whose mass reaches top_p
-                sorted_scores, order = torch.sort(scores, descending=False)
-                cum = sorted_scores.softmax(-1).cumsum(-1)
-                drop = cum <= 1 - row.top_p
-                drop[-1] = False
-                scores = scores.masked_fill(drop.scatter(0, order, drop), float("-inf"))
+            if top_p is not None:  # keep the smallest set whose mass reaches top_p
+                sorted_scores, order = torch.sort(scores, dim=-1, descending=False)
+                drop = sorted_scores.softmax(-1).cumsum(-1) <= 1 - top_p
+                drop[:, -1] = False
+                scores = scores.masked_fill(drop.scatter(1, order, drop), float("-inf"))
             probs = scores.softmax(-1)
-            if row.min_p is not None:
-                probs = probs.masked_fill(probs < row.min_p * probs.max(), 0.0)
-            chosen[b] = int(torch.multinomial(probs.cpu(), 1, generator=generators[b]).item())
+            if min_p is not None:
+                probs = probs.masked_fill(probs < min_p * probs.amax(-1, keepdim=True), 0.0)
+            cdf = probs.cumsum(-1)
+            u = torch.tensor([float(torch.rand(1, generator=generators[b])) for b in idx], device=cdf.device)
+            drawn = torch.searchsorted(cdf, (u * cdf[:, -1])[:, None]).clamp_(max=cdf.shape[-1] - 1)
+            for b, tok in zip(idx, drawn[:, 0].tolist(), strict=True):
+                chosen[b] = tok
         return chosen
 
     def _decode_rows(self, context: str, rows: list[_Row], until: list[str], max_gen: int) -> None:
@@ -437,6 +444,7 @@ class HFSharedPrefixLM(HFLM):
         eos_ids = self.model.generation_config.eos_token_id
         eos_ids = set(eos_ids if isinstance(eos_ids, list) else [eos_ids] if eos_ids is not None else [self.eot_token_id])
         active = list(range(len(rows)))
+        needed = 0
         logits = prefill.logits[:, -1].expand(len(rows), -1)
         past = None
         while active:
@@ -445,9 +453,11 @@ class HFSharedPrefixLM(HFLM):
             for j, (a, tok) in enumerate(zip(active, nxt, strict=True)):
                 row = rows[a]
                 if tok in eos_ids:
+                    needed += len(row.tokens)  # every token it generated was fed back
                     continue
                 row.tokens.append(tok)
                 if len(row.tokens) >= max_gen or any(s and s in self.tok_decode(row.tokens) for s in until):
+                    needed += len(row.tokens) - 1  # its last token is never fed back
                     continue
                 still.append(j)
             if not still:
@@ -460,4 +470,5 @@ class HFSharedPrefixLM(HFLM):
             active = [active[j] for j in still]
             step = self._call(feed, prefix, past=past, use_cache=True)
             past, logits = step.past_key_values, step.logits[:, -1]
-        self.stats["generated_tokens"] = self.stats.get("generated_tokens", 0) + sum(len(r.tokens) for r in rows)
+        # the floor of the decoding work: tokens each row has to feed back (the prompt is counted by the caller)
+        self.stats["generated_tokens"] = self.stats.get("generated_tokens", 0) + needed

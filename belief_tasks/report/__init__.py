@@ -72,7 +72,7 @@ def build_report(paths, out, title: str = "Knowledge report") -> Report:
                   + ("." if not mismatched else f"; differing: {', '.join(mismatched[:20])}.") + "\n")
     runs_df = pd.DataFrame([{"Model": r.name, "lm-eval model name": r.model_name, "Tasks": len(r.tasks),
                              "Per-sample files": sum(t.has_records for t in r.tasks.values()),
-                             "Run": r.date, "Folder": str(r.folder)} for r in runs])
+                             "Run": r.date, "Folder": "/".join(r.folder.parts[-2:])} for r in runs])
     md.append("## Runs\n")
     md.append(markdown_table(runs_df) + "\n")
     md.append("## Contents\n")

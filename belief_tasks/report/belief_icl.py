@@ -102,7 +102,7 @@ def build(ctx: Context) -> Section | None:
                 recs = [x for x in task.records() if x.get("confidence") is not None]
                 if not recs:
                     continue
-                n_bins = int(recs[0].get("bins", MB.DEFAULT_BINS))
+                n_bins = plot_bins(int(recs[0].get("bins", MB.DEFAULT_BINS)), len(recs))
                 bins = MB.calibration_bins([x["confidence"] for x in recs], [bool(x["correct"]) for x in recs], n_bins)
                 setting = SETTING_LABEL.get(style_setting(task.name)[1], task.name)
                 series.append((f"{setting} (n={len(recs)})", [b["confidence"] for b in bins], [b["accuracy"] for b in bins]))
@@ -114,7 +114,8 @@ def build(ctx: Context) -> Section | None:
                 md.append(w.figure(fig, f"belief_icl_calibration_{run.name}_{style}", f"Calibration {run.name} {style}"))
                 plotted = True
     if plotted:
-        md.append("Bins of equal size by descending confidence; points below the diagonal are overconfident.\n")
+        md.append(f"Bins of equal size by descending confidence (the run's M, or fewer so that a bin holds at least "
+                  f"{MIN_BIN_SIZE} prompts); points below the diagonal are overconfident.\n")
         md.append(w.table(pd.DataFrame(bins_rows), "belief_icl_calibration_bins", "Calibration bins."))
     else:
         md.append("*No sampled confidences in these runs (run with `confidence_samples` > 0).*\n")
@@ -125,6 +126,15 @@ def build(ctx: Context) -> Section | None:
         md.append(sharing_md)
 
     return Section(title=FAMILY, markdown="\n".join(md), summary=_summary(ctx, found), card=_card(ctx, found))
+
+
+#: fewest prompts per calibration bin in the plots: smaller bins of tied confidences draw zigzags, not a curve
+MIN_BIN_SIZE = 5
+
+
+def plot_bins(n_bins: int, n_prompts: int) -> int:
+    """The run's M bins, or fewer so that each holds at least MIN_BIN_SIZE prompts (Ovconf itself does not depend on M)."""
+    return max(1, min(n_bins, n_prompts // MIN_BIN_SIZE))
 
 
 def covered_facts(records: list[dict]) -> set:
