@@ -40,11 +40,12 @@ def register_backends() -> None:
     for name, target in BACKENDS.items():
         if name not in model_registry:
             model_registry.register(name, target=target)
-    from belief_tasks.harness import install_cache_hook, install_cpu_data_parallel_hook, install_stderr_hook
+    from belief_tasks import harness
 
-    install_stderr_hook()
-    install_cache_hook()
-    install_cpu_data_parallel_hook()
+    harness.install_stderr_hook()
+    harness.install_cache_hook()
+    harness.install_cpu_data_parallel_hook()
+    harness.install_generation_seed_hook()
 
 
 register_backends()

@@ -30,6 +30,7 @@ def main(argv: list[str] | None = None) -> None:
     args = list(sys.argv[1:] if argv is None else argv)
     if "--include_path" not in args and not _tasks_installed() and (not args or args[0] != "validate"):
         args += ["--include_path", str(task_yamls_dir())]
+    check_limit_per_process(args)
     sys.argv = ["belief-eval", *args]
     if args[:1] in (["ls"], ["list"]) and (len(args) < 2 or args[1] in ("tasks", "groups")):
         from belief_tasks.catalog import table
@@ -40,6 +41,29 @@ def main(argv: list[str] | None = None) -> None:
             print(table())
         return
     cli_evaluate()
+
+
+def check_limit_per_process(args: list[str]) -> None:
+    """Under ``accelerate launch`` an integer ``--limit`` below the number of processes leaves a
+    rank with no document, and lm-eval 0.4.13 then fails after the model time is spent (it reads
+    ``task.instances[0]`` of an empty list, or pads with a request that does not exist)."""
+    world = int(os.environ.get("WORLD_SIZE", "1") or 1)
+    value = None
+    for i, arg in enumerate(args):
+        if arg in ("--limit", "-L") and i + 1 < len(args):
+            value = args[i + 1]
+        elif arg.startswith("--limit="):
+            value = arg.split("=", 1)[1]
+    if world > 1 and value is not None:
+        try:
+            limit = float(value)
+        except ValueError:
+            return  # lm-eval's own parser reports it
+        if limit >= 1 and int(limit) < world:
+            raise SystemExit(
+                f"belief-eval: --limit {value} is below the {world} processes of this launch, so a process "
+                f"would get no document; use --limit {world} or more, or fewer processes (docs/scale.md)"
+            )
 
 
 def demo_command(extra: list[str] | None = None) -> list[str]:

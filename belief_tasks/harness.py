@@ -1,4 +1,4 @@
-"""The two places where we plug into lm-eval itself, both at ``import belief_tasks``.
+"""The places where we plug into lm-eval itself, all at ``import belief_tasks``.
 
 1. Model backends are registered lazily after ``lm_eval.models`` (``__init__``).
 2. Standard errors for corpus-level aggregations: lm-eval 0.4.13 asks
@@ -16,6 +16,13 @@
    ran the whole task. Under a multi-process launch (``WORLD_SIZE`` > 1)
    ``install_cpu_data_parallel_hook`` gives HFLM the launcher's rank and world size
    (docs/scale.md). On GPUs lm-eval's own sharding is left untouched.
+5. Per-request sampling seeds on ``hf``: BELIEF's sampled requests carry a ``seed`` in
+   their generation kwargs (vLLM's ``SamplingParams`` and OpenAI-style servers take it
+   as is). HF's ``generate`` rejects unknown kwargs, so ``install_generation_seed_hook``
+   pops it and draws that request from a torch generator state seeded with it. lm-eval
+   batches generation by kwargs, so a seeded request is generated alone and its text
+   depends on its seed only: not on the batch size, the request order or the number
+   of processes.
 """
 
 from __future__ import annotations
@@ -108,3 +115,28 @@ def install_cpu_data_parallel_hook() -> None:
     rank._belief_tasks = True
     HFLM.rank = property(rank)
     HFLM.world_size = property(world_size)
+
+
+def install_generation_seed_hook() -> None:
+    try:
+        import torch
+        from lm_eval.models.huggingface import HFLM
+    except ImportError:
+        return
+    original = HFLM._model_generate
+    if getattr(original, "_belief_tasks", False):
+        return
+
+    def _model_generate(self, context, max_length, stop, **generation_kwargs):
+        seed = generation_kwargs.pop("seed", None)
+        if seed is None:
+            return original(self, context, max_length, stop, **generation_kwargs)
+        # fork: the seeded draw leaves the run's global RNG stream as it was
+        devices = [context.device] if context.device.type == "cuda" else []
+        with torch.random.fork_rng(devices=devices):
+            torch.manual_seed(int(seed) % 2**63)
+            return original(self, context, max_length, stop, **generation_kwargs)
+
+    _model_generate._belief_tasks = True
+    HFLM._model_generate = _model_generate
+

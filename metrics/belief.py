@@ -271,6 +271,18 @@ def one_word_stderr(answers: Sequence[str]) -> float:
     return _sem([word_count(a) == 1 for a in answers])
 
 
+def empty_answer_rate(answers: Sequence[str]) -> float:
+    """Share of greedy answers with no word at all: empty, whitespace or punctuation only.
+
+    Not a paper metric: a count of model-side trouble. Such answers stay in every other
+    metric, scored wrong and agreeing with nothing (``matching``), never dropped."""
+    return float(np.mean([word_count(a) == 0 for a in answers]))
+
+
+def empty_answer_stderr(answers: Sequence[str]) -> float:
+    return _sem([word_count(a) == 0 for a in answers])
+
+
 def knowledge_coverage(pair_ids, relation_ids, template_ids, correct) -> dict:
     """Knowledge coverage rates (v3 section 7, Table 8).
 

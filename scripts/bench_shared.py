@@ -155,6 +155,7 @@ def main() -> None:
 
     from belief_tasks.backends.shared import HFSharedPrefixLM
     from belief_tasks.model import default_model_path
+    from belief_tasks.tasks.belief_icl import sampling_kwargs
 
     path = str(default_model_path())
     common = dict(pretrained=path, device="cpu", dtype="float32", max_batch_size=64)
@@ -163,14 +164,16 @@ def main() -> None:
     factset = load_facts("bear", {"source": "sample"})
 
     gen = {"until": ["\n", "."], "max_gen_toks": 16, "do_sample": False}
-    sampled = dict(gen, do_sample=True, temperature=1.0)
     prompts = belief_prompts(factset, args.prompts)
     gen_reqs = make_instances("generate_until", [(p, gen) for p in prompts])
-    sample_reqs = make_instances("generate_until", [(p, sampled) for p in prompts], repeats=args.samples)
+    # as the BELIEF task sends them: K distinct requests per prompt (sample i carries a tagged stop string)
+    # (and its own seed, so stock hf generates each sample alone: docs/backends_support.md)
+    sample_reqs = make_instances("generate_until", [(p, sampling_kwargs(gen, i, seeding.derive_seed(1234, p, i)))
+                                                    for p in prompts for i in range(args.samples)])
     workloads = {
         "iclke": ("loglikelihood", make_instances("loglikelihood", iclke_requests(factset, args.facts)),
                   f"IC-LKE: {args.facts} facts x 100 choices after 50 examples"),
-        "belief": ("generate_until", gen_reqs + [r for r in sample_reqs for _ in range(args.samples)],
+        "belief": ("generate_until", gen_reqs + sample_reqs,
                    f"BELIEF: greedy + {args.samples} samples for {args.prompts} prompts"),
         "bear": ("loglikelihood", make_instances("loglikelihood", bear_requests(factset, args.instances)),
                  f"BEAR: {args.instances} instances x full answer space, empty context"),

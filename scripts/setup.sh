@@ -25,7 +25,7 @@ fi
 
 # A regular (non-editable) install: the wheel places our task YAMLs under lm_eval/tasks/belief,
 # which is how a bare `lm_eval --tasks belief_...` finds them.
-"${PIP[@]}" install -q ".[test]"
+"${PIP[@]}" install -q ".[test,parity]"
 
 "$VENV/bin/python" -m belief_tasks fetch-model
 echo "setup done: $VENV (model: $("$VENV/bin/python" -m belief_tasks model-path))"

@@ -30,3 +30,16 @@ def model_path() -> Path:
     if not is_ready(path):
         pytest.fail(f"default model missing at {path}: run the README's setup (python -m belief_tasks fetch-model)")
     return path
+
+
+@pytest.fixture(scope="module")
+def one_torch_thread():
+    """One intra-op thread for a module's in-process runs: on a busy 2-core machine torch's default
+    pool oversubscribes the cores and a forward pass becomes ~30x slower (measured); subprocess
+    runs set OMP_NUM_THREADS=1. Use with ``pytestmark = pytest.mark.usefixtures("one_torch_thread")``."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)

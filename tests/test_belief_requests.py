@@ -37,6 +37,40 @@ def test_sampling_kwargs_sample_the_full_vocabulary_and_differ_only_by_a_redunda
     assert greedy == {"until": ["\n"], "do_sample": False, "max_gen_toks": 16}  # not mutated
 
 
+def test_sample_seeds_come_from_the_prompt_ids_only():
+    doc = {"seed": 1234, "pair_id": "P36/Q142", "template_id": "P36_t0", "subject_form": "label", "style": "mp"}
+    seeds = [B.sample_seed(doc, i) for i in range(100)]
+    assert len(set(seeds)) == 100 and seeds == [B.sample_seed(dict(doc), i) for i in range(100)]
+    assert B.sample_seed({**doc, "seed": 1}, 0) != seeds[0] and B.sample_seed({**doc, "pair_id": "x"}, 0) != seeds[0]
+    greedy = {"until": ["\n"], "do_sample": False, "max_gen_toks": 16}
+    assert B.sampling_kwargs(greedy, 3, seeds[3])["seed"] == seeds[3]
+    assert "seed" not in B.sampling_kwargs(greedy, 3)
+
+
+@pytest.mark.e2e
+def test_seeded_samples_on_hf_do_not_depend_on_the_batch(model_path):
+    """The hf hook (belief_tasks.harness): a request's ``seed`` is popped before HF's generate
+    (which would reject it) and fixes that request's sample, whatever else is in the run."""
+    import belief_tasks  # noqa: F401  (installs the hook)
+    from lm_eval.api.instance import Instance
+    from lm_eval.models.huggingface import HFLM
+
+    lm = HFLM(pretrained=str(model_path), device="cpu", dtype="float32", batch_size=4)
+    greedy = {"until": ["\n"], "do_sample": False, "max_gen_toks": 8}
+    prompts = ["Q: What is the capital of France?\nA:", "Q: Who wrote Hamlet?\nA:"]
+    args = [(p, B.sampling_kwargs(greedy, i, 1000 + 10 * j + i)) for j, p in enumerate(prompts) for i in range(4)]
+
+    def run(arg_list):
+        return lm.generate_until([Instance("generate_until", {}, a, k) for k, a in enumerate(arg_list)], disable_tqdm=True)
+
+    together = run(args)
+    assert run(args[::-1]) == together[::-1]  # order and batch neighbours do not matter
+    assert [run([a])[0] for a in args[:2]] == together[:2]  # alone, the same text
+    assert len(set(together)) > 2  # seeds differ, so do the samples
+    unseeded = [(p, {k: v for k, v in kw.items() if k != "seed"}) for p, kw in args[:4]]
+    assert run(unseeded) != run(unseeded)  # without seeds: the running RNG stream (the old behaviour)
+
+
 def test_sample_requests_have_distinct_cache_keys_and_identical_outputs():
     from lm_eval.api.model import hash_args
     from lm_eval.models.utils import postprocess_generated_text

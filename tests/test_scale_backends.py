@@ -20,22 +20,10 @@ import pytest
 
 from harness import evaluate
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("one_torch_thread")]
 pytest.importorskip("tenacity", reason="lm-eval's API backends need its [api] extra (pip install 'lm-eval[api]')")
 
 METADATA = {"relations": "P1303", "max_facts_per_relation": 1, "templates": "0", "confidence_samples": 0}
-
-
-@pytest.fixture(scope="module", autouse=True)
-def one_torch_thread():
-    """One intra-op thread: on a busy 2-core machine torch's default pool oversubscribes the
-    cores and a forward pass becomes ~30x slower (measured); subprocess runs set OMP_NUM_THREADS=1."""
-    import torch
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 class StubModel:
@@ -154,18 +142,18 @@ def test_local_completions_matches_hf(model_path, stub_server):
 def test_a_request_seed_reaches_the_server():
     """BELIEF's K sampled answers on an OpenAI-style server (docs/backends_support.md): lm-eval
     puts ``seed: <model_args seed, 1234>`` into every generation payload, so a server that
-    honours seeds returns the same "sample" K times. A ``seed`` in the request's own
-    generation kwargs overrides it: that is the way to give each sample its own seed."""
+    honours seeds would return the same "sample" K times. Our sampled requests carry their own
+    ``seed`` in their generation kwargs, which overrides it: K different seeds reach the server."""
     from lm_eval.models.openai_completions import LocalCompletionsAPI
 
-    from belief_tasks.tasks.belief_icl import sampling_kwargs
+    from belief_tasks.tasks.belief_icl import sample_seed, sampling_kwargs
 
     api = object.__new__(LocalCompletionsAPI)  # _create_payload reads only these two attributes
     api.model, api._max_gen_toks = "stub", 256
     greedy = {"until": ["\n"], "do_sample": False, "max_gen_toks": 16}
-    plain = [api._create_payload([[1, 2]], generate=True, gen_kwargs=sampling_kwargs(greedy, i), seed=1234) for i in range(3)]
-    assert all(p["temperature"] == 1.0 and p["max_tokens"] == 16 for p in plain)
-    assert all(p["seed"] == 1234 for p in plain if "seed" not in sampling_kwargs(greedy, 0))
-    seeded = [api._create_payload([[1, 2]], generate=True, gen_kwargs={**sampling_kwargs(greedy, i), "seed": 100 + i}, seed=1234)
-              for i in range(3)]
-    assert [p["seed"] for p in seeded] == [100, 101, 102]
+    doc = {"seed": 1234, "pair_id": "P36/Q142", "template_id": "P36_t0", "subject_form": "label", "style": "qa"}
+    payloads = [api._create_payload([[1, 2]], generate=True, gen_kwargs=sampling_kwargs(greedy, i, sample_seed(doc, i)),
+                                    seed=1234) for i in range(3)]
+    assert all(p["temperature"] == 1.0 and p["max_tokens"] == 16 for p in payloads)
+    assert [p["seed"] for p in payloads] == [sample_seed(doc, i) for i in range(3)]
+    assert len({p["seed"] for p in payloads}) == 3 and 1234 not in {p["seed"] for p in payloads}

@@ -23,19 +23,8 @@ from belief_tasks.matching import contains_answer, outputs_agree
 from belief_tasks.metrics.belief import consistency
 from belief_tasks.tasks.belief_icl import extract_answer, make_record
 
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 EMPTYISH = ["", "   ", "\n", ".", "...", "?!", "A: .", "\"\"", "—"]
-
-
-@pytest.fixture(scope="module", autouse=True)
-def one_torch_thread():
-    """One intra-op thread: on a busy 2-core machine torch's default pool oversubscribes the
-    cores and a forward pass becomes ~30x slower (measured); subprocess runs set OMP_NUM_THREADS=1."""
-    import torch
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 def belief_doc(**over) -> dict:
@@ -127,3 +116,16 @@ def test_an_empty_continuation_stops_the_hf_backend(short_window_lm):
 
     with pytest.raises(AssertionError):
         short_window_lm.loglikelihood([Instance("loglikelihood", {}, ("The capital of France is", ""), 0)])
+
+
+def test_empty_answers_are_counted_in_their_own_metric(caplog):
+    from belief_tasks.metrics.belief import empty_answer_rate, empty_answer_stderr
+    from belief_tasks.tasks.belief_icl import agg_empty_answer_rate
+
+    recs = [make_record(belief_doc(pair_id=f"p{i}"), out, []) for i, out in enumerate(["", " Paris.", " ?!", " Lyon"])]
+    assert empty_answer_rate([r["answer"] for r in recs]) == 0.5  # by hand: "" and "?!" of four
+    assert empty_answer_stderr([r["answer"] for r in recs]) == pytest.approx((0.25 / 3) ** 0.5)  # sample SD / sqrt(n)
+    with caplog.at_level("WARNING"):
+        assert agg_empty_answer_rate(recs) == 0.5
+    assert "2 of 4 greedy answers are empty or punctuation only" in caplog.text
+    assert agg_empty_answer_rate(recs[1:2]) == 0.0

@@ -5,8 +5,8 @@ belief_tasks.cli``) on the bundled model and sample, kept tiny:
 
 * ``belief_bear`` on 2 facts of P1303 with one template: 2 docs x 42 options
   = 84 ``loglikelihood`` requests (corpus-level BEAR score over records);
-* ``belief_mp_zeroshot`` on the same 2 facts, 4 prompts, greedy only
-  (corpus-level consistency, accuracy fluctuation and coverage over records).
+* ``belief_mp_zeroshot`` on the same 2 facts, 4 prompts, greedy + 2 seeded samples for the one
+  sampled prompt among them (corpus-level consistency, accuracy fluctuation, Ovconf and coverage over records).
 
 The one-process run at batch size 1 is the reference every other run must equal.
 """
@@ -34,7 +34,7 @@ TASKS = "belief_bear,belief_mp_zeroshot"
 LIMIT = "4"  # per task: both BEAR docs, 4 BELIEF prompts
 METADATA = {
     "source": "sample", "relations": "P1303", "max_facts_per_relation": 2, "templates": "0",
-    "confidence_samples": 0,  # sampled answers use the global torch RNG: see docs/scale.md
+    "confidence_samples": 2,  # each sample carries its own seed: Ovconf must not depend on the layout
 }
 BEAR_REQUESTS = 84  # 2 docs x 42 answer options of P1303
 TOL = 1e-6  # batch 1 vs 8: padding changes the matmul shapes, not the numbers beyond float noise
@@ -79,7 +79,10 @@ def load_run(out: Path) -> tuple[dict, dict]:
             s = json.loads(line)
             key = (task, s["doc_id"])
             assert key not in records, f"doc {key} logged twice"
-            records[key] = s[s["metrics"][0]]
+            # resps: each request's response (every greedy and sampled text). Under several processes
+            # lm-eval pads a rank's requests with copies of its last one, whose responses it appends
+            # to that instance's list: its first entry is the instance's own.
+            records[key] = {**s[s["metrics"][0]], "resps": [r[0] for r in s["resps"]]}
     return results, records
 
 
@@ -106,6 +109,10 @@ def reference(model_path, tmp_path_factory):
     # the reference is a real run, not an empty one: every doc scored, BEAR options all there
     assert len([k for k in records if k[0] == "belief_bear"]) == 2
     assert len([k for k in records if k[0] == "belief_mp_zeroshot"]) == 4
+    # the sampled prompt (one per fact) among the first 4 docs carries 2 samples, drawn with different seeds
+    sampled = [r["resps"][1:] for (t, _), r in records.items() if t == "belief_mp_zeroshot" and r["n_samples"]]
+    assert len(sampled) == 1 and all(len(s) == 2 for s in sampled)
+    assert len({x for s in sampled for x in s}) > 1
     assert all(len(r["ll"]) == 42 and all(x < 0 for x in r["ll"]) for (t, _), r in records.items() if t == "belief_bear")
     return results, records
 
@@ -140,7 +147,7 @@ def test_same_command_twice_and_batch_sizes(model_path, reference, tmp_path):
             assert max(abs(x - y) for x, y in zip(rec["ll"], ref["ll"], strict=True)) <= TOL, key
             assert rec["pred"] == ref["pred"]
         else:
-            assert rec["output"] == ref["output"], key  # identical greedy answers
+            assert rec["resps"] == ref["resps"], key  # identical greedy answers and seeded samples
     assert_same_metrics(results, ref_results, tol=TOL)
 
 
@@ -190,3 +197,42 @@ def test_sigkill_then_resume_recomputes_nothing_finished(model_path, reference, 
     ref_results, ref_records = reference
     assert records == {k: v for k, v in ref_records.items() if k[0] == "belief_bear"}
     assert_same_metrics(results, {"belief_bear": ref_results["belief_bear"]})
+
+
+@pytest.mark.parametrize("limit_args, world, fails", [
+    (["--limit", "1"], "2", True), (["--limit=3"], "4", True), (["-L", "2"], "2", False),
+    (["--limit", "0.5"], "2", False), (["--limit", "1"], "1", False), ([], "8", False),
+])
+def test_limit_below_the_process_count_stops_before_model_time(monkeypatch, limit_args, world, fails):
+    from belief_tasks.cli import check_limit_per_process
+
+    monkeypatch.setenv("WORLD_SIZE", world)
+    args = ["--model", "hf", "--tasks", "belief_bear", *limit_args]
+    if fails:
+        with pytest.raises(SystemExit, match=f"below the {world} processes"):
+            check_limit_per_process(args)
+    else:
+        check_limit_per_process(args)
+
+
+def test_hf_mlm_two_processes_give_the_numbers_of_one(tmp_path):
+    """hf-mlm shards documents and gathers records under accelerate launch, like lm-eval's hf."""
+    from test_mlm_tiny import build_tiny_mlm
+
+    model = build_tiny_mlm(tmp_path / "tiny", favour="paris")
+
+    def args(out: Path) -> list[str]:
+        meta = {"source": "sample", "pretrained": str(model), "relations": "P36,P37", "max_facts_per_relation": 3,
+                "templates": "0", "accuracy_draws": 200}
+        return ["--model", "hf-mlm", "--model_args", f"pretrained={model},dtype=float32", "--device", "cpu",
+                "--tasks", "belief_mlm_myriadlama,belief_bear", "--limit", "4", "--metadata", json.dumps(meta),
+                "--batch_size", "1", "--output_path", str(out), "--log_samples"]  # 1: bit-identical forwards
+
+    cli(args(tmp_path / "one"))
+    proc = cli(args(tmp_path / "two"), launcher=accelerate_cpu(2), ACCELERATE_USE_CPU="1")
+    assert "on rank 1" in proc.stdout + proc.stderr
+    ref_results, ref_records = load_run(tmp_path / "one")
+    results, records = load_run(tmp_path / "two")
+    assert records.keys() == ref_records.keys() and len(records) == 8  # 4 docs per task, gathered once
+    assert records == ref_records
+    assert_same_metrics(results, ref_results)

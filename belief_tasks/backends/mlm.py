@@ -35,6 +35,7 @@ copies per forward pass.
 from __future__ import annotations
 
 import logging
+import os
 from typing import Any, Iterable, Sequence
 
 import torch
@@ -155,6 +156,7 @@ class HFMaskedLM(LM):
                 str(pretrained), revision=revision or "main", dtype=torch_dtype,
                 trust_remote_code=trust_remote_code, **extra,
             )
+        self._start_data_parallel()
         self.model.to(self._device).eval()
         if tokenizer is None or isinstance(tokenizer, str):
             self.tokenizer = AutoTokenizer.from_pretrained(
@@ -171,6 +173,34 @@ class HFMaskedLM(LM):
         self.pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
         self.max_length = int(max_length) if max_length else self._model_max_length()
         self._target_ids: dict[tuple[str, str], int | None] = {}
+
+    # ------------------------------------------------------------------ data parallel
+
+    def _start_data_parallel(self) -> None:
+        """Under ``accelerate launch`` (``WORLD_SIZE`` > 1): this process's rank, as lm-eval's
+        ``hf`` does, so the evaluator shards documents and gathers records (docs/scale.md)."""
+        if int(os.environ.get("WORLD_SIZE", "1") or 1) <= 1:
+            return
+        from accelerate import Accelerator
+
+        self.accelerator = Accelerator()
+        self._rank, self._world_size = self.accelerator.process_index, self.accelerator.num_processes
+        if self._device.type == "cuda":  # one GPU per process
+            self._device = self.accelerator.device
+
+    def all_gather(self, tensor):
+        return tensor if self.world_size <= 1 else self.accelerator.gather(tensor)
+
+    def gather_object(self, obj, dst=0):
+        if self.world_size <= 1:
+            return [obj]
+        result = [None] * self.world_size if self.rank == dst else None
+        torch.distributed.gather_object(obj=obj, object_gather_list=result, dst=dst)
+        return result
+
+    def barrier(self) -> None:
+        if self.world_size > 1:
+            self.accelerator.wait_for_everyone()
 
     # ------------------------------------------------------------------ helpers
 

@@ -8,8 +8,9 @@
   (:mod:`belief_tasks.backends.shared_attention`), never copied per row.
 * ``generate_until``: requests with the same prompt (greedy + samples, ``repeats``)
   are prefilled once and decoded as one batch on the shared prompt cache. Sampling
-  draws from a per-sample generator seeded by (``sample_seed``, task, doc, request,
-  sample index): the same command gives the same samples, in any batch or shard.
+  draws from a per-sample generator seeded by the request's own ``seed`` kwarg if it
+  has one, else by (``sample_seed``, task, doc, request, sample index): the same
+  command gives the same samples, in any batch or shard.
   Greedy requests whose prompt has no samples go through stock batched generation.
 * ``per_token_loglikelihood``: ``(context, continuation) -> [log p(token)]``, one
   float per continuation token, tokenised as ``loglikelihood``.
@@ -42,6 +43,8 @@ log = logging.getLogger(__name__)
 
 #: generation kwargs our decoder implements; any other one sends its requests to stock generation.
 SAMPLING_KWARGS = {"do_sample", "temperature", "top_k", "top_p", "min_p"}
+MIN_FORWARD_TOKENS = 8
+MAX_PAD = 1  # a batch stops before an item needing more padding than max(MAX_PAD, width // 4)
 
 
 def unsupported_reason(model, backend: str) -> str | None:
@@ -51,12 +54,30 @@ def unsupported_reason(model, backend: str) -> str | None:
     if not getattr(type(model), "_can_set_attn_implementation", lambda: False)():
         return f"{type(model).__name__} does not route attention through transformers' AttentionInterface"
     cfg = model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
-    for attr in ("sliding_window", "attn_logit_softcapping", "final_logit_softcapping"):
+    if getattr(cfg, "sliding_window", None) and getattr(cfg, "use_sliding_window", True):
+        return "config.sliding_window is set"
+    for attr in ("attn_logit_softcapping", "final_logit_softcapping"):
         if getattr(cfg, attr, None):
             return f"config.{attr} is set"
     if getattr(cfg, "layer_types", None) and any(t != "full_attention" for t in cfg.layer_types):
         return "not every layer is full attention"
     return None
+
+
+def effective_stops(until: list[str]) -> list[str]:
+    """``until`` without the stop strings that contain another one.
+
+    Such a string can never end a generation first, nor cut it differently: wherever it
+    occurs, the string it contains occurs at or before it, and stock truncation splits at
+    every stop string in turn. Dropping them lets requests that differ only there (BELIEF's
+    K samples carry ``<first stop><belief-sample i>`` to stay distinct in the cache) share
+    one prefill and one decoding batch."""
+    kept: list[str] = []
+    for s in until:
+        if s in kept or any(o and o != s and o in s for o in until):
+            continue
+        kept.append(s)
+    return kept
 
 
 @dataclass
@@ -211,7 +232,7 @@ class HFSharedPrefixLM(HFLM):
             width = len(items[pos][0])
             end = min(len(items), pos + self._rows_per_batch(width, override_bs))
             # sorted longest first; stop before an item that would be mostly padding
-            cut = next((j for j in range(pos + 1, end) if width - len(items[j][0]) > max(4, width // 4)), end)
+            cut = next((j for j in range(pos + 1, end) if width - len(items[j][0]) > max(MAX_PAD, width // 4)), end)
             batch = items[pos:cut]
             pos = cut
             # positions of the batch (relative to node.end) whose logits some request needs
@@ -220,13 +241,20 @@ class HFSharedPrefixLM(HFLM):
                 for _, item in batch
             ]
             keep = max(1, width - min(rel_need))
-            ids = torch.full((len(batch), width), self.eot_token_id or 0, dtype=torch.long)
+            # A forward of a single row and token takes the matrix-vector path, whose rounding differs
+            # enough to shift later positions (all of them attend to a BOS computed that way) by ~1e-4 nats;
+            # pad such tiny batches to a few positions (causal: the padding changes nothing else).
+            pad_to = max(width, -(-MIN_FORWARD_TOKENS // len(batch)))
+            ids = torch.full((len(batch), pad_to), self.eot_token_id or 0, dtype=torch.long)
             for b, (toks, _) in enumerate(batch):
                 ids[b, : len(toks)] = torch.tensor(toks, dtype=torch.long)
             has_children = any(isinstance(item, PrefixNode) for _, item in batch)
-            result = self._call(ids.to(self.device), prefix, keep=keep, use_cache=has_children)
-            # [B, keep, V]; padded position p -> column p - (width - keep); log_softmax as stock does
-            logprobs = F.log_softmax(result.logits[:, -keep:], dim=-1, dtype=self.softmax_dtype)
+            result = self._call(ids.to(self.device), prefix, keep=keep + pad_to - width, use_cache=has_children)
+            # positions width-keep .. width-1 as [B, keep, V] (the returned logits start at position `off`);
+            # log_softmax as stock does
+            off = pad_to - result.logits.shape[1]
+            logits = result.logits[:, width - keep - off : width - off]
+            logprobs = F.log_softmax(logits, dim=-1, dtype=self.softmax_dtype)
             argmax = logprobs.argmax(dim=-1)
             first_col = width - keep  # >= 0: kept columns are first_col .. width-1
             for b, (toks, item) in enumerate(batch):
@@ -241,7 +269,7 @@ class HFSharedPrefixLM(HFLM):
                 else:
                     out[item] = self._gather(reqs[item], path + [scores])
                     pbar.update(1)
-            del result, logprobs
+            del result, logits, logprobs
 
     @staticmethod
     def _gather(req: _Request, parts: list[_NodeScores]):
@@ -336,8 +364,9 @@ class HFSharedPrefixLM(HFLM):
             context, gen_kwargs = req.args
             key = json.dumps(gen_kwargs, sort_keys=True, default=str)
             kwargs = normalize_gen_kwargs(gen_kwargs, self.max_gen_toks)
-            until = handle_stop_sequences(kwargs.pop("until", None), eos=eos)
+            until = effective_stops(handle_stop_sequences(kwargs.pop("until", None), eos=eos))
             max_gen = kwargs.pop("max_gen_toks")
+            own_seed = kwargs.pop("seed", None)  # a request's own seed (BELIEF's samples carry one)
             if set(kwargs) - SAMPLING_KWARGS:  # e.g. max_length, repetition_penalty: stock handles those
                 stock.setdefault((context, key), []).append(i)
                 continue
@@ -362,7 +391,8 @@ class HFSharedPrefixLM(HFLM):
                     top_k=int(top_k) if top_k else None,
                     top_p=float(top_p) if top_p is not None and float(top_p) < 1.0 else None,
                     min_p=float(kwargs["min_p"]) if kwargs.get("min_p") else None,
-                    seed=derive_seed(self.sample_seed, req.task_name, req.doc_id, req.idx, k, context, key),
+                    seed=int(own_seed) if own_seed is not None else
+                    derive_seed(self.sample_seed, req.task_name, req.doc_id, req.idx, k, context, key),
                 )
             )
             group["sampled"] = True

@@ -24,6 +24,13 @@ the first stop string, so it can never end a generation earlier or cut it
 differently (generation and truncation stop at the first stop string already):
 the K requests are distinct to any cache yet sample exactly the same distribution,
 on the stock ``hf`` backend and on any backend that honours ``until``.
+
+Seeds: sample ``i`` also carries ``seed = derive_seed(seed, pair, template, subject form,
+style, i)`` in its generation kwargs, so its text depends on nothing else: not on the
+batch size, the order of requests or the number of processes (Ovconf of a 2-process run
+equals that of 1 process). vLLM's ``SamplingParams`` and OpenAI-style servers read the key
+natively; on ``hf`` our hook pops it and seeds the draw (``belief_tasks.harness``);
+``hf-shared`` seeds the sample's own generator with it.
 """
 
 from __future__ import annotations
@@ -168,13 +175,23 @@ def extract_answer(text: str) -> str:
     return line
 
 
-def sampling_kwargs(greedy: Mapping[str, Any], i: int) -> dict:
+def sampling_kwargs(greedy: Mapping[str, Any], i: int, seed: int | None = None) -> dict:
     """The ``generate_until`` kwargs of sample ``i``: the greedy ones at temperature 1,
-    full vocabulary, plus a redundant stop string that makes the request distinct."""
+    full vocabulary, plus a redundant stop string that makes the request distinct and,
+    given ``seed``, the request's own sampling seed (see the module docstring)."""
     until = greedy.get("until") or ["\n"]
     until = [until] if isinstance(until, str) else list(until)
-    kwargs = {k: v for k, v in greedy.items() if k not in SAMPLING and k != "until"}
-    return {**kwargs, **SAMPLING, "until": until + [until[0] + SAMPLE_TAG.format(i=i)]}
+    kwargs = {k: v for k, v in greedy.items() if k not in SAMPLING and k not in ("until", "seed")}
+    kwargs = {**kwargs, **SAMPLING, "until": until + [until[0] + SAMPLE_TAG.format(i=i)]}
+    if seed is not None:
+        kwargs["seed"] = seed
+    return kwargs
+
+
+def sample_seed(doc: Mapping[str, Any], i: int) -> int:
+    """Sample ``i``'s seed: from the run's seed and the prompt's ids, never from its rank or batch."""
+    return seeding.derive_seed(int(doc["seed"]), "belief_icl", "sample", doc["pair_id"], doc["template_id"],
+                               doc["subject_form"], doc["style"], i)
 
 
 try:  # the metrics and prompts work without lm-eval; only the Task class needs it
@@ -199,7 +216,7 @@ class BeliefICLTask(ConfigurableTask):
         requests = [Instance(request_type="generate_until", doc=doc, arguments=(ctx, greedy), idx=0, **kwargs)]
         for i in range(int(doc["n_samples"])):
             requests.append(
-                Instance(request_type="generate_until", doc=doc, arguments=(ctx, sampling_kwargs(greedy, i)), idx=i + 1, **kwargs)
+                Instance(request_type="generate_until", doc=doc, arguments=(ctx, sampling_kwargs(greedy, i, sample_seed(doc, i))), idx=i + 1, **kwargs)
             )
         return requests
 
@@ -299,6 +316,15 @@ def agg_one_word(items: list[dict]) -> float:
     return M.one_word_ratio([r["answer"] for r in items])
 
 
+@with_stderr(lambda items: M.empty_answer_stderr([r["answer"] for r in items]))
+def agg_empty_answer_rate(items: list[dict]) -> float:
+    rate = M.empty_answer_rate([r["answer"] for r in items])
+    if rate:
+        log.warning("%s: %d of %d greedy answers are empty or punctuation only; they are scored wrong, not dropped",
+                    items[0]["style"], round(rate * len(items)), len(items))
+    return rate
+
+
 def _coverage(key: str):
     @with_stderr(lambda items: M.coverage_stderr(*_columns(items))[key])
     def agg(items: list[dict]) -> float:
@@ -320,6 +346,7 @@ METRICS = {
     "consist": (agg_consist, True),
     "ovconf": (agg_ovconf, False),
     "one_word_ratio": (agg_one_word, True),
+    "empty_answer_rate": (agg_empty_answer_rate, False),
     "coverage_average": (agg_coverage_average, True),
     "coverage_maximum": (agg_coverage_maximum, True),
     "coverage_oracle": (agg_coverage_oracle, True),

@@ -6,6 +6,7 @@ from belief_tasks.tasks.belief_icl import (  # noqa: F401
     agg_acc_range,
     agg_acc_sd,
     agg_consist,
+    agg_empty_answer_rate,
     agg_coverage_average,
     agg_coverage_maximum,
     agg_coverage_oracle,
