@@ -10,7 +10,9 @@
    cache only for ``loglikelihood``, ``loglikelihood_rolling`` and ``generate_until``
    and passes every other method through, so a resumed run would recompute every
    ``per_token_loglikelihood`` / ``mask_topk`` request although our backends already
-   write them (``cache_hook.add_partial``). ``install_cache_hook`` reads them too.
+   write them (``cache_hook.add_partial``). ``install_cache_hook`` reads them too, and
+   reads back sampled generations that carry their own ``seed`` (5.), which lm-eval
+   writes but never reads.
 4. Data parallelism on CPU: ``HFLM`` shards documents over ``accelerate launch``
    processes only when it counts more than one CUDA device, so on CPU every process
    ran the whole task. Under a multi-process launch (``WORLD_SIZE`` > 1)
@@ -64,6 +66,8 @@ def install_cache_hook() -> None:
         return
 
     def __getattr__(self, attr: str):
+        if attr == "generate_until":
+            return _seeded_samples_first(self, original(self, attr))
         if attr not in CUSTOM_REQUEST_TYPES:
             return original(self, attr)
         method = getattr(self.lm, attr)
@@ -86,6 +90,30 @@ def install_cache_hook() -> None:
 
     __getattr__._belief_tasks = True
     CachingLM.__getattr__ = __getattr__
+
+
+def _is_seeded_sample(args) -> bool:
+    kwargs = args[1] if len(args) > 1 and isinstance(args[1], dict) else {}
+    return bool(kwargs.get("do_sample")) and kwargs.get("seed") is not None
+
+
+def _seeded_samples_first(caching_lm, generate):
+    """lm-eval never reads sampled generations back from the cache (unseeded samples would all
+    come out the same), though it writes them. A sample that carries its own ``seed`` is
+    deterministic, so a resumed run reads it back like a greedy answer."""
+    from lm_eval.api.model import hash_args
+
+    def cached(requests, **kwargs):
+        db = caching_lm.dbdict
+        keys = [hash_args("generate_until", req.args) if _is_seeded_sample(req.args) else None for req in requests]
+        hits = {i: db[k] for i, k in enumerate(keys) if k is not None and k in db}
+        if hits:
+            logging.getLogger("lm_eval.api.model").info("Cached seeded samples: %d", len(hits))
+        rest = [req for i, req in enumerate(requests) if i not in hits]
+        fresh = iter(generate(rest, **kwargs) if rest else [])
+        return [hits[i] if i in hits else next(fresh) for i in range(len(requests))]
+
+    return cached
 
 
 def install_cpu_data_parallel_hook() -> None:

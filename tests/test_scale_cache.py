@@ -96,3 +96,30 @@ def test_lm_evals_own_types_still_go_through_lm_eval(tmp_path):
     cached.loglikelihood([Req("a", " b")])
     cached.loglikelihood([Req("a", " b")])
     assert lm.computed == 1
+
+
+def test_seeded_samples_are_read_back_unseeded_ones_are_not(tmp_path):
+    """BELIEF's samples carry their own seed, so they are deterministic and a resumed run reads
+    them from the cache; lm-eval's rule stays for samples without one."""
+    from lm_eval.api.model import CachingLM
+
+    class Gen(FakeLM):
+        def generate_until(self, requests, disable_tqdm=False):
+            self.computed += len(requests)
+            out = [f"answer to {r.args[0]} #{self.computed}" for r in requests]
+            for r, o in zip(requests, out):
+                self.cache_hook.add_partial("generate_until", r.args, o)
+            return out
+
+    db = str(tmp_path / "gen_rank0.db")
+    greedy = {"until": ["\n"], "do_sample": False}
+    seeded = [("q", {"until": ["\n"], "do_sample": True, "temperature": 1.0, "seed": s}) for s in (11, 12)]
+    unseeded = ("q", {"until": ["\n"], "do_sample": True, "temperature": 1.0})
+    reqs = [Req("q", greedy), *(Req(*a) for a in seeded), Req(*unseeded)]
+    first = Gen()
+    out1 = CachingLM(first, db).generate_until(reqs)
+    assert first.computed == 4
+    second = Gen()
+    out2 = CachingLM(second, db).generate_until(reqs)
+    assert second.computed == 1  # only the unseeded sample is drawn again
+    assert out2[:3] == out1[:3] and out2[3] != out1[3]
