@@ -47,7 +47,9 @@ def check_limit_per_process(args: list[str]) -> None:
     """Under ``accelerate launch`` an integer ``--limit`` below the number of processes leaves a
     rank with no document, and lm-eval 0.4.13 then fails after the model time is spent (it reads
     ``task.instances[0]`` of an empty list, or pads with a request that does not exist)."""
-    world = int(os.environ.get("WORLD_SIZE", "1") or 1)
+    from belief_tasks.harness import launch_world_size
+
+    world = launch_world_size()
     value = None
     for i, arg in enumerate(args):
         if arg in ("--limit", "-L") and i + 1 < len(args):

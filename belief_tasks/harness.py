@@ -116,8 +116,13 @@ def _seeded_samples_first(caching_lm, generate):
     return cached
 
 
+def launch_world_size() -> int:
+    """Processes of this launch: ``WORLD_SIZE`` as set by ``accelerate launch`` / torchrun, else 1."""
+    return int(os.environ.get("WORLD_SIZE", "1") or 1)
+
+
 def install_cpu_data_parallel_hook() -> None:
-    if int(os.environ.get("WORLD_SIZE", "1") or 1) <= 1:
+    if launch_world_size() <= 1:
         return  # not under accelerate launch / torchrun: nothing to shard, nothing to import
     try:
         from lm_eval.models.huggingface import HFLM

@@ -35,13 +35,14 @@ copies per forward pass.
 from __future__ import annotations
 
 import logging
-import os
 from typing import Any, Iterable, Sequence
 
 import torch
 from lm_eval.api.model import LM
+from lm_eval.models.huggingface import HFLM
 from tqdm import tqdm
 
+from belief_tasks.harness import launch_world_size
 from belief_tasks.prompts.belief_mlm import MASK
 
 log = logging.getLogger(__name__)
@@ -179,7 +180,7 @@ class HFMaskedLM(LM):
     def _start_data_parallel(self) -> None:
         """Under ``accelerate launch`` (``WORLD_SIZE`` > 1): this process's rank, as lm-eval's
         ``hf`` does, so the evaluator shards documents and gathers records (docs/scale.md)."""
-        if int(os.environ.get("WORLD_SIZE", "1") or 1) <= 1:
+        if launch_world_size() <= 1:
             return
         from accelerate import Accelerator
 
@@ -188,19 +189,10 @@ class HFMaskedLM(LM):
         if self._device.type == "cuda":  # one GPU per process
             self._device = self.accelerator.device
 
-    def all_gather(self, tensor):
-        return tensor if self.world_size <= 1 else self.accelerator.gather(tensor)
-
-    def gather_object(self, obj, dst=0):
-        if self.world_size <= 1:
-            return [obj]
-        result = [None] * self.world_size if self.rank == dst else None
-        torch.distributed.gather_object(obj=obj, object_gather_list=result, dst=dst)
-        return result
-
-    def barrier(self) -> None:
-        if self.world_size > 1:
-            self.accelerator.wait_for_everyone()
+    # lm-eval's hf collectives, which read only self.world_size, self.rank and self.accelerator
+    all_gather = HFLM.all_gather
+    gather_object = HFLM.gather_object
+    barrier = HFLM.barrier
 
     # ------------------------------------------------------------------ helpers
 
