@@ -23,7 +23,8 @@ def _tasks_installed() -> bool:
 
 
 def main(argv: list[str] | None = None) -> None:
-    import belief_tasks  # noqa: F401  (registers hf-mlm and hf-shared after lm-eval's own models)
+    import belief_tasks
+    belief_tasks.install()  # our backends and hooks
     from belief_tasks.paths import task_yamls_dir
     from lm_eval.__main__ import cli_evaluate
 

@@ -1,98 +1,163 @@
-"""The places where we plug into lm-eval itself, all at ``import belief_tasks``.
+"""Every place where we plug into lm-eval itself, installed by one explicit call: ``install()``.
 
-1. Model backends are registered lazily after ``lm_eval.models`` (``__init__``).
-2. Standard errors for corpus-level aggregations: lm-eval 0.4.13 asks
-   ``stderr_for_metric(agg_fn)`` and knows only its own functions, so our
-   aggregations (consistency, fluctuation, MONITOR, ...) would always print "N/A".
-   An aggregation that carries a ``stderr`` attribute (``tasks.common.with_stderr``)
-   gets that function instead. ``--bootstrap_iters 0`` still turns all stderrs off.
-3. ``--use_cache`` for our own request types: lm-eval's ``CachingLM`` reads its
-   cache only for ``loglikelihood``, ``loglikelihood_rolling`` and ``generate_until``
-   and passes every other method through, so a resumed run would recompute every
-   ``per_token_loglikelihood`` / ``mask_topk`` request although our backends already
-   write them (``cache_hook.add_partial``). ``install_cache_hook`` reads them too, and
-   reads back sampled generations that carry their own ``seed`` (5.), which lm-eval
-   writes but never reads.
-4. Data parallelism on CPU: ``HFLM`` shards documents over ``accelerate launch``
-   processes only when it counts more than one CUDA device, so on CPU every process
-   ran the whole task. Under a multi-process launch (``WORLD_SIZE`` > 1)
-   ``install_cpu_data_parallel_hook`` gives HFLM the launcher's rank and world size
-   (docs/scale.md). On GPUs lm-eval's own sharding is left untouched.
-5. Per-request sampling seeds on ``hf``: BELIEF's sampled requests carry a ``seed`` in
-   their generation kwargs (vLLM's ``SamplingParams`` and OpenAI-style servers take it
-   as is). HF's ``generate`` rejects unknown kwargs, so ``install_generation_seed_hook``
-   pops it and draws that request from a torch generator state seeded with it. lm-eval
-   batches generation by kwargs, so a seeded request is generated alone and its text
-   depends on its seed only: not on the batch size, the request order or the number
-   of processes.
+``belief-eval``, our backends and our task classes call it; ``import belief_tasks`` does not.
+Each patch names the lm-eval version it was written for (``WRITTEN_FOR``) and says so when the
+installed version differs; a patched attribute that no longer exists is a clear error.
+
+1. Model backends (``hf-mlm``, ``hf-shared``) are registered after ``lm_eval.models``:
+   ``get_model`` imports it only when the registry is empty, so registering first would hide
+   every built-in model.
+2. Standard errors for corpus-level aggregations: lm-eval asks ``stderr_for_metric(agg_fn)`` and
+   knows only its own functions, so our aggregations (consistency, fluctuation, MONITOR, ...)
+   would always print "N/A". An aggregation that carries a ``stderr`` attribute
+   (``tasks.base.with_stderr``) gets that function. ``--bootstrap_iters 0`` still turns all off.
+3. ``--use_cache`` for our own request types, and the one home of our cache reads
+   (``read_through``): lm-eval's ``CachingLM`` reads its cache only for ``loglikelihood``,
+   ``loglikelihood_rolling`` and ``generate_until`` and passes every other method through, so a
+   resumed run would recompute every ``per_token_loglikelihood`` / ``mask_topk`` request although
+   our backends write them (``cache_hook.add_partial``). It also reads back sampled generations
+   that carry their own ``seed`` (5.), which lm-eval writes but never reads.
+4. Data parallelism on CPU: ``HFLM`` shards documents over ``accelerate launch`` processes only
+   when it counts more than one CUDA device, so on CPU every process ran the whole task. Under a
+   multi-process launch (``WORLD_SIZE`` > 1) HFLM gets the launcher's rank and world size.
+5. Per-request sampling seeds on ``hf``: BELIEF's sampled requests carry a ``seed`` in their
+   generation kwargs (vLLM's ``SamplingParams`` and OpenAI-style servers take it as is). HF's
+   ``generate`` rejects unknown kwargs, so the hook pops it and draws that request from a torch
+   generator state seeded with it: its text depends on its seed only.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+from importlib import metadata as _metadata
+from typing import Any, Callable
+
+log = logging.getLogger(__name__)
+
+#: the lm-eval release every patch below was written against (pyproject pins it)
+WRITTEN_FOR = "0.4.13"
+
+#: name -> "module:Class", registered lazily (the module is imported when the model is built)
+BACKENDS = {
+    "hf-mlm": "belief_tasks.backends.mlm:HFMaskedLM",
+    "hf-shared": "belief_tasks.backends.shared:HFSharedPrefixLM",
+}
+
+_MARK = "_belief_tasks"
+_installed = False
+
+
+def lm_eval_version() -> str:
+    try:
+        return _metadata.version("lm_eval")
+    except _metadata.PackageNotFoundError:
+        return "unknown"
+
+
+def install() -> None:
+    """Register our backends and install every hook (once per process)."""
+    global _installed
+    if _installed:
+        return
+    found = lm_eval_version()
+    if found != WRITTEN_FOR:
+        log.warning("belief-tasks: our lm-eval hooks were written for lm-eval %s and this is %s; they check "
+                    "what they patch, but results of lm-eval's private code paths may differ", WRITTEN_FOR, found)
+    register_backends()
+    install_stderr_hook()
+    install_cache_hook()
+    install_cpu_data_parallel_hook()
+    install_generation_seed_hook()
+    _installed = True
+
+
+def register_backends() -> None:
+    import lm_eval.models  # noqa: F401  (first: see 1. above)
+    from lm_eval.api.registry import model_registry
+
+    for name, target in BACKENDS.items():
+        if name not in model_registry:
+            model_registry.register(name, target=target)
+
+
+def _patch(owner: Any, attr: str, make: Callable[[Any], Any], what: str) -> None:
+    """Replace ``owner.attr`` by ``make(original)`` once; a missing attribute is a clear error."""
+    original = getattr(owner, attr, None)
+    if original is None:
+        raise RuntimeError(
+            f"belief-tasks cannot install its hook for {what}: {owner.__name__}.{attr} does not exist in "
+            f"lm-eval {lm_eval_version()} (written for {WRITTEN_FOR}). Install lm-eval=={WRITTEN_FOR}."
+        )
+    probe = original.fget if isinstance(original, property) else original
+    if getattr(probe, _MARK, False):
+        return
+    new = make(original)
+    setattr(getattr(new, "fget", new), _MARK, True)
+    setattr(owner, attr, new)
+
+
+# --- 2. stderr of our aggregations ---------------------------------------------------------------
 
 
 def install_stderr_hook() -> None:
-    try:
-        import lm_eval.evaluator_utils as eu
-    except ImportError:
-        return
-    original = eu.stderr_for_metric
-    if getattr(original, "_belief_tasks", False):
-        return
+    import lm_eval.evaluator_utils as eu
 
-    def stderr_for_metric(metric, bootstrap_iters):
-        own = getattr(metric, "stderr", None)
-        if own is not None:
-            return own if bootstrap_iters > 0 else None
-        return original(metric=metric, bootstrap_iters=bootstrap_iters)
+    def make(original):
+        def stderr_for_metric(metric, bootstrap_iters):
+            own = getattr(metric, "stderr", None)
+            if own is not None:
+                return own if bootstrap_iters > 0 else None
+            return original(metric=metric, bootstrap_iters=bootstrap_iters)
 
-    stderr_for_metric._belief_tasks = True
-    eu.stderr_for_metric = stderr_for_metric
+        return stderr_for_metric
+
+    _patch(eu, "stderr_for_metric", make, "standard errors of custom aggregations")
 
 
-#: request types of our tasks that are methods of our backends (not lm-eval's three)
-CUSTOM_REQUEST_TYPES = frozenset({"per_token_loglikelihood", "mask_topk", "loglikelihood_span"})
+# --- 3. the cache ------------------------------------------------------------------------------
+
+
+
+def read_through(dbdict, request_type: str, requests: list, compute: Callable[[list], list]) -> list:
+    """Answers of ``requests`` from ``dbdict`` (lm-eval's SqliteDict cache, keyed as lm-eval keys
+    them) where present; ``compute`` runs on the rest, whose answers are then written back."""
+    from lm_eval.api.model import hash_args
+
+    keys = [hash_args(request_type, req.args) for req in requests]
+    results = [dbdict.get(k) for k in keys]
+    todo = [i for i, k in enumerate(keys) if k not in dbdict]
+    logging.getLogger("lm_eval.api.model").info(
+        "Cached requests: %d, Requests remaining: %d (%s)", len(keys) - len(todo), len(todo), request_type
+    )
+    fresh = compute([requests[i] for i in todo]) if todo else []
+    for i, value in zip(todo, fresh, strict=True):
+        results[i] = value
+        dbdict[keys[i]] = value
+    dbdict.commit()
+    return results
 
 
 def install_cache_hook() -> None:
-    try:
-        from lm_eval.api.model import CachingLM, hash_args
-    except ImportError:
-        return
-    original = CachingLM.__getattr__
-    if getattr(original, "_belief_tasks", False):
-        return
+    from lm_eval.api.model import CachingLM
 
-    def __getattr__(self, attr: str):
-        if attr == "generate_until":
-            return _seeded_samples_first(self, original(self, attr))
-        if attr not in CUSTOM_REQUEST_TYPES:
-            return original(self, attr)
-        method = getattr(self.lm, attr)
+    from belief_tasks.requests import CUSTOM_REQUEST_TYPES
 
-        def cached(requests, **kwargs):
-            keys = [hash_args(attr, req.args) for req in requests]
-            results = [self.dbdict.get(k) for k in keys]
-            todo = [i for i, k in enumerate(keys) if k not in self.dbdict]
-            logging.getLogger("lm_eval.api.model").info(
-                "Cached requests: %d, Requests remaining: %d (%s)", len(keys) - len(todo), len(todo), attr
-            )
-            fresh = method([requests[i] for i in todo], **kwargs) if todo else []
-            for i, value in zip(todo, fresh, strict=True):
-                results[i] = value
-                self.dbdict[keys[i]] = value
-            self.dbdict.commit()
-            return results
+    def make(original):
+        def __getattr__(self, attr: str):
+            if attr == "generate_until":
+                return _seeded_samples_first(self, original(self, attr))
+            if attr not in CUSTOM_REQUEST_TYPES:
+                return original(self, attr)
+            method = getattr(self.lm, attr)
+            return lambda requests, **kwargs: read_through(self.dbdict, attr, requests, lambda rest: method(rest, **kwargs))
 
-        return cached
+        return __getattr__
 
-    __getattr__._belief_tasks = True
-    CachingLM.__getattr__ = __getattr__
+    _patch(CachingLM, "__getattr__", make, "--use_cache with our request types")
 
 
-def _is_seeded_sample(args) -> bool:
+def is_seeded_sample(args) -> bool:
     kwargs = args[1] if len(args) > 1 and isinstance(args[1], dict) else {}
     return bool(kwargs.get("do_sample")) and kwargs.get("seed") is not None
 
@@ -105,7 +170,7 @@ def _seeded_samples_first(caching_lm, generate):
 
     def cached(requests, **kwargs):
         db = caching_lm.dbdict
-        keys = [hash_args("generate_until", req.args) if _is_seeded_sample(req.args) else None for req in requests]
+        keys = [hash_args("generate_until", req.args) if is_seeded_sample(req.args) else None for req in requests]
         hits = {i: db[k] for i, k in enumerate(keys) if k is not None and k in db}
         if hits:
             logging.getLogger("lm_eval.api.model").info("Cached seeded samples: %d", len(hits))
@@ -116,6 +181,9 @@ def _seeded_samples_first(caching_lm, generate):
     return cached
 
 
+# --- 4. data parallelism on CPU ------------------------------------------------------------------
+
+
 def launch_world_size() -> int:
     """Processes of this launch: ``WORLD_SIZE`` as set by ``accelerate launch`` / torchrun, else 1."""
     return int(os.environ.get("WORLD_SIZE", "1") or 1)
@@ -123,13 +191,8 @@ def launch_world_size() -> int:
 
 def install_cpu_data_parallel_hook() -> None:
     if launch_world_size() <= 1:
-        return  # not under accelerate launch / torchrun: nothing to shard, nothing to import
-    try:
-        from lm_eval.models.huggingface import HFLM
-    except ImportError:
-        return
-    if getattr(HFLM.rank.fget, "_belief_tasks", False):
-        return
+        return  # not under accelerate launch / torchrun: nothing to shard
+    from lm_eval.models.huggingface import HFLM
 
     def _cpu_launch(self):
         acc = self.__dict__.get("accelerator")
@@ -145,31 +208,28 @@ def install_cpu_data_parallel_hook() -> None:
         acc = _cpu_launch(self)
         return acc.num_processes if acc is not None else self._world_size
 
-    rank._belief_tasks = True
-    HFLM.rank = property(rank)
-    HFLM.world_size = property(world_size)
+    _patch(HFLM, "rank", lambda _: property(rank), "data parallelism on CPU (rank)")
+    _patch(HFLM, "world_size", lambda _: property(world_size), "data parallelism on CPU (world size)")
+
+
+# --- 5. seeded samples on hf -----------------------------------------------------------------------
 
 
 def install_generation_seed_hook() -> None:
-    try:
-        import torch
-        from lm_eval.models.huggingface import HFLM
-    except ImportError:
-        return
-    original = HFLM._model_generate
-    if getattr(original, "_belief_tasks", False):
-        return
+    import torch
+    from lm_eval.models.huggingface import HFLM
 
-    def _model_generate(self, context, max_length, stop, **generation_kwargs):
-        seed = generation_kwargs.pop("seed", None)
-        if seed is None:
-            return original(self, context, max_length, stop, **generation_kwargs)
-        # fork: the seeded draw leaves the run's global RNG stream as it was
-        devices = [context.device] if context.device.type == "cuda" else []
-        with torch.random.fork_rng(devices=devices):
-            torch.manual_seed(int(seed) % 2**63)
-            return original(self, context, max_length, stop, **generation_kwargs)
+    def make(original):
+        def _model_generate(self, context, max_length, stop, **generation_kwargs):
+            seed = generation_kwargs.pop("seed", None)
+            if seed is None:
+                return original(self, context, max_length, stop, **generation_kwargs)
+            # fork: the seeded draw leaves the run's global RNG stream as it was
+            devices = [context.device] if context.device.type == "cuda" else []
+            with torch.random.fork_rng(devices=devices):
+                torch.manual_seed(int(seed) % 2**63)
+                return original(self, context, max_length, stop, **generation_kwargs)
 
-    _model_generate._belief_tasks = True
-    HFLM._model_generate = _model_generate
+        return _model_generate
 
+    _patch(HFLM, "_model_generate", make, "per-request sampling seeds on hf")

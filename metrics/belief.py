@@ -51,15 +51,15 @@ class PromptTable:
     any_correct: np.ndarray  # (P, T) bool: some subject expression is right
 
     @classmethod
-    def build(cls, pair_ids: Sequence, relation_ids: Sequence, template_ids: Sequence, correct: Sequence) -> "PromptTable":
-        if not (len(pair_ids) == len(relation_ids) == len(template_ids) == len(correct)):
-            raise ValueError("pair_ids, relation_ids, template_ids and correct differ in length")
-        if len(pair_ids) == 0:
+    def build(cls, fact_ids: Sequence, relation_ids: Sequence, template_ids: Sequence, correct: Sequence) -> "PromptTable":
+        if not (len(fact_ids) == len(relation_ids) == len(template_ids) == len(correct)):
+            raise ValueError("fact_ids, relation_ids, template_ids and correct differ in length")
+        if len(fact_ids) == 0:
             raise ValueError("no prompts")
         rel_templates: dict = defaultdict(dict)  # relation -> {template: column}
         pair_index: dict = {}
         pair_rel: list = []
-        for p, r, t in zip(pair_ids, relation_ids, template_ids):
+        for p, r, t in zip(fact_ids, relation_ids, template_ids):
             cols = rel_templates[r]
             cols.setdefault(t, len(cols))
             if p not in pair_index:
@@ -72,7 +72,7 @@ class PromptTable:
         P = len(pair_index)
         k = np.zeros((P, width), dtype=np.int64)
         n = np.zeros((P, width), dtype=np.int64)
-        for p, r, t, c in zip(pair_ids, relation_ids, template_ids, correct):
+        for p, r, t, c in zip(fact_ids, relation_ids, template_ids, correct):
             i, j = pair_index[p], rel_templates[r][t]
             n[i, j] += 1
             k[i, j] += bool(c)
@@ -103,7 +103,7 @@ class PromptTable:
 
 
 def accuracy_draws(
-    pair_ids: Sequence,
+    fact_ids: Sequence,
     relation_ids: Sequence,
     template_ids: Sequence,
     correct: Sequence,
@@ -120,7 +120,7 @@ def accuracy_draws(
     are correct is done exactly as ``floor(U * n) < k``. A pair without any prompt
     for the drawn template (only under ``--limit``) draws among all its prompts.
     """
-    table = PromptTable.build(pair_ids, relation_ids, template_ids, correct)
+    table = PromptTable.build(fact_ids, relation_ids, template_ids, correct)
     k, n = table.filled()
     rng = np.random.default_rng(seed)
     P = len(table.pairs)
@@ -144,21 +144,21 @@ def fluctuation(accuracies: Sequence[float]) -> tuple[float, float]:
     return float(v.max() - v.min()), float(v.std(ddof=0))
 
 
-def expected_accuracy(pair_ids, relation_ids, template_ids, correct) -> float:
+def expected_accuracy(fact_ids, relation_ids, template_ids, correct) -> float:
     """The exact mean of ``accuracy_draws`` as N grows (= the "Average" coverage of v3 Table 8)."""
-    return float(PromptTable.build(pair_ids, relation_ids, template_ids, correct).pair_expected_accuracy().mean())
+    return float(PromptTable.build(fact_ids, relation_ids, template_ids, correct).pair_expected_accuracy().mean())
 
 
-def accuracy_stderr(pair_ids, relation_ids, template_ids, correct) -> float:
+def accuracy_stderr(fact_ids, relation_ids, template_ids, correct) -> float:
     """Standard error of Acc@1 over subject-relation pairs (the facts are the sample, not the draws)."""
-    return _sem(PromptTable.build(pair_ids, relation_ids, template_ids, correct).pair_expected_accuracy())
+    return _sem(PromptTable.build(fact_ids, relation_ids, template_ids, correct).pair_expected_accuracy())
 
 
 # --------------------------------------------------------------------------- consistency
 
 
 def pair_consistency(
-    pair_ids: Sequence, answers: Sequence[str], agree: Callable[[str, str], bool] = outputs_agree
+    fact_ids: Sequence, answers: Sequence[str], agree: Callable[[str, str], bool] = outputs_agree
 ) -> dict:
     """Per pair with >= 2 prompts: the share of its unordered prompt pairs whose answers agree.
 
@@ -168,7 +168,7 @@ def pair_consistency(
     """
     groups: dict = defaultdict(Counter)
     example: dict = {}
-    for p, a in zip(pair_ids, answers):
+    for p, a in zip(fact_ids, answers):
         form = normalize(a)
         groups[p][form] += 1
         example.setdefault(form, a)
@@ -190,7 +190,7 @@ def pair_consistency(
     return out
 
 
-def consistency(pair_ids: Sequence, answers: Sequence[str], agree: Callable[[str, str], bool] = outputs_agree) -> float:
+def consistency(fact_ids: Sequence, answers: Sequence[str], agree: Callable[[str, str], bool] = outputs_agree) -> float:
     """Consist (v3 eq. 1; v1 eq. 5), bidirectional matching for generated answers (v3 section 3.2).
 
         Consist = 1/|T| * sum_t  #{i < j : w_i^t ~ w_j^t} / (|P_t| (|P_t| - 1) / 2)
@@ -200,12 +200,12 @@ def consistency(pair_ids: Sequence, answers: Sequence[str], agree: Callable[[str
     which is what we count. Pairs with a single prompt have no prompt pairs and
     are left out of T. NaN when no pair has two prompts.
     """
-    values = list(pair_consistency(pair_ids, answers, agree).values())
+    values = list(pair_consistency(fact_ids, answers, agree).values())
     return float(np.mean(values)) if values else float("nan")
 
 
-def consistency_stderr(pair_ids, answers, agree=outputs_agree) -> float:
-    return _sem(list(pair_consistency(pair_ids, answers, agree).values()))
+def consistency_stderr(fact_ids, answers, agree=outputs_agree) -> float:
+    return _sem(list(pair_consistency(fact_ids, answers, agree).values()))
 
 
 # --------------------------------------------------------------------------- calibration
@@ -283,7 +283,7 @@ def empty_answer_stderr(answers: Sequence[str]) -> float:
     return _sem([word_count(a) == 0 for a in answers])
 
 
-def knowledge_coverage(pair_ids, relation_ids, template_ids, correct) -> dict:
+def knowledge_coverage(fact_ids, relation_ids, template_ids, correct) -> dict:
     """Knowledge coverage rates (v3 section 7, Table 8).
 
     * ``average``: mean Acc@1 over prompts, as drawn for Acc@1 (``expected_accuracy``);
@@ -292,7 +292,7 @@ def knowledge_coverage(pair_ids, relation_ids, template_ids, correct) -> dict:
       footnote 16); pairs of all relations pooled;
     * ``oracle``: share of pairs with at least one correct prompt.
     """
-    table = PromptTable.build(pair_ids, relation_ids, template_ids, correct)
+    table = PromptTable.build(fact_ids, relation_ids, template_ids, correct)
     best = _best_template_hits(table)
     return {
         "average": float(table.pair_expected_accuracy().mean()),
@@ -301,9 +301,9 @@ def knowledge_coverage(pair_ids, relation_ids, template_ids, correct) -> dict:
     }
 
 
-def coverage_stderr(pair_ids, relation_ids, template_ids, correct) -> dict:
+def coverage_stderr(fact_ids, relation_ids, template_ids, correct) -> dict:
     """Standard errors over pairs (the best-template choice itself is taken as given)."""
-    table = PromptTable.build(pair_ids, relation_ids, template_ids, correct)
+    table = PromptTable.build(fact_ids, relation_ids, template_ids, correct)
     return {
         "average": _sem(table.pair_expected_accuracy()),
         "maximum": _sem(_best_template_hits(table)),

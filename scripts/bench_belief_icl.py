@@ -47,7 +47,8 @@ def main() -> None:
 
     if args.threads:
         torch.set_num_threads(args.threads)
-    import belief_tasks  # noqa: F401
+    import belief_tasks
+    belief_tasks.install()  # our backends and hooks
     from belief_tasks.model import default_model_path
     from belief_tasks.tasks.belief_icl import build_docs, sampling_kwargs
     from lm_eval.api.instance import Instance
@@ -60,7 +61,7 @@ def main() -> None:
                     "torch_threads": torch.get_num_threads(), "prompts_per_task": args.prompts, "tasks": {}}
     for style, context in TASKS:
         docs = build_docs(style, context, {"source": "sample", "confidence_samples": 0})
-        pairs = len({d["pair_id"] for d in docs})
+        pairs = len({d["fact_id"] for d in docs})
         step = max(1, len(docs) // args.prompts)
         chosen = docs[::step][: args.prompts]
 

@@ -55,7 +55,8 @@ def token_counts(tok, reqs: list[tuple[str, str]]) -> dict:
 
 
 def time_backend(name: str, model_path: str, reqs, batch_size: int) -> dict:
-    import belief_tasks  # noqa: F401  registers hf-shared
+    import belief_tasks
+    belief_tasks.install()  # our backends and hooks
     from lm_eval.api.instance import Instance
     from lm_eval.api.registry import get_model
 

@@ -126,7 +126,8 @@ def run_lm_pub_quiz(kind: str, model_path: Path, subset: Path, *, batch_size: in
 def run_ours(kind: str, model_path: Path, subset: Path, *, batch_size: int, reduction: str,
              scoring: str, clm_backend: str = "hf") -> tuple[dict, float, dict]:
     """{(relation, row, template): (scores, gold)}, seconds, the harness's metrics."""
-    import belief_tasks  # noqa: F401  registers hf-mlm
+    import belief_tasks
+    belief_tasks.install()  # our backends and hooks
     from belief_tasks.metrics.bear import record_scores
     from belief_tasks.paths import task_yamls_dir
     from lm_eval import simple_evaluate

@@ -53,7 +53,7 @@ SETTINGS = [
 
 
 def fact_key(doc: dict) -> str:
-    for key in ("fact_id", "pair_id"):
+    for key in ("fact_id", "fact_id"):
         if doc.get(key) not in (None, ""):
             return str(doc[key])
     return str(doc.get("doc_id"))
@@ -112,7 +112,9 @@ def main(argv=None) -> None:
     ap.add_argument("--json", type=Path)
     args = ap.parse_args(argv)
 
-    import belief_tasks  # noqa: F401
+    import belief_tasks
+
+    belief_tasks.install()  # our backends and hooks
     from transformers import AutoTokenizer
 
     from belief_tasks.model import default_model_path

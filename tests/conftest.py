@@ -1,4 +1,8 @@
-"""Shared fixtures. Tests import the package from this checkout."""
+"""Shared fixtures. Tests import the package the README's setup installed, not this checkout's
+source folders: ``metrics/`` and ``task_yamls/`` become ``belief_tasks.metrics`` and
+``belief_tasks.task_yamls`` only in the installed wheel (setup.py), so the checkout's
+``belief_tasks/`` folder must not shadow it. ``python -m pytest`` puts the working folder first
+on ``sys.path``; it is taken off here, before anything imports ``belief_tasks``."""
 
 from __future__ import annotations
 
@@ -9,7 +13,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+sys.path[:] = [p for p in sys.path if Path(p or os.curdir).resolve() != ROOT]
 SHARED_DATA = ROOT.parent / "shared" / "data"
 
 

@@ -13,8 +13,10 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def env_with_checkout(**extra: str) -> dict[str, str]:
+    """The environment of a subprocess run: the installed package, never the checkout's folders
+    (``python -m`` would put the working folder, here the checkout, first on ``sys.path``)."""
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    env["PYTHONSAFEPATH"] = "1"
     env.setdefault("HF_HUB_OFFLINE", "1")
     env.setdefault("HF_DATASETS_OFFLINE", "1")
     env.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -25,7 +27,8 @@ def env_with_checkout(**extra: str) -> dict[str, str]:
 def evaluate(tasks: list[str], model_args: str, *, model: str = "hf", metadata: dict | None = None,
              limit: int | None = None, batch_size: int | str = 8, log_samples: bool = True, **kwargs: Any) -> dict:
     """``lm_eval.simple_evaluate`` with our task folder included; returns the results dict."""
-    import belief_tasks  # noqa: F401  registers our backends
+    import belief_tasks
+    belief_tasks.install()  # our backends and hooks
     from belief_tasks.paths import task_yamls_dir
     from lm_eval import simple_evaluate
     from lm_eval.tasks import TaskManager

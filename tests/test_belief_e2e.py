@@ -52,8 +52,8 @@ def test_easy_capitals_are_answered_and_shuffled_gold_scores_lower(icl_run):
             rec = s["acc"]
             assert rec["correct"] == contains_answer(rec["answer"], rec["objects"])
             true_hits.append(rec["correct"])
-            shuffled_hits.append(contains_answer(rec["answer"], other[rec["pair_id"]]))
-            if rec["pair_id"] == "P36_001":
+            shuffled_hits.append(contains_answer(rec["answer"], other[rec["fact_id"]]))
+            if rec["fact_id"] == "P36_001":
                 france.setdefault(task, []).append(rec)
     # France -> Paris, with demonstrations: most prompts of every few-shot task
     for task in FEW_SHOT:

@@ -6,7 +6,8 @@ import pytest
 
 from belief_tasks.prompts import belief as P
 from belief_tasks.schema import Entity, Fact, SchemaError, Template
-from belief_tasks.tasks.belief_icl import build_docs, icl_options
+from belief_tasks.options import parse_options
+from belief_tasks.tasks.belief_icl import KNOBS, build_docs
 
 # The appendix's P361-like relation ("part of") and its facts.
 CONSISTS = Template("P361_t0", "[Y] consists of [X].", "statement", True)
@@ -156,7 +157,7 @@ def test_mp_uses_manual_templates_by_default_and_all_on_request():
     assert {d["template_id"] for d in qa} == {t.id for t in rel.templates_of("question")}
     assert all(d["prompt"].endswith("?\nA:") for d in qa)
     # every subject expression is its own prompt
-    france = [d for d in manual if d["pair_id"] == "P36_001"]
+    france = [d for d in manual if d["fact_id"] == "P36_001"]
     assert {d["subject_form"] for d in france} == {"France", "French Republic"}
     assert "Q: The capital of French Republic is [MASK].\nA:" in {d["prompt"].split("\n", 1)[1] for d in france}
 
@@ -164,24 +165,28 @@ def test_mp_uses_manual_templates_by_default_and_all_on_request():
 def test_documents_hold_demonstrations_from_their_relation_and_one_sampled_prompt_per_chosen_pair():
     docs = build_docs("mp", "4template", {**SAMPLE, "confidence_samples": 7, "confidence_prompts": 5})
     sampled = [d for d in docs if d["n_samples"]]
-    assert len(sampled) == 5 and len({d["pair_id"] for d in sampled}) == 5
+    assert len(sampled) == 5 and len({d["fact_id"] for d in sampled}) == 5
     assert all(d["n_samples"] == 7 for d in sampled)
     for d in docs:
         demo_ids = d["demo_ids"]
-        assert len(demo_ids) == 4 and d["pair_id"] not in demo_ids
+        assert len(demo_ids) == 4 and d["fact_id"] not in demo_ids
         assert all(i.startswith("P36_") for i in demo_ids)
         assert d["prompt"].count("\nQ: ") == 5 and d["prompt"].count("\nA: ") == 4
     # same sampled prompts for every context of a style (comparable Ovconf)
     other = build_docs("mp", "zeroshot", {**SAMPLE, "confidence_samples": 7, "confidence_prompts": 5})
-    key = lambda ds: {(d["pair_id"], d["template_id"], d["subject_form"]) for d in ds if d["n_samples"]}
+    key = lambda ds: {(d["fact_id"], d["template_id"], d["subject_form"]) for d in ds if d["n_samples"]}
     assert key(other) == key(docs)
     assert not any(d["n_samples"] for d in build_docs("mp", "zeroshot", {**SAMPLE, "confidence_samples": 0}))
 
 
 def test_bad_options_fail_before_any_model_time():
     with pytest.raises(SchemaError, match="mp_templates"):
-        icl_options("mp", {"mp_templates": "some"})
+        parse_options(KNOBS, {"mp_templates": "some"})
     with pytest.raises(SchemaError, match="confidence_samples"):
-        icl_options("mp", {"confidence_samples": "many"})
+        parse_options(KNOBS, {"confidence_samples": "many"})
+    with pytest.raises(SchemaError, match="confidence_samples.*2.5"):
+        parse_options(KNOBS, {"confidence_samples": 2.5})  # never truncated to 2
     with pytest.raises(SchemaError, match="accuracy_draws"):
-        icl_options("qa", {"accuracy_draws": 0})
+        parse_options(KNOBS, {"accuracy_draws": 0})
+    opts = parse_options(KNOBS, {"confidence_samples": "3", "accuracy_draws": 7.0, "mp_templates": "ALL"})
+    assert (opts.confidence_samples, opts.accuracy_draws, opts.mp_templates, opts.qa_templates) == (3, 7, "all", "all")

@@ -38,10 +38,10 @@ def test_sampling_kwargs_sample_the_full_vocabulary_and_differ_only_by_a_redunda
 
 
 def test_sample_seeds_come_from_the_prompt_ids_only():
-    doc = {"seed": 1234, "pair_id": "P36/Q142", "template_id": "P36_t0", "subject_form": "label", "style": "mp"}
+    doc = {"seed": 1234, "fact_id": "P36/Q142", "template_id": "P36_t0", "subject_form": "label", "style": "mp"}
     seeds = [B.sample_seed(doc, i) for i in range(100)]
     assert len(set(seeds)) == 100 and seeds == [B.sample_seed(dict(doc), i) for i in range(100)]
-    assert B.sample_seed({**doc, "seed": 1}, 0) != seeds[0] and B.sample_seed({**doc, "pair_id": "x"}, 0) != seeds[0]
+    assert B.sample_seed({**doc, "seed": 1}, 0) != seeds[0] and B.sample_seed({**doc, "fact_id": "x"}, 0) != seeds[0]
     greedy = {"until": ["\n"], "do_sample": False, "max_gen_toks": 16}
     assert B.sampling_kwargs(greedy, 3, seeds[3])["seed"] == seeds[3]
     assert "seed" not in B.sampling_kwargs(greedy, 3)
@@ -51,7 +51,8 @@ def test_sample_seeds_come_from_the_prompt_ids_only():
 def test_seeded_samples_on_hf_do_not_depend_on_the_batch(model_path):
     """The hf hook (belief_tasks.harness): a request's ``seed`` is popped before HF's generate
     (which would reject it) and fixes that request's sample, whatever else is in the run."""
-    import belief_tasks  # noqa: F401  (installs the hook)
+    import belief_tasks
+    belief_tasks.install()  # our backends and hooks
     from lm_eval.api.instance import Instance
     from lm_eval.models.huggingface import HFLM
 
@@ -85,7 +86,8 @@ def test_sample_requests_have_distinct_cache_keys_and_identical_outputs():
 
 
 def _task(name: str, metadata: dict):
-    import belief_tasks  # noqa: F401
+    import belief_tasks
+    belief_tasks.install()  # our backends and hooks
     from belief_tasks.paths import task_yamls_dir
     from lm_eval.tasks import TaskManager
 
@@ -114,7 +116,7 @@ def test_one_task_emits_the_greedy_request_and_k_sampling_requests():
 
 
 def _record(pair, template, subject, answer, objects, confidence=None, relation="P36"):
-    doc = {"pair_id": pair, "relation": relation, "template_id": template, "subject_form": subject, "style": "mp",
+    doc = {"fact_id": pair, "relation": relation, "template_id": template, "subject_form": subject, "style": "mp",
            "context": "zeroshot", "objects": objects, "seed": 1, "draws": 2000, "bins": 10}
     samples = [] if confidence is None else confidence
     return B.make_record(doc, answer, samples)

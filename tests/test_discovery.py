@@ -75,7 +75,7 @@ def test_belief_eval_lists_tasks_with_descriptions():
 
 
 def test_belief_eval_registers_backends_without_hiding_builtins():
-    code = ("import belief_tasks; from lm_eval.api.registry import get_model, model_registry; "
+    code = ("import belief_tasks; belief_tasks.install(); from lm_eval.api.registry import get_model, model_registry; "
             "print(get_model('hf-mlm').__name__, get_model('hf-shared').__name__, get_model('hf').__name__, "
             "'vllm' in model_registry, 'local-completions' in model_registry)")
     out = run_cli(["-c", code], program="python_code")

@@ -185,7 +185,8 @@ def test_bad_model_args(tiny_dir):  # noqa: F811
 
 
 def test_registry_after_import():
-    import belief_tasks  # noqa: F401
+    import belief_tasks
+    belief_tasks.install()  # our backends and hooks
     from lm_eval.api.registry import get_model
     from lm_eval.models.huggingface import HFLM
 

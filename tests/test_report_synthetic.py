@@ -63,7 +63,7 @@ def close(a, b, tol=1e-9) -> bool:
 
 
 def icl_record(pair, template, answer, correct, confidence=None, relation="P36", style="mp", context="zeroshot"):
-    return {"pair_id": pair, "relation": relation, "template_id": template, "subject_form": "s", "style": style,
+    return {"fact_id": pair, "relation": relation, "template_id": template, "subject_form": "s", "style": style,
             "context": context, "output": answer, "answer": answer, "objects": ["Paris"], "correct": correct,
             "one_word": len(answer.split()) == 1, "confidence": confidence, "n_samples": 0 if confidence is None else 4,
             "seed": 1234, "draws": 2000, "bins": 2}

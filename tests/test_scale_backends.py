@@ -151,7 +151,7 @@ def test_a_request_seed_reaches_the_server():
     api = object.__new__(LocalCompletionsAPI)  # _create_payload reads only these two attributes
     api.model, api._max_gen_toks = "stub", 256
     greedy = {"until": ["\n"], "do_sample": False, "max_gen_toks": 16}
-    doc = {"seed": 1234, "pair_id": "P36/Q142", "template_id": "P36_t0", "subject_form": "label", "style": "qa"}
+    doc = {"seed": 1234, "fact_id": "P36/Q142", "template_id": "P36_t0", "subject_form": "label", "style": "qa"}
     payloads = [api._create_payload([[1, 2]], generate=True, gen_kwargs=sampling_kwargs(greedy, i, sample_seed(doc, i)),
                                     seed=1234) for i in range(3)]
     assert all(p["temperature"] == 1.0 and p["max_tokens"] == 16 for p in payloads)

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import pytest
 
-import belief_tasks  # noqa: F401  installs the hooks
-from belief_tasks.harness import CUSTOM_REQUEST_TYPES
+import belief_tasks
+from belief_tasks.requests import CUSTOM_REQUEST_TYPES
+
+belief_tasks.install()  # our backends and hooks
 
 
 class FakeLM:

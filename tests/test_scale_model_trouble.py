@@ -28,7 +28,7 @@ EMPTYISH = ["", "   ", "\n", ".", "...", "?!", "A: .", "\"\"", "—"]
 
 
 def belief_doc(**over) -> dict:
-    doc = {"pair_id": "P36/Q142", "relation": "P36", "template_id": "P36_t0", "subject_form": "label",
+    doc = {"fact_id": "P36/Q142", "relation": "P36", "template_id": "P36_t0", "subject_form": "label",
            "style": "mp", "context": "Q: The capital of France is [MASK].\nA:", "objects": json.dumps(["Paris"]),
            "seed": 1234, "draws": 10, "bins": 10}
     return {**doc, **over}
@@ -122,7 +122,7 @@ def test_empty_answers_are_counted_in_their_own_metric(caplog):
     from belief_tasks.metrics.belief import empty_answer_rate, empty_answer_stderr
     from belief_tasks.tasks.belief_icl import agg_empty_answer_rate
 
-    recs = [make_record(belief_doc(pair_id=f"p{i}"), out, []) for i, out in enumerate(["", " Paris.", " ?!", " Lyon"])]
+    recs = [make_record(belief_doc(fact_id=f"p{i}"), out, []) for i, out in enumerate(["", " Paris.", " ?!", " Lyon"])]
     assert empty_answer_rate([r["answer"] for r in recs]) == 0.5  # by hand: "" and "?!" of four
     assert empty_answer_stderr([r["answer"] for r in recs]) == pytest.approx((0.25 / 3) ** 0.5)  # sample SD / sqrt(n)
     with caplog.at_level("WARNING"):

@@ -233,7 +233,8 @@ def test_results_do_not_depend_on_the_shard(shared):
 
 
 def test_registered_and_dispatchable():
-    import belief_tasks  # noqa: F401
+    import belief_tasks
+    belief_tasks.install()  # our backends and hooks
     from lm_eval.api.registry import get_model
 
     from belief_tasks.backends.shared import HFSharedPrefixLM

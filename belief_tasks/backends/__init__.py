@@ -1,0 +1,9 @@
+"""Our lm-eval backends: ``hf-shared`` (prefix sharing) and ``hf-mlm`` (masked LMs).
+
+Importing one installs our harness hooks first (their cache reads, seeded samples and data
+parallelism are part of how the backends behave), as ``belief-eval`` does.
+"""
+
+from belief_tasks import harness
+
+harness.install()

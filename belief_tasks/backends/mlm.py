@@ -43,7 +43,7 @@ from lm_eval.models.huggingface import HFLM
 from tqdm import tqdm
 
 from belief_tasks.harness import launch_world_size
-from belief_tasks.prompts.belief_mlm import MASK
+from belief_tasks.requests import LOGLIKELIHOOD_SPAN, MASK, MASK_TOPK, object_token_id
 
 log = logging.getLogger(__name__)
 
@@ -59,31 +59,6 @@ GENERATE_ERROR = (
     "loglikelihood / multiple-choice tasks such as belief_bear and belief_bear_big (pseudo-log-likelihood), "
     "or the belief_mlm_* tasks (mask prediction)."
 )
-
-
-def object_token_id(tokenizer, prompt: str, word: str) -> int | None:
-    """The single vocabulary id ``word`` takes in place of the mask of ``prompt``, else None.
-
-    ``prompt`` holds the ``[MASK]`` marker (or the tokenizer's own mask token). The
-    word is written into the prompt and both versions are tokenised: the word is a
-    single token exactly when the two token sequences differ only at the mask. This
-    respects context-dependent tokenisation (RoBERTa's leading-space tokens, casing).
-    """
-    if not word or not word.strip():
-        return None
-    mask_token = tokenizer.mask_token
-    slot = MASK if MASK in prompt else mask_token
-    masked = tokenizer(prompt.replace(slot, mask_token), add_special_tokens=False)["input_ids"]
-    filled = tokenizer(prompt.replace(slot, word), add_special_tokens=False)["input_ids"]
-    if len(masked) != len(filled):
-        return None
-    diff = [i for i, (a, b) in enumerate(zip(masked, filled)) if a != b]
-    if len(diff) != 1 or masked[diff[0]] != tokenizer.mask_token_id:
-        return None
-    token = filled[diff[0]]
-    if token == tokenizer.unk_token_id or token in tokenizer.all_special_ids:
-        return None
-    return token
 
 
 def _as_batch_size(value) -> int:
@@ -324,7 +299,7 @@ class HFMaskedLM(LM):
         """
         results = self._score_spans([(r.args[0], int(r.args[1]), int(r.args[2])) for r in requests], disable_tqdm)
         for req, result in zip(requests, results):
-            self.cache_hook.add_partial("loglikelihood_span", req.args, result)
+            self.cache_hook.add_partial(LOGLIKELIHOOD_SPAN, req.args, result)
         return results
 
     def loglikelihood_rolling(self, requests, disable_tqdm: bool = False) -> list[float]:
@@ -397,5 +372,5 @@ class HFMaskedLM(LM):
                 "logprobs": [float(v) for v in top.values], "targets": out_targets, "vocab_size": int(lp.numel()),
             }
             results.append(result)
-            self.cache_hook.add_partial("mask_topk", req.args, result)
+            self.cache_hook.add_partial(MASK_TOPK, req.args, result)
         return results

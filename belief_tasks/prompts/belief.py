@@ -28,9 +28,9 @@ from dataclasses import dataclass
 from typing import Mapping, Sequence
 
 from belief_tasks import seeding
+from belief_tasks.requests import MASK
 from belief_tasks.schema import Fact, Relation, Template
 
-MASK = "[MASK]"
 INSTRUCTIONS = {
     "mp": "Predict the [MASK] in each sentence in one word.",
     "qa": "Answer each question in one word.",

@@ -65,7 +65,7 @@ def build(ctx: Context) -> Section | None:
         for m, head in TABLE17:
             row[head] = pm(value(nums, m), stderr(nums, m)) if m in ("acc", "consist", "ovconf", "one_word_ratio") else fmt(value(nums, m))
             raw_row[m], raw_row[f"{m}_stderr"] = value(nums, m), stderr(nums, m)
-        row["Facts"] = raw_row["facts"] = len({r["pair_id"] for r in recs}) if recs else None
+        row["Facts"] = raw_row["facts"] = len({r["fact_id"] for r in recs}) if recs else None
         row["Prompts"] = raw_row["prompts"] = len(recs) if recs else task.n_samples.get("effective")
         shown.append(row)
         raw.append(raw_row)
@@ -139,7 +139,7 @@ def plot_bins(n_bins: int, n_prompts: int) -> int:
 
 def covered_facts(records: list[dict]) -> set:
     """v3 section 6.4's covered facts: (fact, template) combinations answered correctly (any subject expression)."""
-    return {(r["pair_id"], r["template_id"]) for r in records if r["correct"]}
+    return {(r["fact_id"], r["template_id"]) for r in records if r["correct"]}
 
 
 def sharing_matrix(units: dict[str, set]) -> pd.DataFrame:

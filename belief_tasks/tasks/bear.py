@@ -24,7 +24,8 @@ from belief_tasks.data import load_facts
 from belief_tasks.metrics import bear as M
 from belief_tasks.prompts.bear import SCORING_MODES, OptionRequests, option_requests
 from belief_tasks.schema import FactSet, SchemaError
-from belief_tasks.tasks.common import as_split, select_facts, task_options, unpack, with_stderr
+from belief_tasks.options import COMMON, parse_options
+from belief_tasks.tasks.base import as_split, select_facts, unpack, with_stderr
 
 PRECISION_KS = (1, 5, 10)
 
@@ -52,7 +53,7 @@ def run_settings(metadata: Mapping[str, Any] | None) -> dict[str, Any]:
 
 def build_docs(fs: FactSet, metadata: Mapping[str, Any] | None = None) -> list[dict]:
     """Docs in relation / fact / template order (``--limit`` keeps whole facts of the first relation)."""
-    opts = task_options(metadata)
+    opts = parse_options(COMMON, metadata)
     settings = run_settings(metadata)
     docs = []
     for fact in select_facts(fs, opts):

@@ -7,15 +7,8 @@ for the documents of a seeded subsample of pairs (one prompt per pair), K more
 Every metric is then an aggregation over the per-doc records, so N = 50,000
 accuracy draws, consistency and coverage cost no extra model calls.
 
-``--metadata`` knobs (besides the common ``source``, ``seed``, ``relations``,
-``max_facts_per_relation``, ``myriadlama_path``):
-
-* ``mp_templates``: ``manual`` (default, as the paper does for cost) or ``all``;
-* ``qa_templates``: ``all`` (default: every question-style template) or ``manual``;
-* ``confidence_samples``: K sampled answers per prompt for Ovconf (default 100; 0 = none);
-* ``confidence_prompts``: how many pairs get one sampled prompt (default 10,000);
-* ``accuracy_draws``: N draws for Acc@1 and its fluctuation (default 50,000);
-* ``calibration_bins``: M (default 10).
+``--metadata`` knobs: ``KNOBS`` below (the common ones plus the family's), and the data
+source's (``belief_tasks.sources``).
 
 Cache note: lm-eval's ``--use_cache`` keys a request by its arguments, so K
 identical sampling requests would share one cached answer. Sample ``i`` therefore
@@ -47,8 +40,9 @@ from belief_tasks.data import load_facts
 from belief_tasks.matching import contains_answer, word_count
 from belief_tasks.metrics import belief as M
 from belief_tasks.prompts import belief as P
+from belief_tasks.options import COMMON, Knob, parse_options
 from belief_tasks.schema import SchemaError
-from belief_tasks.tasks.common import as_split, select_facts, task_options, unpack, with_stderr
+from belief_tasks.tasks.base import BeliefTask, as_split, select_facts, unpack, with_stderr
 
 log = logging.getLogger("lm_eval.belief_icl")
 
@@ -57,42 +51,20 @@ SAMPLE_TAG = "<belief-sample {i}>"
 SAMPLING = {"do_sample": True, "temperature": 1.0, "top_k": 0, "top_p": 1.0}
 
 
-# --------------------------------------------------------------------------- options
+# --------------------------------------------------------------------------- knobs
 
-
-@dataclass(frozen=True)
-class ICLOptions:
-    manual_only: bool
-    samples: int  # K
-    confidence_prompts: int
-    draws: int  # N
-    bins: int  # M
-
-
-def _int(md: Mapping[str, Any], key: str, default: int, minimum: int = 0) -> int:
-    value = md.get(key, default)
-    try:
-        value = int(value)
-    except (TypeError, ValueError):
-        raise SchemaError(f"expected an integer, got {value!r}", file="--metadata", field=key) from None
-    if value < minimum:
-        raise SchemaError(f"must be >= {minimum}, got {value}", file="--metadata", field=key)
-    return value
-
-
-def icl_options(style: str, metadata: Mapping[str, Any] | None) -> ICLOptions:
-    md = metadata or {}
-    key = f"{style}_templates"
-    which = str(md.get(key, "manual" if style == "mp" else "all")).lower()
-    if which not in ("manual", "all"):
-        raise SchemaError(f"expected 'manual' or 'all', got {which!r}", file="--metadata", field=key)
-    return ICLOptions(
-        manual_only=which == "manual",
-        samples=_int(md, "confidence_samples", 100),
-        confidence_prompts=_int(md, "confidence_prompts", 10_000),
-        draws=_int(md, "accuracy_draws", M.DEFAULT_DRAWS, 1),
-        bins=_int(md, "calibration_bins", M.DEFAULT_BINS, 1),
-    )
+_TEMPLATE_SETS = ("manual", "all")
+KNOBS: tuple[Knob, ...] = COMMON + (
+    Knob("mp_templates", "str", "manual", "MP templates: the manual ones (the paper's choice for cost) or all",
+         choices=_TEMPLATE_SETS),
+    Knob("qa_templates", "str", "all", "QA templates: every question-style template, or the manual ones only",
+         choices=_TEMPLATE_SETS),
+    Knob("confidence_samples", "int", 100, "K sampled answers per sampled prompt, for Ovconf (0: none)", minimum=0),
+    Knob("confidence_prompts", "int", 10_000, "pairs that get one sampled prompt each", minimum=0),
+    Knob("accuracy_draws", "int", M.DEFAULT_DRAWS, "N draws of one prompt per pair for Acc@1 and its fluctuation",
+         minimum=1),
+    Knob("calibration_bins", "int", M.DEFAULT_BINS, "M equal-size bins of Ovconf", minimum=1),
+)
 
 
 # --------------------------------------------------------------------------- documents
@@ -100,9 +72,10 @@ def icl_options(style: str, metadata: Mapping[str, Any] | None) -> ICLOptions:
 
 def build_docs(style: str, context: str, metadata: Mapping[str, Any] | None) -> list[dict]:
     """Every prompt of the selected facts, with its demonstrations, as plain dicts."""
-    opts, icl = task_options(metadata), icl_options(style, metadata)
+    opts = parse_options(KNOBS, metadata)
     fs = load_facts("myriadlama", metadata)
-    templates = {rid: P.templates_for(rel, style, icl.manual_only) for rid, rel in fs.relations.items()}
+    manual_only = opts[f"{style}_templates"] == "manual"
+    templates = {rid: P.templates_for(rel, style, manual_only) for rid, rel in fs.relations.items()}
     usable = {rid for rid, ts in templates.items() if ts}
     facts = [f for f in select_facts(fs, opts) if f.relation in usable]
     if not facts:
@@ -113,7 +86,7 @@ def build_docs(style: str, context: str, metadata: Mapping[str, Any] | None) -> 
             by_relation.setdefault(f.relation, []).append(f)
     pool = [f for rid in by_relation for f in by_relation[rid]]
 
-    sampled = set(seeding.sample([f.id for f in facts], icl.confidence_prompts, opts.seed, "belief_icl", "confidence")) if icl.samples else set()
+    sampled = set(seeding.sample([f.id for f in facts], opts.confidence_prompts, opts.seed, "belief_icl", "confidence")) if opts.confidence_samples else set()
     docs = []
     for fact in facts:
         prompts = [(t, s) for t in templates[fact.relation] for s in fact.subject.expressions]
@@ -124,7 +97,7 @@ def build_docs(style: str, context: str, metadata: Mapping[str, Any] | None) -> 
                 templates=templates, seed=opts.seed,
             )
             docs.append({
-                "pair_id": fact.id,
+                "fact_id": fact.id,
                 "relation": fact.relation,
                 "template_id": template.id,
                 "subject_form": subject,
@@ -132,12 +105,12 @@ def build_docs(style: str, context: str, metadata: Mapping[str, Any] | None) -> 
                 "target": fact.object.label,
                 "objects": list(fact.object_expressions),
                 "demo_ids": [d.fact_id for d in demos],
-                "n_samples": icl.samples if i == chosen else 0,
+                "n_samples": opts.confidence_samples if i == chosen else 0,
                 "style": style,
                 "context": context,
                 "seed": opts.seed,
-                "draws": icl.draws,
-                "bins": icl.bins,
+                "draws": opts.accuracy_draws,
+                "bins": opts.calibration_bins,
             })
     return docs
 
@@ -190,34 +163,21 @@ def sampling_kwargs(greedy: Mapping[str, Any], i: int, seed: int | None = None) 
 
 def sample_seed(doc: Mapping[str, Any], i: int) -> int:
     """Sample ``i``'s seed: from the run's seed and the prompt's ids, never from its rank or batch."""
-    return seeding.derive_seed(int(doc["seed"]), "belief_icl", "sample", doc["pair_id"], doc["template_id"],
+    return seeding.derive_seed(int(doc["seed"]), "belief_icl", "sample", doc["fact_id"], doc["template_id"],
                                doc["subject_form"], doc["style"], i)
 
 
-try:  # the metrics and prompts work without lm-eval; only the Task class needs it
-    from lm_eval.api.instance import Instance
-    from lm_eval.api.task import ConfigurableTask
-except ImportError:  # pragma: no cover
-    ConfigurableTask = object  # type: ignore[misc,assignment]
-
-
-class BeliefICLTask(ConfigurableTask):
+class BeliefICLTask(BeliefTask):
     """A ``generate_until`` task whose documents may ask for K extra sampled answers."""
 
-    def __init__(self, config: dict | None = None):
-        config = dict(config or {})
-        config.pop("class", None)  # the factory passes its own route key along
-        super().__init__(config=config)
+    KNOBS = KNOBS
 
     def construct_requests(self, doc: dict, ctx: str, **kwargs) -> list:
-        kwargs.pop("apply_chat_template", None)
-        kwargs.pop("chat_template", None)
         greedy = deepcopy(self.config.generation_kwargs)
-        requests = [Instance(request_type="generate_until", doc=doc, arguments=(ctx, greedy), idx=0, **kwargs)]
+        requests = [self.instance("generate_until", doc, (ctx, greedy), 0, kwargs)]
         for i in range(int(doc["n_samples"])):
-            requests.append(
-                Instance(request_type="generate_until", doc=doc, arguments=(ctx, sampling_kwargs(greedy, i, sample_seed(doc, i))), idx=i + 1, **kwargs)
-            )
+            sampled = sampling_kwargs(greedy, i, sample_seed(doc, i))
+            requests.append(self.instance("generate_until", doc, (ctx, sampled), i + 1, kwargs))
         return requests
 
 
@@ -232,7 +192,7 @@ def make_record(doc: Mapping[str, Any], greedy: str, samples: list[str]) -> dict
     answer = extract_answer(greedy)
     objects = unpack(doc, "objects")
     return {
-        "pair_id": doc["pair_id"],
+        "fact_id": doc["fact_id"],
         "relation": doc["relation"],
         "template_id": doc["template_id"],
         "subject_form": doc["subject_form"],
@@ -256,7 +216,7 @@ def make_record(doc: Mapping[str, Any], greedy: str, samples: list[str]) -> dict
 
 def _columns(items: list[dict]) -> tuple:
     return (
-        tuple(r["pair_id"] for r in items),
+        tuple(r["fact_id"] for r in items),
         tuple(r["relation"] for r in items),
         tuple(r["template_id"] for r in items),
         tuple(bool(r["correct"]) for r in items),
@@ -294,9 +254,9 @@ def agg_acc_sd(items: list[dict]) -> float:
     return M.fluctuation(accuracy_values(items))[1]
 
 
-@with_stderr(lambda items: M.consistency_stderr([r["pair_id"] for r in items], [r["answer"] for r in items]))
+@with_stderr(lambda items: M.consistency_stderr([r["fact_id"] for r in items], [r["answer"] for r in items]))
 def agg_consist(items: list[dict]) -> float:
-    return M.consistency([r["pair_id"] for r in items], [r["answer"] for r in items])
+    return M.consistency([r["fact_id"] for r in items], [r["answer"] for r in items])
 
 
 @with_stderr(lambda items: M.overconfidence_stderr(*_confidence(items)))

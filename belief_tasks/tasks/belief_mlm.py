@@ -35,7 +35,8 @@ from belief_tasks.metrics import belief as B
 from belief_tasks.metrics import belief_mlm as M
 from belief_tasks.prompts.belief_mlm import content_free_prompts, fact_prompts, masked_prompt, mp_templates
 from belief_tasks.schema import Fact, Relation
-from belief_tasks.tasks.common import as_split, select_facts, task_options, unpack, with_stderr
+from belief_tasks.options import COMMON, parse_options
+from belief_tasks.tasks.base import as_split, select_facts, unpack, with_stderr
 
 log = logging.getLogger(__name__)
 
@@ -96,7 +97,7 @@ def _accepted_tokens(tok, relation: Relation, fact: Fact, cache: dict) -> dict[s
 
 def prompt_docs(dataset: str, metadata: dict) -> tuple[list[dict], dict[str, dict[str, int]]]:
     """Docs for ``belief_mlm_<dataset>`` and per-relation counts {relation: {kept, dropped, facts_kept, facts_dropped}}."""
-    opts = task_options(metadata)
+    opts = parse_options(COMMON, metadata)
     tok = tokenizer_from(metadata)
     fs = load_facts(dataset, metadata)
     facts = select_facts(fs, opts)
@@ -133,7 +134,7 @@ def bias_docs(dataset: str, metadata: dict) -> list[dict]:
     """Content-free prompts with the relation's single-token candidate objects (distinct tokens)."""
     from belief_tasks.backends.mlm import object_token_id
 
-    opts = task_options(metadata)
+    opts = parse_options(COMMON, metadata)
     tok = tokenizer_from(metadata)
     fs = load_facts(dataset, metadata)
     docs = []

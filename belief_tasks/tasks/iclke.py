@@ -25,7 +25,8 @@ from belief_tasks.data import load_facts
 from belief_tasks.metrics import iclke as M
 from belief_tasks.prompts import iclke as P
 from belief_tasks.schema import FactSet
-from belief_tasks.tasks.common import as_split, select_facts, task_options, unpack, with_stderr
+from belief_tasks.options import COMMON, parse_options
+from belief_tasks.tasks.base import as_split, select_facts, unpack, with_stderr
 
 log = logging.getLogger(__name__)
 
@@ -34,7 +35,7 @@ _INT_KEYS = ("n_examples", "max_options", "train_size", "eic_lead", "eic_every")
 
 def settings_from(metadata: Mapping[str, Any] | None) -> P.Settings:
     md = metadata or {}
-    opts = task_options(md)
+    opts = parse_options(COMMON, md)
     kw: dict[str, Any] = {"seed": opts.seed}
     for key in _INT_KEYS:
         if md.get(key) not in (None, ""):
@@ -53,7 +54,7 @@ def settings_from(metadata: Mapping[str, Any] | None) -> P.Settings:
 
 def _splits(fs: FactSet, metadata: Mapping[str, Any], settings: P.Settings):
     """(relation, train facts, selected test facts) per relation with both."""
-    opts = task_options(metadata)
+    opts = parse_options(COMMON, metadata)
     if opts.relations is not None:
         unknown = sorted(set(opts.relations) - set(fs.relations))
         if unknown:
@@ -66,7 +67,7 @@ def _splits(fs: FactSet, metadata: Mapping[str, Any], settings: P.Settings):
         if not train or not test:
             log.warning("IC-LKE: relation %s has %d training and %d test facts; skipped", rid, len(train), len(test))
             continue
-        test = select_facts(FactSet(fs.source, {rid: rel}, test), replace(opts, relations=None))
+        test = select_facts(FactSet(fs.source, {rid: rel}, test), opts.replace(relations=None))
         out.append((rel, train, test))
     return out
 

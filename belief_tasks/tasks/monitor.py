@@ -39,7 +39,8 @@ from belief_tasks.matching import contains_answer
 from belief_tasks.metrics import monitor as M
 from belief_tasks.prompts import monitor as P
 from belief_tasks.schema import SchemaError
-from belief_tasks.tasks.common import as_split, select_facts, task_options, unpack, with_stderr
+from belief_tasks.options import COMMON, parse_options
+from belief_tasks.tasks.base import as_split, select_facts, unpack, with_stderr
 
 log = logging.getLogger(__name__)
 
@@ -133,7 +134,7 @@ class Codec:
 
 def build_docs(fs, metadata: Mapping[str, Any], relation: str | None = None) -> list[dict]:
     settings = run_settings(metadata)
-    opts = task_options(metadata)
+    opts = parse_options(COMMON, metadata)
     if relation is not None:
         if relation not in fs.relations:
             raise ValueError(
@@ -141,7 +142,7 @@ def build_docs(fs, metadata: Mapping[str, Any], relation: str | None = None) -> 
                 f"(it has {sorted(fs.relations)}). The belief_monitor subtasks are FKTC's 20 relations; "
                 "on the bundled sample run belief_monitor_sample."
             )
-        opts = type(opts)(opts.seed, (relation,), opts.max_facts_per_relation)
+        opts = opts.replace(relations=(relation,))
     docs = []
     for fact in select_facts(fs, opts):
         rel = fs.relations[fact.relation]

@@ -1,0 +1,218 @@
+"""Task knobs: declared once per family, read by one parser, refused by one error.
+
+Every knob a task reads from ``--metadata`` (or the YAML's ``metadata:``) is a ``Knob`` row
+in its family's table (``KNOBS`` in ``belief_tasks/tasks/<family>.py``, plus ``COMMON``
+here). ``parse_options(table, metadata)`` checks each value's type and range and returns an
+``Options`` object with attribute access; a bad value raises ``KnobError``, which names the
+knob and what it accepts. Pure Python: no lm-eval, no torch.
+
+Values arrive as JSON (``--metadata '{"seed": 7}'``), as YAML, or as strings (model args,
+environment). An integer knob takes ``7``, ``7.0`` or ``"7"``, and refuses ``2.5``,
+``True`` or ``"abc"``: nothing is silently truncated.
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
+
+from belief_tasks.schema import SchemaError
+from belief_tasks.seeding import DEFAULT_SEED
+
+METADATA = "--metadata"
+
+
+class KnobError(SchemaError):
+    """A ``--metadata`` value of the wrong type or range, or an unknown key."""
+
+    def __init__(self, knob: str, message: str):
+        self.knob = knob
+        super().__init__(message, file=METADATA, field=knob)
+
+
+def _integer(value: Any) -> int:
+    if isinstance(value, bool):
+        raise ValueError
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float):
+        if not value.is_integer():
+            raise ValueError
+        return int(value)
+    if isinstance(value, str) and value.strip().lstrip("+-").isdigit():
+        return int(value.strip())
+    raise ValueError
+
+
+def _number(value: Any) -> float:
+    if isinstance(value, bool):
+        raise ValueError
+    out = float(value)
+    if math.isnan(out):
+        raise ValueError
+    return out
+
+
+def _flag(value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("1", "true", "yes", "on"):
+        return True
+    if text in ("0", "false", "no", "off", ""):
+        return False
+    raise ValueError
+
+
+def _items(value: Any) -> list:
+    """A list from a list, or from a comma- (or ``|``-) separated string."""
+    if isinstance(value, str):
+        return [v.strip() for v in value.replace("|", ",").split(",") if v.strip()]
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return [value]
+    if isinstance(value, (list, tuple)):
+        return list(value)
+    raise ValueError
+
+
+# kind -> (converter, what it accepts, for the error message)
+KINDS: dict[str, tuple[Callable[[Any], Any], str]] = {
+    "int": (_integer, "an integer"),
+    "float": (_number, "a number"),
+    "bool": (_flag, "true or false"),
+    "str": (lambda v: v if isinstance(v, str) else str(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else _fail(), "a string"),
+    "ids": (lambda v: tuple(str(x).strip() for x in _items(v)), "a list or comma-separated string of ids"),
+    "ints": (lambda v: tuple(_integer(x) for x in _items(v)), "a list or comma-separated string of integers"),
+    "floats": (lambda v: tuple(_number(x) for x in _items(v)), "a list or comma-separated string of numbers"),
+}
+
+
+def _fail():
+    raise ValueError
+
+
+@dataclass(frozen=True)
+class Knob:
+    """One ``--metadata`` key: its name, kind, default, accepted range and a one-line doc."""
+
+    name: str
+    kind: str
+    default: Any
+    doc: str
+    minimum: float | None = None
+    choices: tuple | None = None
+    #: ``None`` (or ``""``, ``"none"``, ``"all"`` where listed) means "not set": the default applies
+    unset: tuple = (None, "")
+    length: int | None = None  # for list kinds: exactly this many items
+
+    def accepts(self) -> str:
+        what = KINDS[self.kind][1]
+        if self.choices is not None:
+            what = "one of " + ", ".join(repr(c) for c in self.choices)
+        if self.minimum is not None:
+            what += f" >= {self.minimum:g}"
+        if self.length is not None:
+            what += f" ({self.length} items)"
+        return what
+
+    def parse(self, value: Any) -> Any:
+        if value in self.unset or (isinstance(value, str) and value.strip().lower() in self.unset):
+            return self.default
+        convert = KINDS[self.kind][0]
+        try:
+            out = convert(value)
+            if isinstance(out, str) and self.choices is not None:
+                out = out.strip().lower()
+        except (TypeError, ValueError):
+            raise KnobError(self.name, f"{value!r} is not {self.accepts()}") from None
+        items = out if isinstance(out, tuple) else (out,)
+        if self.choices is not None and any(x not in self.choices for x in items):
+            raise KnobError(self.name, f"{value!r} is not {self.accepts()}")
+        if self.minimum is not None and any(x < self.minimum for x in items):
+            raise KnobError(self.name, f"{value!r} is not {self.accepts()}")
+        if self.length is not None and len(items) != self.length:
+            raise KnobError(self.name, f"{value!r} is not {self.accepts()}")
+        return out
+
+
+class Options(Mapping[str, Any]):
+    """Parsed knob values: ``opts.seed`` or ``opts["seed"]``."""
+
+    def __init__(self, values: Mapping[str, Any]):
+        self._values = dict(values)
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return self._values[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+    def __getitem__(self, key: str) -> Any:
+        return self._values[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._values)
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def replace(self, **changes: Any) -> "Options":
+        return Options({**self._values, **changes})
+
+    def __repr__(self) -> str:
+        return f"Options({self._values!r})"
+
+    def __hash__(self) -> int:
+        return hash(tuple(sorted((k, repr(v)) for k, v in self._values.items())))
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, Options) and self._values == other._values
+
+
+# --- the knobs every task accepts ---------------------------------------------------------------
+
+COMMON: tuple[Knob, ...] = (
+    Knob("seed", "int", DEFAULT_SEED, "seed of every draw (facts, demonstrations, samples, splits)", minimum=0),
+    Knob("relations", "ids", None, "Wikidata P-ids to evaluate, comma-separated (default: every relation)",
+         unset=(None, "", "all")),
+    Knob("max_facts_per_relation", "int", None, "seeded cap on facts per relation (default: all)", minimum=1,
+         unset=(None, "", "none", "all")),
+)
+
+#: Model arguments some tasks read (lm-eval's CLI merges ``--model_args`` into every task's
+#: metadata): the evaluated model's tokenizer, for tasks that count or cut its tokens.
+MODEL_ARGS: tuple[Knob, ...] = (
+    Knob("pretrained", "str", None, "model args: the evaluated model (its tokenizer is loaded from here)"),
+    Knob("tokenizer", "str", None, "model args: the evaluated model's tokenizer, when not the model's own"),
+    Knob("model", "str", None, "model args: the model name of API backends (a tokenizer of that name)"),
+    Knob("revision", "str", None, "model args: the model's revision on the hub"),
+    Knob("trust_remote_code", "bool", False, "model args: let transformers run the model's own code"),
+    Knob("add_bos_token", "bool", None, "model args: whether lm-eval's hf prepends the BOS token"),
+)
+
+
+def parse_options(knobs: Sequence[Knob], metadata: Mapping[str, Any] | None) -> Options:
+    """Every knob of ``knobs`` read from ``metadata`` (defaults where unset), checked."""
+    md = metadata or {}
+    return Options({k.name: k.parse(md.get(k.name)) for k in knobs})
+
+
+def closest(name: str, known: Iterable[str]) -> str | None:
+    """The known knob a misspelt one most likely means, for "did you mean ...?"."""
+    match = difflib.get_close_matches(name, list(known), n=1, cutoff=0.6)
+    return match[0] if match else None
+
+
+def unknown_knob(name: str, known: Iterable[str]) -> KnobError:
+    guess = closest(name, known)
+    hint = f"did you mean {guess!r}? " if guess else ""
+    return KnobError(name, f"unknown key; {hint}known: {', '.join(sorted(known))}")
+
+
+def knob_table(knobs: Sequence[Knob]) -> str:
+    """A Markdown table of ``knobs`` (for docs and ``belief-eval``'s help)."""
+    rows = ["| knob | accepts | default | what |", "| --- | --- | --- | --- |"]
+    rows += [f"| `{k.name}` | {k.accepts()} | {k.default!r} | {k.doc} |" for k in knobs]
+    return "\n".join(rows)

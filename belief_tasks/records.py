@@ -1,0 +1,156 @@
+"""The per-doc records each family logs (``--log_samples``) and the report reads back.
+
+One ``TypedDict`` per family says which fields a record holds. Every record names its fact
+``fact_id`` (one spelling everywhere) and its ``relation``; prompt-level records also carry
+``template_id`` and ``subject_form``. The rules for "which facts a model knows" live here, one
+function per family, and the report imports them.
+
+Pure: no lm-eval, no torch.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable, Optional, TypedDict
+
+
+class BeliefICLRecord(TypedDict):
+    """One BELIEF-ICL prompt: its greedy answer, correctness and (sampled prompts) confidence."""
+
+    fact_id: str
+    relation: str
+    template_id: str
+    subject_form: str
+    style: str  # "mp" | "qa"
+    context: str  # "zeroshot" | "4random" | "4relation" | "4template"
+    output: str  # the raw greedy generation
+    answer: str  # the extracted answer
+    objects: list  # accepted answer strings
+    correct: bool
+    one_word: bool
+    confidence: Optional[float]  # share of the K samples matching the greedy answer; None: not sampled
+    n_samples: int
+    seed: int
+    draws: int  # N of Acc@1
+    bins: int  # M of Ovconf
+
+
+class BearRecord(TypedDict):
+    """One BEAR (fact, template): the log-likelihood of every answer option."""
+
+    fact_id: str
+    relation: str
+    template_id: str
+    template_index: int
+    subject_form: str
+    cardinality: str  # "1:1" | "1:N"
+    domains: list
+    scoring: str
+    reduction: str
+    gold: list  # indices of the correct options
+    ll: list  # one log-likelihood per option
+    n_tokens: Optional[list]  # scored tokens per option (reduction "mean")
+    pred: int
+    pred_label: str
+    gold_label: str
+    rank: int  # 0-based rank of the best gold option
+    correct: int
+
+
+class IclkeRecord(TypedDict, total=False):
+    """One IC-LKE / EIC-LKE test fact: the log-probability of every option."""
+
+    fact_id: str
+    relation: str
+    template_id: str
+    subject_form: str
+    method: str  # "iclke" | "eiclke"
+    subject: str
+    gold: str
+    gold_index: int
+    options: list
+    logprobs: list
+    prediction: int
+    correct: bool
+    gold_prob: float
+    pred_prob: float
+    n_examples: int
+    group: int  # EIC-LKE only
+    slot: int  # EIC-LKE only
+
+
+class MlmPromptRecord(TypedDict):
+    """One encoder BELIEF prompt: the top of the mask distribution and the gold token's rank."""
+
+    fact_id: str
+    relation: str
+    template_id: str
+    subject_form: str
+    pred: str
+    confidence: float  # probability of the top token
+    gold: Optional[str]
+    gold_rank: Optional[int]  # 1-based; None: no accepted token
+    top: list
+    seed: int
+    draws: int
+    relation_kept: int
+    relation_dropped: int
+
+
+class MlmBiasRecord(TypedDict):
+    """One content-free prompt: the probabilities of the relation's candidate objects."""
+
+    relation: str
+    template_id: str
+    subject_form: str
+    candidate_probs: dict
+
+
+class MonitorRecord(TypedDict):
+    """One MONITOR fact: per-subword probabilities of the gold object under every anchor."""
+
+    fact_id: str
+    relation: str
+    template_id: str
+    subject_form: str
+    object: str
+    route: str
+    units: list
+    n_tokens: int
+    primary: list  # per-unit probabilities under the positive context
+    frame_ids: list
+    frames: list  # per frame, per-unit probabilities
+    negative_labels: list
+    negatives: list  # per misleading context, per-unit probabilities
+    positive_answer: str
+    positive_correct: int
+    answers: list
+    correct: list  # per frame, 0/1
+    alpha: list
+    only_correct_primary: bool
+
+
+# --- which facts a model knows, per family -------------------------------------------------------
+
+
+def belief_icl_covered(records: Iterable[dict]) -> set[tuple[str, str]]:
+    """BELIEF v3 section 6.4's covered facts: the (fact, template) combinations answered
+    correctly (under any subject expression)."""
+    return {(r["fact_id"], r["template_id"]) for r in records if r["correct"]}
+
+
+def mlm_covered(records: Iterable[dict]) -> set[tuple[str, str]]:
+    """v3 section 6.4's covered facts for encoders: (fact, template) with the object ranked first."""
+    return {(r["fact_id"], r["template_id"]) for r in records if r.get("gold_rank") == 1}
+
+
+def iclke_known(records: Iterable[dict]) -> dict[str, set[str]]:
+    """IC-LKE's φ(θ, F) per relation: the facts whose gold option has the highest probability
+    (eq. 4's δ; ties go to the first option, as ``metrics.iclke.prediction``)."""
+    from belief_tasks.metrics.iclke import is_correct
+
+    out: dict[str, set[str]] = {}
+    for r in records:
+        known = out.setdefault(r["relation"], set())
+        if is_correct(r["logprobs"], int(r["gold_index"])):
+            known.add(r["fact_id"])
+    return out

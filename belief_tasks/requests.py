@@ -1,0 +1,62 @@
+"""Our request types: their names, argument and response shapes, and what they share.
+
+lm-eval dispatches a request to the model method of the same name, so a task and a backend
+agree only through these names and shapes. Besides lm-eval's own three (``loglikelihood``,
+``loglikelihood_rolling``, ``generate_until``) our tasks send:
+
+=========================== ============================== ==============================================
+name                        arguments                      response
+=========================== ============================== ==============================================
+``per_token_loglikelihood`` ``(context, continuation)``    ``[log p(token)]``, one float per continuation
+                                                           token, tokenised as ``loglikelihood`` does
+                                                           (``hf-shared``; MONITOR's ``per_token`` route)
+``mask_topk``               ``(prompt, k[, targets])``     ``{"tokens", "token_ids", "logprobs"}`` of the
+                                                           top k at the single ``MASK`` of ``prompt``,
+                                                           ``"targets": {target: {"token", "token_id",
+                                                           "logprob", "rank"} | None}`` (None: not one
+                                                           token there), ``"vocab_size"`` (``hf-mlm``)
+``loglikelihood_span``      ``(text, start, end)``         ``(PLL of the tokens covering text[start:end],
+                                                           is_greedy)`` (``hf-mlm``)
+=========================== ============================== ==============================================
+
+Pure: no lm-eval, no torch (``object_token_id`` takes any transformers tokenizer).
+"""
+
+from __future__ import annotations
+
+PER_TOKEN_LOGLIKELIHOOD = "per_token_loglikelihood"
+MASK_TOPK = "mask_topk"
+LOGLIKELIHOOD_SPAN = "loglikelihood_span"
+
+#: request types that are methods of our backends, not of lm-eval's ``LM`` (the cache hook reads them)
+CUSTOM_REQUEST_TYPES = frozenset({PER_TOKEN_LOGLIKELIHOOD, MASK_TOPK, LOGLIKELIHOOD_SPAN})
+
+#: the marker every masked prompt carries exactly once; ``hf-mlm`` swaps in its tokenizer's own
+#: mask token, so one prompt text serves BERT (``[MASK]``) and RoBERTa (``<mask>``)
+MASK = "[MASK]"
+
+
+def object_token_id(tokenizer, prompt: str, word: str) -> int | None:
+    """The single vocabulary id ``word`` takes in place of the mask of ``prompt``, else None.
+
+    ``prompt`` holds ``MASK`` (or the tokenizer's own mask token). The word is written into the
+    prompt and both versions are tokenised: the word is a single token exactly when the two token
+    sequences differ only at the mask. This respects context-dependent tokenisation (RoBERTa's
+    leading-space tokens, casing). Tasks use it to keep single-token objects; ``hf-mlm`` to find
+    a target's rank.
+    """
+    if not word or not word.strip():
+        return None
+    mask_token = tokenizer.mask_token
+    slot = MASK if MASK in prompt else mask_token
+    masked = tokenizer(prompt.replace(slot, mask_token), add_special_tokens=False)["input_ids"]
+    filled = tokenizer(prompt.replace(slot, word), add_special_tokens=False)["input_ids"]
+    if len(masked) != len(filled):
+        return None
+    diff = [i for i, (a, b) in enumerate(zip(masked, filled)) if a != b]
+    if len(diff) != 1 or masked[diff[0]] != tokenizer.mask_token_id:
+        return None
+    token = filled[diff[0]]
+    if token == tokenizer.unk_token_id or token in tokenizer.all_special_ids:
+        return None
+    return token

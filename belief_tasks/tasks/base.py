@@ -1,0 +1,141 @@
+"""What every family's harness task shares, written once.
+
+* ``BeliefTask``: the ``ConfigurableTask`` subclass every task YAML of ours names in ``class:``.
+  It installs our harness hooks, drops the ``class`` key lm-eval passes along, parses the
+  family's knob table (``KNOBS``) from the task's metadata, and builds ``Instance`` objects.
+* ``select_facts``: the common knobs (``relations``, ``max_facts_per_relation``) applied, seeded.
+* ``as_split`` / ``unpack``: docs (plain dicts) into the ``{"test": datasets.Dataset}`` that
+  ``custom_dataset`` returns, and nested values back out.
+* ``with_stderr``: a corpus-level aggregation's own standard error (``belief_tasks.harness``).
+* ``model_tokenizer``: the evaluated model's tokenizer, for the tasks that count or cut its tokens.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import lru_cache
+from typing import Any, Callable, Mapping, Sequence
+
+from lm_eval.api.instance import Instance
+from lm_eval.api.task import ConfigurableTask
+
+from belief_tasks import harness, seeding
+from belief_tasks.options import COMMON, MODEL_ARGS, Knob, KnobError, Options, parse_options
+from belief_tasks.schema import Fact, FactSet
+
+#: lm-eval's keyword arguments of ``construct_requests`` that ``Instance`` does not take: the chat
+#: template has already shaped ``ctx`` when they arrive.
+CHAT_KWARGS = ("apply_chat_template", "chat_template")
+
+
+class BeliefTask(ConfigurableTask):
+    """Base of every task class of ours; a family sets ``KNOBS`` (``COMMON`` + its own rows)."""
+
+    KNOBS: tuple[Knob, ...] = COMMON
+    #: True when the class scores a doc itself (several request types per doc): lm-eval then needs
+    #: a ``process_results`` in the config so that it does not look our metric names up on the hub.
+    SCORES_ITSELF = False
+
+    def __init__(self, config: dict | None = None, **kwargs: Any) -> None:
+        harness.install()
+        cfg = {k: v for k, v in (config or {}).items() if k != "class"}
+        if self.SCORES_ITSELF:
+            cfg["process_results"] = _scored_by_task
+        super().__init__(config=cfg, **kwargs)
+
+    @property
+    def options(self) -> Options:
+        if getattr(self, "_options", None) is None:
+            self._options = parse_options(self.KNOBS, self.config.metadata)
+        return self._options
+
+    @staticmethod
+    def instance(request_type: str, doc: dict, arguments: tuple, idx: int, kwargs: Mapping[str, Any]) -> Instance:
+        """An ``Instance`` from ``construct_requests``' keyword arguments."""
+        rest = {k: v for k, v in kwargs.items() if k not in CHAT_KWARGS}
+        return Instance(request_type=request_type, doc=doc, arguments=arguments, idx=idx, **rest)
+
+
+def _scored_by_task(doc, results):
+    raise NotImplementedError("this task's class scores its documents (process_results method)")
+
+
+# --- facts and docs -----------------------------------------------------------------------------
+
+
+def select_facts(fs: FactSet, opts: Options) -> list[Fact]:
+    """The facts this run evaluates: relation filter, then a seeded per-relation cap (order kept)."""
+    check_relations(fs, opts.relations)
+    out: list[Fact] = []
+    for rid in fs.relations:
+        if opts.relations is not None and rid not in opts.relations:
+            continue
+        facts = fs.facts_of(rid)
+        if opts.max_facts_per_relation is not None and len(facts) > opts.max_facts_per_relation:
+            keep = {f.id for f in seeding.sample(facts, opts.max_facts_per_relation, opts.seed, "facts", rid)}
+            facts = [f for f in facts if f.id in keep]
+        out.extend(facts)
+    return out
+
+
+def check_relations(fs: FactSet, relations: Sequence[str] | None) -> None:
+    unknown = sorted(set(relations or ()) - set(fs.relations))
+    if unknown:
+        raise KnobError("relations", f"unknown relations {unknown} for {fs.source}; known: {sorted(fs.relations)}")
+
+
+def as_split(docs: list[dict], split: str = "test"):
+    """``{split: datasets.Dataset}``; nested values are kept as JSON strings so any shape fits Arrow."""
+    import datasets
+
+    if not docs:
+        raise KnobError("relations", "no documents to evaluate: check relations / max_facts_per_relation")
+    flat = [{k: (json.dumps(v, ensure_ascii=False) if isinstance(v, (list, dict, tuple)) else v) for k, v in d.items()} for d in docs]
+    return {split: datasets.Dataset.from_list(flat)}
+
+
+def unpack(doc: Mapping[str, Any], key: str):
+    """Read back a nested value stored by ``as_split``."""
+    value = doc[key]
+    return json.loads(value) if isinstance(value, str) and value[:1] in "[{" else value
+
+
+def with_stderr(stderr: Callable[[list], float] | None) -> Callable[[Callable], Callable]:
+    """Attach a standard-error function to an aggregation (``None`` marks "has none")."""
+
+    def deco(agg: Callable) -> Callable:
+        agg.stderr = stderr
+        return agg
+
+    return deco
+
+
+# --- the evaluated model's tokenizer -------------------------------------------------------------------
+
+
+def model_tokenizer(metadata: Mapping[str, Any] | None, *, needed_for: str):
+    """The evaluated model's tokenizer from the model args lm-eval merges into the task metadata
+    (``tokenizer=``, else ``pretrained=``, else ``model=``); ``needed_for`` says why, in the error."""
+    opts = parse_options(MODEL_ARGS, metadata)
+    name = opts.tokenizer or opts.pretrained or opts.model
+    if not name:
+        raise KnobError(
+            "pretrained",
+            f"{needed_for} needs the evaluated model's tokenizer and found none in the model args: pass "
+            "--model_args pretrained=... (or tokenizer=...); from Python, put pretrained in the TaskManager's metadata",
+        )
+    return _load_tokenizer(name, opts.revision, opts.trust_remote_code, needed_for)
+
+
+@lru_cache(maxsize=8)
+def _load_tokenizer(name: str, revision: str | None, trust_remote_code: bool, needed_for: str):
+    from transformers import AutoTokenizer
+
+    try:
+        return AutoTokenizer.from_pretrained(name, revision=revision or "main", trust_remote_code=trust_remote_code)
+    except Exception as e:  # noqa: BLE001  one clear message instead of transformers' traceback
+        raise KnobError(
+            "tokenizer",
+            f"{needed_for} could not load the tokenizer {name!r} of the evaluated model ({type(e).__name__}: {e}); "
+            "pass tokenizer=<local folder or hub id> in --model_args",
+        ) from e
