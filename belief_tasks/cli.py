@@ -31,7 +31,10 @@ def main(argv: list[str] | None = None) -> None:
     args = list(sys.argv[1:] if argv is None else argv)
     if "--include_path" not in args and not _tasks_installed() and (not args or args[0] != "validate"):
         args += ["--include_path", str(task_yamls_dir())]
-    check_limit_per_process(args)
+    check_limit(args)
+    from belief_tasks.harness import install_tasks_before_model
+
+    install_tasks_before_model(refuse)
     sys.argv = ["belief-eval", *args]
     if args[:1] in (["ls"], ["list"]) and (len(args) < 2 or args[1] in ("tasks", "groups")):
         from belief_tasks.catalog import table
@@ -44,29 +47,45 @@ def main(argv: list[str] | None = None) -> None:
     cli_evaluate()
 
 
-def check_limit_per_process(args: list[str]) -> None:
-    """Under ``accelerate launch`` an integer ``--limit`` below the number of processes leaves a
-    rank with no document, and lm-eval 0.4.13 then fails after the model time is spent (it reads
-    ``task.instances[0]`` of an empty list, or pads with a request that does not exist)."""
-    from belief_tasks.harness import launch_world_size
+def refuse(error: BaseException, task: str = "") -> None:
+    """Bad input: one paragraph (what, where, how to fix), no traceback, exit code 2."""
+    where = f"task {task}: " if task else ""
+    text = str(error).rstrip()
+    text += "" if text.endswith(".") else "."
+    print(f"belief-eval: stopped before loading the model. {where}{text} "
+          "Nothing was computed; fix the input and run the same command again (docs/data.md lists every check).",
+          file=sys.stderr)
+    raise SystemExit(2)
 
-    world = launch_world_size()
+
+def _limit_value(args: list[str]) -> str | None:
     value = None
     for i, arg in enumerate(args):
         if arg in ("--limit", "-L") and i + 1 < len(args):
             value = args[i + 1]
         elif arg.startswith("--limit="):
             value = arg.split("=", 1)[1]
-    if world > 1 and value is not None:
-        try:
-            limit = float(value)
-        except ValueError:
-            return  # lm-eval's own parser reports it
-        if limit >= 1 and int(limit) < world:
-            raise SystemExit(
-                f"belief-eval: --limit {value} is below the {world} processes of this launch, so a process "
-                f"would get no document; use --limit {world} or more, or fewer processes (docs/scale.md)"
-            )
+    return value
+
+
+def check_limit(args: list[str]) -> None:
+    """``--limit 0`` evaluates nothing (lm-eval ends in "did not find any docs"). Under ``accelerate
+    launch`` an integer ``--limit`` below the number of processes leaves a rank with no document, and
+    lm-eval 0.4.13 then fails after the model time is spent (it reads ``task.instances[0]`` of an
+    empty list, or pads with a request that does not exist)."""
+    from belief_tasks.harness import launch_world_size
+
+    value = _limit_value(args)
+    try:
+        limit = float(value) if value is not None else None
+    except ValueError:
+        return  # lm-eval's own parser reports it
+    if limit is not None and limit <= 0:
+        refuse(ValueError(f"--limit {value} evaluates no document: give a positive count (or a fraction in (0, 1])."))
+    world = launch_world_size()
+    if world > 1 and limit is not None and limit >= 1 and int(limit) < world:
+        refuse(ValueError(f"--limit {value} is below the {world} processes of this launch, so a process would get no "
+                          f"document: use --limit {world} or more, or fewer processes (docs/scale.md)."))
 
 
 def demo_command(extra: list[str] | None = None) -> list[str]:

@@ -233,3 +233,60 @@ def install_generation_seed_hook() -> None:
         return _model_generate
 
     _patch(HFLM, "_model_generate", make, "per-request sampling seeds on hf")
+
+
+# --- 6. belief-eval builds the tasks before the model ----------------------------------------------
+
+
+def install_tasks_before_model(on_bad_input: Callable[[BaseException, str], None]) -> None:
+    """``belief-eval`` only: lm-eval's ``run`` loads the model, then builds the tasks, so a bad knob or
+    data file would surface after the model load. Here the tasks are built as soon as the task manager
+    exists (before ``simple_evaluate``), bad input goes to ``on_bad_input``, and ``simple_evaluate``
+    then receives the tasks already built (nothing is built twice). The run's ``--model_args`` keys
+    become ``options.declared_model_args``, so a metadata key that is neither a knob nor a model
+    argument can be refused."""
+    from lm_eval.config.evaluate_config import EvaluatorConfig
+
+    from belief_tasks import options
+    from belief_tasks.schema import SchemaError
+    from belief_tasks.sources import DataSourceError
+
+    def make(original):
+        def process_tasks(self, metadata=None):
+            manager = original(self, metadata)
+            options.declared_model_args = frozenset(self.model_args or {})
+            try:
+                built = manager.load(self.tasks)
+            except (SchemaError, DataSourceError) as e:
+                on_bad_input(e, _task_of(e))
+                raise
+            _serve_once(manager, list(self.tasks), built)
+            return manager
+
+        return process_tasks
+
+    _patch(EvaluatorConfig, "process_tasks", make, "building tasks before the model (belief-eval)")
+
+
+def _serve_once(manager, tasks: list, built) -> None:
+    """Make ``manager.load(tasks)`` return ``built`` the first time it is asked for the same tasks."""
+    load = manager.load
+
+    def load_once(requested, *args, **kwargs):
+        manager.load = load
+        if list(requested) == tasks and not args and not kwargs:
+            return built
+        return load(requested, *args, **kwargs)
+
+    manager.load = load_once
+
+
+def _task_of(error: BaseException) -> str:
+    """The task being built when ``error`` was raised (from the traceback's frames), or ""."""
+    tb, name = error.__traceback__, ""
+    while tb is not None:
+        config = tb.tb_frame.f_locals.get("config")
+        if isinstance(config, dict) and isinstance(config.get("task"), str):
+            name = config["task"]
+        tb = tb.tb_next
+    return name

@@ -29,7 +29,12 @@ class KnobError(SchemaError):
 
     def __init__(self, knob: str, message: str):
         self.knob = knob
-        super().__init__(message, file=METADATA, field=knob)
+        super().__init__(message, field=knob)
+        self.file = METADATA
+        self.args = (f"{METADATA} key {knob!r}: {message}",)
+
+    def __str__(self) -> str:
+        return self.args[0]
 
 
 def _integer(value: Any) -> int:
@@ -197,6 +202,35 @@ def parse_options(knobs: Sequence[Knob], metadata: Mapping[str, Any] | None) -> 
     """Every knob of ``knobs`` read from ``metadata`` (defaults where unset), checked."""
     md = metadata or {}
     return Options({k.name: k.parse(md.get(k.name)) for k in knobs})
+
+
+#: keys lm-eval itself puts in a task's metadata (the YAML's own, and where the YAML came from)
+HARNESS_KEYS = frozenset({"version", "description", "config_source", "num_fewshot"})
+
+#: the model-argument keys of this run, when known (``belief-eval`` sets them from ``--model_args``);
+#: None under a bare ``lm_eval``, where model args and knobs arrive merged and cannot be told apart
+declared_model_args: frozenset[str] | None = None
+
+
+def unknown_keys(metadata: Mapping[str, Any] | None, known: Iterable[str]) -> list[str]:
+    """Keys of ``metadata`` that are neither a knob in ``known``, nor lm-eval's own, nor a model argument.
+
+    Model arguments: those ``belief-eval`` declared; under a bare ``lm_eval`` every key that is a
+    keyword of lm-eval's ``HFLM`` or of our knob tables (``MODEL_ARGS``) passes, and the caller only warns.
+    """
+    allowed = set(known) | HARNESS_KEYS | {k.name for k in MODEL_ARGS}
+    allowed |= declared_model_args if declared_model_args is not None else _hf_model_args()
+    return sorted(k for k in (metadata or {}) if k not in allowed)
+
+
+def _hf_model_args() -> set[str]:
+    try:
+        import inspect
+
+        from lm_eval.models.huggingface import HFLM
+    except ImportError:
+        return set()
+    return set(inspect.signature(HFLM.__init__).parameters) - {"self", "kwargs"}
 
 
 def closest(name: str, known: Iterable[str]) -> str | None:

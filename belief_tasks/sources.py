@@ -5,11 +5,13 @@ Resolution order, the harness way (``--metadata`` first, then the environment):
 1. ``source: sample`` in ``--metadata`` (or ``BELIEF_SOURCE=sample``): the bundled
    offline sample, for every family.
 2. ``<dataset>_path`` in ``--metadata`` (or ``BELIEF_<DATASET>_PATH``): a local copy.
-3. The public default: the Hugging Face hub id, or for FKTC the pinned GitHub commit.
+3. The public default: the Hugging Face hub id at ``<dataset>_revision`` (a commit, tag or
+   branch; recorded in the results JSON), or for FKTC the pinned GitHub commit.
 
-When the public default cannot be reached the run stops with ``DataSourceError``
-saying exactly which key or variable points at a local copy. There is no silent
-fallback to other data.
+``source: sample`` together with a ``<dataset>_path`` is refused (one of them would be
+ignored). When the public default cannot be reached the run stops with ``DataSourceError``
+saying exactly which key or variable points at a local copy. There is no silent fallback
+to other data.
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
+
+from belief_tasks.options import Knob, KnobError
 
 
 class DataSourceError(RuntimeError):
@@ -39,6 +43,10 @@ class DatasetInfo:
     @property
     def env_var(self) -> str:
         return f"BELIEF_{self.key.upper()}_PATH"
+
+    @property
+    def revision_key(self) -> str:
+        return f"{self.key}_revision"
 
 
 DATASETS: dict[str, DatasetInfo] = {
@@ -65,15 +73,30 @@ DATASETS: dict[str, DatasetInfo] = {
 }
 
 
+def key_is_hub(dataset: str) -> bool:
+    """Whether the public copy of ``dataset`` is on the Hugging Face hub (FKTC is a pinned GitHub commit)."""
+    return dataset != "fktc"
+
+
+#: the data-source knobs every task accepts (``--metadata``; environment variables as in the table)
+SOURCE_KNOBS: tuple[Knob, ...] = (
+    Knob("source", "str", None, "'sample': the bundled offline sample for every family (BELIEF_SOURCE)", choices=("sample",)),
+    *(Knob(info.metadata_key, "str", None, f"a local copy of {info.title} ({info.env_var})") for info in DATASETS.values()),
+    *(Knob(info.revision_key, "str", None, f"the hub revision of {info.title} (commit, tag or branch; default: the newest)")
+      for info in DATASETS.values() if key_is_hub(info.key)),
+)
+
+
 @dataclass(frozen=True)
 class Source:
     kind: str  # "sample" | "local" | "public"
     dataset: str
     location: str | None = None  # local path or public id
+    revision: str | None = None  # hub revision (public hub sources only)
 
     @property
     def cache_key(self) -> tuple:
-        return (self.kind, self.dataset, self.location)
+        return (self.kind, self.dataset, self.location, self.revision)
 
 
 def _get(metadata: Mapping[str, Any] | None, key: str, env: str) -> str | None:
@@ -89,6 +112,10 @@ def resolve_source(dataset: str, metadata: Mapping[str, Any] | None = None) -> S
         raise ValueError(f"unknown dataset {dataset!r}; known: {sorted(DATASETS)}")
     info = DATASETS[dataset]
     if (_get(metadata, "source", "BELIEF_SOURCE") or "").lower() == "sample":
+        paths = [i.metadata_key for i in DATASETS.values() if (metadata or {}).get(i.metadata_key) not in (None, "")]
+        if paths:
+            raise KnobError("source", f"'sample' reads the bundled sample, so {', '.join(paths)} would be ignored: "
+                                      "give one source, not both")
         return Source("sample", dataset)
     local = _get(metadata, info.metadata_key, info.env_var)
     if local:
@@ -98,7 +125,8 @@ def resolve_source(dataset: str, metadata: Mapping[str, Any] | None = None) -> S
                 f"{info.title}: local copy {str(path)!r} (from {info.metadata_key} / {info.env_var}) does not exist."
             )
         return Source("local", dataset, str(path))
-    return Source("public", dataset, info.public)
+    revision = (metadata or {}).get(info.revision_key) if key_is_hub(dataset) else None
+    return Source("public", dataset, info.public, str(revision) if revision not in (None, "") else None)
 
 
 def how_to_point_at_local(dataset: str) -> str:

@@ -131,10 +131,35 @@ CASES = {
         {"relations": ["What is the capital of [X]?"]},
         {"subject": "   ", "object": "Paris", "taxonomy": ["Rome", "Berlin", "Madrid", "Vienna", "Lisbon"]}])),
                            "P36-subclass.json", 2, "subject"),
+    # fail-fast issue: what used to pass silently
+    "bear relation declared without its file": (lambda t: lambda: load_bear_folder(bear_without_file(t)),
+                                                "metadata_relations.json", "P19", None),
+    "bear answer_idx disagrees with obj_label": (lambda t: lambda: load_bear_folder(bear_folder(t, rows=[{**GOOD_BEAR_ROW, "answer_idx": 1}])),
+                                                 "P36.jsonl", 1, "answer_idx"),
+    "bear obj_id disagrees with obj_label": (lambda t: lambda: load_bear_folder(bear_folder(t, rows=[{**GOOD_BEAR_ROW, "obj_id": "Q220"}])),
+                                             "P36.jsonl", 1, "obj_id"),
+    "bear duplicated answer-space label": (lambda t: lambda: load_bear_folder(bear_folder(t, space=["Paris", "Paris"])),
+                                           "metadata_relations.json", "P36", "answer_space_labels"),
+    "fktc copy with another checksum": (lambda t: lambda: fktc_checksum_mismatch(t), "P36-subclass.json", None, None),
     "myriadlama whitespace subject": (lambda t: lambda: rows_to_factset([{"uuid": "u1", "rel_uri": "P30", "sub_ent": " ", "obj_ents": ["Europe"],
                                                                           "obj_aliases": [[]], "obj_uris": ["Q46"], "template": "[X] is in [Y].", "is_manual": True}], "ml.jsonl"),
                                       "ml.jsonl", 1, "sub_ent"),
 }
+
+
+def bear_without_file(tmp: Path) -> Path:
+    folder = bear_folder(tmp)
+    meta = json.loads((folder / "metadata_relations.json").read_text())
+    meta["P19"] = {"templates": ["[X] was born in [Y]."], "answer_space_labels": ["Paris"]}
+    (folder / "metadata_relations.json").write_text(json.dumps(meta))
+    return folder
+
+
+def fktc_checksum_mismatch(tmp: Path):
+    from belief_tasks.data.fktc import check_sha256
+
+    path = fktc_folder(tmp) / "P36-subclass.json"
+    check_sha256(path, "0" * 64)
 
 
 def rows_or_choices_missing_gold(tmp: Path):
@@ -157,6 +182,119 @@ def test_bad_input_is_named(name, tmp_path):
     assert str(e.row) == str(row), str(e)
     assert e.field == field, str(e)
     # the message carries all three, for the user
-    assert file_part in str(e) and f"row {row}" in str(e)
+    assert file_part in str(e) and (row is None or f"row {row}" in str(e))
     if field:
         assert repr(field) in str(e)
+
+
+# ---------------------------------------------------------------- legitimate input that must load
+
+
+def test_a_byte_order_mark_is_read(tmp_path):
+    folder = bear_folder(tmp_path)
+    meta = folder / "metadata_relations.json"
+    meta.write_bytes(b"\xef\xbb\xbf" + meta.read_bytes())
+    rows = folder / "P36.jsonl"
+    rows.write_bytes(b"\xef\xbb\xbf" + rows.read_bytes().replace(b"\n", b"\r\n"))  # and CRLF line ends
+    fs = load_bear_folder(folder)
+    assert [f.subject.label for f in fs] == ["France", "Italy"]
+    assert [e.label for e in fs.relations["P36"].answer_space] == ["Paris", "Rome"]
+
+
+def test_consistent_answer_idx_and_obj_id_load(tmp_path):
+    rows = [{**GOOD_BEAR_ROW, "answer_idx": 0}, {"sub_id": "Q38", "sub_label": "Italy", "sub_aliases": [], "obj_id": "Q220",
+                                                 "obj_label": "Rome", "answer_idx": 1}]
+    fs = load_bear_folder(bear_folder(tmp_path, rows=rows))
+    assert [f.object.id for f in fs] == ["Q90", "Q220"]
+
+
+# ---------------------------------------------------------------- knobs
+
+
+@pytest.mark.parametrize("metadata, knob, says", [
+    ({"confidence_samples": 2.5}, "confidence_samples", "2.5 is not an integer >= 0"),
+    ({"max_facts_per_relation": -1}, "max_facts_per_relation", "-1 is not an integer >= 1"),
+    ({"max_facts_per_relation": "abc"}, "max_facts_per_relation", "'abc' is not an integer"),
+    ({"seed": "x"}, "seed", "'x' is not an integer"),
+    ({"mp_templates": "some"}, "mp_templates", "one of 'manual', 'all'"),
+    ({"confidence_prompts": True}, "confidence_prompts", "True is not an integer"),
+])
+def test_a_bad_knob_value_names_the_knob_and_what_it_accepts(metadata, knob, says):
+    from belief_tasks.options import KnobError
+    from belief_tasks.tasks.base import check_metadata
+    from belief_tasks.tasks.belief_icl import KNOBS
+
+    with pytest.raises(KnobError) as err:
+        check_metadata(metadata, KNOBS)
+    assert err.value.knob == knob and says in str(err.value) and f"--metadata key {knob!r}" in str(err.value)
+
+
+def test_a_misspelt_knob_is_refused_with_the_closest_name(monkeypatch, caplog):
+    from belief_tasks import options
+    from belief_tasks.options import KnobError
+    from belief_tasks.tasks.base import check_metadata
+    from belief_tasks.tasks.belief_icl import KNOBS
+
+    monkeypatch.setattr(options, "declared_model_args", frozenset({"pretrained", "dtype"}))
+    with pytest.raises(KnobError, match="did you mean 'max_facts_per_relation'"):
+        check_metadata({"max_facts_per_relaton": 3, "pretrained": "m", "dtype": "float32"}, KNOBS)
+    check_metadata({"max_facts_per_relation": 3, "pretrained": "m", "dtype": "float32", "version": 1.0}, KNOBS)
+    # a bare lm_eval cannot tell a model argument from a knob: it warns instead
+    monkeypatch.setattr(options, "declared_model_args", None)
+    check_metadata({"max_facts_per_relaton": 3}, KNOBS)
+    assert "did you mean 'max_facts_per_relation'" in caplog.text
+
+
+def test_conflicting_sources_are_refused():
+    from belief_tasks.options import KnobError
+    from belief_tasks.sources import resolve_source
+
+    with pytest.raises(KnobError, match="bear_path would be ignored"):
+        resolve_source("bear", {"source": "sample", "bear_path": "/data/BEAR"})
+
+
+def test_hub_revision_is_part_of_the_source(monkeypatch):
+    from belief_tasks.sources import resolve_source
+
+    monkeypatch.delenv("BELIEF_SOURCE", raising=False)
+    monkeypatch.delenv("BELIEF_MYRIADLAMA_PATH", raising=False)
+    src = resolve_source("myriadlama", {"myriadlama_revision": "abc123"})
+    assert (src.kind, src.location, src.revision) == ("public", "iszhaoxin/MyriadLAMA", "abc123")
+
+
+def test_fktc_checksums_cover_the_twenty_files():
+    from belief_tasks.data.fktc import RELATION_IDS, expected_sha256, file_name
+
+    sums = expected_sha256()
+    assert sorted(sums) == sorted(file_name(r) for r in RELATION_IDS)
+    assert all(len(v) == 64 for v in sums.values())
+
+
+def test_fktc_checksums_match_the_real_files(shared_data):
+    from belief_tasks.data.fktc import check_sha256, expected_sha256
+
+    for name, digest in expected_sha256().items():
+        check_sha256(shared_data / "fktc" / "FKTC" / name, digest)
+
+
+# ---------------------------------------------------------------- belief-eval: before the model, one paragraph
+
+
+@pytest.mark.parametrize("metadata, extra, says", [
+    ({"source": "sample", "max_facts_per_relaton": 3}, [], "did you mean 'max_facts_per_relation'"),
+    ({"source": "sample", "confidence_samples": 2.5}, [], "'confidence_samples': 2.5 is not an integer"),
+    ({"bear_path": "/nonexistent/BEAR"}, [], "does not exist"),
+    ({"source": "sample"}, ["--limit", "0"], "--limit 0 evaluates no document"),
+])
+def test_belief_eval_refuses_bad_input_before_loading_the_model(tmp_path, metadata, extra, says):
+    from harness import run_cli
+
+    # the model path does not exist: reaching the model load would fail differently
+    task = "belief_bear" if "bear_path" in metadata else "belief_mp_zeroshot"
+    out = run_cli(["--model", "hf", "--model_args", f"pretrained={tmp_path / 'no-model'}", "--tasks", task,
+                   "--metadata", json.dumps(metadata), "--output_path", str(tmp_path / "out"), *extra], timeout=300)
+    assert out.returncode == 2, out.stderr[-3000:]
+    lines = [l for l in out.stderr.splitlines() if l.startswith("belief-eval:")]
+    assert len(lines) == 1 and says in lines[0], out.stderr[-3000:]
+    assert "stopped before loading the model" in lines[0]
+    assert "Traceback" not in out.stderr and "no-model" not in lines[0]

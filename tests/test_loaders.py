@@ -6,6 +6,8 @@ import json
 
 import pytest
 
+from belief_tasks.schema import SchemaError
+
 from belief_tasks.data import load_facts
 from belief_tasks.data.bundled import load_sample
 from belief_tasks.data.myriadlama import rows_to_factset
@@ -26,11 +28,13 @@ def test_bear_real(shared_data):
     assert sum(r.cardinality == "1:1" for r in fs.relations.values()) == 14
 
 
-def test_bear_big_real_skips_only_the_known_defect(shared_data):
+def test_bear_big_real_skips_only_the_known_defects(shared_data):
     fs = load_facts("bear_big", {"bear_big_path": str(shared_data / "bear" / "BEAR-big")})
     assert len(fs.relations) == 78
     assert len(fs) == 40916 - 1
-    assert len(fs.skipped) == 1 and "P291.jsonl:41" in fs.skipped[0]
+    # the empty sub_label of P291 row 41, and P414: declared in the metadata, no instance file upstream
+    assert len(fs.skipped) == 2
+    assert "P291.jsonl:41" in fs.skipped[0] and "metadata_relations.json:P414" in fs.skipped[1]
     # BEAR-big's answer space is the relation's distinct objects
     p36 = fs.relations["P36"]
     assert {e.label for e in p36.answer_space} == {f.object.label for f in fs.facts_of("P36")}
@@ -142,7 +146,9 @@ def test_source_resolution_order(tmp_path, monkeypatch):
     other = tmp_path / "other"
     other.mkdir()
     assert resolve_source("bear", {"bear_path": str(other)}).location == str(other)  # --metadata wins
-    assert resolve_source("bear", {"source": "sample", "bear_path": str(other)}).kind == "sample"
+    assert resolve_source("bear", {"source": "sample"}).kind == "sample"
+    with pytest.raises(SchemaError, match="bear_path would be ignored"):  # never one source silently over another
+        resolve_source("bear", {"source": "sample", "bear_path": str(other)})
     with pytest.raises(DataSourceError, match="does not exist"):
         resolve_source("bear", {"bear_path": str(tmp_path / "missing")})
 

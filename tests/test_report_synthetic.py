@@ -18,9 +18,19 @@ import pytest
 from belief_tasks.report import build_report
 from belief_tasks.report.cli import main as report_main
 from belief_tasks.report.loading import ReportInputError, load_runs
-from belief_tasks.report.recompute import aggregations
+from belief_tasks.tasks import metric_table
 
 DATE = "2026-01-02T03-04-05.000001"
+FAMILY_OF_PROBE = (("belief_mp_", "belief_icl"), ("belief_qa_", "belief_icl"), ("belief_mlm_", "belief_mlm"),
+                   ("belief_bear", "bear"), ("belief_iclke", "iclke"), ("belief_eiclke", "iclke"),
+                   ("belief_monitor", "monitor"))
+
+
+def stamp(task: str) -> dict:
+    """The ``metadata`` our task classes write into the results JSON: family and probe."""
+    probe = task.replace("belief_demo_", "belief_")
+    family = next(f for prefix, f in FAMILY_OF_PROBE if probe.startswith(prefix))
+    return {"family": family, "probe": probe}
 
 
 def write_run(root: Path, model: str, tasks: dict[str, list[dict]], results: dict[str, dict[str, float]],
@@ -34,14 +44,14 @@ def write_run(root: Path, model: str, tasks: dict[str, list[dict]], results: dic
     data = {
         "results": res,
         "group_subtasks": {g: list(tasks) for g in (groups or {})},
-        "configs": {t: {"task": t} for t in tasks},
+        "configs": {t: {"task": t, "metadata": stamp(t)} for t in tasks},
         "n-samples": {t: {"original": len(r), "effective": len(r)} for t, r in tasks.items()},
         "model_name": model,
         "model_args": f"pretrained={model}",
     }
     (folder / f"results_{date}.json").write_text(json.dumps(data))
     for t, records in tasks.items():
-        names = list(aggregations(t))  # as the harness logs: the record under every metric of the task
+        names = list(metric_table(stamp(t)["family"]))  # as the harness logs: the record under every metric of the task
         with (folder / f"samples_{t}_{date}.jsonl").open("w") as fh:
             for i, rec in enumerate(records):
                 line = {"doc_id": i, "doc": {}, "target": "", "arguments": {}, "resps": [], "filtered_resps": [],

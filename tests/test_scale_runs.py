@@ -222,16 +222,18 @@ def test_sigkill_then_resume_recomputes_nothing_finished(model_path, reference, 
     (["--limit", "1"], "2", True), (["--limit=3"], "4", True), (["-L", "2"], "2", False),
     (["--limit", "0.5"], "2", False), (["--limit", "1"], "1", False), ([], "8", False),
 ])
-def test_limit_below_the_process_count_stops_before_model_time(monkeypatch, limit_args, world, fails):
-    from belief_tasks.cli import check_limit_per_process
+def test_limit_below_the_process_count_stops_before_model_time(monkeypatch, capsys, limit_args, world, fails):
+    from belief_tasks.cli import check_limit
 
     monkeypatch.setenv("WORLD_SIZE", world)
     args = ["--model", "hf", "--tasks", "belief_bear", *limit_args]
     if fails:
-        with pytest.raises(SystemExit, match=f"below the {world} processes"):
-            check_limit_per_process(args)
+        with pytest.raises(SystemExit) as stop:
+            check_limit(args)
+        assert stop.value.code == 2
+        assert f"below the {world} processes" in capsys.readouterr().err
     else:
-        check_limit_per_process(args)
+        check_limit(args)
 
 
 def test_hf_mlm_two_processes_give_the_numbers_of_one(tmp_path):

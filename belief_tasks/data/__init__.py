@@ -15,8 +15,8 @@ from belief_tasks.sources import DATASETS, Source, hub_offline, resolve_source, 
 
 
 @lru_cache(maxsize=16)
-def _load(kind: str, dataset: str, location: str | None) -> FactSet:
-    source = Source(kind, dataset, location)
+def _load(kind: str, dataset: str, location: str | None, revision: str | None) -> FactSet:
+    source = Source(kind, dataset, location, revision)
     if kind == "sample":
         from belief_tasks.data.bundled import load_sample
 
@@ -26,7 +26,7 @@ def _load(kind: str, dataset: str, location: str | None) -> FactSet:
 
         if kind == "local":
             return load_bear_folder(location, dataset)
-        return load_bear_folder(find_layout(_hub_snapshot(dataset), DATASETS[dataset].config), dataset)
+        return load_bear_folder(find_layout(_hub_snapshot(dataset, revision), DATASETS[dataset].config), dataset)
     if dataset == "fktc":
         from belief_tasks.data import fktc
 
@@ -48,14 +48,14 @@ def _load(kind: str, dataset: str, location: str | None) -> FactSet:
     raise ValueError(dataset)
 
 
-def _hub_snapshot(dataset: str) -> Path:
+def _hub_snapshot(dataset: str, revision: str | None) -> Path:
     info = DATASETS[dataset]
     if hub_offline():
         raise unreachable(dataset, "the hub is switched off (HF_HUB_OFFLINE / HF_DATASETS_OFFLINE)")
     try:
         from huggingface_hub import snapshot_download
 
-        return Path(snapshot_download(info.public, repo_type="dataset"))
+        return Path(snapshot_download(info.public, repo_type="dataset", revision=revision))
     except Exception as e:
         raise unreachable(dataset, f"{type(e).__name__}: {e}") from e
 

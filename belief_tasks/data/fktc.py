@@ -89,20 +89,41 @@ def load_fktc_folder(folder: str | Path, source: str = "fktc") -> FactSet:
     return validate_factset(FactSet(source, relations, facts), file=str(folder))
 
 
+#: SHA-256 of each FKTC file at ``COMMIT`` (checked at download and before a cached copy is reused)
+SHA256_FILE = Path(__file__).with_name("fktc_sha256.json")
+
+
+def expected_sha256() -> dict[str, str]:
+    import json
+
+    return json.loads(SHA256_FILE.read_text())
+
+
+def check_sha256(path: Path, expected: str) -> None:
+    import hashlib
+
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    if digest != expected:
+        raise SchemaError(f"SHA-256 {digest} is not FKTC's at commit {COMMIT} ({expected}): the copy is corrupt or "
+                          "from another version; delete it to download it again", file=str(path))
+
+
 def download(commit: str = COMMIT) -> Path:
-    """Fetch the 20 FKTC files at ``commit`` once into the cache; returns the folder."""
+    """Fetch the 20 FKTC files at ``commit`` once into the cache, each checked against its SHA-256."""
+    sums = expected_sha256() if commit == COMMIT else {}
     target = cache_dir() / "fktc" / commit
-    if all((target / file_name(r)).is_file() for r in RELATION_IDS):
-        return target
     target.mkdir(parents=True, exist_ok=True)
     for rid in RELATION_IDS:
         name = file_name(rid)
         dest = target / name
-        if dest.is_file():
-            continue
-        url = f"https://raw.githubusercontent.com/{REPO}/{commit}/FKTC/{urllib.request.quote(name)}"
-        tmp = dest.with_suffix(".part")
-        with urllib.request.urlopen(url, timeout=60) as r:  # noqa: S310 - fixed https URL
-            tmp.write_bytes(r.read())
-        tmp.replace(dest)  # never leave a half-written file under the final name
+        if not dest.is_file():
+            url = f"https://raw.githubusercontent.com/{REPO}/{commit}/FKTC/{urllib.request.quote(name)}"
+            tmp = dest.with_suffix(".part")
+            with urllib.request.urlopen(url, timeout=60) as r:  # noqa: S310 - fixed https URL
+                tmp.write_bytes(r.read())
+            if name in sums:
+                check_sha256(tmp, sums[name])
+            tmp.replace(dest)  # never leave a half-written or unverified file under the final name
+        elif name in sums:
+            check_sha256(dest, sums[name])
     return target

@@ -12,7 +12,7 @@ from belief_tasks.schema import SchemaError
 
 def read_text(path: Path) -> str:
     try:
-        return Path(path).read_text(encoding="utf-8")
+        return Path(path).read_text(encoding="utf-8-sig")  # a byte-order mark at the start is read, not refused
     except UnicodeDecodeError as e:
         # Count lines up to the bad byte so the message names the row.
         raw = Path(path).read_bytes()

@@ -50,7 +50,7 @@ def load_rows(source: Source, split: str, config: str | None = None) -> tuple[st
     if hub_offline():
         raise unreachable(source.dataset, "the hub is switched off (HF_HUB_OFFLINE / HF_DATASETS_OFFLINE)")
     try:
-        ds = datasets.load_dataset(source.location, config, split=split)
+        ds = datasets.load_dataset(source.location, config, split=split, revision=source.revision)
     except Exception as e:  # no network, gated, renamed: all end the same way
         raise unreachable(source.dataset, f"{type(e).__name__}: {e}") from e
     return f"{source.location}:{split}", ds.to_list()

@@ -33,7 +33,7 @@ class Report:
 
 
 def build_report(paths, out, title: str = "Knowledge report") -> Report:
-    from belief_tasks.report import bear, belief_icl, belief_mlm, iclke, monitor, others
+    from belief_tasks.report import bear, belief_icl, belief_mlm, iclke, monitor, unclaimed_tasks
     from belief_tasks.report.base import Context
     from belief_tasks.report.card import render
     from belief_tasks.report.loading import load_runs
@@ -51,7 +51,7 @@ def build_report(paths, out, title: str = "Knowledge report") -> Report:
         for pat in [getattr(mod, a) for a in ("TASK_RE", "PROMPT_RE", "BIAS_RE") if hasattr(mod, a)]:
             for run, task in ctx.tasks(pat):
                 claimed[run.name].add(task.name)
-    rest = others.build(ctx, claimed)
+    rest = unclaimed_tasks.build(ctx, claimed)
     if rest is not None:
         sections.append(rest)
 

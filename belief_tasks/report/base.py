@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 from belief_tasks.report.loading import ModelRun, TaskRun
 from belief_tasks.report.output import ReportWriter
-from belief_tasks.report.recompute import Number, base_task, recompute
+from belief_tasks.report.recompute import Number, recompute
 
 #: the knowledge card's rows, in order
 DIMENSIONS = ("accuracy", "robustness", "reliability", "coverage")
@@ -51,10 +51,11 @@ class Context:
         return {f"{r}:{t}": ns for (r, t), ns in self._numbers.items()}
 
     def tasks(self, pattern: str) -> list[tuple[ModelRun, TaskRun]]:
-        """(run, task) for every task whose base task's name (``recompute.base_task``) fully matches
-        ``pattern``; runs in order, tasks by name."""
+        """(run, task) for every task of ours whose probe (``TaskRun.probe``: the task that defines its
+        data) fully matches ``pattern``; runs in order, tasks by name."""
         pat = re.compile(pattern)
-        return [(run, run.tasks[t]) for run in self.runs for t in sorted(run.tasks) if pat.fullmatch(base_task(t))]
+        return [(run, task) for run in self.runs for _, task in sorted(run.tasks.items())
+                if task.family and pat.fullmatch(task.probe)]
 
     @property
     def model_names(self) -> list[str]:

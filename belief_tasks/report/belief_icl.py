@@ -15,7 +15,6 @@ from belief_tasks.metrics import belief as MB
 from belief_tasks.metrics.comparison import subsumption_rate
 from belief_tasks.report.base import CardEntry, Context, Section, stderr, value
 from belief_tasks.report.output import fmt, heatmap, line_plot, pm
-from belief_tasks.report.recompute import base_task
 
 FAMILY = "BELIEF-ICL"
 TASK_RE = r"belief_(mp|qa)_([a-z0-9]+)"
@@ -29,9 +28,9 @@ TABLE17 = (("acc", "Acc@1 ↑"), ("acc_range", "Range ↓"), ("acc_sd", "SD ↓"
 COVERAGE = (("coverage_average", "Average"), ("coverage_maximum", "Maximum"), ("coverage_oracle", "Oracle"))
 
 
-def style_setting(task: str) -> tuple[str, str]:
-    """("mp", "4template") of ``belief_mp_4template`` or of a task including it (``belief_demo_mp_4template``)."""
-    _, style, setting = base_task(task).split("_", 2)
+def style_setting(task) -> tuple[str, str]:
+    """("mp", "4template") of a ``TaskRun`` whose probe is ``belief_mp_4template`` (``belief_demo_mp_4template`` too)."""
+    _, style, setting = task.probe.split("_", 2)
     return style, setting
 
 
@@ -46,7 +45,7 @@ def build(ctx: Context) -> Section | None:
     if not found:
         return None
     index = {r.name: i for i, r in enumerate(ctx.runs)}
-    found.sort(key=lambda rt: _order((index[rt[0].name], rt[1].name)))
+    found.sort(key=lambda rt: _order((index[rt[0].name], rt[1])))
     w = ctx.writer
     md = [f"## {FAMILY}\n",
           "In-context fact probes on MyriadLAMA-style prompts (Zhao et al., v3). One prompt = a fact, a template "
@@ -58,7 +57,7 @@ def build(ctx: Context) -> Section | None:
     shown, raw = [], []
     for run, task in found:
         nums = ctx.numbers(run, task.name)
-        style, setting = style_setting(task.name)
+        style, setting = style_setting(task)
         recs = task.records()
         row = {"Model": run.name, "Style": STYLE_LABEL.get(style, style), "Setting": SETTING_LABEL.get(setting, setting)}
         raw_row = dict(row, task=task.name)
@@ -77,7 +76,7 @@ def build(ctx: Context) -> Section | None:
     shown, raw = [], []
     for run, task in found:
         nums = ctx.numbers(run, task.name)
-        style, setting = style_setting(task.name)
+        style, setting = style_setting(task)
         row = {"Model": run.name, "Style": STYLE_LABEL.get(style, style), "Setting": SETTING_LABEL.get(setting, setting)}
         raw_row = dict(row, task=task.name)
         for m, head in COVERAGE:
@@ -97,14 +96,14 @@ def build(ctx: Context) -> Section | None:
         for style in STYLE_LABEL:
             series = []
             for r, task in found:
-                if r is not run or style_setting(task.name)[0] != style:
+                if r is not run or style_setting(task)[0] != style:
                     continue
                 recs = [x for x in task.records() if x.get("confidence") is not None]
                 if not recs:
                     continue
                 n_bins = plot_bins(int(recs[0].get("bins", MB.DEFAULT_BINS)), len(recs))
                 bins = MB.calibration_bins([x["confidence"] for x in recs], [bool(x["correct"]) for x in recs], n_bins)
-                setting = SETTING_LABEL.get(style_setting(task.name)[1], task.name)
+                setting = SETTING_LABEL.get(style_setting(task)[1], task.name)
                 series.append((f"{setting} (n={len(recs)})", [b["confidence"] for b in bins], [b["accuracy"] for b in bins]))
                 for i, b in enumerate(bins, 1):
                     bins_rows.append({"model": run.name, "task": task.name, "bin": i, **b})
@@ -153,7 +152,7 @@ def _sharing(ctx: Context, found) -> str:
     for style in STYLE_LABEL:
         units = {}
         for run, task in found:
-            s, setting = style_setting(task.name)
+            s, setting = style_setting(task)
             if s != style or not task.has_records:
                 continue
             label = SETTING_LABEL.get(setting, setting) if len(ctx.runs) == 1 else f"{run.name} · {SETTING_LABEL.get(setting, setting)}"
@@ -175,7 +174,7 @@ def _sharing(ctx: Context, found) -> str:
 def _by_model_style(ctx: Context, found):
     out: dict = {}
     for run, task in found:
-        style, setting = style_setting(task.name)
+        style, setting = style_setting(task)
         out.setdefault(run.name, {}).setdefault(style, []).append((SETTING_LABEL.get(setting, setting), ctx.numbers(run, task.name)))
     return out
 

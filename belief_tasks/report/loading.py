@@ -72,6 +72,17 @@ class TaskRun:
         return None
 
     @property
+    def family(self) -> str:
+        """The family our task class stamped into the task's metadata ("" for other tasks)."""
+        return str((self.config.get("metadata") or {}).get("family") or "")
+
+    @property
+    def probe(self) -> str:
+        """The task that defines this task's data (``belief_demo_bear`` -> ``belief_bear``); its own name
+        for other tasks."""
+        return str((self.config.get("metadata") or {}).get("probe") or self.name)
+
+    @property
     def has_records(self) -> bool:
         return self.samples_path is not None
 

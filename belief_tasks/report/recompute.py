@@ -1,10 +1,9 @@
 """Recompute a task's results from its logged records with the task's own aggregations.
 
-The aggregation of each metric is looked up where lm-eval itself finds it: the
-task's YAML (``metric_list[].aggregation``, a ``!function`` into the family's
-``utils.py`` shim, i.e. ``belief_tasks.tasks.<family>``, which calls
-``belief_tasks.metrics.<family>``). The report therefore never re-implements a
-metric, and every headline number can be checked against the results JSON.
+The aggregation of each metric comes from the task family's metric table
+(``belief_tasks.tasks.<family>.METRICS``, the table its YAMLs' ``metric_list`` is checked
+against), which calls ``belief_tasks.metrics.<family>``. The report therefore never
+re-implements a metric, and every headline number can be checked against the results JSON.
 """
 
 from __future__ import annotations
@@ -12,8 +11,6 @@ from __future__ import annotations
 import logging
 import math
 from dataclasses import dataclass
-from functools import lru_cache
-from pathlib import Path
 from typing import Callable
 
 from belief_tasks.report.loading import TaskRun
@@ -57,87 +54,12 @@ def _f(x):
 # --------------------------------------------------------------------------- finding aggregations
 
 
-def _yaml_folders() -> list[Path]:
-    from belief_tasks.paths import task_yamls_dir
+def aggregations(task: TaskRun) -> dict[str, Callable]:
+    """``{metric: aggregation}`` of ``task``: its family's metric table (the one its YAML's
+    ``metric_list`` wires, ``belief_tasks.tasks.<family>.METRICS``); {} when the task is not ours."""
+    from belief_tasks.tasks import metric_table
 
-    folders = [task_yamls_dir()]
-    try:  # the copy installed under lm-eval (wheel layout), if any
-        import lm_eval.tasks
-
-        installed = Path(lm_eval.tasks.__file__).parent / "belief"
-        if installed.is_dir():
-            folders.append(installed)
-    except ImportError:
-        pass
-    return folders
-
-
-@lru_cache(maxsize=1)
-def task_yaml_index() -> dict[str, Path]:
-    """Task name -> YAML file, over our task folders (first folder wins)."""
-    from lm_eval.tasks._yaml_loader import load_yaml
-
-    index: dict[str, Path] = {}
-    for folder in _yaml_folders():
-        for path in sorted(folder.rglob("*.yaml")):
-            try:
-                cfg = load_yaml(path, resolve_func=False, recursive=False)
-            except Exception:  # noqa: BLE001  a YAML lm-eval could not read either
-                continue
-            name = cfg.get("task")
-            if isinstance(name, str):
-                index.setdefault(name, path)
-    return index
-
-
-@lru_cache(maxsize=None)
-def base_task(task: str) -> str:
-    """The task a task's YAML includes, followed down (``belief_demo_bear`` -> ``belief_bear``); itself if none.
-
-    Sections recognise a family by the base task's name, so a renamed variant of one of our
-    tasks (a demo, a user's own YAML including ours) is reported with its family.
-    """
-    from lm_eval.tasks._yaml_loader import load_yaml
-
-    path = task_yaml_index().get(task)
-    if path is None:
-        return task
-    try:
-        include = load_yaml(path, resolve_func=False, recursive=False).get("include")
-    except Exception:  # noqa: BLE001
-        return task
-    for inc in [include] if isinstance(include, str) else (include or []):
-        target = (path.parent / inc).resolve()
-        if not target.is_file():
-            continue
-        try:
-            name = load_yaml(target, resolve_func=False, recursive=False).get("task")
-        except Exception:  # noqa: BLE001
-            continue
-        if isinstance(name, str) and name != task and task_yaml_index().get(name) == target:
-            return base_task(name)
-    return task
-
-
-@lru_cache(maxsize=None)
-def aggregations(task: str) -> dict[str, Callable]:
-    """``{metric: aggregation}`` of ``task`` as its YAML wires them; {} when the task is not ours."""
-    from lm_eval.tasks._yaml_loader import load_yaml
-
-    path = task_yaml_index().get(task)
-    if path is None:
-        return {}
-    cfg = load_yaml(path, resolve_func=True, recursive=True)
-    out = {}
-    for entry in cfg.get("metric_list") or []:
-        agg = entry.get("aggregation")
-        if isinstance(agg, str):  # a registered name such as "mean"
-            from lm_eval.api.registry import get_aggregation
-
-            agg = get_aggregation(agg)
-        if callable(agg):
-            out[entry["metric"]] = agg
-    return out
+    return {name: agg for name, (agg, _) in metric_table(task.family).items()}
 
 
 def stderr_function(agg: Callable) -> Callable | None:
@@ -162,7 +84,7 @@ def recompute(task: TaskRun, metrics: list[str] | None = None) -> dict[str, Numb
     Without logged samples, or for a metric whose aggregation is unknown, the
     harness's own number is passed through (``Number.value`` = the JSON's value).
     """
-    aggs = aggregations(task.name)
+    aggs = aggregations(task)
     names = metrics or list(dict.fromkeys([*task.metric_names(), *aggs]))
     out = {}
     for m in names:

@@ -19,9 +19,14 @@ from typing import Any, Callable, Mapping, Sequence
 from lm_eval.api.instance import Instance
 from lm_eval.api.task import ConfigurableTask
 
-from belief_tasks import harness, seeding
+import logging
+
+from belief_tasks import harness, options, seeding
 from belief_tasks.options import COMMON, MODEL_ARGS, Knob, KnobError, Options, parse_options
 from belief_tasks.schema import Fact, FactSet
+from belief_tasks.sources import SOURCE_KNOBS
+
+log = logging.getLogger(__name__)
 
 #: lm-eval's keyword arguments of ``construct_requests`` that ``Instance`` does not take: the chat
 #: template has already shaped ``ctx`` when they arrive.
@@ -29,8 +34,14 @@ CHAT_KWARGS = ("apply_chat_template", "chat_template")
 
 
 class BeliefTask(ConfigurableTask):
-    """Base of every task class of ours; a family sets ``KNOBS`` (``COMMON`` + its own rows)."""
+    """Base of every task class of ours; a family sets ``FAMILY`` and ``KNOBS`` (``COMMON`` + its own rows).
 
+    The results JSON records, in the task's ``metadata``, its ``family`` and its ``probe``: the name of
+    the task that defines its data (``belief_demo_bear`` includes ``belief_bear``: probe ``belief_bear``),
+    taken from the ``custom_dataset`` function (``probe`` decorator). ``belief-report`` reads both.
+    """
+
+    FAMILY = ""
     KNOBS: tuple[Knob, ...] = COMMON
     #: True when the class scores a doc itself (several request types per doc): lm-eval then needs
     #: a ``process_results`` in the config so that it does not look our metric names up on the hub.
@@ -39,9 +50,19 @@ class BeliefTask(ConfigurableTask):
     def __init__(self, config: dict | None = None, **kwargs: Any) -> None:
         harness.install()
         cfg = {k: v for k, v in (config or {}).items() if k != "class"}
+        probe_name = getattr(cfg.get("custom_dataset"), "probe", None) or cfg.get("task")
+        check_metadata(cfg.get("metadata"), self.KNOBS, cfg.get("task"))
+        cfg["metadata"] = {**(cfg.get("metadata") or {}), "family": self.FAMILY, "probe": probe_name}
         if self.SCORES_ITSELF:
             cfg["process_results"] = _scored_by_task
         super().__init__(config=cfg, **kwargs)
+
+    def download(self, dataset_kwargs: dict[str, Any] | None = None, **kwargs: Any) -> None:
+        """Our tasks build their documents with ``custom_dataset`` (knobs in ``--metadata``): the same call
+        lm-eval makes, without its warning that asks every run to read about ``--metadata``."""
+        if not callable(self.config.custom_dataset):
+            return super().download(dataset_kwargs, **kwargs)
+        self.dataset = self.config.custom_dataset(**(self.config.metadata or {}), **(self.config.dataset_kwargs or {}))
 
     @property
     def options(self) -> Options:
@@ -54,6 +75,38 @@ class BeliefTask(ConfigurableTask):
         """An ``Instance`` from ``construct_requests``' keyword arguments."""
         rest = {k: v for k, v in kwargs.items() if k not in CHAT_KWARGS}
         return Instance(request_type=request_type, doc=doc, arguments=arguments, idx=idx, **rest)
+
+
+def check_metadata(metadata: Mapping[str, Any] | None, knobs: Sequence[Knob], task: str | None = None) -> None:
+    """Every knob parses (type, range), and no key is unknown, before any data is read.
+
+    An unknown key is an error under ``belief-eval``, which knows the run's model arguments; under a
+    bare ``lm_eval`` (model args merged into the metadata, indistinguishable) it is a warning."""
+    table = tuple(knobs) + SOURCE_KNOBS
+    parse_options(table, metadata)
+    known = [k.name for k in table] + list(STAMPED)
+    unknown = options.unknown_keys(metadata, known)
+    if not unknown:
+        return
+    error = options.unknown_knob(unknown[0], [k.name for k in table])
+    if options.declared_model_args is not None:
+        raise error
+    log.warning("%s: %s (ignored: under a bare lm_eval a model argument cannot be told from a misspelt knob; "
+                "belief-eval refuses it)", task or "task", error)
+
+
+def probe(name: str) -> Callable[[Callable], Callable]:
+    """Mark a ``custom_dataset`` function with the task name it defines (see ``BeliefTask``)."""
+
+    def deco(fn: Callable) -> Callable:
+        fn.probe = name
+        return fn
+
+    return deco
+
+
+#: metadata keys our task classes add themselves (never user knobs)
+STAMPED = ("family", "probe")
 
 
 def _scored_by_task(doc, results):

@@ -120,6 +120,7 @@ def _dataset(style: str, context: str):
         return as_split(build_docs(style, context, metadata))
 
     dataset.__name__ = dataset.__qualname__ = f"{style}_{context}"
+    dataset.probe = f"belief_{style}_{context}"
     dataset.__doc__ = f"custom_dataset of belief_{style}_{context}"
     return dataset
 
@@ -170,6 +171,7 @@ def sample_seed(doc: Mapping[str, Any], i: int) -> int:
 class BeliefICLTask(BeliefTask):
     """A ``generate_until`` task whose documents may ask for K extra sampled answers."""
 
+    FAMILY = "belief_icl"
     KNOBS = KNOBS
 
     def construct_requests(self, doc: dict, ctx: str, **kwargs) -> list:
