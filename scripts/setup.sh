@@ -25,6 +25,7 @@ fi
 
 # A regular (non-editable) install: the wheel places our task YAMLs under lm_eval/tasks/belief,
 # which is how a bare `lm_eval --tasks belief_...` finds them.
+rm -rf build  # setuptools' build folder would carry files deleted since the last install into the wheel
 "${PIP[@]}" install -q ".[test,parity]"
 
 "$VENV/bin/python" -m belief_tasks fetch-model
