@@ -154,3 +154,56 @@ def iclke_known(records: Iterable[dict]) -> dict[str, set[str]]:
         if is_correct(r["logprobs"], int(r["gold_index"])):
             known.add(r["fact_id"])
     return out
+
+
+# --- known or not, per fact: the rule of each family, for comparing probes ----------------------
+
+
+def _most_templates(records: Iterable[dict], correct) -> dict[str, bool]:
+    """fact -> known when the fact is right under more than half of its templates; a template counts
+    as right when any of its prompts (subject expressions) is right."""
+    right: dict[str, dict[str, bool]] = {}
+    for r in records:
+        per_template = right.setdefault(r["fact_id"], {})
+        per_template[r["template_id"]] = per_template.get(r["template_id"], False) or bool(correct(r))
+    return {f: sum(t.values()) * 2 > len(t) for f, t in right.items()}
+
+
+def belief_icl_known(records: Iterable[dict]) -> dict[str, bool]:
+    """BELIEF-ICL: v3 section 6.4 counts a (fact, template) as covered when the fact is predicted
+    correctly with that template; a fact is known when it is covered under most of its templates."""
+    return _most_templates(records, lambda r: r["correct"])
+
+
+def mlm_known(records: Iterable[dict]) -> dict[str, bool]:
+    """Encoder BELIEF: covered as above with the object ranked first at the mask, under most templates."""
+    return _most_templates(records, lambda r: r.get("gold_rank") == 1)
+
+
+def bear_known(records: Iterable[dict]) -> dict[str, bool]:
+    """BEAR: the gold option ranks first under most of the fact's templates (the paper scores
+    templates separately and has no per-fact rule)."""
+    return _most_templates(records, lambda r: r["correct"])
+
+
+def iclke_known_by_fact(records: Iterable[dict]) -> dict[str, bool]:
+    """IC-LKE: φ(θ, F) (section 4.2.2): the gold option has the highest probability."""
+    from belief_tasks.metrics.iclke import is_correct
+
+    return {r["fact_id"]: bool(is_correct(r["logprobs"], int(r["gold_index"]))) for r in records}
+
+
+def monitor_known(records: Iterable[dict]) -> dict[str, bool]:
+    """MONITOR: the greedy answer under the primary anchor (positive context) is correct (the
+    reference code's filter for its primary anchor; the paper has no per-fact rule)."""
+    return {r["fact_id"]: bool(r["positive_correct"]) for r in records}
+
+
+#: family -> the rule that says which facts a model knows, per fact
+KNOWN_RULES = {
+    "belief_icl": belief_icl_known,
+    "belief_mlm": mlm_known,
+    "bear": bear_known,
+    "iclke": iclke_known_by_fact,
+    "monitor": monitor_known,
+}

@@ -34,7 +34,7 @@ def stamp(task: str) -> dict:
 
 
 def write_run(root: Path, model: str, tasks: dict[str, list[dict]], results: dict[str, dict[str, float]],
-              date: str = DATE, groups: dict[str, dict] | None = None) -> Path:
+              date: str = DATE, groups: dict[str, dict] | None = None, metadata: dict[str, dict] | None = None) -> Path:
     """An lm-eval output folder for one model: results JSON + one samples file per task."""
     folder = root / model.replace("/", "__")
     folder.mkdir(parents=True, exist_ok=True)
@@ -44,7 +44,7 @@ def write_run(root: Path, model: str, tasks: dict[str, list[dict]], results: dic
     data = {
         "results": res,
         "group_subtasks": {g: list(tasks) for g in (groups or {})},
-        "configs": {t: {"task": t, "metadata": stamp(t)} for t in tasks},
+        "configs": {t: {"task": t, "metadata": {**stamp(t), **(metadata or {}).get(t, {})}} for t in tasks},
         "n-samples": {t: {"original": len(r), "effective": len(r)} for t, r in tasks.items()},
         "model_name": model,
         "model_args": f"pretrained={model}",

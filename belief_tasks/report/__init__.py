@@ -11,6 +11,7 @@ records with the tasks' own aggregations and ``belief_tasks.metrics``, and write
 * ``bear``        BEAR (Table 3, per template, relation, domain)
 * ``iclke``       IC-LKE / EIC-LKE (Table 7, Figure 5, η, Accuracy@K)
 * ``monitor``     MONITOR (Tables 4, 11, 12)
+* ``agreement``   where the probes agree on which facts a model knows (Cohen's κ, per fact)
 * ``card``        one knowledge card per model across families
 """
 
@@ -33,7 +34,7 @@ class Report:
 
 
 def build_report(paths, out, title: str = "Knowledge report") -> Report:
-    from belief_tasks.report import bear, belief_icl, belief_mlm, iclke, monitor, unclaimed_tasks
+    from belief_tasks.report import agreement, bear, belief_icl, belief_mlm, iclke, monitor, unclaimed_tasks
     from belief_tasks.report.base import Context
     from belief_tasks.report.card import render
     from belief_tasks.report.loading import load_runs
@@ -45,7 +46,8 @@ def build_report(paths, out, title: str = "Knowledge report") -> Report:
     runs = load_runs(paths)
     writer = ReportWriter(out)
     ctx = Context(runs, writer)
-    sections = [s for s in (mod.build(ctx) for mod in (belief_icl, belief_mlm, bear, iclke, monitor)) if s is not None]
+    families = (belief_icl, belief_mlm, bear, iclke, monitor, agreement)
+    sections = [s for s in (mod.build(ctx) for mod in families) if s is not None]
     claimed = {r.name: set() for r in runs}
     for mod in (belief_icl, belief_mlm, bear, iclke, monitor):
         for pat in [getattr(mod, a) for a in ("TASK_RE", "PROMPT_RE", "BIAS_RE") if hasattr(mod, a)]:

@@ -10,7 +10,7 @@ from belief_tasks.report.output import ReportWriter
 from belief_tasks.report.recompute import Number, recompute
 
 #: the knowledge card's rows, in order
-DIMENSIONS = ("accuracy", "robustness", "reliability", "coverage")
+DIMENSIONS = ("accuracy", "robustness", "reliability", "coverage", "agreement")
 
 
 @dataclass(frozen=True)

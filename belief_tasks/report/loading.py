@@ -83,6 +83,13 @@ class TaskRun:
         return str((self.config.get("metadata") or {}).get("probe") or self.name)
 
     @property
+    def dataset(self) -> str:
+        """The dataset whose fact ids this task's records carry ("sample", "bear", "bear_big", ...), as our
+        task class stamped it; facts of two tasks are the same facts only when this is equal."""
+        md = self.config.get("metadata") or {}
+        return str(md.get("dataset") or ("sample" if md.get("source") == "sample" else self.probe))
+
+    @property
     def has_records(self) -> bool:
         return self.samples_path is not None
 

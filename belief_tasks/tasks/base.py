@@ -50,9 +50,8 @@ class BeliefTask(ConfigurableTask):
     def __init__(self, config: dict | None = None, **kwargs: Any) -> None:
         harness.install()
         cfg = {k: v for k, v in (config or {}).items() if k != "class"}
-        probe_name = getattr(cfg.get("custom_dataset"), "probe", None) or cfg.get("task")
         check_metadata(cfg.get("metadata"), self.KNOBS, cfg.get("task"))
-        cfg["metadata"] = {**(cfg.get("metadata") or {}), "family": self.FAMILY, "probe": probe_name}
+        cfg["metadata"] = {**(cfg.get("metadata") or {}), **stamp(cfg, self.FAMILY)}
         if self.SCORES_ITSELF:
             cfg["process_results"] = _scored_by_task
         super().__init__(config=cfg, **kwargs)
@@ -95,18 +94,33 @@ def check_metadata(metadata: Mapping[str, Any] | None, knobs: Sequence[Knob], ta
                 "belief-eval refuses it)", task or "task", error)
 
 
-def probe(name: str) -> Callable[[Callable], Callable]:
-    """Mark a ``custom_dataset`` function with the task name it defines (see ``BeliefTask``)."""
+def probe(name: str, dataset: str) -> Callable[[Callable], Callable]:
+    """Mark a ``custom_dataset`` function with the task name it defines and the dataset it reads
+    (a key of ``belief_tasks.sources.DATASETS``); see ``BeliefTask``."""
 
     def deco(fn: Callable) -> Callable:
-        fn.probe = name
+        fn.probe, fn.dataset = name, dataset
         return fn
 
     return deco
 
 
 #: metadata keys our task classes add themselves (never user knobs)
-STAMPED = ("family", "probe")
+STAMPED = ("family", "probe", "dataset")
+
+
+def stamp(config: Mapping[str, Any], family: str) -> dict[str, str]:
+    """What the results JSON should say of this task: family, probe, and the dataset its fact ids come
+    from ("sample" when the bundled sample stands in for the dataset)."""
+    from belief_tasks.sources import resolve_source
+
+    fn = config.get("custom_dataset")
+    out = {"family": family, "probe": getattr(fn, "probe", None) or config.get("task")}
+    dataset = getattr(fn, "dataset", None)
+    if dataset:
+        kind = resolve_source(dataset, config.get("metadata")).kind
+        out["dataset"] = "sample" if kind == "sample" else dataset
+    return out
 
 
 def _scored_by_task(doc, results):

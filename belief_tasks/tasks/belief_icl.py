@@ -120,7 +120,7 @@ def _dataset(style: str, context: str):
         return as_split(build_docs(style, context, metadata))
 
     dataset.__name__ = dataset.__qualname__ = f"{style}_{context}"
-    dataset.probe = f"belief_{style}_{context}"
+    dataset.probe, dataset.dataset = f"belief_{style}_{context}", "myriadlama"
     dataset.__doc__ = f"custom_dataset of belief_{style}_{context}"
     return dataset
 

@@ -1,0 +1,97 @@
+"""Agreement between probes (report section and metrics), against values computed by hand."""
+
+from __future__ import annotations
+
+import csv
+import math
+
+import pytest
+
+from belief_tasks.metrics.agreement import agreement_table, cohen_kappa, kappa_interval
+from belief_tasks.records import KNOWN_RULES
+
+
+def test_kappa_by_hand():
+    # p_o = 4/6; p_a = p_b = 1/2 -> p_e = 1/2; kappa = (2/3 - 1/2) / (1/2) = 1/3
+    assert cohen_kappa([1, 1, 0, 0, 1, 0], [1, 0, 0, 0, 1, 1]) == pytest.approx(1 / 3)
+    # p_o = 3/4; p_a = 3/4, p_b = 1/2 -> p_e = 3/8 + 1/8 = 1/2; kappa = 1/2
+    assert cohen_kappa([1, 1, 1, 0], [1, 1, 0, 0]) == pytest.approx(0.5)
+    # perfect disagreement with p_a = p_b = 1/2: p_o = 0, p_e = 1/2 -> -1
+    assert cohen_kappa([1, 0], [0, 1]) == pytest.approx(-1.0)
+    assert math.isnan(cohen_kappa([1, 1, 1], [1, 1, 1]))  # both constant: undefined
+    assert math.isnan(cohen_kappa([], []))
+    with pytest.raises(ValueError):
+        cohen_kappa([1, 0], [1])
+
+
+def test_agreement_table_by_hand():
+    t = agreement_table([1, 1, 0, 0, 1, 0], [1, 0, 0, 0, 1, 1])
+    assert t == {"agreement": pytest.approx(4 / 6), "both": pytest.approx(2 / 6), "only_a": pytest.approx(1 / 6),
+                 "only_b": pytest.approx(1 / 6), "neither": pytest.approx(2 / 6), "n": 6}
+
+
+def test_bootstrap_interval_is_seeded_and_brackets_kappa():
+    a = [1, 1, 0, 0, 1, 0, 1, 1, 0, 1] * 4
+    b = [1, 0, 0, 0, 1, 1, 1, 1, 0, 0] * 4
+    lo, hi = kappa_interval(a, b, iters=500, seed=3)
+    assert (lo, hi) == kappa_interval(a, b, iters=500, seed=3)
+    assert lo < cohen_kappa(a, b) < hi and -1 <= lo and hi <= 1
+    assert kappa_interval([1, 1], [1, 1]) == pytest.approx((math.nan, math.nan), nan_ok=True)
+
+
+def _icl(fact, template, correct, subject="s"):
+    return {"fact_id": fact, "relation": "P36", "template_id": template, "subject_form": subject, "correct": correct}
+
+
+def test_known_rules_per_family():
+    icl = [_icl("f1", "t0", False, "a"), _icl("f1", "t0", True, "b"), _icl("f1", "t1", True), _icl("f1", "t2", False),
+           _icl("f2", "t0", True), _icl("f2", "t1", False)]
+    # f1: t0 right (one of two subject forms), t1 right, t2 wrong -> 2 of 3: known; f2: 1 of 2 is not most
+    assert KNOWN_RULES["belief_icl"](icl) == {"f1": True, "f2": False}
+    bear = [{"fact_id": "f1", "template_id": f"t{i}", "correct": c} for i, c in enumerate((1, 1, 0))]
+    assert KNOWN_RULES["bear"](bear) == {"f1": True}
+    iclke = [{"fact_id": "f1", "logprobs": [-1.0, -0.5], "gold_index": 1}, {"fact_id": "f2", "logprobs": [-1.0, -3.0], "gold_index": 1}]
+    assert KNOWN_RULES["iclke"](iclke) == {"f1": True, "f2": False}
+    assert KNOWN_RULES["monitor"]([{"fact_id": "f1", "positive_correct": 1}, {"fact_id": "f2", "positive_correct": 0}]) == {"f1": True, "f2": False}
+    mlm = [{"fact_id": "f1", "template_id": "t0", "gold_rank": 1}, {"fact_id": "f1", "template_id": "t1", "gold_rank": 2}]
+    assert KNOWN_RULES["belief_mlm"](mlm) == {"f1": False}
+
+
+def test_report_section_on_synthetic_runs(tmp_path):
+    from test_report_synthetic import write_run
+
+    from belief_tasks.report import build_report
+
+    # MONITOR and BEAR on the same four sample facts, BEAR-big facts under the same ids must not join
+    monitor = [{"fact_id": f, "relation": "P36", "positive_correct": k} for f, k in
+               (("P36_001", 1), ("P36_002", 1), ("P36_003", 0), ("P36_004", 0))]
+    bear = [{"fact_id": f, "relation": "P36", "template_id": "t0", "template_index": 0, "correct": k} for f, k in
+            (("P36_001", 1), ("P36_002", 0), ("P36_003", 0), ("P36_004", 1))]
+    write_run(tmp_path / "runs", "m", {"belief_monitor_sample": monitor, "belief_bear": bear}, {},
+              metadata={"belief_monitor_sample": {"dataset": "sample"}, "belief_bear": {"dataset": "sample"}})
+    report = build_report([tmp_path / "runs"], tmp_path / "report")
+    section = next(s for s in report.sections if s.title == "Agreement between probes")
+    # p_o = 2/4, p_a = p_b = 1/2 -> kappa 0
+    assert section.summary == ["m: probes agree on 50% of shared facts (mean κ 0.00, 1 probe pair)"]
+    with (tmp_path / "report" / "tables" / "agreement_facts_m.csv").open() as fh:
+        rows = list(csv.DictReader(fh))
+    assert [(r["fact_id"], r["belief_bear"], r["belief_monitor_sample"]) for r in rows] == [
+        ("P36_001", "known", "known"), ("P36_002", "not known", "known"),
+        ("P36_003", "not known", "not known"), ("P36_004", "known", "not known")]
+    card = (tmp_path / "report" / "cards" / "m.md").read_text()
+    assert "probes agree on 50% of shared facts" in card
+
+
+def test_probes_on_different_datasets_are_not_joined(tmp_path):
+    from test_report_synthetic import write_run
+
+    from belief_tasks.report import build_report
+
+    bear = [{"fact_id": "P36_1", "relation": "P36", "template_id": "t0", "template_index": 0, "correct": 1}]
+    iclke = [{"fact_id": "P36_1", "relation": "P36", "logprobs": [-1.0, -2.0], "gold_index": 0}]
+    write_run(tmp_path / "runs", "m", {"belief_bear": bear, "belief_iclke_bear": iclke}, {},
+              metadata={"belief_bear": {"dataset": "bear"}, "belief_iclke_bear": {"dataset": "bear_big"}})
+    report = build_report([tmp_path / "runs"], tmp_path / "report")
+    section = next(s for s in report.sections if s.title == "Agreement between probes")
+    assert section.summary == []  # the same id, but BEAR's and BEAR-big's instance P36_1 are different facts
+    assert "not joined across datasets" in section.markdown and "`bear_big`: belief_iclke_bear" in section.markdown
