@@ -95,3 +95,56 @@ def test_probes_on_different_datasets_are_not_joined(tmp_path):
     section = next(s for s in report.sections if s.title == "Agreement between probes")
     assert section.summary == []  # the same id, but BEAR's and BEAR-big's instance P36_1 are different facts
     assert "not joined across datasets" in section.markdown and "`bear_big`: belief_iclke_bear" in section.markdown
+
+
+# ---------------------------------------------------------------- knowledge over training
+
+
+def _bear_run(tmp_path, folder, model_args, correct):
+    from test_report_synthetic import write_run
+
+    recs = [{"fact_id": f"P36_{i}", "relation": "P36", "template_id": "t0", "template_index": 0, "cardinality": "1:1",
+             "domains": [], "scoring": "statement", "reduction": "sum", "gold": [0], "ll": [-1.0, -2.0] if c else [-2.0, -1.0],
+             "n_tokens": None, "pred": 0 if c else 1, "rank": 0 if c else 1, "correct": int(c)} for i, c in enumerate(correct)]
+    path = write_run(tmp_path / "runs", folder, {"belief_bear": recs}, {})
+    import json
+
+    results = next(path.glob("results_*.json"))
+    data = json.loads(results.read_text())
+    data["model_args"] = model_args
+    results.write_text(json.dumps(data))
+
+
+def test_checkpoints_from_revision_folder_name_and_override(tmp_path):
+    from belief_tasks.report.base import Context
+    from belief_tasks.report.loading import load_runs
+    from belief_tasks.report.output import ReportWriter
+    from belief_tasks.report.training import checkpoint, training_runs
+
+    _bear_run(tmp_path, "a", "pretrained=EleutherAI/pythia-160m,revision=step1000", [1, 0, 0, 0])
+    _bear_run(tmp_path, "b", "pretrained=EleutherAI/pythia-160m,revision=step3000", [1, 1, 0, 0])
+    _bear_run(tmp_path, "c", "pretrained=/ckpt/run7/checkpoint-500", [1, 1, 1, 0])
+    _bear_run(tmp_path, "d", "pretrained=EleutherAI/pythia-410m,revision=step1000", [1, 1, 1, 1])
+    runs = {r.name: r for r in load_runs([tmp_path / "runs"])}
+    assert checkpoint(runs["a"]).step == 1000 and checkpoint(runs["b"]).step == 3000
+    assert checkpoint(runs["a"]).series == checkpoint(runs["b"]).series != checkpoint(runs["d"]).series
+    assert checkpoint(runs["c"]).step == 500
+    ctx = Context(list(runs.values()), ReportWriter(tmp_path / "rep"))
+    found = training_runs(ctx)
+    assert [[step for step, _ in pts] for pts in found.values()] == [[1000.0, 3000.0]]  # 160m only: 410m has one
+    # --x: the model size as x puts 160m and 410m on one curve
+    by_size = training_runs(ctx, r"pythia-(\d+)m")
+    assert [sorted(step for step, _ in pts) for pts in by_size.values()] == [[160.0, 160.0, 410.0]]
+
+
+def test_training_section_tables_the_recomputed_headline(tmp_path):
+    from belief_tasks.report import build_report
+
+    _bear_run(tmp_path, "a", "pretrained=m,revision=step1000", [1, 0, 0, 0])
+    _bear_run(tmp_path, "b", "pretrained=m,revision=step3000", [1, 1, 0, 0])
+    report = build_report([tmp_path / "runs"], tmp_path / "rep")
+    assert any(s.title == "Knowledge over training" for s in report.sections)
+    with next((tmp_path / "rep" / "tables").glob("training_0_*.csv")).open() as fh:
+        rows = list(csv.DictReader(fh))
+    assert [(float(r["step"]), r["task"], r["metric"], float(r["value"])) for r in rows] == [
+        (1000.0, "belief_bear", "bear", 0.25), (3000.0, "belief_bear", "bear", 0.5)]

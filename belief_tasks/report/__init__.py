@@ -12,6 +12,7 @@ records with the tasks' own aggregations and ``belief_tasks.metrics``, and write
 * ``iclke``       IC-LKE / EIC-LKE (Table 7, Figure 5, η, Accuracy@K)
 * ``monitor``     MONITOR (Tables 4, 11, 12)
 * ``agreement``   where the probes agree on which facts a model knows (Cohen's κ, per fact)
+* ``training``    headline metrics against the training step, for runs that differ only by checkpoint
 * ``card``        one knowledge card per model across families
 """
 
@@ -33,8 +34,8 @@ class Report:
     mismatched: list[str]  # task/metric whose recomputed value differs
 
 
-def build_report(paths, out, title: str = "Knowledge report") -> Report:
-    from belief_tasks.report import agreement, bear, belief_icl, belief_mlm, iclke, monitor, unclaimed_tasks
+def build_report(paths, out, title: str = "Knowledge report", x_pattern: str | None = None) -> Report:
+    from belief_tasks.report import agreement, bear, belief_icl, belief_mlm, iclke, monitor, training, unclaimed_tasks
     from belief_tasks.report.base import Context
     from belief_tasks.report.card import render
     from belief_tasks.report.loading import load_runs
@@ -48,6 +49,9 @@ def build_report(paths, out, title: str = "Knowledge report") -> Report:
     ctx = Context(runs, writer)
     families = (belief_icl, belief_mlm, bear, iclke, monitor, agreement)
     sections = [s for s in (mod.build(ctx) for mod in families) if s is not None]
+    curves = training.build(ctx, x_pattern)
+    if curves is not None:
+        sections.append(curves)
     claimed = {r.name: set() for r in runs}
     for mod in (belief_icl, belief_mlm, bear, iclke, monitor):
         for pat in [getattr(mod, a) for a in ("TASK_RE", "PROMPT_RE", "BIAS_RE") if hasattr(mod, a)]:

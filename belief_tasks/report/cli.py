@@ -28,6 +28,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--strict", action="store_true",
                    help="exit with status 1 when a recomputed number differs from the harness's results JSON")
     p.add_argument("--quiet", "-q", action="store_true", help="print only the report's path")
+    p.add_argument("--x", metavar="REGEX", default=None,
+                   help="training curves: a regular expression whose first group, searched in each run's model "
+                        "arguments, is its checkpoint (default: revision=stepN or a step in the model folder's name)")
     return p
 
 
@@ -37,7 +40,7 @@ def main(argv: list[str] | None = None) -> int:
     from belief_tasks.report import build_report
 
     try:
-        report = build_report(args.inputs, args.out, title=args.title)
+        report = build_report(args.inputs, args.out, title=args.title, x_pattern=args.x)
     except ReportInputError as e:
         print(f"belief-report: {e}", file=sys.stderr)
         return 2
