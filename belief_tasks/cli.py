@@ -106,12 +106,34 @@ def demo_command(extra: list[str] | None = None) -> list[str]:
 
 
 def demo(extra: list[str]) -> int:
+    """The main job: every family on the bundled sample, then the knowledge report built from its outputs."""
     from belief_tasks.model import fetch_default_model
 
     fetch_default_model()
     args = demo_command(extra)
     print("belief-eval " + shlex.join(args), flush=True)
     main(args)
+    output = Path(args[len(args) - 1 - args[::-1].index("--output_path") + 1])
+    print_report(build_demo_report(output), output)
     return 0
+
+
+def build_demo_report(output: Path):
+    """``belief-report <output> --out <output>/report``, as a user would run it after the job."""
+    from belief_tasks.report import build_report
+
+    return build_report([output], output / "report", title="Knowledge report: the bundled demo")
+
+
+def print_report(report, output: Path) -> None:
+    cards = sorted((output / "report" / "cards").glob("*.md"))
+    for card in cards:
+        print("\n" + card.read_text(encoding="utf-8").strip())
+    agreement = [line for s in report.sections if s.title == "Agreement between probes" for line in s.summary]
+    print("\n" + ("\n".join(agreement) if agreement else "agreement: fewer than two probes share facts"))
+    print(f"check: {report.checked - len(report.mismatched)}/{report.checked} recomputed numbers equal the results JSON")
+    print(f"report: {report.path}")
+
+
 if __name__ == "__main__":
     main()
