@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from belief_tasks.data.io import read_json, require
+from belief_tasks.data.io import load_relation_files, read_json, require
 from belief_tasks.paths import sample_data_dir
 from belief_tasks.schema import (
-    Entity, Fact, FactSet, Relation, SchemaError, Template, check_label, check_template_text, validate_factset,
+    Entity, Fact, FactSet, Relation, SchemaError, Template, check_label, check_template_text,
 )
 
 
@@ -73,13 +73,7 @@ def load_folder(folder: Path, source: str) -> FactSet:
     files = sorted(Path(folder).glob("P*.json"))
     if not files:
         raise SchemaError("no P*.json relation files", file=str(folder))
-    relations, facts = {}, []
-    for path in files:
-        rel, rel_facts = load_relation_file(path)
-        relations[rel.id] = rel
-        facts.extend(rel_facts)
-        validate_factset(FactSet(source, {rel.id: rel}, rel_facts), file=str(path))
-    return FactSet(source, relations, facts)
+    return load_relation_files(files, load_relation_file, source)
 
 
 def load_sample() -> FactSet:

@@ -15,10 +15,10 @@ import re
 import urllib.request
 from pathlib import Path
 
-from belief_tasks.data.io import parse_list, read_jsonl, require
+from belief_tasks.data.io import load_relation_files, parse_list, read_jsonl, require
 from belief_tasks.paths import cache_dir
 from belief_tasks.schema import (
-    Entity, Fact, FactSet, Relation, SchemaError, Template, check_label, check_template_text, validate_factset,
+    Entity, Fact, FactSet, Relation, SchemaError, Template, check_label, check_template_text,
 )
 
 REPO = "Vicky-Wil/MONITOR"
@@ -81,12 +81,7 @@ def load_fktc_folder(folder: str | Path, source: str = "fktc") -> FactSet:
     files = sorted(p for p in folder.glob("P*-subclass*.json") if _FILE.match(p.name))
     if not files:
         raise SchemaError("no FKTC files (P<id>-subclass.json)", file=str(folder))
-    relations, facts = {}, []
-    for path in files:
-        rel, rel_facts = load_relation_file(path)
-        relations[rel.id] = rel
-        facts.extend(rel_facts)
-    return validate_factset(FactSet(source, relations, facts), file=str(folder))
+    return load_relation_files(files, load_relation_file, source)
 
 
 #: SHA-256 of each FKTC file at ``COMMIT`` (checked at download and before a cached copy is reused)

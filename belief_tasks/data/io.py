@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import Any, Iterator
 
-from belief_tasks.schema import SchemaError
+from belief_tasks.schema import FactSet, SchemaError, validate_factset
 
 
 def read_text(path: Path) -> str:
@@ -76,3 +76,15 @@ def parse_list(value: Any, *, file: str, row, field: str) -> list[str]:
     if not all(isinstance(x, str) for x in items):
         raise SchemaError("list items must be strings", file=file, row=row, field=field)
     return items
+
+
+def load_relation_files(files: list[Path], load_one, source: str) -> FactSet:
+    """A FactSet from one file per relation; ``load_one(path) -> (Relation, facts)``. Each file is
+    validated on its own, so an error names the file it is in."""
+    relations, facts = {}, []
+    for path in files:
+        rel, rel_facts = load_one(path)
+        validate_factset(FactSet(source, {rel.id: rel}, rel_facts), file=str(path))
+        relations[rel.id] = rel
+        facts.extend(rel_facts)
+    return FactSet(source, relations, facts)
