@@ -204,8 +204,8 @@ def _alpha(facts: list[dict]) -> tuple:
 
 def _monitor(facts: list[dict]) -> float:
     scored = [f for f in facts if f["scored"]]
-    (rels, pfd), ird, prob = _column(scored, "pfd"), _column(scored, "ird")[1], _column(scored, "primary_prob")[1]
-    return M.monitor_over_relations(rels, pfd, ird, prob, _alpha(scored))
+    pfd, ird, prob = ([f[key] for f in scored] for key in ("pfd", "ird", "primary_prob"))
+    return M.monitor_over_relations([f["relation"] for f in scored], pfd, ird, prob, _alpha(scored))
 
 
 def _mean_of(key: str, anchors: bool):
@@ -241,6 +241,7 @@ agg_acc_avg = _aggregation(_accuracy("avg"), "acc_avg")
 agg_acc_max = _aggregation(_accuracy("max"), "acc_max")
 agg_acc_min = _aggregation(_accuracy("min"), "acc_min")
 agg_acc_positive = _aggregation(_mean_of("positive_correct", False), "acc_positive")
+
 FRAME_METRICS = tuple(f"acc_frame_{j}" for j in range(MAX_FRAMES))
 _FRAME_AGGS = tuple(_aggregation(_frame_accuracy(j), name) for j, name in enumerate(FRAME_METRICS))
 agg_acc_frame_0, agg_acc_frame_1, agg_acc_frame_2, agg_acc_frame_3, agg_acc_frame_4, agg_acc_frame_5, agg_acc_frame_6 = _FRAME_AGGS
