@@ -10,12 +10,14 @@ Every quantity starts from *anchors*: the gold object's per-subword probabilitie
   (template 5).
 
 Per fact, anchors are arrays of the same length L_c; facts may differ in L_c.
+A fact dataset is one relation (FKTC has 20): eq. 3 and every mean is taken over the facts of
+one relation, and Table 4 reports the unweighted mean over relations (``*_over_relations``).
 Pure numpy: arrays in, numbers out.
 """
 
 from __future__ import annotations
 
-from typing import Iterable, Mapping, Sequence
+from typing import Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -45,6 +47,27 @@ def _foreign(primary: np.ndarray, foreign: Sequence) -> np.ndarray:
 def mean_subword_probability(anchor) -> float:
     """(1/L_c) sum_l P(o_c | s_c, r, i)_l: an anchor's mean per-subword probability (eq. 3's denominator term)."""
     return float(_anchor(anchor).mean())
+
+
+def mean_anchor_probability(anchors: Sequence) -> float:
+    """(1/K) sum_k (1/L_c) sum_l P_k(o_c)_l: the mean subword probability of K foreign anchors of one
+    fact (the R frames, or the M negative contexts), the "probs" of Table 4 under those prompts."""
+    if len(anchors) == 0:
+        raise ValueError("at least one anchor is needed")
+    return sum(mean_subword_probability(q) for q in anchors) / len(anchors)
+
+
+def fact_quantities(primary, frames: Sequence, negatives: Sequence) -> dict[str, float]:
+    """One fact's terms: ``pfd`` (eq. 1), ``ird`` (eq. 2), ``primary_prob`` = (1/L_c) sum_l
+    P(o_c|s_c, r, i+)_l (eq. 3's denominator term), ``frame_prob`` and ``negative_prob``
+    (``mean_anchor_probability`` of the R frames and of the M negative contexts)."""
+    return {
+        "pfd": prompt_framing_degree(primary, frames),
+        "ird": interference_relevance_degree(primary, negatives),
+        "primary_prob": mean_subword_probability(primary),
+        "frame_prob": mean_anchor_probability(frames),
+        "negative_prob": mean_anchor_probability(negatives),
+    }
 
 
 def anchor_distance(primary, foreign) -> float:
@@ -105,7 +128,8 @@ def monitor_from_anchors(primaries: Sequence, frames: Sequence[Sequence], negati
 
 
 def frame_accuracies(correct) -> np.ndarray:
-    """Accuracy under each prompt frame: column means of a (facts x frames) 0/1 matrix."""
+    """Accuracy under each prompt frame j: acc_j = (1/S) sum_c correct_cj, the column means of a
+    (facts x frames) 0/1 matrix of greedy answers containing the object (section 5, Table 4's accuracies)."""
     c = np.asarray(correct, dtype=float)
     if c.ndim != 2 or c.size == 0:
         raise ValueError(f"expected a non-empty (facts x frames) matrix, got shape {c.shape}")
@@ -113,19 +137,68 @@ def frame_accuracies(correct) -> np.ndarray:
 
 
 def accuracy_summary(correct) -> dict[str, float]:
-    """Table 4's companions: average, maximum and minimum of the per-frame accuracies."""
+    """Table 4's companions for one fact dataset: avg_j acc_j, max_j acc_j and min_j acc_j of the
+    per-frame accuracies (``frame_accuracies``)."""
     acc = frame_accuracies(correct)
     return {"avg": float(acc.mean()), "max": float(acc.max()), "min": float(acc.min())}
 
 
 def mean_over_groups(values_by_group: Mapping[str, float]) -> float:
-    """Unweighted mean over fact datasets (relations), as Table 4 averages the 20 datasets."""
+    """Unweighted mean over fact datasets (relations), as Table 4 averages the 20 datasets:
+    (1/G) sum_g v_g, NaN groups left out; NaN when none is left."""
     vals = [v for v in values_by_group.values() if not np.isnan(v)]
     return float(np.mean(vals)) if vals else float("nan")
 
 
-def bootstrap_stderr(items: Sequence, statistic, iters: int = 200, seed: int = 0) -> float:
-    """Standard deviation of ``statistic`` over ``iters`` resamples (with replacement) of ``items``."""
+def group_by_relation(relations: Sequence[str], values: Sequence) -> dict[str, list]:
+    """``{relation: [its facts' values]}``, relations in order of first appearance, facts in order."""
+    if len(relations) != len(values):
+        raise ValueError(f"{len(relations)} relation labels for {len(values)} facts")
+    groups: dict[str, list] = {}
+    for rel, v in zip(relations, values):
+        groups.setdefault(rel, []).append(v)
+    return groups
+
+
+def relation_means(relations: Sequence[str], values: Sequence[float]) -> dict[str, float]:
+    """Per relation g: (1/S_g) sum_{c in g} v_c, the mean of a per-fact quantity over g's S_g facts."""
+    return {rel: sum(vs) / len(vs) for rel, vs in group_by_relation(relations, values).items()}
+
+
+def mean_over_relations(relations: Sequence[str], values: Sequence[float]) -> float:
+    """Table 4's average of a per-fact quantity (PFD, IRD, probs, 0/1 correctness):
+    (1/G) sum_g (1/S_g) sum_{c in g} v_c, each relation scored alone, then unweighted."""
+    return mean_over_groups(relation_means(relations, values))
+
+
+def monitor_over_relations(relations: Sequence[str], pfd: Sequence[float], ird: Sequence[float],
+                           primary_probability: Sequence[float], alpha: Sequence[float] = DEFAULT_ALPHA) -> float:
+    """MONITOR of Table 4: eq. 3 on each relation's facts, then the unweighted mean over relations,
+    (1/G) sum_g [sum_{c in g} sqrt(a1 PFD_c^2 + a2 IRD_c^2 + a3 PFD_c IRD_c) / sum_{c in g} (1/L_c) sum_l P(o_c|s_c,r,i+)_l]."""
+    rows = group_by_relation(relations, list(zip(pfd, ird, primary_probability, strict=True)))
+    return mean_over_groups({rel: monitor_score(*zip(*fs), alpha) for rel, fs in rows.items()})
+
+
+def accuracy_over_relations(relations: Sequence[str], correct: Sequence[Sequence[int]], which: str) -> float:
+    """Table 4's avg / max / min accuracy: per relation, ``accuracy_summary`` of its (facts x frames)
+    0/1 matrix (acc_j = (1/S_g) sum_c correct_cj, then avg_j / max_j / min_j); unweighted mean over relations."""
+    if which not in ("avg", "max", "min"):
+        raise ValueError(f"which must be 'avg', 'max' or 'min', got {which!r}")
+    groups = group_by_relation(relations, correct)
+    return mean_over_groups({rel: accuracy_summary(rows)[which] for rel, rows in groups.items()})
+
+
+def frame_accuracy_over_relations(relations: Sequence[str], correct: Sequence[Sequence[int]], frame: int) -> float:
+    """Accuracy under prompt frame j = ``frame``: acc_j = (1/S_g) sum_{c in g} correct_cj per relation g
+    that has a frame j (P264 and P276 have 6 frames, the others 7), unweighted mean over those relations."""
+    groups = group_by_relation(relations, correct)
+    rows = {rel: [c for c in cs if len(c) > frame] for rel, cs in groups.items()}
+    return mean_over_groups({rel: frame_accuracies(cs)[frame] for rel, cs in rows.items() if cs})
+
+
+def bootstrap_stderr(items: Sequence, statistic: Callable[[list], float], iters: int = 200, seed: int = 0) -> float:
+    """Standard error of ``statistic`` by the bootstrap: the sample standard deviation (ddof 1) of
+    ``statistic`` over ``iters`` resamples of ``items`` with replacement (NaN resamples left out)."""
     items = list(items)
     if len(items) < 2:
         return float("nan")

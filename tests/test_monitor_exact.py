@@ -9,7 +9,8 @@ import torch
 
 from belief_tasks.prompts import monitor as P
 from belief_tasks.schema import Entity, Fact, Relation, Template
-from belief_tasks.tasks import monitor as T
+from belief_tasks.requests import PER_TOKEN_LOGLIKELIHOOD
+from belief_tasks.tasks import monitor_subwords as S
 
 pytestmark = pytest.mark.e2e
 
@@ -59,28 +60,29 @@ def _direct(model, codec, prompt: str, answer: str, counts: list[int]) -> list[f
 
 
 def test_codec_encodes_like_the_hf_backend(lm, model_path):
-    codec = T.Codec({"pretrained": str(model_path)})
+    codec = S.Codec({"pretrained": str(model_path)})
     for s in ["Question: What is the capital of France?\nAnswer: Paris", "北京", " Zürich"]:
         assert codec.encode([s])[0] == lm.tok_encode(s)
 
 
 def test_prefix_route_is_exact_on_hf(lm, model_path):
-    codec = T.Codec({"pretrained": str(model_path)})
-    settings = T.run_settings({})
+    codec = S.Codec({"pretrained": str(model_path)})
     n_units = n_tokens = 0
     for doc in _docs():
-        pl = T.plan(doc, codec)
-        reqs = T.requests_of(pl, settings, {"until": ["\n"]})
-        scoring = [args for kind, args in reqs if kind == "loglikelihood"]
+        pl = S.plan(doc, codec)
+        reqs = S.scoring_requests(pl, "prefix")
+        assert {kind for kind, _ in reqs} == {"loglikelihood"} and len(reqs) == S.n_scoring_requests(pl, "prefix")
+        scoring = [args for _, args in reqs]
         results = lm.loglikelihood(_instances("loglikelihood", scoring), disable_tqdm=True)
-        got = T._unit_probs(results, pl, "prefix")
-        for anchor, counts, probs in zip(pl["anchors"], pl["counts"], got):
-            want = _direct(lm.model, codec, anchor["text"], pl["answer"], counts)
+        got = S.unit_probabilities(results, pl, "prefix")
+        for anchor, counts, probs in zip(pl.anchors, pl.counts, got):
+            want = _direct(lm.model, codec, anchor["text"], pl.answer, counts)
             assert probs == pytest.approx(want, abs=1e-5), (doc["object"], anchor["key"])
-        n_units += len(pl["cuts"]) - 1
-        n_tokens += pl["n_tokens"][0]
+        n_units += len(pl.units)
+        n_tokens += pl.n_tokens[0]
+        assert "".join(pl.units) == pl.answer
         if doc["object"].isascii():
-            assert len(pl["cuts"]) - 1 == pl["n_tokens"][0]  # one unit per subword
+            assert len(pl.units) == pl.n_tokens[0]  # one unit per subword
     assert n_tokens > n_units  # the CJK object's byte tokens were merged into whole characters
 
 
@@ -89,12 +91,12 @@ def test_per_token_route_matches_prefix_route(model_path):
     from belief_tasks.backends.shared import HFSharedPrefixLM
 
     shared = HFSharedPrefixLM(pretrained=str(model_path), device="cpu", dtype="float32", batch_size=8)
-    codec = T.Codec({"pretrained": str(model_path)})
+    codec = S.Codec({"pretrained": str(model_path)})
     for doc in _docs()[:3]:
-        pl = T.plan(doc, codec)
-        reqs = T.requests_of(pl, T.run_settings({"monitor_route": "per_token"}), {})
-        scoring = [args for kind, args in reqs if kind == T.PER_TOKEN_REQUEST]
-        assert len(scoring) == len(pl["anchors"])
-        got = T._unit_probs(shared.per_token_loglikelihood(_instances(T.PER_TOKEN_REQUEST, scoring)), pl, "per_token")
-        for anchor, counts, probs in zip(pl["anchors"], pl["counts"], got):
-            assert probs == pytest.approx(_direct(shared.model, codec, anchor["text"], pl["answer"], counts), abs=1e-5)
+        pl = S.plan(doc, codec)
+        reqs = S.scoring_requests(pl, "per_token")
+        scoring = [args for kind, args in reqs if kind == PER_TOKEN_LOGLIKELIHOOD]
+        assert len(scoring) == len(pl.anchors) == S.n_scoring_requests(pl, "per_token")
+        got = S.unit_probabilities(shared.per_token_loglikelihood(_instances(PER_TOKEN_LOGLIKELIHOOD, scoring)), pl, "per_token")
+        for anchor, counts, probs in zip(pl.anchors, pl.counts, got):
+            assert probs == pytest.approx(_direct(shared.model, codec, anchor["text"], pl.answer, counts), abs=1e-5)

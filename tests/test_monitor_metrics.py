@@ -73,3 +73,52 @@ def test_bootstrap_stderr_is_seeded_and_sensible():
     a = M.bootstrap_stderr(items, lambda xs: sum(xs) / len(xs), iters=300, seed=1)
     assert a == M.bootstrap_stderr(items, lambda xs: sum(xs) / len(xs), iters=300, seed=1)
     assert a == pytest.approx(0.05, abs=0.01)  # sqrt(.25 / 100)
+
+
+def test_fact_quantities_by_hand():
+    q = M.fact_quantities(B_PRIMARY, B_FRAMES, B_NEGATIVES)
+    # frames' mean probabilities: (.5+.5)/2 = .5 and (.9+.1)/2 = .5; the negative's (.1+.5)/2 = .3
+    assert q == pytest.approx({"pfd": B_PFD, "ird": B_IRD, "primary_prob": 0.7, "frame_prob": 0.5, "negative_prob": 0.3})
+    assert M.mean_anchor_probability(A_NEGATIVES) == pytest.approx((0.4 + 0.8 + 0.5) / 3)
+    with pytest.raises(ValueError, match="at least one"):
+        M.mean_anchor_probability([])
+
+
+def test_relations_are_scored_alone_then_averaged_without_weights():
+    rels = ["P1", "P1", "P1", "P2"]
+    assert M.relation_means(rels, [0.1, 0.2, 0.6, 0.9]) == pytest.approx({"P1": 0.3, "P2": 0.9})
+    # (0.3 + 0.9) / 2, not the pooled mean 0.45
+    assert M.mean_over_relations(rels, [0.1, 0.2, 0.6, 0.9]) == pytest.approx(0.6)
+    with pytest.raises(ValueError, match="relation labels"):
+        M.mean_over_relations(["P1"], [0.1, 0.2])
+
+
+def test_monitor_over_relations_is_eq3_per_relation():
+    # P1 holds facts A and B (eq. 3 over both: 0.41511 above); P2 one fact with PFD = IRD = 0
+    got = M.monitor_over_relations(["P1", "P1", "P2"], [A_PFD, B_PFD, 0.0], [A_IRD, B_IRD, 0.0], [0.8, 0.7, 0.5])
+    assert got == pytest.approx((0.41511 + 0.0) / 2, abs=1e-5)
+    assert math.isnan(M.monitor_over_relations([], [], [], []))
+
+
+def test_accuracies_over_relations():
+    # P1: frames accuracies (1, .5) -> avg .75, max 1, min .5; P2: (0, 1) -> avg .5, max 1, min 0
+    rels, correct = ["P1", "P1", "P2"], [[1, 0], [1, 1], [0, 1]]
+    assert M.accuracy_over_relations(rels, correct, "avg") == pytest.approx((0.75 + 0.5) / 2)
+    assert M.accuracy_over_relations(rels, correct, "max") == pytest.approx(1.0)
+    assert M.accuracy_over_relations(rels, correct, "min") == pytest.approx(0.25)
+    with pytest.raises(ValueError, match="which"):
+        M.accuracy_over_relations(rels, correct, "median")
+    # frame 2 exists only in P3 (3 frames): P1 and P2 are left out, not counted as wrong
+    rels3, correct3 = rels + ["P3"], correct + [[0, 0, 1]]
+    assert M.frame_accuracy_over_relations(rels3, correct3, 2) == 1.0
+    assert M.frame_accuracy_over_relations(rels3, correct3, 1) == pytest.approx((0.5 + 1 + 0) / 3)
+    assert math.isnan(M.frame_accuracy_over_relations(rels, correct, 5))
+
+
+def test_bootstrap_stderr():
+    assert math.isnan(M.bootstrap_stderr([1.0], lambda xs: sum(xs) / len(xs)))
+    assert M.bootstrap_stderr([2.0, 2.0, 2.0], lambda xs: sum(xs) / len(xs)) == 0.0
+    # two values 0 and 1: resample means are 0, .5 or 1 with probabilities 1/4, 1/2, 1/4: sd -> sqrt(1/8)
+    se = M.bootstrap_stderr([0.0, 1.0], lambda xs: sum(xs) / len(xs), iters=20_000, seed=3)
+    assert se == pytest.approx(math.sqrt(1 / 8), rel=0.02)
+    assert se == M.bootstrap_stderr([0.0, 1.0], lambda xs: sum(xs) / len(xs), iters=20_000, seed=3)  # seeded

@@ -6,56 +6,99 @@ import json
 
 import pytest
 
+from belief_tasks.options import KnobError, parse_options
+from belief_tasks.records import MonitorRecord
 from belief_tasks.tasks import monitor as T
+from belief_tasks.tasks import monitor_subwords as S
+
+
+def _generator():
+    """``task_yamls/monitor/_generate_configs.py``, loaded by path as lm-eval's generators are run."""
+    import importlib.util
+
+    from belief_tasks.paths import task_yamls_dir
+
+    spec = importlib.util.spec_from_file_location("monitor_generate_configs", task_yamls_dir() / "monitor" / "_generate_configs.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def test_generated_yamls_are_up_to_date():
     from belief_tasks.paths import task_yamls_dir
 
     folder = task_yamls_dir() / "monitor"
-    rendered = T.render_yamls()
-    assert len([n for n in rendered if n.startswith("belief_monitor_P")]) == 20
+    rendered = _generator().render_yamls()
+    assert sorted(rendered) == ["_monitor_common_yaml", "belief_monitor.yaml", "belief_monitor_sample.yaml"]
     for name, text in rendered.items():
-        assert (folder / name).read_text() == text, f"{name} is stale: python -m belief_tasks.tasks.monitor task_yamls/monitor"
+        assert (folder / name).read_text() == text, f"{name} is stale: python task_yamls/monitor/_generate_configs.py"
+    assert not list(folder.glob("belief_monitor_P*.yaml"))  # relations are chosen with the relations knob
 
 
-def test_tasks_and_group_are_indexed():
+def test_metric_list_is_the_metric_table():
+    import yaml
+
+    from belief_tasks.catalog import _Loader
+    from belief_tasks.paths import task_yamls_dir
+
+    cfg = yaml.load((task_yamls_dir() / "monitor" / "_monitor_common_yaml").read_text(), Loader=_Loader)
+    assert [(m["metric"], m["higher_is_better"]) for m in cfg["metric_list"]] == [(k, v[1]) for k, v in T.METRICS.items()]
+    assert len(T.METRICS) == 10 + T.MAX_FRAMES
+    assert {k for k, (_, better) in T.METRICS.items() if not better} == {"monitor", "pfd", "ird"}
+
+
+def test_tasks_are_indexed():
     from belief_tasks.paths import task_yamls_dir
     from lm_eval.tasks import TaskManager
 
     names = set(TaskManager(include_path=str(task_yamls_dir()), include_defaults=False).all_tasks)
-    assert {"belief_monitor", "belief_monitor_sample", "belief_monitor_P17", "belief_monitor_P276"} <= names
+    assert {"belief_monitor", "belief_monitor_sample", "belief_demo_monitor"} <= names
+    assert not {n for n in names if n.startswith("belief_monitor_P")}
 
 
-def test_group_builds_its_20_subtasks_on_fktc(shared_data, model_path):
+def test_belief_monitor_is_fktc_and_takes_the_relations_knob(shared_data, model_path):
     from belief_tasks.paths import task_yamls_dir
     from lm_eval.tasks import TaskManager
 
     meta = {"fktc_path": str(shared_data / "fktc"), "pretrained": str(model_path)}
-    loaded = TaskManager(include_path=str(task_yamls_dir()), include_defaults=False, metadata=meta).load(["belief_monitor"])
-    tasks = loaded["tasks"]
-    assert len(tasks) == 20
-    assert sum(len(t.test_docs()) for t in tasks.values()) == 16198
-    p264 = tasks["belief_monitor_P264"].test_docs()[0]
+    task = TaskManager(include_path=str(task_yamls_dir()), include_defaults=False, metadata=meta).load(["belief_monitor"])["tasks"]["belief_monitor"]
+    docs = task.test_docs()
+    assert len(docs) == 16198 and len(set(docs["relation"])) == 20
+    chosen = T.fktc_dataset(**meta, relations="P264,P37", max_facts_per_relation=4)["test"]
+    assert sorted(chosen["relation"]) == ["P264"] * 4 + ["P37"] * 4
+    p264 = [d for d in chosen if d["relation"] == "P264"][0]
     assert len(json.loads(p264["anchors"])) == 1 + 6 + 5
 
 
 def test_options_are_validated():
-    s = T.run_settings({"monitor_alpha": "0.5,0.25,0.25", "only_correct_primary": "true", "answer_format": "bare"})
-    assert s == {"route": "prefix", "answer_format": "{prompt}", "alpha": [0.5, 0.25, 0.25], "only_correct_primary": True}
-    with pytest.raises(ValueError, match="monitor_route"):
-        T.run_settings({"monitor_route": "beam"})
-    with pytest.raises(ValueError, match="monitor_alpha"):
-        T.run_settings({"monitor_alpha": "1,2"})
+    opts = parse_options(T.KNOBS, {"monitor_alpha": "0.5,0.25,0.25", "only_correct_primary": "true", "answer_format": "bare",
+                                   "monitor_route": "PER_TOKEN"})
+    assert (opts.monitor_route, opts.monitor_alpha, opts.only_correct_primary) == ("per_token", (0.5, 0.25, 0.25), True)
+    assert T.answer_format(opts) == "{prompt}"
+    assert parse_options(T.KNOBS, {}).monitor_alpha == (0.33, 0.33, 0.33)
+    for knob, bad in (("monitor_route", "beam"), ("monitor_alpha", "1,2"), ("monitor_alpha", "1,-1,0"),
+                      ("only_correct_primary", "maybe")):
+        with pytest.raises(KnobError, match=knob):
+            parse_options(T.KNOBS, {knob: bad})
+    with pytest.raises(KnobError, match="answer_format"):
+        T.answer_format(parse_options(T.KNOBS, {"answer_format": "no placeholder"}))
 
 
-def test_no_tokenizer_or_wrong_source_fails_before_model_time(model_path):
-    with pytest.raises(ValueError, match="tokenizer.*pretrained"):
+def test_no_tokenizer_or_unknown_relation_fails_before_model_time(model_path):
+    with pytest.raises(KnobError, match="tokenizer.*pretrained") as err:
         T.sample_dataset(source="sample")  # e.g. a chat API's model args: nothing to tokenise with
-    with pytest.raises(ValueError, match="belief_monitor_sample"):
-        T.fktc_dataset(monitor_relation="P101", source="sample", pretrained=str(model_path))
-    with pytest.raises(ValueError, match="could not load the tokenizer"):
+    assert "backends that only generate text, such as chat APIs, cannot run it" in str(err.value)
+    with pytest.raises(KnobError, match="P101"):  # an FKTC relation the sample does not have
+        T.fktc_dataset(relations="P101", source="sample", pretrained=str(model_path))
+    with pytest.raises(KnobError, match="could not load the tokenizer"):
         T.sample_dataset(source="sample", model="gpt-4o-mini")
+
+
+def test_codec_follows_add_bos_token(model_path):
+    pretrained = str(model_path)
+    assert S.Codec({"pretrained": pretrained}).special == {}  # lm-eval's hf default: the tokenizer's own choice
+    assert S.Codec({"pretrained": pretrained, "add_bos_token": "true"}).special == {"add_special_tokens": True}
+    assert S.Codec({"pretrained": pretrained, "add_bos_token": False}).special == {"add_special_tokens": False}
 
 
 def test_sample_docs(model_path):
@@ -64,6 +107,9 @@ def test_sample_docs(model_path):
     anchors = json.loads(docs[0]["anchors"])
     assert [a["kind"] for a in anchors] == ["positive"] + ["frame"] * 7 + ["negative"] * 5
     assert anchors[0]["text"].startswith(f"Question: {docs[0]['object']}. ")
+    # belief_monitor on source=sample builds the same docs as belief_monitor_sample
+    same = T.fktc_dataset(source="sample", pretrained=str(model_path), relations="P36", max_facts_per_relation=3)["test"]
+    assert same.to_list() == docs.to_list()
 
 
 def _record(rel, primary, frames, negatives, correct, positive_correct=1, **kw):
@@ -99,10 +145,28 @@ def test_only_correct_primary_drops_facts_from_anchor_metrics_only():
     assert T.agg_acc_avg(flagged) == T.agg_acc_avg(RECORDS)
 
 
+def test_frame_accuracies_skip_relations_without_the_frame():
+    # a 6-frame relation (as P264, P276) beside a 3-frame one: frame 5 is averaged over the first only
+    six = _record("P276", [0.5], [[0.5]] * 6, [[0.5]], [0, 1, 0, 1, 0, 1])
+    three = _record("P17", [0.5], [[0.5]] * 3, [[0.5]], [1, 1, 0])
+    assert T.agg_acc_frame_5([six, three]) == 1.0
+    assert T.agg_acc_frame_0([six, three]) == pytest.approx((0 + 1) / 2)
+    assert T.agg_acc_avg([six, three]) == pytest.approx((0.5 + 2 / 3) / 2)
+
+
+def test_records_with_different_alphas_are_refused():
+    mixed = [RECORDS[0], dict(RECORDS[2], alpha=[1, 0, 0])]
+    with pytest.raises(ValueError, match="monitor_alpha"):
+        T.agg_monitor(mixed)
+    # a1 = 1 alone: MONITOR = sum PFD / sum probs, per relation: P1 fact A 0.4 / 0.8, P2 0
+    assert T.agg_monitor([dict(r, alpha=[1, 0, 0]) for r in (RECORDS[0], RECORDS[2])]) == pytest.approx((0.5 + 0) / 2)
+
+
 def _sample_run(model_path, model: str, route: str) -> dict:
     from harness import evaluate
 
-    return evaluate(["belief_monitor_sample"], f"pretrained={model_path},dtype=float32", model=model, device="cpu",
+    # belief_monitor on the bundled sample (evaluate's default source)
+    return evaluate(["belief_monitor"], f"pretrained={model_path},dtype=float32", model=model, device="cpu",
                     metadata={"pretrained": str(model_path), "relations": "P36", "max_facts_per_relation": 3,
                               "monitor_route": route},
                     gen_kwargs="max_gen_toks=6", batch_size=16)
@@ -115,14 +179,16 @@ def prefix_run(model_path):
 
 @pytest.mark.e2e
 def test_sample_end_to_end(prefix_run):
-    r = prefix_run["results"]["belief_monitor_sample"]
+    r = prefix_run["results"]["belief_monitor"]
     # the gold object is likelier when the context states it than under a wrong entity or no context
     assert r["primary_prob,none"] > r["frame_prob,none"] > 0
     assert r["primary_prob,none"] > r["negative_prob,none"] > 0
     assert 0 < r["monitor,none"] < float("inf") and r["monitor_stderr,none"] > 0
     assert 0 < r["pfd,none"] < 1 and 0 < r["ird,none"] < 1
-    samples = prefix_run["samples"]["belief_monitor_sample"]
+    samples = prefix_run["samples"]["belief_monitor"]
     rec = samples[0]["monitor"]
+    assert set(rec) == set(MonitorRecord.__annotations__)
+    assert rec["relation"] == "P36" and rec["fact_id"] == samples[0]["doc"]["fact_id"]
     assert len(rec["frames"]) == 7 and len(rec["negatives"]) == 5 and len(rec["answers"]) == 7
     assert all(len(a) == len(rec["units"]) for a in [rec["primary"], *rec["frames"], *rec["negatives"]])
     assert "".join(rec["units"]) == " " + rec["object"]
@@ -130,21 +196,68 @@ def test_sample_end_to_end(prefix_run):
     assert T.agg_monitor([s["monitor"] for s in samples]) == pytest.approx(r["monitor,none"])
 
 
-@pytest.mark.e2e
-def test_fktc_six_frame_relation_through_the_cli(shared_data, model_path, tmp_path):
-    """`belief-eval` passes --model_args to the task (tokenizer from pretrained=), on a real FKTC file."""
+def _cli_run(tmp_path, metadata: dict, model_path) -> dict:
     from harness import read_results, run_cli
 
     proc = run_cli([
         "--model", "hf", "--model_args", f"pretrained={model_path},dtype=float32", "--device", "cpu",
-        "--tasks", "belief_monitor_P276", "--limit", "3", "--batch_size", "16", "--gen_kwargs", "max_gen_toks=6",
-        "--metadata", json.dumps({"fktc_path": str(shared_data / "fktc")}), "--output_path", str(tmp_path), "--log_samples",
+        "--tasks", "belief_monitor", "--batch_size", "16", "--gen_kwargs", "max_gen_toks=6",
+        "--metadata", json.dumps(metadata), "--output_path", str(tmp_path / "out"), "--log_samples",
     ])
     assert proc.returncode == 0, proc.stderr[-3000:]
-    r = read_results(tmp_path)["results"]["belief_monitor_P276"]
-    assert r["primary_prob,none"] > r["negative_prob,none"] > 0
-    assert "acc_frame_5,none" in r and "acc_frame_6,none" not in r  # P276 has 6 frames
-    assert r["monitor,none"] > 0
+    return read_results(tmp_path / "out")["results"]["belief_monitor"]
+
+
+def _report_per_relation(tmp_path) -> tuple[dict, dict, list]:
+    """belief-report on the run: Table 4's row, Table 11's rows by relation, the records."""
+    import csv
+
+    from belief_tasks.report import build_report
+
+    report = build_report([tmp_path / "out"], tmp_path / "report")
+    assert report.mismatched == [] and report.checked >= len(T.METRICS) - 1
+    tables = tmp_path / "report" / "tables"
+    with (tables / "monitor_table4_belief_monitor.csv").open() as fh:
+        t4 = list(csv.DictReader(fh))[0]
+    with (tables / "monitor_table11_belief_monitor.csv").open() as fh:
+        t11 = {row["relation"]: row for row in csv.DictReader(fh)}
+    samples = next((tmp_path / "out").rglob("samples_belief_monitor_*.jsonl")).read_text().splitlines()
+    return t4, t11, [json.loads(line)["monitor"] for line in samples]
+
+
+def _cell(row: dict, suffix: str) -> float:
+    """Table 11's value of the one model in ``row``, column ``<model><suffix>``."""
+    (value,) = [v for k, v in row.items() if k.endswith(suffix)]
+    return float(value)
+
+
+@pytest.mark.e2e
+def test_belief_monitor_on_the_sample_through_the_cli_and_the_report(model_path, tmp_path):
+    """`belief-eval` passes --model_args to the task (tokenizer from pretrained=); the report reads the one task."""
+    r = _cli_run(tmp_path, {"source": "sample", "relations": "P36,P19", "max_facts_per_relation": 1}, model_path)
+    t4, t11, records = _report_per_relation(tmp_path)
+    assert sorted(t11) == ["P19", "P36"] and t4["relations"] == "2" and t4["facts"] == "2"
+    assert float(t4["monitor"]) == pytest.approx(r["monitor,none"], rel=1e-12)
+    per_relation = {rel: _cell(row, " MONITOR") for rel, row in t11.items()}
+    for rel, v in per_relation.items():  # each relation alone, with the task's aggregation
+        assert v == pytest.approx(T.agg_monitor([x for x in records if x["relation"] == rel]), rel=1e-12)
+    assert sum(per_relation.values()) / 2 == pytest.approx(r["monitor,none"], rel=1e-12)  # Table 4 = mean of Table 11
+    assert _cell(t11["P36"], " avg acc") == pytest.approx(T.agg_acc_avg([x for x in records if x["relation"] == "P36"]))
+
+
+@pytest.mark.e2e
+def test_fktc_relations_with_six_and_seven_frames_in_one_run(shared_data, model_path, tmp_path):
+    r = _cli_run(tmp_path, {"fktc_path": str(shared_data / "fktc"), "relations": "P17,P276", "max_facts_per_relation": 2},
+                 model_path)
+    assert r["primary_prob,none"] > r["negative_prob,none"] > 0 and r["monitor,none"] > 0
+    t4, t11, records = _report_per_relation(tmp_path)
+    assert sorted(t11) == ["P17", "P276"] and t4["facts"] == "4"
+    p17 = [x for x in records if x["relation"] == "P17"]
+    assert {len(x["frame_ids"]) for x in records} == {6, 7}
+    # frame 6 (the 7th) exists for P17 only: its accuracy is P17's, not halved by P276
+    assert r["acc_frame_6,none"] == pytest.approx(sum(x["correct"][6] for x in p17) / 2)
+    assert r["acc_frame_5,none"] == pytest.approx(
+        (sum(x["correct"][5] for x in p17) / 2 + sum(x["correct"][5] for x in records if x["relation"] == "P276") / 2) / 2)
 
 
 @pytest.mark.e2e
@@ -152,7 +265,7 @@ def test_per_token_route_on_hf_shared_matches_prefix_route_on_hf(prefix_run, mod
     pytest.importorskip("belief_tasks.backends.shared")
 
     def records(res):
-        return {s["doc"]["fact_id"]: s["monitor"] for s in res["samples"]["belief_monitor_sample"]}
+        return {s["doc"]["fact_id"]: s["monitor"] for s in res["samples"]["belief_monitor"]}
 
     prefix, per_token = records(prefix_run), records(_sample_run(model_path, "hf-shared", "per_token"))
     assert prefix.keys() == per_token.keys() and len(prefix) == 3

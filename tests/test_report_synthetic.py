@@ -293,17 +293,19 @@ def test_monitor_tables_and_correlation(tmp_path):
     assert f"Pearson r(MONITOR, avg acc) = **{r:.3f}** (p = {p:.3f}, n = 3 models)" in text
 
 
-def test_monitor_fktc_group_is_checked_against_the_group_row(tmp_path):
-    recs17 = [monitor_record("P17", "a", [0.8], [[0.6]], [[0.2]], [1])]
-    recs19 = [monitor_record("P19", "b", [0.5], [[0.5]], [[0.5]], [0])]
+def test_monitor_one_task_per_relation_numbers_from_its_records(tmp_path):
+    # belief_monitor with relations=P17,P19: one task, per-relation values recomputed from its records
+    recs = [monitor_record("P17", "a", [0.8], [[0.6]], [[0.2]], [1]),
+            monitor_record("P19", "b", [0.5], [[0.5]], [[0.5]], [0])]
     m17, m19 = monitor_value(0.8, [0.6], [0.2]), 0.0
-    write_run(tmp_path / "runs", "m", {"belief_monitor_P17": recs17, "belief_monitor_P19": recs19},
-              {"belief_monitor_P17": {"monitor": m17}, "belief_monitor_P19": {"monitor": m19}},
-              groups={"belief_monitor": {"monitor": (m17 + m19) / 2}})
+    write_run(tmp_path / "runs", "m", {"belief_monitor": recs}, {"belief_monitor": {"monitor": (m17 + m19) / 2, "acc_avg": 0.5}})
     report = build_report([tmp_path / "runs"], tmp_path / "r")
-    assert report.mismatched == [] and report.checked == 3  # two tasks + the group
+    assert report.mismatched == [] and report.checked == 2
     t4 = read_csv(tmp_path / "r" / "tables" / "monitor_table4_belief_monitor.csv")[0]
-    assert close(t4["monitor"], (m17 + m19) / 2) and t4["relations"] == "2"
+    assert close(t4["monitor"], (m17 + m19) / 2) and t4["relations"] == "2" and t4["facts"] == "2"
+    t11 = {r["relation"]: r for r in read_csv(tmp_path / "r" / "tables" / "monitor_table11_belief_monitor.csv")}
+    assert close(t11["P17"]["m MONITOR"], m17) and close(t11["P19"]["m MONITOR"], m19)
+    assert close(t11["P17"]["m avg acc"], 1.0) and close(t11["P19"]["m avg acc"], 0.0)
 
 
 # --------------------------------------------------------------------------- loading
