@@ -59,27 +59,24 @@ FALSY = [False, "false", "False", "0", 0, "no", None]
 
 @pytest.mark.parametrize("value", FALSY)
 def test_tasks_load_tokenizers_without_remote_code_unless_asked(tokenizer_calls, value):
-    from belief_tasks.tasks import bear, belief_mlm, monitor
+    from belief_tasks.tasks import base
 
-    md = {"pretrained": f"some/model-{value!r}", "trust_remote_code": value}
-    bear._tokenizer(md)
-    belief_mlm._load_tokenizer.cache_clear()
-    belief_mlm.tokenizer_from(md)
-    monitor._load_tokenizer.cache_clear()
-    monitor.Codec(md)
-    assert tokenizer_calls == [False, False, False], f"trust_remote_code={value!r} turned remote code on"
+    base._load_tokenizer.cache_clear()
+    base.model_tokenizer({"pretrained": f"some/model-{value!r}", "trust_remote_code": value}, needed_for="a test")
+    assert tokenizer_calls == [False], f"trust_remote_code={value!r} turned remote code on"
 
 
 def test_tasks_pass_remote_code_on_when_asked(tokenizer_calls):
-    from belief_tasks.tasks import bear, belief_mlm, monitor
+    from belief_tasks.tasks import base
 
-    md = {"pretrained": "some/model-asked", "trust_remote_code": True}
-    bear._tokenizer(md)
-    belief_mlm._load_tokenizer.cache_clear()
-    belief_mlm.tokenizer_from(md)
-    monitor._load_tokenizer.cache_clear()
-    monitor.Codec(md)
-    assert tokenizer_calls == [True, True, True]
+    base._load_tokenizer.cache_clear()
+    base.model_tokenizer({"pretrained": "some/model-asked", "trust_remote_code": True}, needed_for="a test")
+    assert tokenizer_calls == [True]
+
+
+def test_tasks_load_the_model_tokenizer_in_one_place():
+    loaders = [p.name for p in sorted((ROOT / "belief_tasks" / "tasks").glob("*.py")) if "AutoTokenizer" in p.read_text()]
+    assert loaders == ["base.py"]
 
 
 def test_no_literal_remote_code_in_our_code():

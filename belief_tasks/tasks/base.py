@@ -96,7 +96,8 @@ def check_metadata(metadata: Mapping[str, Any] | None, knobs: Sequence[Knob], ta
 
 def probe(name: str, dataset: str) -> Callable[[Callable], Callable]:
     """Mark a ``custom_dataset`` function with the task name it defines and the dataset it reads
-    (a key of ``belief_tasks.sources.DATASETS``); see ``BeliefTask``."""
+    (a key of ``belief_tasks.sources.DATASETS``, or "sample" for a task that always reads the bundled
+    sample); see ``BeliefTask``."""
 
     def deco(fn: Callable) -> Callable:
         fn.probe, fn.dataset = name, dataset
@@ -117,7 +118,9 @@ def stamp(config: Mapping[str, Any], family: str) -> dict[str, str]:
     fn = config.get("custom_dataset")
     out = {"family": family, "probe": getattr(fn, "probe", None) or config.get("task")}
     dataset = getattr(fn, "dataset", None)
-    if dataset:
+    if dataset == "sample":
+        out["dataset"] = "sample"
+    elif dataset:
         kind = resolve_source(dataset, config.get("metadata")).kind
         out["dataset"] = "sample" if kind == "sample" else dataset
     return out

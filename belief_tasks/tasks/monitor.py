@@ -28,7 +28,7 @@ from belief_tasks.options import COMMON, Knob, KnobError, Options, parse_options
 from belief_tasks.prompts import monitor as P
 from belief_tasks.schema import FactSet, SchemaError
 from belief_tasks.tasks import monitor_subwords as S
-from belief_tasks.tasks.base import BeliefTask, as_split, select_facts, unpack, with_stderr
+from belief_tasks.tasks.base import BeliefTask, as_split, probe, select_facts, unpack, with_stderr
 
 log = logging.getLogger(__name__)
 
@@ -85,11 +85,13 @@ def _dataset(metadata: Mapping[str, Any]) -> dict:
     return as_split(build_docs(load_facts("fktc", metadata), opts))
 
 
+@probe("belief_monitor", "fktc")
 def fktc_dataset(**metadata):
     """``custom_dataset`` of ``belief_monitor``: FKTC (or the run's ``source``), relations from ``relations``."""
     return _dataset(metadata)
 
 
+@probe("belief_monitor_sample", "sample")
 def sample_dataset(**metadata):
     """``custom_dataset`` of ``belief_monitor_sample``: the bundled sample, whatever the run's source."""
     return _dataset({**metadata, "source": "sample"})
@@ -115,6 +117,7 @@ def requests_of(pl: S.Plan, route: str, gen_kwargs: Mapping[str, Any]) -> list[t
 class MonitorTask(BeliefTask):
     """Builds each fact's anchor and answer requests itself (several request types per doc)."""
 
+    FAMILY = "monitor"
     KNOBS = KNOBS
     SCORES_ITSELF = True
 
