@@ -7,16 +7,18 @@ one prompt per pair and their fluctuation (``accuracy_draws``, ``fluctuation``),
 |P^(i)|/|P| weights). This module adds what only a prediction over the vocabulary
 has: ranks (Acc@K, MRR), consistency by token identity, and the bias level.
 
-Per-prompt records are plain dicts, one per masked prompt:
+Functions take arrays, one entry per masked prompt (``belief_tasks.tasks.belief_mlm``
+turns the harness's records into them):
 
-* ``relation``, ``fact_id``, ``template_id``, ``subject_form``: which prompt;
-* ``gold_rank``: rank (1 = top) in the whole vocabulary of the best-ranked accepted
-  object token ("the golden object of a prompt"), None when no accepted object is
-  one token at this mask;
-* ``pred``: the top-1 token; ``confidence``: its probability (the maximum probability).
+* ``fact_ids``, ``relation_ids``, ``template_ids``: which prompt (its fact, relation and
+  statement template; subject expressions are the rest of a fact's prompts);
+* ``ranks``: rank (1 = top) in the whole vocabulary of the best-ranked accepted object
+  token ("the golden object of a prompt"), None when no accepted object is one token at
+  this mask;
+* ``preds``: the top-1 token; its probability (the maximum probability) is the confidence.
 
-Content-free records (bias level) carry ``relation``, ``template_id``,
-``subject_form`` and ``candidate_probs``: {candidate token id: probability}.
+Content-free prompts (bias level) give ``relation_ids``, ``template_ids`` and
+``candidate_probs``: one {candidate token id: probability} per prompt.
 
 Equations:
 
@@ -30,12 +32,9 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from typing import Callable, Iterable, Mapping, Sequence
+from typing import Iterable, Mapping, Sequence
 
 import numpy as np
-
-Record = Mapping[str, object]
-
 
 # ---------------------------------------------------------------- per prompt
 
@@ -58,41 +57,43 @@ def mean_reciprocal_rank(ranks: Iterable[float | None]) -> float:
 
 
 def hit(rank: float | None, k: int) -> float:
+    """1[rank(a_t, O_t) <= K], the summand of Acc@K (v1 eq. 1); 0 when the gold is not rankable."""
     return 0.0 if rank is None else float(rank <= k)
 
 
 def reciprocal(rank: float | None) -> float:
+    """1 / rank(a_t, O_t), the summand of MRR (v1 eq. 2); 0 when the gold is not rankable."""
     return 0.0 if rank is None else 1.0 / float(rank)
 
 
 # ------------------------------------------- one prompt per subject-relation pair
 
-ValueFn = Callable[[Record], float]
 
-
-def _table(records: Sequence[Record], value: ValueFn):
+def _table(fact_ids: Sequence, relation_ids: Sequence, template_ids: Sequence, values: Sequence[float]):
     """relation -> (template ids, {fact_id: {template_id: [values over subject forms]}})."""
-    table: dict[str, tuple[list[str], dict[str, dict[str, list[float]]]]] = {}
-    for r in records:
-        templates, facts = table.setdefault(str(r["relation"]), ([], {}))
-        if r["template_id"] not in templates:
-            templates.append(r["template_id"])
-        facts.setdefault(str(r["fact_id"]), {}).setdefault(r["template_id"], []).append(value(r))
+    table: dict[str, tuple[list, dict[str, dict]]] = {}
+    for fact, relation, template, v in zip(fact_ids, relation_ids, template_ids, values):
+        templates, facts = table.setdefault(str(relation), ([], {}))
+        if template not in templates:
+            templates.append(template)
+        facts.setdefault(str(fact), {}).setdefault(template, []).append(float(v))
     return table
 
 
-def fact_expectations(records: Sequence[Record], value: ValueFn) -> np.ndarray:
-    """Each fact's expected ``value`` when one of its prompts is drawn the BELIEF way.
+def fact_expectations(fact_ids: Sequence, relation_ids: Sequence, template_ids: Sequence,
+                      values: Sequence[float]) -> np.ndarray:
+    """Each fact's expected per-prompt ``values`` when one of its prompts is drawn the BELIEF way
+    (v1 section 3.2, v3 section 2.2): E over draws of v1 eq. 1's (Acc@K) or eq. 2's (MRR) summand.
 
     A draw picks a template uniformly per relation, then a subject expression
     uniformly per fact; a fact without a prompt for the drawn template (its object
     was not a single token there) falls back to a uniform draw among its prompts.
-    The mean of these expectations is the limit of mean(V) as N grows; for a
-    0/1 value it equals ``belief.expected_accuracy``, and it also takes graded
+    The mean of these expectations is the limit of mean(V) as N grows; for 0/1
+    values (hits) it equals ``belief.expected_accuracy``, and it also takes graded
     values such as the reciprocal rank (MRR).
     """
     out = []
-    for templates, facts in _table(records, value).values():
+    for templates, facts in _table(fact_ids, relation_ids, template_ids, values).values():
         for by_template in facts.values():
             everything = [v for vs in by_template.values() for v in vs]
             fallback = float(np.mean(everything))
@@ -100,11 +101,19 @@ def fact_expectations(records: Sequence[Record], value: ValueFn) -> np.ndarray:
     return np.array(out, dtype=float)
 
 
+def expected_mrr(fact_ids: Sequence, relation_ids: Sequence, template_ids: Sequence,
+                 ranks: Iterable[float | None]) -> float:
+    """MRR = 1/|P| Σ_t 1 / rank(a_t, O_t) (v1 eq. 2) of one prompt per pair, in expectation over
+    the draws (``fact_expectations`` of the reciprocal ranks): what the mean of V_MRR estimates."""
+    return float(fact_expectations(fact_ids, relation_ids, template_ids, [reciprocal(r) for r in ranks]).mean())
+
+
 # ------------------------------------------------------------------ consistency
 
 
-def fact_consistencies(records: Sequence[Record], key: str = "pred") -> np.ndarray:
-    """Per subject-relation pair: share of prompt pairs (i < j) predicting the same token.
+def fact_consistencies(fact_ids: Sequence, relation_ids: Sequence, preds: Sequence) -> np.ndarray:
+    """Per subject-relation pair: share of prompt pairs (i < j) predicting the same token
+    (the inner sum of v1 eq. 5 / v3 eq. 1).
 
     Pairs with fewer than two prompts have no pairs and are left out. Tokens are
     compared by identity, not with ``matching.outputs_agree`` as BELIEF-ICL's
@@ -112,25 +121,25 @@ def fact_consistencies(records: Sequence[Record], key: str = "pred") -> np.ndarr
     normalising would make punctuation predictions (".") agree with nothing.
     """
     by_fact: dict[tuple, list] = defaultdict(list)
-    for r in records:
-        by_fact[(r["relation"], r["fact_id"])].append(r[key])
+    for fact, relation, pred in zip(fact_ids, relation_ids, preds):
+        by_fact[(relation, fact)].append(pred)
     out = []
-    for preds in by_fact.values():
-        n = len(preds)
+    for group in by_fact.values():
+        n = len(group)
         if n < 2:
             continue
-        counts = np.unique(np.asarray(preds, dtype=object).astype(str), return_counts=True)[1]
+        counts = np.unique(np.asarray(group, dtype=object).astype(str), return_counts=True)[1]
         out.append(float((counts * (counts - 1)).sum()) / (n * (n - 1)))
     return np.array(out, dtype=float)
 
 
-def token_consistency(records: Sequence[Record], key: str = "pred") -> float:
+def token_consistency(fact_ids: Sequence, relation_ids: Sequence, preds: Sequence) -> float:
     """Consist (BELIEF v3 eq. 1, v1 eq. 5) of top-1 tokens, over unordered prompt pairs.
 
     The equation sums over i != j (ordered pairs) but divides by the number of
     unordered pairs, which would reach 2; the sum over i < j is what it means.
     """
-    values = fact_consistencies(records, key)
+    values = fact_consistencies(fact_ids, relation_ids, preds)
     return float(values.mean()) if values.size else float("nan")
 
 
@@ -161,32 +170,34 @@ def _ensemble(dists: Sequence[Mapping[str, float]]) -> dict[str, float]:
     return dict(zip(shared, rows.mean(axis=0)))
 
 
-def template_distributions(records: Sequence[Record]) -> dict[tuple[str, str], dict[str, float]]:
-    """(relation, template) -> {candidate: probability}, ensembled over the content-free subjects.
+def template_distributions(relation_ids: Sequence, template_ids: Sequence,
+                           candidate_probs: Sequence[Mapping]) -> dict[tuple[str, str], dict[str, float]]:
+    """(relation, template) -> {candidate: probability}, ensembled over the content-free subjects:
+    the distribution whose entropy v3 eq. 3 measures.
 
     Each content-free prompt's candidate probabilities are renormalised over the
     candidates that all of the template's prompts share, then averaged (Zhao et al.
     2021's ensemble over "N/A", "" and "?", v3 footnote 12).
     """
     groups: dict[tuple[str, str], list[dict[str, float]]] = defaultdict(list)
-    for r in records:
-        groups[(str(r["relation"]), str(r["template_id"]))].append(
-            {str(k): float(v) for k, v in dict(r["candidate_probs"]).items()}
-        )
+    for relation, template, probs in zip(relation_ids, template_ids, candidate_probs):
+        groups[(str(relation), str(template))].append({str(k): float(v) for k, v in dict(probs).items()})
     return {key: dist for key, dists in groups.items() if (dist := _ensemble(dists))}
 
 
-def bias_single(records: Sequence[Record]) -> float:
-    """Single-prompt bias: the bias level of each relational template, averaged over all templates."""
-    levels = [bias_level(list(d.values())) for d in template_distributions(records).values()]
+def bias_single(relation_ids: Sequence, template_ids: Sequence, candidate_probs: Sequence[Mapping]) -> float:
+    """Single-prompt bias: the bias level 1 - H / H_max (v3 eq. 3) of each relational template,
+    averaged over all templates."""
+    dists = template_distributions(relation_ids, template_ids, candidate_probs)
+    levels = [bias_level(list(d.values())) for d in dists.values()]
     return float(np.mean(levels)) if levels else float("nan")
 
 
-def bias_multi(records: Sequence[Record]) -> float:
-    """Multi-prompt bias: per relation, the bias level of the distribution averaged over its
-    templates (on the candidates they share); then the mean over relations."""
+def bias_multi(relation_ids: Sequence, template_ids: Sequence, candidate_probs: Sequence[Mapping]) -> float:
+    """Multi-prompt bias: per relation, the bias level (v3 eq. 3) of the distribution averaged over
+    its templates (on the candidates they share); then the mean over relations."""
     by_rel: dict[str, list[dict[str, float]]] = defaultdict(list)
-    for (rel, _), d in template_distributions(records).items():
+    for (rel, _), d in template_distributions(relation_ids, template_ids, candidate_probs).items():
         by_rel[rel].append(d)
     levels = [bias_level(list(avg.values())) for ds in by_rel.values() if (avg := _ensemble(ds))]
     return float(np.mean(levels)) if levels else float("nan")

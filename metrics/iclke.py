@@ -1,9 +1,10 @@
 """IC-LKE metrics (Wu et al., "Towards Reliable Latent Knowledge Estimation in LLMs").
 
-Pure numpy/scipy functions. A *choice* is one test fact with M options; its input
-is the list of option log-probabilities log P(y | σ) and the gold option's index.
-Records (dicts with ``relation``, ``logprobs``, ``gold_index``) are what the harness
-logs; every corpus-level number here is computed from them.
+Pure numpy/scipy functions, arrays in. A *choice* c is one test fact with M options;
+its input is the list of option log-probabilities log P(y | σ) and the gold option's
+index. Corpus-level functions take one such list per choice (``logprobs_list``), the
+gold indices and, per relation, the relation of each choice; ``belief_tasks.tasks.iclke``
+turns the harness's records into these arrays.
 """
 
 from __future__ import annotations
@@ -45,12 +46,12 @@ def normalised_probs(logprobs: Sequence[float]) -> np.ndarray:
 
 
 def gold_confidence(logprobs: Sequence[float], gold_index: int) -> float:
-    """The gold object's probability normalised over the options."""
+    """The gold object's P(y* | σ) (eq. 2) normalised over the options (appendix C.1)."""
     return float(normalised_probs(logprobs)[gold_index])
 
 
 def prediction_confidence(logprobs: Sequence[float]) -> float:
-    """The predicted (maximal) option's normalised probability: the confidence Accuracy@K filters on."""
+    """P(pred(c) | σ) (eqs. 2, 3) normalised over the options: the confidence D_K of eq. 5 filters on."""
     return float(normalised_probs(logprobs).max())
 
 
@@ -77,8 +78,24 @@ def accuracy_at_k(logprobs_list: Sequence[Sequence[float]], gold: Sequence[int],
     return float(_correct(logprobs_list, gold)[keep].mean())
 
 
+def accuracy_stderr(logprobs_list: Sequence[Sequence[float]], gold: Sequence[int]) -> float:
+    """Standard error of eq. 4's accuracy over the choices (a binomial mean)."""
+    return binomial_stderr(_correct(logprobs_list, gold))
+
+
+def accuracy_at_k_stderr(logprobs_list: Sequence[Sequence[float]], gold: Sequence[int], k: float) -> float:
+    """Standard error of acc_K (eq. 5) over D_K, the choices whose prediction has confidence >= K."""
+    conf = np.array([prediction_confidence(lp) for lp in logprobs_list])
+    return binomial_stderr(_correct(logprobs_list, gold)[conf >= k])
+
+
+def gold_confidences(logprobs_list: Sequence[Sequence[float]], gold: Sequence[int]) -> np.ndarray:
+    """Per choice, the gold object's P(y* | σ) (eq. 2) normalised over the options (appendix C.1)."""
+    return np.array([gold_confidence(lp, g) for lp, g in zip(logprobs_list, gold)], dtype=float)
+
+
 def coverage_at_k(logprobs_list: Sequence[Sequence[float]], k: float) -> float:
-    """|D_K| / |D|: the share of instances Accuracy@K is computed on."""
+    """|D_K| / |D|: the share of instances Accuracy@K (eq. 5) is computed on."""
     conf = np.array([prediction_confidence(lp) for lp in logprobs_list])
     return float((conf >= k).mean()) if len(conf) else float("nan")
 
@@ -92,35 +109,40 @@ def binomial_stderr(correct: Sequence[float]) -> float:
     return float(np.sqrt(p * (1 - p) / len(c)))
 
 
-# ---------------------------------------------------------------- records
+# ---------------------------------------------------------------- per relation
 
 
-def record_arrays(records: Iterable[Mapping]) -> tuple[list[list[float]], list[int], list[str]]:
-    records = list(records)
-    return [r["logprobs"] for r in records], [int(r["gold_index"]) for r in records], [r["relation"] for r in records]
+def _correct_by_relation(logprobs_list, gold, relations) -> dict[str, list[float]]:
+    by: dict[str, list[float]] = {}
+    for lp, g, r in zip(logprobs_list, gold, relations):
+        by.setdefault(r, []).append(float(is_correct(lp, g)))
+    return by
 
 
-def per_relation_accuracy(records: Iterable[Mapping]) -> dict[str, float]:
-    """Eq. 4 per relation (section 4.2: relations ranked per model)."""
-    lps, gold, rels = record_arrays(records)
-    out: dict[str, list[float]] = {}
-    for lp, g, r in zip(lps, gold, rels):
-        out.setdefault(r, []).append(float(is_correct(lp, g)))
-    return {r: float(np.mean(v)) for r, v in sorted(out.items())}
+def per_relation_accuracy(
+    logprobs_list: Sequence[Sequence[float]], gold: Sequence[int], relations: Sequence[str]
+) -> dict[str, float]:
+    """acc(θ, D_r) (eq. 4) on each relation's instances D_r (section 4.2: relations ranked per model).
+
+    ``relations[i]``: the relation of instance i. Ties wrong, as in ``is_correct``.
+    """
+    by = _correct_by_relation(logprobs_list, gold, relations)
+    return {r: float(np.mean(v)) for r, v in sorted(by.items())}
 
 
-def macro_accuracy(records: Iterable[Mapping]) -> float:
-    """The mean of per-relation accuracies (the paper's averages over relations)."""
-    per = per_relation_accuracy(records)
+def macro_accuracy(logprobs_list: Sequence[Sequence[float]], gold: Sequence[int], relations: Sequence[str]) -> float:
+    """Average accuracy: 1/R Σ_r acc(θ, D_r), eq. 4 per relation then the mean over the R relations
+    (the paper's averages over relations, Table 7)."""
+    per = per_relation_accuracy(logprobs_list, gold, relations)
     return float(np.mean(list(per.values()))) if per else float("nan")
 
 
-def macro_accuracy_stderr(records: Iterable[Mapping]) -> float:
-    """sqrt(Σ_r p_r (1 - p_r) / n_r) / R: relations treated as independent binomials."""
-    lps, gold, rels = record_arrays(records)
-    by: dict[str, list[float]] = {}
-    for lp, g, r in zip(lps, gold, rels):
-        by.setdefault(r, []).append(float(is_correct(lp, g)))
+def macro_accuracy_stderr(
+    logprobs_list: Sequence[Sequence[float]], gold: Sequence[int], relations: Sequence[str]
+) -> float:
+    """Standard error of the average accuracy (eq. 4 per relation, averaged):
+    sqrt(Σ_r p_r (1 - p_r) / n_r) / R, relations treated as independent binomials."""
+    by = _correct_by_relation(logprobs_list, gold, relations)
     if not by:
         return float("nan")
     var = sum(np.mean(v) * (1 - np.mean(v)) / len(v) for v in by.values())

@@ -48,6 +48,7 @@ def main() -> None:
     from harness import evaluate
 
     from belief_tasks.metrics import iclke as M
+    from belief_tasks.tasks.iclke import columns
     from belief_tasks.model import default_model_path
 
     model_args = args.model_args or f"pretrained={default_model_path()},device=cpu,dtype=float32"
@@ -61,7 +62,7 @@ def main() -> None:
 
     ic, eic = runs["belief_iclke"], runs["belief_eiclke"]
     assert sorted(r["fact_id"] for r in ic) == sorted(r["fact_id"] for r in eic), "both tasks must score the same facts"
-    acc_ic, acc_eic = M.per_relation_accuracy(ic), M.per_relation_accuracy(eic)
+    acc_ic, acc_eic = M.per_relation_accuracy(*columns(ic)), M.per_relation_accuracy(*columns(eic))
     gp_ic, gp_eic = per_relation(ic, "gold_prob"), per_relation(eic, "gold_prob")
     r_acc, rho_acc, n = M.relation_agreement(acc_ic, acc_eic)
     r_gp, rho_gp, _ = M.relation_agreement(gp_ic, gp_eic)

@@ -54,7 +54,7 @@ def lm_pub_quiz_scores(kind, model, records, folder: Path, **evaluator_kw):
 
 
 def assert_same_as_lm_pub_quiz(records, reference):
-    from belief_tasks.metrics.bear import record_scores
+    from belief_tasks.tasks.bear import record_scores
 
     for r, ref in zip(records, reference):
         ours = record_scores(r)

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from belief_tasks.metrics import bear as M
+from belief_tasks.records import BearRecord
 from belief_tasks.tasks import bear as T
 
 
@@ -47,15 +48,18 @@ def test_bear_score_is_the_mean_over_templates_with_its_stderr():
         rec([-1, -2], 0, t=1), rec([-1, -2], 1, t=1),
         rec([-2, -1], 0, t=2), rec([-1, -2], 1, t=2),
     ]
-    assert M.template_scores(records) == {0: 1.0, 1: 0.5, 2: 0.0}
-    assert M.bear_score(records) == pytest.approx(0.5)
+    ranks, templates = T.ranks_of(records), T.templates_of(records)
+    assert ranks == [0, 0, 0, 1, 1, 1]  # gold option first, or behind the other one
+    assert M.template_scores(ranks, templates) == {0: 1.0, 1: 0.5, 2: 0.0}
+    assert M.bear_score(ranks, templates) == pytest.approx(0.5)
     # sample std of (1, .5, 0) is .5; / sqrt(3)
-    assert M.bear_score_stderr(records) == pytest.approx(0.5 / math.sqrt(3))
+    assert M.bear_score_stderr(ranks, templates) == pytest.approx(0.5 / math.sqrt(3))
     assert T.agg_bear(records) == pytest.approx(0.5)
     assert T.agg_bear.stderr(records) == pytest.approx(0.5 / math.sqrt(3))
     assert T.agg_bear_t1(records) == pytest.approx(0.5)
     assert T.agg_bear_t1.stderr(records) == pytest.approx(np.std([1, 0], ddof=1) / math.sqrt(2))
-    assert math.isnan(M.bear_score_stderr(records[:2]))  # one template: no spread to measure
+    assert math.isnan(M.bear_score_stderr(ranks[:2], templates[:2]))  # one template: no spread to measure
+    assert math.isnan(M.bear_score([], []))
 
 
 def test_cardinality_split_relation_and_domain_accuracy():
@@ -67,8 +71,10 @@ def test_cardinality_split_relation_and_domain_accuracy():
     ]
     assert T.agg_bear_1to1(records) == pytest.approx(0.5)
     assert T.agg_bear_1toN(records) == pytest.approx(0.5)
-    assert M.accuracy_by_relation(records) == {"P27": 1.0, "P36": 0.5, "P6": 0.0}
-    assert M.accuracy_by_domain(records) == {"Biographical": 1.0, "Geographic": 0.5, "Political": 0.5}
+    ranks = T.ranks_of(records)
+    assert M.accuracy_by(ranks, [r["relation"] for r in records]) == {"P27": 1.0, "P36": 0.5, "P6": 0.0}
+    # a record counts in each of its domains
+    assert M.accuracy_by(ranks, [r["domains"] for r in records]) == {"Biographical": 1.0, "Geographic": 0.5, "Political": 0.5}
     assert T.agg_p_at_1(records) == pytest.approx(0.5)
     assert T.agg_p_at_5(records) == pytest.approx(1.0)
 
@@ -84,6 +90,7 @@ def doc(**over):
 def test_process_results_record():
     out = T.process_results(doc(), [(-9.0, False), (-4.0, True), (-6.0, False)])
     assert set(out) == set(T.METRICS)
+    assert set(out["bear"]) == set(BearRecord.__annotations__)
     r = out["bear"]
     assert r["pred"] == 1 and r["pred_label"] == "Rome" and r["gold_label"] == "Rome" and r["rank"] == 0
     assert r["correct"] == 1 and r["ll"] == [-9.0, -4.0, -6.0] and r["domains"] == ["Geographic"]

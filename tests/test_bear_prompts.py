@@ -7,7 +7,8 @@ import json
 import pytest
 
 from belief_tasks.prompts.bear import SCORING_MODES, capitalize, option_requests, statement
-from belief_tasks.tasks.bear import build_docs, requests_of, run_settings
+from belief_tasks.options import KnobError, parse_options
+from belief_tasks.tasks.bear import KNOBS, build_docs, requests_of
 
 
 @pytest.fixture(scope="module")
@@ -125,12 +126,22 @@ def test_sample_uses_statement_templates_and_accepts_every_object():
         assert sorted(d["options"][g] for g in d["gold"]) == sorted(o.label for o in fact.objects if o.label in d["options"])
 
 
-def test_bad_settings_fail_before_model_time():
-    with pytest.raises(ValueError, match="reduction"):
-        run_settings({"reduction": "max"})
-    with pytest.raises(ValueError, match="scoring"):
-        run_settings({"scoring": "subject"})
-    with pytest.raises(ValueError, match="pretrained"):
-        from belief_tasks.data import load_facts
+def test_knobs_parse_and_bad_settings_fail_before_model_time():
+    opts = parse_options(KNOBS, {"reduction": "Mean", "scoring": "answer", "templates": "0|2"})
+    assert (opts.reduction, opts.scoring, opts.templates) == ("mean", "answer", (0, 2))
+    defaults = parse_options(KNOBS, {"templates": "all"})
+    assert (defaults.reduction, defaults.scoring, defaults.templates) == ("sum", "statement", None)
+    assert parse_options(KNOBS, {"templates": 1}).templates == (1,)
+    with pytest.raises(KnobError, match="reduction"):
+        parse_options(KNOBS, {"reduction": "max"})
+    with pytest.raises(KnobError, match="scoring"):
+        parse_options(KNOBS, {"scoring": "subject"})
+    with pytest.raises(KnobError, match="templates"):
+        parse_options(KNOBS, {"templates": "0,x"})
+    from belief_tasks.data import load_facts
 
-        build_docs(load_facts("bear", {"source": "sample"}), {"source": "sample", "reduction": "mean", "max_facts_per_relation": 1})
+    fs = load_facts("bear", {"source": "sample"})
+    with pytest.raises(KnobError, match="templates"):  # BEAR has three templates per relation
+        build_docs(fs, {"source": "sample", "templates": "7", "max_facts_per_relation": 1})
+    with pytest.raises(KnobError, match="pretrained"):
+        build_docs(fs, {"source": "sample", "reduction": "mean", "max_facts_per_relation": 1})

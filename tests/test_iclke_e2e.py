@@ -11,6 +11,7 @@ import math
 import pytest
 
 from belief_tasks.metrics import iclke as M
+from belief_tasks.tasks.iclke import columns
 from harness import evaluate
 from test_iclke_prompts import write_trex_fixture
 
@@ -40,7 +41,7 @@ def test_iclke_sample_easy_relations_beat_chance(model_path):
     chance = 1 / min(n_options.values())
     assert out["acc,none"] >= 0.2 > 5 * chance
     assert out["gold_prob,none"] > 3 * chance  # mean normalised p(gold); uniform would be ~chance
-    per_rel = M.per_relation_accuracy(recs)
+    per_rel = M.per_relation_accuracy(*columns(recs))
     assert set(per_rel) == {"P36", "P37"} and max(per_rel.values()) >= 0.2
     assert out["acc_macro,none"] == pytest.approx(sum(per_rel.values()) / 2)
     # Accuracy@K from the logged records equals the aggregated number (NaN when D_K is empty)
@@ -62,7 +63,7 @@ def test_iclke_trex_mc_fixture(model_path, tmp_path):
     # capitals and official languages of well-known countries, 6 options each (chance 1/6);
     # the bundled 135M model gets the three languages and none of the four capitals
     assert res["results"]["belief_iclke"]["acc,none"] >= 3 / 7
-    assert M.per_relation_accuracy(recs)["70"] == 1.0
+    assert M.per_relation_accuracy(*columns(recs))["70"] == 1.0
 
 
 def test_eiclke_sequences_on_stock_backend(model_path):

@@ -65,20 +65,28 @@ def test_accuracy_at_k_by_hand():
     assert M.THRESHOLDS == (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
 
 
-def _rec(rel, lps, gold):
-    return {"relation": rel, "logprobs": lps, "gold_index": gold}
-
-
 def test_per_relation_and_macro_accuracy():
-    recs = [
-        _rec("P36", [-1, -2], 0), _rec("P36", [-1, -2], 0), _rec("P36", [-2, -1], 0), _rec("P36", [-1, -2], 1),
-        _rec("P37", [-1, -2], 0), _rec("P37", [-1, -1], 0),
-    ]
-    assert M.per_relation_accuracy(recs) == {"P36": 0.5, "P37": 0.5}
-    assert M.macro_accuracy(recs[:3] + recs[4:]) == pytest.approx((2 / 3 + 1 / 2) / 2)
+    rels = ["P36", "P36", "P36", "P36", "P37", "P37"]
+    lps = [[-1, -2], [-1, -2], [-2, -1], [-1, -2], [-1, -2], [-1, -1]]
+    gold = [0, 0, 0, 1, 0, 0]
+    assert M.per_relation_accuracy(lps, gold, rels) == {"P36": 0.5, "P37": 0.5}
+    keep = [0, 1, 2, 4, 5]
+    assert M.macro_accuracy([lps[i] for i in keep], [gold[i] for i in keep], [rels[i] for i in keep]) == pytest.approx(
+        (2 / 3 + 1 / 2) / 2)
     # sqrt(0.25/4 + 0.25/2) / 2
-    assert M.macro_accuracy_stderr(recs) == pytest.approx(math.sqrt(0.25 / 4 + 0.25 / 2) / 2)
+    assert M.macro_accuracy_stderr(lps, gold, rels) == pytest.approx(math.sqrt(0.25 / 4 + 0.25 / 2) / 2)
     assert M.binomial_stderr([1, 0, 1, 0]) == pytest.approx(0.25)
+    assert math.isnan(M.macro_accuracy([], [], [])) and math.isnan(M.macro_accuracy_stderr([], [], []))
+
+
+def test_stderrs_and_gold_confidences_by_hand():
+    lps = [[LN(0.8), LN(0.2)], [LN(0.4), LN(0.6)], [LN(0.45), LN(0.3), LN(0.25)], [LN(0.5), LN(0.5)]]
+    gold = [0, 0, 0, 0]  # correct, wrong, correct, tie (wrong)
+    assert M.accuracy_stderr(lps, gold) == pytest.approx(math.sqrt(0.5 * 0.5 / 4))
+    # D_0.5 = confidences 0.8, 0.6, 0.5: correct, wrong, tie -> p = 1/3 over 3
+    assert M.accuracy_at_k_stderr(lps, gold, 0.5) == pytest.approx(math.sqrt((1 / 3) * (2 / 3) / 3))
+    assert math.isnan(M.accuracy_at_k_stderr(lps, gold, 0.9))
+    np.testing.assert_allclose(M.gold_confidences(lps, gold), [0.8, 0.4, 0.45, 0.5])
 
 
 def test_relation_agreement():

@@ -14,7 +14,8 @@ from belief_tasks.data import load_facts
 from belief_tasks.prompts import iclke as P
 from belief_tasks.schema import Entity, Fact, Relation
 from belief_tasks.tasks import iclke as T
-from belief_tasks.tasks.common import unpack
+from belief_tasks.options import KnobError, parse_options
+from belief_tasks.tasks.base import unpack
 
 
 # ---------------------------------------------------------------- pure rendering
@@ -42,6 +43,10 @@ def test_eic_pairs_insert_option_k_of_earlier_test_facts():
     assert T.eic_context(doc, 1) == "a 1 X x1 b 2 c 3 Y y1 d 4 Z"
 
 
+def _params(**knobs) -> P.Params:
+    return T.params(parse_options(T.KNOBS, knobs))
+
+
 def _fact(i, subject, obj, rel="P1"):
     return Fact(f"{rel}_{i}", rel, Entity(subject), (Entity(obj),))
 
@@ -50,12 +55,12 @@ def test_examples_never_contain_the_test_subject():
     train = [_fact(i, f"s{i}", f"o{i}") for i in range(20)] + [_fact(99, "Target", "gold"), _fact(98, "target", "other")]
     test = _fact(100, "Target", "gold")
     for demos in ("relation", "fact"):
-        ex = P.choose_examples(test, train, P.Settings(n_examples=50, demos=demos))
+        ex = P.choose_examples(test, train, _params(n_examples=50, demos=demos))
         assert len(ex) == 20 and all(f.subject.label.lower() != "target" for f in ex)
     # seeded: same seed same examples, another seed another order
-    a = P.choose_examples(test, train, P.Settings(n_examples=5, demos="fact"))
-    assert a == P.choose_examples(test, train, P.Settings(n_examples=5, demos="fact"))
-    assert a != P.choose_examples(test, train, P.Settings(n_examples=5, demos="fact", seed=7))
+    a = P.choose_examples(test, train, _params(n_examples=5, demos="fact"))
+    assert a == P.choose_examples(test, train, _params(n_examples=5, demos="fact"))
+    assert a != P.choose_examples(test, train, _params(n_examples=5, demos="fact", seed=7))
 
 
 def test_option_set_excludes_every_accepted_answer():
@@ -199,12 +204,18 @@ def test_trex_mc_fixture_task(tmp_path):
     assert sorted(d["fact_id"] for d in eic) == sorted(d["fact_id"] for d in docs)
 
 
-def test_settings_from_metadata():
-    s = T.settings_from({"n_examples": "10", "format": "colon_comma", "demos": "fact", "seed": 3, "max_options": 20})
-    assert (s.n_examples, s.format, s.demos, s.seed, s.max_options) == (10, "colon_comma", "fact", 3, 20)
-    assert T.settings_from({}) == P.Settings()  # paper defaults: n = 50, 100 options, space
-    for bad in ({"format": "tsv"}, {"demos": "random"}, {"max_options": 0}, {"n_examples": -1}):
-        with pytest.raises(ValueError):
-            T.settings_from(bad)
+def test_knobs_from_metadata():
+    opts = parse_options(T.KNOBS, {"n_examples": "10", "format": "colon_comma", "demos": "fact", "seed": 3, "max_options": 20})
+    assert (opts.n_examples, opts.format, opts.demos, opts.seed, opts.max_options) == (10, "colon_comma", "fact", 3, 20)
+    # paper defaults: n = 50, 100 options, space; EIC-LKE: 50 lead facts, a test fact every 5
+    assert T.params(parse_options(T.KNOBS, {})) == P.Params(seed=1234, n_examples=50, max_options=100, demos="relation",
+                                                            eic_lead=50, eic_every=5)
+    defaults = parse_options(T.KNOBS, {})
+    assert (defaults.train_size, defaults.format) == (100, "space")
+    assert parse_options(T.KNOBS, {"n_examples": 0}).n_examples == 0  # zero-shot is allowed
+    for bad in ({"format": "tsv"}, {"demos": "random"}, {"max_options": 0}, {"n_examples": -1}, {"eic_every": 0},
+                {"train_size": "many"}):
+        with pytest.raises(KnobError, match=next(iter(bad))):
+            parse_options(T.KNOBS, bad)
     with pytest.raises(ValueError, match="unknown relations"):
         T.iclke_docs(load_facts("bear_big", {"source": "sample"}), {"relations": "P36,P999"})

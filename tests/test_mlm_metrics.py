@@ -36,21 +36,29 @@ def test_acc_at_k_and_mrr_per_prompt():
 
 def test_fact_expectations_follow_the_belief_draw():
     # A: mean(t1 = (1+0)/2, t2 = 1) = 0.75; B: 0 (falls back to its own prompts); C: t1 = 0, t2 missing -> 0
-    acc1 = M.fact_expectations(RECORDS, lambda r: M.hit(r["gold_rank"], 1))
+    ids = T.prompt_ids(RECORDS)
+    assert ids[0] == ["A", "A", "A", "B", "C", "C"] and ids[2] == ["t1", "t1", "t2", "t1", "t1", "t1"]
+    ranks = T.ranks_of(RECORDS)
+    acc1 = M.fact_expectations(*ids, [M.hit(r, 1) for r in ranks])
     assert acc1.tolist() == [0.75, 0.0, 0.0]
-    cols = T._columns(RECORDS, 1)
+    cols = T.draw_columns(RECORDS, 1)
     assert B.expected_accuracy(*cols) == pytest.approx(acc1.mean())  # the shared implementation agrees
     # MRR: A: mean((1 + 1/4)/2, 1) = 0.8125; B: 0; C: 1/2
-    rr = M.fact_expectations(RECORDS, lambda r: M.reciprocal(r["gold_rank"]))
+    rr = M.fact_expectations(*ids, [M.reciprocal(r) for r in ranks])
     assert rr.tolist() == pytest.approx([0.8125, 0.0, 0.5])
+    assert M.expected_mrr(*ids, ranks) == pytest.approx((0.8125 + 0 + 0.5) / 3)
 
 
 def test_token_consistency():
     # A: predictions x, x, y -> 1 of 3 pairs agree; B: one prompt, left out; C: x, x -> 1
-    assert M.fact_consistencies(RECORDS).tolist() == pytest.approx([1 / 3, 1.0])
-    assert M.token_consistency(RECORDS) == pytest.approx(2 / 3)
+    facts, relations, _ = T.prompt_ids(RECORDS)
+    preds = [r["pred"] for r in RECORDS]
+    assert M.fact_consistencies(facts, relations, preds).tolist() == pytest.approx([1 / 3, 1.0])
+    assert M.token_consistency(facts, relations, preds) == pytest.approx(2 / 3)
     # punctuation tokens are compared by identity (normalising would make "." agree with nothing)
-    assert M.token_consistency([rec("A", "t1", "a", 1, pred="."), rec("A", "t2", "a", 1, pred=".")]) == 1.0
+    assert M.token_consistency(["A", "A"], ["R", "R"], [".", "."]) == 1.0
+    # the same fact id under two relations is two pairs
+    assert math.isnan(M.token_consistency(["A", "A"], ["R", "S"], ["x", "x"]))
 
 
 def test_bias_level_equation():
@@ -73,13 +81,15 @@ def test_bias_single_and_multi_by_hand():
         cf("t2", "na", {"a": 0.1, "b": 0.3, "c": 0.1}),  # c is not shared by t2's prompts: dropped
         cf("t2", "qmark", {"a": 0.1, "b": 0.3}),  # ensemble (.25, .75): bias 0.188722
     ]
-    dists = M.template_distributions(records)
+    cols = T.bias_columns(records)
+    dists = M.template_distributions(*cols)
     assert dists[("R", "t1")] == pytest.approx({"a": 0.625, "b": 0.375})
     assert dists[("R", "t2")] == pytest.approx({"a": 0.25, "b": 0.75})
-    assert M.bias_single(records) == pytest.approx((0.045566 + 0.188722) / 2, abs=1e-5)
+    assert M.bias_single(*cols) == pytest.approx((0.045566 + 0.188722) / 2, abs=1e-5)
     # multi-prompt: average the two templates' distributions first -> (.4375, .5625): bias 0.011301
-    assert M.bias_multi(records) == pytest.approx(0.011301, abs=1e-5)
-    assert M.bias_multi(records) < M.bias_single(records)  # averaging prompts lowers the bias
+    assert M.bias_multi(*cols) == pytest.approx(0.011301, abs=1e-5)
+    assert M.bias_multi(*cols) < M.bias_single(*cols)  # averaging prompts lowers the bias
+    assert T.bias_single(records) == M.bias_single(*cols) and T.bias_multi(records) == M.bias_multi(*cols)
 
 
 def test_task_aggregations_on_records():

@@ -63,6 +63,18 @@ def test_prompt_docs_need_the_tokenizer():
         prompt_docs("myriadlama", SAMPLE)
 
 
+def test_knobs_and_the_mask_token_are_checked_before_model_time(favour_paris, model_path):
+    from belief_tasks.options import KnobError, parse_options
+    from belief_tasks.tasks.belief_mlm import KNOBS, mlm_tokenizer, prompt_docs
+
+    assert parse_options(KNOBS, {}).accuracy_draws == 50_000 and parse_options(KNOBS, {"accuracy_draws": "7"}).accuracy_draws == 7
+    with pytest.raises(KnobError, match="accuracy_draws"):
+        prompt_docs("myriadlama", {**SAMPLE, "pretrained": str(favour_paris), "accuracy_draws": 0})
+    assert mlm_tokenizer({"pretrained": str(favour_paris)}).mask_token == "[MASK]"
+    with pytest.raises(KnobError, match="no mask token"):  # the bundled causal LM
+        mlm_tokenizer({"pretrained": str(model_path)})
+
+
 def test_bias_docs_are_content_free_with_single_token_candidates(favour_paris):
     from belief_tasks.tasks.belief_mlm import bias_docs
 
@@ -117,8 +129,9 @@ def test_harness_run_on_a_tiny_bert(favour_paris):
     for s in res["samples"]["belief_mlm_bias_myriadlama"]:
         per_rel.setdefault(s["bias_single"]["relation"], []).append(s["bias_single"])
     from belief_tasks.metrics.belief_mlm import bias_single
+    from belief_tasks.tasks.belief_mlm import bias_columns
 
-    assert bias_single(per_rel["P36"]) > 0.95
+    assert bias_single(*bias_columns(per_rel["P36"])) > 0.95
 
 
 @pytest.mark.e2e

@@ -1,6 +1,6 @@
 """IC-LKE / EIC-LKE inputs (Wu et al., "Towards Reliable Latent Knowledge Estimation in LLMs").
 
-Pure functions: facts and settings in, strings and option lists out; no model.
+Pure functions: facts and ``Params`` in, strings and option lists out; no model, no knob parsing.
 
 * ``sigma``: the input σ(x, r) = x1 y1 … xn yn x (eq. 1) for one test subject,
   the object being scored as the continuation ``" " + option``.
@@ -57,18 +57,21 @@ def pair_format(name: str) -> PairFormat:
         raise ValueError(f"unknown IC-LKE format {name!r}; known: {sorted(FORMATS)}") from None
 
 
-@dataclass(frozen=True)
-class Settings:
-    """Every knob, read from ``--metadata`` (see ``belief_tasks.tasks.iclke.settings_from``)."""
+#: how the in-context examples are drawn: one seeded order per relation, or a draw per test fact
+DEMOS = ("relation", "fact")
 
-    seed: int = seeding.DEFAULT_SEED
-    n_examples: int = 50  # n in eq. 1 (appendix C.1)
-    max_options: int = 100  # 1 gold + 99 alternatives (section 4)
-    train_size: int = 100  # per relation, for datasets without a train split (T-REx-MC has 100)
-    format: str = "space"
-    demos: str = "relation"  # "relation": one seeded order per relation (reference code); "fact": drawn per test fact
-    eic_lead: int = 50  # EIC-LKE: training facts before the first test fact (appendix C.2)
-    eic_every: int = 5  # EIC-LKE: training facts between two test facts
+
+@dataclass(frozen=True)
+class Params:
+    """What the draws below need, built from the task's knobs by ``belief_tasks.tasks.iclke.params``
+    (their defaults and ranges live in its ``KNOBS`` table)."""
+
+    seed: int
+    n_examples: int  # n in eq. 1 (appendix C.1)
+    max_options: int  # 1 gold + up to max_options - 1 alternatives (section 4)
+    demos: str  # "relation": one seeded order per relation (reference code); "fact": drawn per test fact
+    eic_lead: int  # EIC-LKE: training facts before the first test fact (appendix C.2)
+    eic_every: int  # EIC-LKE: training facts between two test facts
 
 
 def subject_keys(fact: Fact) -> set[str]:
@@ -97,16 +100,14 @@ def demo_order(train: Sequence[Fact], seed: int, relation: str) -> list[Fact]:
     return seeding.sample(train, len(train), seed, "iclke-demos", relation)
 
 
-def choose_examples(test: Fact, train: Sequence[Fact], settings: Settings) -> list[Fact]:
+def choose_examples(test: Fact, train: Sequence[Fact], params: Params) -> list[Fact]:
     """The n in-context examples for ``test``: none shares its subject."""
     banned = subject_keys(test)
     eligible = [f for f in train if not (subject_keys(f) & banned)]
-    if settings.demos == "fact":
-        return seeding.sample(eligible, settings.n_examples, settings.seed, "iclke-demos", test.relation, test.id)
-    if settings.demos != "relation":
-        raise ValueError(f"demos must be 'relation' or 'fact', got {settings.demos!r}")
+    if params.demos == "fact":
+        return seeding.sample(eligible, params.n_examples, params.seed, "iclke-demos", test.relation, test.id)
     keep = {f.id for f in eligible}
-    return [f for f in demo_order(train, settings.seed, test.relation) if f.id in keep][: settings.n_examples]
+    return [f for f in demo_order(train, params.seed, test.relation) if f.id in keep][: params.n_examples]
 
 
 def as_pairs(facts: Sequence[Fact]) -> list[list[str]]:
@@ -151,14 +152,14 @@ class EICSlot:
     prior: list[tuple[int, str, list[str]]]
 
 
-def eic_group_size(n_train: int, settings: Settings) -> tuple[int, int]:
+def eic_group_size(n_train: int, params: Params) -> tuple[int, int]:
     """(lead, number of test slots) for a sequence of ``n_train`` training facts."""
-    lead = min(settings.eic_lead, max(1, n_train // 2))
-    return lead, max(1, ceil((n_train - lead) / settings.eic_every))
+    lead = min(params.eic_lead, max(1, n_train // 2))
+    return lead, max(1, ceil((n_train - lead) / params.eic_every))
 
 
 def eic_groups(
-    relation: Relation, train: Sequence[Fact], test: Sequence[Fact], settings: Settings
+    relation: Relation, train: Sequence[Fact], test: Sequence[Fact], params: Params
 ) -> list[list[EICSlot]]:
     """Test facts of one relation, grouped into shared sequences of training facts.
 
@@ -166,9 +167,9 @@ def eic_groups(
     fact of the group); the first test fact after ``lead`` of them, then one every
     ``eic_every``. Test facts are assigned to groups in a seeded order.
     """
-    order = demo_order(train, settings.seed, relation.id)
-    lead, size = eic_group_size(len(order), settings)
-    shuffled = seeding.sample(test, len(test), settings.seed, "eic-groups", relation.id)
+    order = demo_order(train, params.seed, relation.id)
+    lead, size = eic_group_size(len(order), params)
+    shuffled = seeding.sample(test, len(test), params.seed, "eic-groups", relation.id)
     groups = []
     for g in range(0, len(shuffled), size):
         members = shuffled[g : g + size]
@@ -177,8 +178,8 @@ def eic_groups(
         gid = f"{relation.id}_g{g // size:04d}"
         slots, prior = [], []
         for i, fact in enumerate(members):
-            pos = min(lead + i * settings.eic_every, len(seq))
-            options, gold = option_set(fact, relation, settings.seed, settings.max_options)
+            pos = min(lead + i * params.eic_every, len(seq))
+            options, gold = option_set(fact, relation, params.seed, params.max_options)
             slots.append(EICSlot(gid, i, fact, options, gold, seq[:pos], list(prior)))
             prior.append((pos, fact.subject.label, options))
         groups.append(slots)

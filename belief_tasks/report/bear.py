@@ -2,8 +2,8 @@
 scores, a per-relation bar chart and a per-domain table.
 
 Tasks ``belief_bear`` / ``belief_bear_big`` (and any ``belief_bear*`` variant with the same
-records, ``belief_tasks.tasks.bear.process_results``). Breakdowns call
-``belief_tasks.metrics.bear``.
+records, ``belief_tasks.records.BearRecord``). Breakdowns call ``belief_tasks.metrics.bear`` on
+the arrays ``belief_tasks.tasks.bear`` reads out of the records.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from __future__ import annotations
 import pandas as pd
 
 from belief_tasks.metrics import bear as MB
+from belief_tasks.tasks.bear import ranks_of, templates_of
 from belief_tasks.metrics.belief import fluctuation
 from belief_tasks.report.base import CardEntry, Context, Section, stderr, value
 from belief_tasks.report.output import fmt, grouped_bars, pm
@@ -59,12 +60,9 @@ def build(ctx: Context) -> Section | None:
     # ---- per template
     rows = []
     for run, task in with_records:
-        recs = task.records()
-        by_t: dict[int, list] = {}
-        for r in recs:
-            by_t.setdefault(int(r["template_index"]), []).append(r)
-        for t, scores in MB.template_scores(recs).items():
-            correct = [int(MB.record_rank(r) == 0) for r in by_t[t]]
+        ranks, templates = ranks_of(task.records()), templates_of(task.records())
+        for t, scores in MB.template_scores(ranks, templates).items():
+            correct = [int(rank == 0) for rank, ti in zip(ranks, templates) if ti == t]
             rows.append({"Model": run.name, "Task": task.name, "Template": t, "P@1": scores,
                          "stderr": MB.mean_stderr(correct), "n": len(correct)})
     per_t = pd.DataFrame(rows)
@@ -77,7 +75,7 @@ def build(ctx: Context) -> Section | None:
     # ---- per relation
     rel = {}
     for run, task in with_records:
-        rel[_label(run, task, many_tasks)] = MB.accuracy_by_relation(task.records())
+        rel[_label(run, task, many_tasks)] = MB.accuracy_by(ranks_of(task.records()), [r["relation"] for r in task.records()])
     rel_df = pd.DataFrame(rel)
     rel_df.index.name = "relation"
     fig = grouped_bars(rel_df, None, "BEAR accuracy per relation (all templates pooled)", "relation", "P@1", "model")
@@ -88,7 +86,7 @@ def build(ctx: Context) -> Section | None:
     # ---- per domain
     dom = {}
     for run, task in with_records:
-        dom[_label(run, task, many_tasks)] = MB.accuracy_by_domain(task.records())
+        dom[_label(run, task, many_tasks)] = MB.accuracy_by(ranks_of(task.records()), [r["domains"] for r in task.records()])
     dom_df = pd.DataFrame(dom)
     dom_df.index.name = "domain"
     md.append("### Per domain\n")
@@ -104,7 +102,7 @@ def _card(ctx: Context, found) -> dict[str, list[CardEntry]]:
         tag = "" if task.name == "belief_bear" else f" [{task.name}]"
         entries.append(CardEntry("accuracy", FAMILY, f"BEAR score{tag}", pm(value(n, "bear"), stderr(n, "bear"), 3)))
         if task.has_records:
-            scores = list(MB.template_scores(task.records()).values())
+            scores = list(MB.template_scores(ranks_of(task.records()), templates_of(task.records())).values())
             if len(scores) > 1:
                 rng, sd = fluctuation(scores)
                 entries.append(CardEntry("robustness", FAMILY, f"template range / SD{tag}", f"{fmt(rng, 3)} / {fmt(sd, 3)}", "lower"))

@@ -1,8 +1,8 @@
 """BELIEF for masked LMs (Zhao et al., v3 sections 2, 5.4; v1): the encoder rows of Table 17,
 calibration, and the prompt-bias tasks.
 
-Tasks ``belief_mlm_<dataset>`` (records of ``belief_tasks.tasks.belief_mlm.process_prompt``)
-and ``belief_mlm_bias_<dataset>``. Headline numbers are the tasks' aggregations.
+Tasks ``belief_mlm_<dataset>`` (records ``belief_tasks.records.MlmPromptRecord``) and
+``belief_mlm_bias_<dataset>``. Headline numbers are the tasks' aggregations.
 """
 
 from __future__ import annotations
@@ -10,25 +10,16 @@ from __future__ import annotations
 import pandas as pd
 
 from belief_tasks.metrics import belief as MB
-from belief_tasks.metrics import belief_mlm as MM
 from belief_tasks.report.belief_icl import plot_bins
 from belief_tasks.report.base import CardEntry, Context, Section, stderr, value
 from belief_tasks.report.output import fmt, line_plot, pm
+from belief_tasks.tasks.belief_mlm import hits
 
 FAMILY = "BELIEF (masked LMs)"
 PROMPT_RE = r"belief_mlm_(?!bias_)\w+"
 BIAS_RE = r"belief_mlm_bias_\w+"
 COLUMNS = (("acc@1", "Acc@1 ↑"), ("acc@10", "Acc@10 ↑"), ("mrr", "MRR ↑"), ("acc@1_range", "Range ↓"),
            ("acc@1_sd", "SD ↓"), ("consist", "Consist ↑"), ("overconf@1", "Ovconf@1"))
-
-
-def hits(records: list[dict], k: int = 1) -> list[bool]:
-    return [bool(MM.hit(r["gold_rank"], k)) for r in records]
-
-
-def covered_facts(records: list[dict]) -> set:
-    """(fact, template) combinations with the object ranked first (v3 section 6.4's covered facts)."""
-    return {(r["fact_id"], r["template_id"]) for r, h in zip(records, hits(records)) if h}
 
 
 def build(ctx: Context) -> Section | None:
@@ -59,8 +50,7 @@ def build(ctx: Context) -> Section | None:
             recs = [r for r in task.records() if r.get("confidence") is not None]
             if not recs:
                 continue
-            bins = MB.calibration_bins([r["confidence"] for r in recs], hits(recs),
-                                       plot_bins(int(recs[0].get("bins", MB.DEFAULT_BINS)), len(recs)))
+            bins = MB.calibration_bins([r["confidence"] for r in recs], hits(recs), plot_bins(MB.DEFAULT_BINS, len(recs)))
             label = run.name if len({t.name for _, t in found}) == 1 else f"{run.name} · {task.name}"
             series.append((label, [b["confidence"] for b in bins], [b["accuracy"] for b in bins]))
             bins_rows += [{"model": run.name, "task": task.name, "bin": i, **b} for i, b in enumerate(bins, 1)]

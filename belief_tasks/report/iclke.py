@@ -2,9 +2,9 @@
 (Figure 5), subsumption rate η between models (section 4.2.2, Tables 1 and 10), Accuracy@K
 curves (Figure 8).
 
-Tasks ``belief_iclke*`` / ``belief_eiclke*``; records from
-``belief_tasks.tasks.iclke.process_results``. Breakdowns call ``belief_tasks.metrics.iclke``
-and ``belief_tasks.metrics.comparison``.
+Tasks ``belief_iclke*`` / ``belief_eiclke*``; records ``belief_tasks.records.IclkeRecord``, read
+into arrays by ``belief_tasks.tasks.iclke.columns``. Breakdowns call ``belief_tasks.metrics.iclke``
+and ``belief_tasks.metrics.comparison``; the known facts are ``belief_tasks.records.iclke_known``.
 """
 
 from __future__ import annotations
@@ -13,21 +13,13 @@ import pandas as pd
 
 from belief_tasks.metrics import iclke as MI
 from belief_tasks.metrics.comparison import mean_subsumption_rate
+from belief_tasks.records import iclke_known
 from belief_tasks.report.base import CardEntry, Context, Section, stderr, value
 from belief_tasks.report.output import fmt, heatmap, line_plot, pm
+from belief_tasks.tasks.iclke import columns
 
 FAMILY = "IC-LKE"
 TASK_RE = r"belief_e?iclke\w*"
-
-
-def known_facts(records: list[dict]) -> dict[str, set]:
-    """φ(θ, F) per relation: the facts whose gold option has the highest probability (eq. 4's δ)."""
-    out: dict[str, set] = {}
-    for r in records:
-        known = out.setdefault(r["relation"], set())
-        if MI.is_correct(r["logprobs"], int(r["gold_index"])):
-            known.add(r["fact_id"])
-    return out
 
 
 def build(ctx: Context) -> Section | None:
@@ -66,7 +58,7 @@ def build(ctx: Context) -> Section | None:
             continue
 
         # ---- per-relation heatmap (Figure 5)
-        per_rel = pd.DataFrame({r.name: MI.per_relation_accuracy(t.records()) for r, t in with_records})
+        per_rel = pd.DataFrame({r.name: MI.per_relation_accuracy(*columns(t.records())) for r, t in with_records})
         per_rel.index.name = "relation"
         per_rel = per_rel.loc[per_rel.mean(axis=1).sort_values(ascending=False).index]  # best-known relations first
         md.append("#### Accuracy per relation (cf. Figure 5)\n")
@@ -76,7 +68,7 @@ def build(ctx: Context) -> Section | None:
 
         # ---- subsumption rate (section 4.2.2)
         if len(with_records) > 1:
-            known = {r.name: known_facts(t.records()) for r, t in with_records}
+            known = {r.name: iclke_known(t.records()) for r, t in with_records}
             names = list(known)
             eta = pd.DataFrame([[mean_subsumption_rate(known[a], known[b]) for b in names] for a in names], index=names, columns=names)
             md.append("#### Subsumption rate η (cf. section 4.2.2, Tables 1 and 10)\n")
@@ -89,7 +81,7 @@ def build(ctx: Context) -> Section | None:
         # ---- Accuracy@K (Figure 8)
         series, rows = [], []
         for run, task in with_records:
-            lps, gold, _ = MI.record_arrays(task.records())
+            lps, gold, _ = columns(task.records())
             ks = list(MI.THRESHOLDS)
             accs = [MI.accuracy_at_k(lps, gold, k) for k in ks]
             covs = [MI.coverage_at_k(lps, k) for k in ks]

@@ -1,104 +1,88 @@
 """Harness glue for BEAR and BEAR-big (``belief_bear``, ``belief_bear_big``).
 
-One doc per (fact, template). Its requests are plain ``loglikelihood`` requests,
-one per answer option, built by ``belief_tasks.prompts.bear`` (``multiple_choice``
-with an empty ``doc_to_text`` in the default scoring), so they run on lm-eval's
-``hf``, on ``hf-mlm`` (PLL for masked LMs) and on ``hf-shared`` (prefix sharing).
+One doc per (fact, template). ``BearTask`` is a plain ``multiple_choice`` task: one
+``loglikelihood`` request per answer option, built by ``belief_tasks.prompts.bear``
+(an empty ``doc_to_text`` in the default scoring), so it runs on lm-eval's ``hf``, on
+``hf-mlm`` (PLL for masked LMs) and on ``hf-shared`` (prefix sharing).
 
-Run options (``--metadata`` JSON, besides ``source`` / ``bear_path`` /
-``bear_big_path`` and the common ``seed``, ``relations``, ``max_facts_per_relation``):
+``--metadata`` knobs: ``KNOBS`` below (the common ones plus BEAR's), and the data
+source's (``source`` / ``bear_path`` / ``bear_big_path``). ``reduction: mean`` counts
+scored tokens with the evaluated model's tokenizer (``tokenizer=`` or ``pretrained=``
+from the model args).
 
-* ``reduction``: ``"sum"`` (default, eq. 1) or ``"mean"`` (divide by the number of
-  scored tokens, counted with the model's tokenizer: ``tokenizer`` or ``pretrained``
-  from the model args).
-* ``scoring``: ``"statement"`` (default), ``"answer"`` (only the answer's tokens) or
-  ``"answer_to_end"`` (lm-pub-quiz's ``conditional_score`` for causal LMs).
-* ``templates``: template indices to use, e.g. ``"0"`` (default: all).
+Records (``belief_tasks.records.BearRecord``) -> arrays for ``belief_tasks.metrics.bear``:
+``record_scores``, ``record_rank``, ``ranks_of``.
 """
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from belief_tasks.data import load_facts
 from belief_tasks.metrics import bear as M
+from belief_tasks.options import COMMON, Knob, KnobError, Options, parse_options
 from belief_tasks.prompts.bear import SCORING_MODES, OptionRequests, option_requests
-from belief_tasks.schema import FactSet, SchemaError
-from belief_tasks.options import COMMON, parse_options
-from belief_tasks.tasks.base import as_split, select_facts, unpack, with_stderr
+from belief_tasks.schema import Fact, FactSet, Relation, SchemaError
+from belief_tasks.tasks.base import BeliefTask, as_split, model_tokenizer, select_facts, unpack, with_stderr
 
 PRECISION_KS = (1, 5, 10)
+TEMPLATE_METRICS = (0, 1, 2)  # bear_t0 .. bear_t2: BEAR has three templates per relation
+
+KNOBS: tuple[Knob, ...] = COMMON + (
+    Knob("reduction", "str", "sum", "statement score: summed log-likelihood (eq. 1) or its mean per scored token",
+         choices=M.REDUCTIONS),
+    Knob("scoring", "str", "statement", "what is scored: the whole statement, only the answer, or the answer "
+         "to the end of the sentence (lm-pub-quiz's conditional_score)", choices=SCORING_MODES),
+    Knob("templates", "ints", None, "template indices to use, comma-separated (default: all)", minimum=0,
+         unset=(None, "", "all")),
+)
 
 
-def run_settings(metadata: Mapping[str, Any] | None) -> dict[str, Any]:
-    """The BEAR-specific options, validated before any model time."""
-    md = metadata or {}
-    reduction = str(md.get("reduction") or "sum").lower()
-    scoring = str(md.get("scoring") or "statement").lower()
-    if reduction not in M.REDUCTIONS:
-        raise ValueError(f"reduction must be one of {M.REDUCTIONS}, got {reduction!r}")
-    if scoring not in SCORING_MODES:
-        raise ValueError(f"scoring must be one of {SCORING_MODES}, got {scoring!r}")
-    templates = md.get("templates")
-    if templates in (None, "", "all"):
-        chosen = None
-    elif isinstance(templates, (int, float)):
-        chosen = (int(templates),)
-    elif isinstance(templates, str):
-        chosen = tuple(int(t) for t in templates.replace("|", ",").split(",") if t.strip())
-    else:
-        chosen = tuple(int(t) for t in templates)
-    return {"reduction": reduction, "scoring": scoring, "templates": chosen}
+class BearTask(BeliefTask):
+    """``belief_bear*``: a ``multiple_choice`` task over every answer option (knobs: ``KNOBS``)."""
+
+    KNOBS = KNOBS
+
+
+# --- docs -------------------------------------------------------------------------------------
 
 
 def build_docs(fs: FactSet, metadata: Mapping[str, Any] | None = None) -> list[dict]:
     """Docs in relation / fact / template order (``--limit`` keeps whole facts of the first relation)."""
-    opts = parse_options(COMMON, metadata)
-    settings = run_settings(metadata)
+    opts = parse_options(KNOBS, metadata)
     docs = []
     for fact in select_facts(fs, opts):
         rel = fs.relations[fact.relation]
-        options = [e.label for e in rel.answer_space]
-        gold = [options.index(o.label) for o in fact.objects if o.label in options]
-        if not gold:
-            raise SchemaError(f"no correct object of {fact.id} in the answer space of {rel.id}", file=fs.source, row=fact.id, field="objects")
-        templates = rel.templates_of("statement")
-        for t_index, template in enumerate(templates):
-            if settings["templates"] is not None and t_index not in settings["templates"]:
-                continue
-            docs.append({
-                "doc_id": f"{fact.id}/{template.id}",
-                "relation": rel.id,
-                "fact_id": fact.id,
-                "template_id": template.id,
-                "template_index": t_index,
-                "subject": fact.subject.label,
-                "template": template.text,
-                "options": options,
-                "gold": gold,
-                "cardinality": "1:1" if rel.is_one_to_one else "1:N",
-                "domains": list(rel.domains),
-                "scoring": settings["scoring"],
-                "reduction": settings["reduction"],
-            })
-    if settings["templates"] is not None and not docs:
-        raise ValueError(f"no template with index in {settings['templates']}")
-    if settings["reduction"] == "mean":
+        for t_index, template in enumerate(rel.templates_of("statement")):
+            if opts.templates is None or t_index in opts.templates:
+                docs.append(_doc(fs, rel, fact, t_index, template.id, template.text, opts))
+    if opts.templates is not None and not docs:
+        raise KnobError("templates", f"no template with index in {list(opts.templates)}")
+    if opts.reduction == "mean":
         add_token_counts(docs, metadata)
     return docs
 
 
-def _tokenizer(metadata: Mapping[str, Any] | None):
-    md = metadata or {}
-    name = md.get("tokenizer") or md.get("pretrained")
-    if not name:
-        raise ValueError(
-            "reduction 'mean' counts scored tokens with the model's tokenizer: pass model_args pretrained=... "
-            "(or tokenizer=...) so the task can load it"
-        )
-    from transformers import AutoTokenizer
-
-    return AutoTokenizer.from_pretrained(str(name), trust_remote_code=str(md.get("trust_remote_code", False)).strip().lower() in ("1", "true", "yes", "on"))
+def _doc(fs: FactSet, rel: Relation, fact: Fact, t_index: int, template_id: str, text: str, opts: Options) -> dict:
+    options = [e.label for e in rel.answer_space]
+    gold = [options.index(o.label) for o in fact.objects if o.label in options]
+    if not gold:
+        raise SchemaError(f"no correct object of {fact.id} in the answer space of {rel.id}", file=fs.source, row=fact.id, field="objects")
+    return {
+        "doc_id": f"{fact.id}/{template_id}",
+        "relation": rel.id,
+        "fact_id": fact.id,
+        "template_id": template_id,
+        "template_index": t_index,
+        "subject": fact.subject.label,
+        "template": text,
+        "options": options,
+        "gold": gold,
+        "cardinality": "1:1" if rel.is_one_to_one else "1:N",
+        "domains": list(rel.domains),
+        "scoring": opts.scoring,
+        "reduction": opts.reduction,
+    }
 
 
 def token_counts(tokenizer, context: str, continuations: list[str]) -> list[int]:
@@ -113,7 +97,7 @@ def token_counts(tokenizer, context: str, continuations: list[str]) -> list[int]
 
 
 def add_token_counts(docs: list[dict], metadata: Mapping[str, Any] | None) -> None:
-    tok = _tokenizer(metadata)
+    tok = model_tokenizer(metadata, needed_for="BEAR's reduction 'mean' (it counts the scored tokens)")
     for d in docs:
         req = requests_of(d)
         d["n_tokens"] = token_counts(tok, req.context, list(req.continuations))
@@ -152,7 +136,7 @@ def doc_to_target(doc) -> int:
 
 
 def process_results(doc, results) -> dict[str, dict]:
-    """One record per doc, logged with --log_samples; the same record feeds every metric."""
+    """One ``BearRecord`` per doc, logged with --log_samples; the same record feeds every metric."""
     ll = [float(r[0]) if isinstance(r, (tuple, list)) else float(r) for r in results]
     options = unpack(doc, "options")
     if len(ll) != len(options):
@@ -173,59 +157,91 @@ def process_results(doc, results) -> dict[str, dict]:
         "ll": ll,
         "n_tokens": n_tokens,
     }
-    scores = M.record_scores(record)
+    scores = record_scores(record)
     pred = int(M.ranking(scores)[0])
     rank = M.gold_rank(scores, gold)
     record.update(pred=pred, pred_label=options[pred], gold_label=options[gold[0]], rank=rank, correct=int(rank == 0))
     return {name: record for name in METRICS}
 
 
+# --- records -> arrays ----------------------------------------------------------
+
+def record_scores(record: Mapping):
+    """A record's option scores under its own reduction (eq. 1, or per token)."""
+    return M.reduce_scores(record["ll"], record.get("n_tokens"), record.get("reduction", "sum"))
+
+
+def record_rank(record: Mapping) -> int:
+    """0-based rank of the record's correct option, recomputed from its log-likelihoods."""
+    return M.gold_rank(record_scores(record), record["gold"])
+
+
+def ranks_of(records: Sequence[Mapping]) -> list[int]:
+    return [record_rank(r) for r in records]
+
+
+def templates_of(records: Sequence[Mapping]) -> list[int]:
+    return [int(r["template_index"]) for r in records]
+
+
+def _of_cardinality(records: Sequence[Mapping], cardinality: str) -> list[Mapping]:
+    """Records of "1:1" or "1:N" relations (BEAR_1:1 / BEAR_1:N in Table 3)."""
+    return [r for r in records if r["cardinality"] == cardinality]
+
+
+def _of_template(records: Sequence[Mapping], t: int) -> list[Mapping]:
+    return [r for r in records if int(r["template_index"]) == t]
+
+
 # --- aggregations (lm-eval passes the list of records) ---------------------------
 
-@with_stderr(M.bear_score_stderr)
+def _bear_stderr(records) -> float:
+    return M.bear_score_stderr(ranks_of(records), templates_of(records))
+
+
+@with_stderr(_bear_stderr)
 def agg_bear(records):
     """BEAR score: per-template P@1 averaged over templates; stderr across templates (Table 3)."""
-    return M.bear_score(records)
+    return M.bear_score(ranks_of(records), templates_of(records))
 
 
-@with_stderr(lambda rs: M.bear_score_stderr(M.by_cardinality(rs, "1:1")))
-def agg_bear_1to1(records):
-    return M.bear_score(M.by_cardinality(records, "1:1"))
+def _cardinality_agg(cardinality: str, name: str):
+    @with_stderr(lambda rs: _bear_stderr(_of_cardinality(rs, cardinality)))
+    def agg(records):
+        return agg_bear(_of_cardinality(records, cardinality))
+
+    agg.__name__ = agg.__qualname__ = name
+    return agg
 
 
-@with_stderr(lambda rs: M.bear_score_stderr(M.by_cardinality(rs, "1:N")))
-def agg_bear_1toN(records):
-    return M.bear_score(M.by_cardinality(records, "1:N"))
+agg_bear_1to1 = _cardinality_agg("1:1", "agg_bear_1to1")
+agg_bear_1toN = _cardinality_agg("1:N", "agg_bear_1toN")
 
 
-def _correct(records):
-    return [int(M.record_rank(r) == 0) for r in records]
-
-
-def _template_agg(t: int):
+def _p_at_k_agg(k: int, template: int | None, name: str):
     def pick(records):
-        return [r for r in records if int(r["template_index"]) == t]
+        return records if template is None else _of_template(records, template)
 
-    @with_stderr(lambda rs: M.mean_stderr(_correct(pick(rs))))
+    @with_stderr(lambda rs: M.mean_stderr([int(r < k) for r in ranks_of(pick(rs))]))
     def agg(records):
-        return M.records_precision_at_k(pick(records), 1)
+        return M.precision_at_k(ranks_of(pick(records)), k)
 
-    agg.__name__ = f"agg_bear_t{t}"
+    agg.__name__ = agg.__qualname__ = name
     return agg
 
 
-agg_bear_t0, agg_bear_t1, agg_bear_t2 = (_template_agg(t) for t in range(3))
+agg_bear_t0, agg_bear_t1, agg_bear_t2 = (_p_at_k_agg(1, t, f"agg_bear_t{t}") for t in TEMPLATE_METRICS)
+agg_p_at_1, agg_p_at_5, agg_p_at_10 = (_p_at_k_agg(k, None, f"agg_p_at_{k}") for k in PRECISION_KS)
 
-
-def _p_at_k_agg(k: int):
-    @with_stderr(lambda rs: M.mean_stderr([int(M.record_rank(r) < k) for r in rs]))
-    def agg(records):
-        return M.records_precision_at_k(records, k)
-
-    agg.__name__ = f"agg_p_at_{k}"
-    return agg
-
-
-agg_p_at_1, agg_p_at_5, agg_p_at_10 = (_p_at_k_agg(k) for k in PRECISION_KS)
-
-METRICS = ("bear", "bear_1to1", "bear_1toN", "bear_t0", "bear_t1", "bear_t2", "p_at_1", "p_at_5", "p_at_10")
+#: metric name -> (aggregation, higher is better); ``_bear_common_yaml`` lists the same names
+METRICS = {
+    "bear": (agg_bear, True),
+    "bear_1to1": (agg_bear_1to1, True),
+    "bear_1toN": (agg_bear_1toN, True),
+    "bear_t0": (agg_bear_t0, True),
+    "bear_t1": (agg_bear_t1, True),
+    "bear_t2": (agg_bear_t2, True),
+    "p_at_1": (agg_p_at_1, True),
+    "p_at_5": (agg_p_at_5, True),
+    "p_at_10": (agg_p_at_10, True),
+}

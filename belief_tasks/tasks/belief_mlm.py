@@ -14,9 +14,11 @@ The tokenizer comes from the model args (``pretrained=``, ``tokenizer=``), which
 lm-eval's CLI merges into ``--metadata`` and so into ``custom_dataset``'s kwargs
 (from Python, put ``pretrained`` in the TaskManager's metadata).
 
-``--metadata`` knobs besides the common ``source``, ``seed``, ``relations`` and
-``max_facts_per_relation``: ``accuracy_draws`` (N draws for Acc@K and its
-fluctuation, default 50,000 as in the paper).
+``--metadata`` knobs: ``KNOBS`` below (the common ones plus ``accuracy_draws``), and the
+data source's (``belief_tasks.sources``).
+
+Records (``belief_tasks.records.MlmPromptRecord`` / ``MlmBiasRecord``) -> arrays for
+``belief_tasks.metrics.belief_mlm``: ``prompt_ids``, ``draw_columns``, ``bias_columns``.
 """
 
 from __future__ import annotations
@@ -24,53 +26,40 @@ from __future__ import annotations
 import logging
 import math
 from functools import lru_cache
-from typing import Any
-
-from lm_eval.api.instance import Instance
-from lm_eval.api.task import ConfigurableTask
+from typing import Any, Mapping, Sequence
 
 from belief_tasks import seeding
 from belief_tasks.data import load_facts
 from belief_tasks.metrics import belief as B
 from belief_tasks.metrics import belief_mlm as M
+from belief_tasks.metrics.bear import mean_stderr
+from belief_tasks.options import COMMON, Knob, KnobError, parse_options
 from belief_tasks.prompts.belief_mlm import content_free_prompts, fact_prompts, masked_prompt, mp_templates
-from belief_tasks.schema import Fact, Relation
-from belief_tasks.options import COMMON, parse_options
-from belief_tasks.tasks.base import as_split, select_facts, unpack, with_stderr
+from belief_tasks.requests import MASK_TOPK, object_token_id
+from belief_tasks.schema import Fact, FactSet, Relation, SchemaError
+from belief_tasks.tasks.base import (
+    BeliefTask, as_split, check_relations, model_tokenizer, select_facts, unpack, with_stderr,
+)
 
 log = logging.getLogger(__name__)
 
-REQUEST_TYPE = "mask_topk"
 TOP_K = 10  # Acc@10 needs ranks only; the top 10 tokens are logged for reading
 
-PROMPT_METRICS = ("acc@1", "acc@10", "mrr", "acc@1_range", "acc@1_sd", "consist", "overconf@1", "overconf@10",
-                  "prompts_kept", "prompts_dropped")
-BIAS_METRICS = ("bias_single", "bias_multi")
+KNOBS: tuple[Knob, ...] = COMMON + (
+    Knob("accuracy_draws", "int", B.DEFAULT_DRAWS, "N draws of one prompt per pair for Acc@K and its fluctuation",
+         minimum=1),
+)
 
 
 # ------------------------------------------------------------------- tokenizer
 
 
-@lru_cache(maxsize=4)
-def _load_tokenizer(name: str, revision: str | None, trust_remote_code: bool):
-    from transformers import AutoTokenizer
-
-    return AutoTokenizer.from_pretrained(name, revision=revision or "main", trust_remote_code=trust_remote_code,
-                                         use_fast=True)
-
-
-def tokenizer_from(metadata: dict):
-    """The evaluated model's tokenizer, from the model args lm-eval merged into the metadata."""
-    name = metadata.get("tokenizer") or metadata.get("pretrained")
-    if not name:
-        raise ValueError(
-            "belief_mlm tasks filter prompts to single-token objects and need the model's tokenizer: run with "
-            "--model hf-mlm --model_args pretrained=<masked LM> (the CLI passes it on), or add "
-            '{"pretrained": "<path or id>"} to --metadata / the TaskManager metadata when calling lm-eval from Python'
-        )
-    tok = _load_tokenizer(str(name), metadata.get("revision"), str(metadata.get("trust_remote_code", False)).strip().lower() in ("1", "true", "yes", "on"))
+def mlm_tokenizer(metadata: Mapping[str, Any] | None):
+    """The evaluated masked LM's tokenizer (``model_tokenizer``), which must have a mask token."""
+    tok = model_tokenizer(metadata, needed_for="belief_mlm tasks (they keep prompts with single-token objects)")
     if tok.mask_token is None:
-        raise ValueError(f"tokenizer {name} has no mask token: belief_mlm tasks need a masked LM")
+        raise KnobError("pretrained", f"tokenizer {tok.name_or_path} has no mask token: belief_mlm tasks need a "
+                        "masked LM (run with --model hf-mlm)")
     return tok
 
 
@@ -79,8 +68,6 @@ def tokenizer_from(metadata: dict):
 
 def _accepted_tokens(tok, relation: Relation, fact: Fact, cache: dict) -> dict[str, list[str]]:
     """template id -> the fact's accepted object expressions that are one token at that template's mask."""
-    from belief_tasks.backends.mlm import object_token_id
-
     out = {}
     for template in mp_templates(relation):
         probe = masked_prompt(template, fact.subject.label)
@@ -95,16 +82,14 @@ def _accepted_tokens(tok, relation: Relation, fact: Fact, cache: dict) -> dict[s
     return out
 
 
-def prompt_docs(dataset: str, metadata: dict) -> tuple[list[dict], dict[str, dict[str, int]]]:
+def prompt_docs(dataset: str, metadata: Mapping[str, Any]) -> tuple[list[dict], dict[str, dict[str, int]]]:
     """Docs for ``belief_mlm_<dataset>`` and per-relation counts {relation: {kept, dropped, facts_kept, facts_dropped}}."""
-    opts = parse_options(COMMON, metadata)
-    tok = tokenizer_from(metadata)
+    opts = parse_options(KNOBS, metadata)
+    tok = mlm_tokenizer(metadata)
     fs = load_facts(dataset, metadata)
-    facts = select_facts(fs, opts)
-    draws = int(metadata.get("accuracy_draws", B.DEFAULT_DRAWS))
     cache: dict = {}
     docs, counts = [], {}
-    for fact in facts:
+    for fact in select_facts(fs, opts):
         rel = fs.relations[fact.relation]
         c = counts.setdefault(rel.id, {"kept": 0, "dropped": 0, "facts_kept": 0, "facts_dropped": 0})
         accepted = _accepted_tokens(tok, rel, fact, cache)
@@ -118,44 +103,52 @@ def prompt_docs(dataset: str, metadata: dict) -> tuple[list[dict], dict[str, dic
                 "relation": p.relation, "fact_id": p.fact_id, "template_id": p.template_id,
                 "subject_form": p.subject_form, "subject": p.subject, "prompt": p.text,
                 "object": fact.object.label, "accepted": accepted[p.template_id],
-                "seed": opts.seed, "draws": draws,
+                "seed": opts.seed, "draws": opts.accuracy_draws,
             })
         c["facts_kept" if len(docs) > n_before else "facts_dropped"] += 1
     for doc in docs:
         doc["relation_kept"], doc["relation_dropped"] = counts[doc["relation"]]["kept"], counts[doc["relation"]]["dropped"]
-    kept, dropped = sum(c["kept"] for c in counts.values()), sum(c["dropped"] for c in counts.values())
-    log.warning("belief_mlm_%s: kept %d prompts, dropped %d whose objects are not single tokens for %s "
-                "(facts kept %d, dropped %d)", dataset, kept, dropped, tok.name_or_path,
-                sum(c["facts_kept"] for c in counts.values()), sum(c["facts_dropped"] for c in counts.values()))
+    _log_counts(dataset, tok, counts)
     return docs, counts
 
 
-def bias_docs(dataset: str, metadata: dict) -> list[dict]:
-    """Content-free prompts with the relation's single-token candidate objects (distinct tokens)."""
-    from belief_tasks.backends.mlm import object_token_id
+def _log_counts(dataset: str, tok, counts: dict[str, dict[str, int]]) -> None:
+    total = {k: sum(c[k] for c in counts.values()) for k in ("kept", "dropped", "facts_kept", "facts_dropped")}
+    log.warning("belief_mlm_%s: kept %d prompts, dropped %d whose objects are not single tokens for %s "
+                "(facts kept %d, dropped %d)", dataset, total["kept"], total["dropped"], tok.name_or_path,
+                total["facts_kept"], total["facts_dropped"])
 
-    opts = parse_options(COMMON, metadata)
-    tok = tokenizer_from(metadata)
+
+def bias_docs(dataset: str, metadata: Mapping[str, Any]) -> list[dict]:
+    """Content-free prompts with the relation's single-token candidate objects (distinct tokens)."""
+    opts = parse_options(KNOBS, metadata)
+    tok = mlm_tokenizer(metadata)
     fs = load_facts(dataset, metadata)
+    check_relations(fs, opts.relations)
     docs = []
     for rid, rel in fs.relations.items():
-        if opts.relations is not None and rid not in opts.relations:
-            continue
-        labels = [e.label for e in rel.answer_space] or sorted({o.label for f in fs.facts_of(rid) for o in f.objects})
-        for p in content_free_prompts(rel):
-            by_token: dict[int, str] = {}
-            for label in labels:
-                tid = object_token_id(tok, p.text, label)
-                if tid is not None:
-                    by_token.setdefault(tid, label)  # first label per token: one candidate per token
-            if len(by_token) < 2:
-                continue
-            docs.append({"relation": rid, "fact_id": None, "template_id": p.template_id, "subject_form": p.subject_form,
-                         "subject": p.subject, "prompt": p.text, "object": "", "candidates": list(by_token.values()),
-                         "n_answer_space": len(labels)})
+        if opts.relations is None or rid in opts.relations:
+            docs += _bias_docs_of(fs, rel, tok)
     if not docs:
-        raise ValueError(f"belief_mlm_bias_{dataset}: no template has two single-token candidate objects for "
-                         f"{tok.name_or_path}")
+        raise SchemaError(f"belief_mlm_bias_{dataset}: no template has two single-token candidate objects for "
+                          f"{tok.name_or_path}", file=fs.source, field="answer_space")
+    return docs
+
+
+def _bias_docs_of(fs: FactSet, rel: Relation, tok) -> list[dict]:
+    labels = [e.label for e in rel.answer_space] or sorted({o.label for f in fs.facts_of(rel.id) for o in f.objects})
+    docs = []
+    for p in content_free_prompts(rel):
+        by_token: dict[int, str] = {}
+        for label in labels:
+            tid = object_token_id(tok, p.text, label)
+            if tid is not None:
+                by_token.setdefault(tid, label)  # first label per token: one candidate per token
+        if len(by_token) < 2:
+            continue
+        docs.append({"relation": rel.id, "fact_id": None, "template_id": p.template_id, "subject_form": p.subject_form,
+                     "subject": p.subject, "prompt": p.text, "object": "", "candidates": list(by_token.values()),
+                     "n_answer_space": len(labels)})
     return docs
 
 
@@ -174,28 +167,27 @@ def myriadlama_bias_docs(**metadata: Any):
 # ---------------------------------------------------------------------- task
 
 
-class BeliefMLMTask(ConfigurableTask):
-    """A YAML-configured task whose requests are ``mask_topk`` (lm-eval dispatches by name to the model)."""
+class BeliefMLMTask(BeliefTask):
+    """``belief_mlm_*``: one ``mask_topk`` request per doc (lm-eval dispatches it by name to ``hf-mlm``)."""
+
+    KNOBS = KNOBS
 
     def __init__(self, config: dict | None = None, **kwargs: Any) -> None:
-        config = {k: v for k, v in (config or {}).items() if k != "class"}
-        config["output_type"] = "loglikelihood"  # lm-eval validates the name; the requests are ours
-        super().__init__(config=config, **kwargs)
-        self.OUTPUT_TYPE = REQUEST_TYPE
+        # lm-eval validates the output type's name; the requests are ours
+        super().__init__(config={**(config or {}), "output_type": "loglikelihood"}, **kwargs)
+        self.OUTPUT_TYPE = MASK_TOPK
 
-    def construct_requests(self, doc: dict, ctx, **kwargs) -> Instance:
-        kwargs.pop("apply_chat_template", None)
-        kwargs.pop("chat_template", None)
+    def construct_requests(self, doc: dict, ctx, **kwargs):
         # The prompt is the doc's masked prompt itself: no description or few-shot prefix (zero-shot MP).
         targets = unpack(doc, "accepted") if doc.get("accepted") else unpack(doc, "candidates")
-        return Instance(request_type=REQUEST_TYPE, doc=doc, arguments=(doc["prompt"], TOP_K, tuple(targets)),
-                        idx=0, **kwargs)
+        return self.instance(MASK_TOPK, doc, (doc["prompt"], TOP_K, tuple(targets)), 0, kwargs)
 
 
 # ------------------------------------------------------------- per-doc records
 
 
 def process_prompt(doc: dict, results: list) -> dict:
+    """One ``MlmPromptRecord`` per masked prompt, under every metric name."""
     resp = results[0]
     ranked = [(t["rank"], t["token"]) for expr in unpack(doc, "accepted") if (t := resp["targets"].get(expr))]
     gold_rank, gold = min(ranked) if ranked else (None, None)
@@ -205,10 +197,11 @@ def process_prompt(doc: dict, results: list) -> dict:
         "gold": gold, "gold_rank": gold_rank, "top": resp["tokens"], "seed": doc["seed"], "draws": doc["draws"],
         "relation_kept": doc["relation_kept"], "relation_dropped": doc["relation_dropped"],
     }
-    return {m: record for m in PROMPT_METRICS}
+    return {m: record for m in METRICS}
 
 
 def process_content_free(doc: dict, results: list) -> dict:
+    """One ``MlmBiasRecord`` per content-free prompt, under every bias metric name."""
     resp = results[0]
     probs = {str(t["token_id"]): math.exp(t["logprob"]) for t in resp["targets"].values() if t is not None}
     record = {"relation": doc["relation"], "template_id": doc["template_id"], "subject_form": doc["subject_form"],
@@ -216,17 +209,39 @@ def process_content_free(doc: dict, results: list) -> dict:
     return {m: record for m in BIAS_METRICS}
 
 
-# ---------------------------------------------------------------- aggregations
+# ------------------------------------------------------------- records -> arrays
 
 
-def _columns(records: list, k: int) -> tuple:
-    """(pair ids, relations, templates, Acc@k hits): the arrays ``metrics.belief`` takes."""
+def prompt_ids(records: Sequence[Mapping]) -> tuple[list, list, list]:
+    """(fact ids, relation ids, template ids) of prompt records."""
+    return [r["fact_id"] for r in records], [r["relation"] for r in records], [r["template_id"] for r in records]
+
+
+def ranks_of(records: Sequence[Mapping]) -> list:
+    return [r["gold_rank"] for r in records]
+
+
+def hits(records: Sequence[Mapping], k: int = 1) -> list[bool]:
+    """Per prompt: is the golden object in the top k (Acc@k's summand)?"""
+    return [bool(M.hit(r["gold_rank"], k)) for r in records]
+
+
+def draw_columns(records: Sequence[Mapping], k: int) -> tuple:
+    """(pair ids, relations, templates, Acc@k hits): the arrays ``metrics.belief``'s draws take."""
     return (
         tuple(f"{r['relation']}\x1f{r['fact_id']}" for r in records),
         tuple(r["relation"] for r in records),
         tuple(r["template_id"] for r in records),
-        tuple(bool(M.hit(r["gold_rank"], k)) for r in records),
+        tuple(hits(records, k)),
     )
+
+
+def bias_columns(records: Sequence[Mapping]) -> tuple[list, list, list]:
+    """(relation ids, template ids, candidate probabilities) of content-free records."""
+    return [r["relation"] for r in records], [r["template_id"] for r in records], [r["candidate_probs"] for r in records]
+
+
+# ---------------------------------------------------------------- aggregations
 
 
 @lru_cache(maxsize=8)
@@ -235,17 +250,17 @@ def _draws_of(columns: tuple, n_draws: int, seed: int, k: int):
 
 
 def accuracy_values(records: list, k: int = 1):
-    """V_Acc@k: the accuracies of the N draws of one prompt per pair (``accuracy_draws`` metadata, default 50,000)."""
-    return _draws_of(_columns(records, k), int(records[0]["draws"]), int(records[0]["seed"]), k)
+    """V_Acc@k: the accuracies of the N draws of one prompt per pair (``accuracy_draws`` knob, default 50,000)."""
+    return _draws_of(draw_columns(records, k), int(records[0]["draws"]), int(records[0]["seed"]), k)
 
 
 def _acc(k: int):
-    @with_stderr(lambda records: B.accuracy_stderr(*_columns(records, k)))
+    @with_stderr(lambda records: B.accuracy_stderr(*draw_columns(records, k)))
     def agg(records: list) -> float:
         """Acc@k: the mean of the N draws' accuracies (BELIEF v1 eq. 1, v3 section 2.2)."""
         return float(accuracy_values(records, k).mean())
 
-    agg.__name__ = f"acc_at_{k}"
+    agg.__name__ = agg.__qualname__ = f"acc_at_{k}"
     return agg
 
 
@@ -253,21 +268,14 @@ acc_at_1 = _acc(1)
 acc_at_10 = _acc(10)
 
 
-def _mrr(r) -> float:
-    return M.reciprocal(r["gold_rank"])
+def _reciprocal_expectations(records: list):
+    return M.fact_expectations(*prompt_ids(records), [M.reciprocal(r) for r in ranks_of(records)])
 
 
-def _sem(values) -> float:
-    import numpy as np
-
-    v = np.asarray(values, dtype=float)
-    return float(v.std(ddof=1) / math.sqrt(v.size)) if v.size > 1 else float("nan")
-
-
-@with_stderr(lambda records: _sem(M.fact_expectations(records, _mrr)))
+@with_stderr(lambda records: mean_stderr(_reciprocal_expectations(records)))
 def mrr(records: list) -> float:
     """MRR (v1 eq. 2): the exact expectation over draws (what the mean of V_MRR estimates)."""
-    return float(M.fact_expectations(records, _mrr).mean())
+    return M.expected_mrr(*prompt_ids(records), ranks_of(records))
 
 
 @with_stderr(None)
@@ -280,21 +288,26 @@ def acc_at_1_sd(records: list) -> float:
     return B.fluctuation(accuracy_values(records, 1))[1]
 
 
-@with_stderr(lambda records: _sem(M.fact_consistencies(records)))
+def _consistency_inputs(records: list):
+    fact_ids, relation_ids, _ = prompt_ids(records)
+    return fact_ids, relation_ids, [r["pred"] for r in records]
+
+
+@with_stderr(lambda records: mean_stderr(M.fact_consistencies(*_consistency_inputs(records))))
 def consist(records: list) -> float:
-    return M.token_consistency(records)
+    return M.token_consistency(*_consistency_inputs(records))
 
 
 def _overconf(k: int):
-    def hits(records):
-        return [r["confidence"] for r in records], [M.hit(r["gold_rank"], k) for r in records]
+    def inputs(records):
+        return [r["confidence"] for r in records], hits(records, k)
 
-    @with_stderr(lambda records: B.overconfidence_stderr(*hits(records)))
+    @with_stderr(lambda records: B.overconfidence_stderr(*inputs(records)))
     def agg(records: list) -> float:
         """Overconf@k with confidence = the maximum probability at the mask (v1 eq. 6)."""
-        return B.overconfidence(*hits(records), int(records[0].get("bins", B.DEFAULT_BINS)))
+        return B.overconfidence(*inputs(records), B.DEFAULT_BINS)
 
-    agg.__name__ = f"overconf_at_{k}"
+    agg.__name__ = agg.__qualname__ = f"overconf_at_{k}"
     return agg
 
 
@@ -319,9 +332,30 @@ def prompts_dropped(records: list) -> float:
 
 @with_stderr(None)
 def bias_single(records: list) -> float:
-    return M.bias_single(records)
+    return M.bias_single(*bias_columns(records))
 
 
 @with_stderr(None)
 def bias_multi(records: list) -> float:
-    return M.bias_multi(records)
+    return M.bias_multi(*bias_columns(records))
+
+
+#: metric name -> (aggregation, higher is better) of the prompt tasks (``_belief_mlm_prompts.yaml``)
+METRICS = {
+    "acc@1": (acc_at_1, True),
+    "acc@10": (acc_at_10, True),
+    "mrr": (mrr, True),
+    "acc@1_range": (acc_at_1_range, False),
+    "acc@1_sd": (acc_at_1_sd, False),
+    "consist": (consist, True),
+    "overconf@1": (overconf_at_1, False),
+    "overconf@10": (overconf_at_10, False),
+    "prompts_kept": (prompts_kept, True),
+    "prompts_dropped": (prompts_dropped, False),
+}
+
+#: the same for the content-free tasks (``belief_mlm_bias_*.yaml``)
+BIAS_METRICS = {
+    "bias_single": (bias_single, False),
+    "bias_multi": (bias_multi, False),
+}

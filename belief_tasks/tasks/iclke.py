@@ -2,68 +2,68 @@
 
 Tasks (task_yamls/iclke/):
 
-* ``belief_iclke`` / ``belief_iclke_bear``: one doc per test fact; ``multiple_choice``
-  output type, so lm-eval sends one ``loglikelihood`` request per option with the
-  identical context σ(x, r) and continuation ``" " + option``.
-* ``belief_eiclke`` / ``belief_eiclke_bear``: appendix F; one doc per test fact
-  too, but option k of a fact is scored inside sequence k of its group
-  (``EICLKETask.construct_requests``), still as plain ``loglikelihood`` requests.
+* ``belief_iclke`` / ``belief_iclke_bear`` (``IclkeTask``): one doc per test fact;
+  ``multiple_choice`` output type, so lm-eval sends one ``loglikelihood`` request per
+  option with the identical context σ(x, r) and continuation ``" " + option``.
+* ``belief_eiclke`` / ``belief_eiclke_bear`` (``EICLKETask``): appendix F; one doc per
+  test fact too, but option k of a fact is scored inside sequence k of its group,
+  still as plain ``loglikelihood`` requests.
 
-Settings come from ``--metadata`` (or the YAML's ``metadata:``): ``seed``,
-``relations``, ``max_facts_per_relation`` (caps *test* facts), ``n_examples``,
-``max_options``, ``train_size``, ``format`` ("space" | "colon_comma"), ``demos``
-("relation" | "fact"), ``eic_lead``, ``eic_every``.
+``--metadata`` knobs: ``KNOBS`` below (the common ones, where ``max_facts_per_relation``
+caps *test* facts, plus the family's), and the data source's (``belief_tasks.sources``).
+
+Records (``belief_tasks.records.IclkeRecord``) -> arrays for ``belief_tasks.metrics.iclke``:
+``columns``.
 """
 
 from __future__ import annotations
 
 import logging
-from dataclasses import replace
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
+
+import numpy as np
 
 from belief_tasks.data import load_facts
 from belief_tasks.metrics import iclke as M
+from belief_tasks.metrics.bear import mean_stderr
+from belief_tasks.options import COMMON, Knob, Options, parse_options
 from belief_tasks.prompts import iclke as P
 from belief_tasks.schema import FactSet
-from belief_tasks.options import COMMON, parse_options
-from belief_tasks.tasks.base import as_split, select_facts, unpack, with_stderr
+from belief_tasks.tasks.base import BeliefTask, as_split, check_relations, select_facts, unpack, with_stderr
 
 log = logging.getLogger(__name__)
 
-_INT_KEYS = ("n_examples", "max_options", "train_size", "eic_lead", "eic_every")
+KNOBS: tuple[Knob, ...] = COMMON + (
+    Knob("n_examples", "int", 50, "n in-context examples per test fact (eq. 1, appendix C.1)", minimum=0),
+    Knob("max_options", "int", 100, "options per test fact: the gold object + up to max_options - 1 alternatives",
+         minimum=1),
+    Knob("train_size", "int", 100, "training facts per relation, for datasets without a train split", minimum=1),
+    Knob("format", "str", "space", "how pairs are joined: 'space' (the paper) or 'colon_comma' (reference code)",
+         choices=tuple(P.FORMATS)),
+    Knob("demos", "str", "relation", "examples: one seeded order per relation, or drawn per test fact",
+         choices=P.DEMOS),
+    Knob("eic_lead", "int", 50, "EIC-LKE: training facts before the first test fact (appendix C.2)", minimum=1),
+    Knob("eic_every", "int", 5, "EIC-LKE: training facts between two test facts", minimum=1),
+)
 
 
-def settings_from(metadata: Mapping[str, Any] | None) -> P.Settings:
-    md = metadata or {}
-    opts = parse_options(COMMON, md)
-    kw: dict[str, Any] = {"seed": opts.seed}
-    for key in _INT_KEYS:
-        if md.get(key) not in (None, ""):
-            kw[key] = int(md[key])
-            if kw[key] < (0 if key == "n_examples" else 1):
-                raise ValueError(f"IC-LKE setting {key} must be positive, got {md[key]!r}")
-    for key in ("format", "demos"):
-        if md.get(key) not in (None, ""):
-            kw[key] = str(md[key])
-    settings = P.Settings(**kw)
-    P.pair_format(settings.format)  # fail early on an unknown format
-    if settings.demos not in ("relation", "fact"):
-        raise ValueError(f"IC-LKE setting demos must be 'relation' or 'fact', got {settings.demos!r}")
-    return settings
+def params(opts: Options) -> P.Params:
+    """The prompt layer's parameters from the parsed knobs."""
+    return P.Params(seed=opts.seed, n_examples=opts.n_examples, max_options=opts.max_options, demos=opts.demos,
+                    eic_lead=opts.eic_lead, eic_every=opts.eic_every)
 
 
-def _splits(fs: FactSet, metadata: Mapping[str, Any], settings: P.Settings):
+# ---------------------------------------------------------------- docs
+
+
+def _splits(fs: FactSet, opts: Options):
     """(relation, train facts, selected test facts) per relation with both."""
-    opts = parse_options(COMMON, metadata)
-    if opts.relations is not None:
-        unknown = sorted(set(opts.relations) - set(fs.relations))
-        if unknown:
-            raise ValueError(f"unknown relations {unknown} for {fs.source}; known: {sorted(fs.relations)}")
+    check_relations(fs, opts.relations)
     out = []
     for rid, rel in fs.relations.items():
         if opts.relations is not None and rid not in opts.relations:
             continue
-        train, test = P.split_relation(fs.facts_of(rid), settings.seed, settings.train_size)
+        train, test = P.split_relation(fs.facts_of(rid), opts.seed, opts.train_size)
         if not train or not test:
             log.warning("IC-LKE: relation %s has %d training and %d test facts; skipped", rid, len(train), len(test))
             continue
@@ -72,7 +72,7 @@ def _splits(fs: FactSet, metadata: Mapping[str, Any], settings: P.Settings):
     return out
 
 
-def _base_doc(fact, options, gold_index, settings: P.Settings, method: str) -> dict:
+def _base_doc(fact, options, gold_index, opts: Options, method: str) -> dict:
     return {
         "fact_id": fact.id,
         "relation": fact.relation,
@@ -81,41 +81,38 @@ def _base_doc(fact, options, gold_index, settings: P.Settings, method: str) -> d
         "gold_index": gold_index,
         "options": options,
         "method": method,
-        "format": settings.format,
+        "format": opts.format,
     }
 
 
-def iclke_docs(fs: FactSet, metadata: Mapping[str, Any]) -> list[dict]:
+def iclke_docs(fs: FactSet, metadata: Mapping[str, Any] | None) -> list[dict]:
     """One doc per test fact: σ(x, r) (eq. 1) and its option set."""
-    settings = settings_from(metadata)
-    fmt = P.pair_format(settings.format)
+    opts = parse_options(KNOBS, metadata)
+    fmt, par = P.pair_format(opts.format), params(opts)
     docs = []
-    for rel, train, test in _splits(fs, metadata, settings):
+    for rel, train, test in _splits(fs, opts):
         for fact in test:
-            examples = P.choose_examples(fact, train, settings)
-            options, gold = P.option_set(fact, rel, settings.seed, settings.max_options)
-            doc = _base_doc(fact, options, gold, settings, "iclke")
+            examples = P.choose_examples(fact, train, par)
+            options, gold = P.option_set(fact, rel, opts.seed, opts.max_options)
+            doc = _base_doc(fact, options, gold, opts, "iclke")
             doc.update(context=fmt.render(P.as_pairs(examples), fact.subject.label), n_examples=len(examples),
                        example_ids=[f.id for f in examples])
             docs.append(doc)
     return docs
 
 
-def eiclke_docs(fs: FactSet, metadata: Mapping[str, Any]) -> list[dict]:
+def eiclke_docs(fs: FactSet, metadata: Mapping[str, Any] | None) -> list[dict]:
     """One doc per test fact, carrying its group's sequence up to its slot (appendix F)."""
-    settings = settings_from(metadata)
+    opts = parse_options(KNOBS, metadata)
     docs = []
-    for rel, train, test in _splits(fs, metadata, settings):
-        for group in P.eic_groups(rel, train, test, settings):
+    for rel, train, test in _splits(fs, opts):
+        for group in P.eic_groups(rel, train, test, params(opts)):
             for slot in group:
-                doc = _base_doc(slot.fact, slot.options, slot.gold_index, settings, "eiclke")
+                doc = _base_doc(slot.fact, slot.options, slot.gold_index, opts, "eiclke")
                 doc.update(group=slot.group, slot=slot.index, examples=slot.examples,
                            prior=[list(p) for p in slot.prior], n_examples=len(slot.examples) + len(slot.prior))
                 docs.append(doc)
     return docs
-
-
-# ---------------------------------------------------------------- custom_dataset entry points
 
 
 def _dataset(dataset: str, build, metadata: dict):
@@ -138,7 +135,7 @@ def eiclke_bear(**metadata):
     return _dataset("bear_big", eiclke_docs, metadata)
 
 
-# ---------------------------------------------------------------- doc fields
+# ---------------------------------------------------------------- doc fields and tasks
 
 
 def doc_to_text(doc) -> str:
@@ -162,11 +159,26 @@ def eic_context(doc, k: int) -> str:
     return fmt.render(P.eic_pairs(unpack(doc, "examples"), unpack(doc, "prior"), k), doc["subject"])
 
 
+class IclkeTask(BeliefTask):
+    """``belief_iclke*``: a ``multiple_choice`` task, every option after the same σ(x, r)."""
+
+    KNOBS = KNOBS
+
+
+class EICLKETask(IclkeTask):
+    """``belief_eiclke*``: option k is scored after its own context, sequence k of the fact's
+    group (appendix F). Requests stay plain ``loglikelihood`` ones, so every backend runs them."""
+
+    def construct_requests(self, doc, ctx, **kwargs):
+        return [self.instance("loglikelihood", doc, (eic_context(doc, k), P.TARGET_DELIMITER + option), k, kwargs)
+                for k, option in enumerate(doc_to_choice(doc))]
+
+
 # ---------------------------------------------------------------- records and aggregations
 
 
 def process_results(doc, results) -> dict:
-    """One record per test fact, under every metric name (aggregations read the same fields)."""
+    """One ``IclkeRecord`` per test fact, under every metric name (aggregations read the same fields)."""
     logprobs = [float(r[0]) if isinstance(r, (tuple, list)) else float(r) for r in results]
     gold = int(doc["gold_index"])
     pred = M.prediction(logprobs)
@@ -192,91 +204,47 @@ def process_results(doc, results) -> dict:
     return {name: record for name in METRICS}
 
 
+def columns(records: Sequence[Mapping]) -> tuple[list[list[float]], list[int], list[str]]:
+    """(option log-probabilities per fact, gold indices, relations): the arrays ``metrics.iclke`` takes."""
+    return [r["logprobs"] for r in records], [int(r["gold_index"]) for r in records], [r["relation"] for r in records]
+
+
 def _lp_gold(records):
-    lps, gold, _ = M.record_arrays(records)
+    lps, gold, _ = columns(records)
     return lps, gold
 
 
-def _acc_stderr(records) -> float:
-    return M.binomial_stderr([float(r["correct"]) for r in records])
-
-
-@with_stderr(_acc_stderr)
+@with_stderr(lambda records: M.accuracy_stderr(*_lp_gold(records)))
 def acc(records) -> float:
     return M.accuracy(*_lp_gold(records))
 
 
-@with_stderr(lambda records: M.macro_accuracy_stderr(records))
+@with_stderr(lambda records: M.macro_accuracy_stderr(*columns(records)))
 def acc_macro(records) -> float:
-    return M.macro_accuracy(records)
+    return M.macro_accuracy(*columns(records))
 
 
-def _mean_stderr(values) -> float:
-    import numpy as np
-
-    v = np.asarray(values, dtype=float)
-    return float(v.std(ddof=1) / np.sqrt(len(v))) if len(v) > 1 else float("nan")
-
-
-@with_stderr(lambda records: _mean_stderr([M.gold_confidence(r["logprobs"], r["gold_index"]) for r in records]))
+@with_stderr(lambda records: mean_stderr(M.gold_confidences(*_lp_gold(records))))
 def gold_prob(records) -> float:
-    import numpy as np
-
-    return float(np.mean([M.gold_confidence(r["logprobs"], r["gold_index"]) for r in records]))
+    return float(np.mean(M.gold_confidences(*_lp_gold(records))))
 
 
 def _acc_at(k: float):
-    def stderr(records) -> float:
-        kept = [float(r["correct"]) for r in records if M.prediction_confidence(r["logprobs"]) >= k]
-        return M.binomial_stderr(kept)
-
-    @with_stderr(stderr)
+    @with_stderr(lambda records: M.accuracy_at_k_stderr(*_lp_gold(records), k))
     def agg(records) -> float:
         return M.accuracy_at_k(*_lp_gold(records), k)
 
-    agg.__name__ = f"acc_at_{int(round(k * 100))}"
+    agg.__name__ = agg.__qualname__ = f"acc_at_{int(round(k * 100))}"
     return agg
 
 
-for _k in M.THRESHOLDS:
-    globals()[f"acc_at_{int(round(_k * 100))}"] = _acc_at(_k)
+_ACC_AT = tuple(_acc_at(k) for k in M.THRESHOLDS)
+acc_at_10, acc_at_20, acc_at_30, acc_at_40, acc_at_50, acc_at_60, acc_at_70, acc_at_80, acc_at_90 = _ACC_AT
 
-#: metric name -> aggregation (the YAML wires the same names)
-METRICS = {"acc": acc, "acc_macro": acc_macro, "gold_prob": gold_prob,
-           **{f"acc@{k}": globals()[f"acc_at_{int(round(k * 100))}"] for k in M.THRESHOLDS}}
-
-
-# ---------------------------------------------------------------- EIC-LKE task class
-
-
-def _eic_task_class():
-    from lm_eval.api.instance import Instance
-    from lm_eval.api.task import ConfigurableTask
-
-    class EICLKETask(ConfigurableTask):
-        """A ``multiple_choice`` task whose option k is scored after its own context:
-        sequence k of the fact's group (appendix F). Requests stay plain
-        ``loglikelihood`` ones, so every backend runs them."""
-
-        def __init__(self, config: dict | None = None, **kwargs) -> None:
-            config = {k: v for k, v in (config or {}).items() if k != "class"}
-            super().__init__(config=config, **kwargs)
-
-        def construct_requests(self, doc, ctx, **kwargs):
-            kwargs.pop("apply_chat_template", None)
-            kwargs.pop("chat_template", None)
-            return [
-                Instance(request_type="loglikelihood", doc=doc,
-                         arguments=(eic_context(doc, k), P.TARGET_DELIMITER + option), idx=k, **kwargs)
-                for k, option in enumerate(doc_to_choice(doc))
-            ]
-
-    return EICLKETask
-
-
-def __getattr__(name):  # lm-eval is imported only when the task class is asked for
-    if name == "EICLKETask":
-        cls = _eic_task_class()
-        globals()[name] = cls
-        return cls
-    raise AttributeError(name)
+#: metric name -> (aggregation, higher is better); ``_iclke_common.yaml`` lists the same names
+METRICS = {
+    "acc": (acc, True),
+    "acc_macro": (acc_macro, True),
+    "gold_prob": (gold_prob, True),
+    **{f"acc@{k}": (agg, True) for k, agg in zip(M.THRESHOLDS, _ACC_AT)},
+}

@@ -2,6 +2,7 @@
 
 from belief_tasks.tasks.iclke import (  # noqa: F401
     EICLKETask,
+    IclkeTask,
     acc,
     acc_at_10,
     acc_at_20,
