@@ -69,12 +69,12 @@ class IclkeRecord(TypedDict, total=False):
     gold_index: int
     options: list
     logprobs: list
-    prediction: int
+    prediction: Optional[int]  # None on a tie for the highest probability
     correct: bool
     gold_prob: float
     pred_prob: float
     n_examples: int
-    group: int  # EIC-LKE only
+    group: str  # EIC-LKE only, e.g. "P36_g0000"
     slot: int  # EIC-LKE only
 
 
@@ -145,7 +145,7 @@ def mlm_covered(records: Iterable[dict]) -> set[tuple[str, str]]:
 
 def iclke_known(records: Iterable[dict]) -> dict[str, set[str]]:
     """IC-LKE's φ(θ, F) per relation: the facts whose gold option has the highest probability
-    (eq. 4's δ; ties go to the first option, as ``metrics.iclke.prediction``)."""
+    (eq. 4's δ; a tie for the highest probability counts as not known, as ``metrics.iclke.is_correct``)."""
     from belief_tasks.metrics.iclke import is_correct
 
     out: dict[str, set[str]] = {}
@@ -183,7 +183,12 @@ def mlm_known(records: Iterable[dict]) -> dict[str, bool]:
 def bear_known(records: Iterable[dict]) -> dict[str, bool]:
     """BEAR: the gold option ranks first under most of the fact's templates (the paper scores
     templates separately and has no per-fact rule)."""
-    return _most_templates(records, lambda r: r["correct"])
+    from belief_tasks.metrics.bear import gold_rank, reduce_scores
+
+    def first(r: dict) -> bool:  # recomputed from the log-likelihoods, as the BEAR aggregations do
+        return gold_rank(reduce_scores(r["ll"], r.get("n_tokens"), r.get("reduction", "sum")), r["gold"]) == 0
+
+    return _most_templates(records, first)
 
 
 def iclke_known_by_fact(records: Iterable[dict]) -> dict[str, bool]:

@@ -22,6 +22,8 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
+from belief_tasks.metrics.stats import mean_stderr
+
 REDUCTIONS = ("sum", "mean")
 
 
@@ -66,12 +68,6 @@ def precision_at_k(ranks: Sequence[int], k: int = 1) -> float:
     if ranks.size == 0:
         return float("nan")
     return float(np.mean(ranks < k))
-
-
-def mean_stderr(values: Sequence[float]) -> float:
-    """Standard error of a mean: sample std (ddof=1) / sqrt(n); NaN for n < 2."""
-    v = np.asarray(values, dtype=float)
-    return float(np.std(v, ddof=1) / np.sqrt(v.size)) if v.size > 1 else float("nan")
 
 
 def template_scores(ranks: Sequence[int], template_index: Sequence[int]) -> dict[int, float]:

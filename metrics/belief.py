@@ -26,6 +26,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from belief_tasks.matching import normalize, outputs_agree, word_count
+from belief_tasks.metrics.stats import mean_stderr as _sem
 
 DEFAULT_DRAWS = 50_000
 DEFAULT_BINS = 10
@@ -320,10 +321,3 @@ def _best_template_hits(table: PromptTable) -> np.ndarray:
         per_template = table.any_correct[rows, :width].mean(0)
         hits[rows] = table.any_correct[rows, int(np.argmax(per_template))]
     return hits
-
-
-def _sem(values) -> float:
-    v = np.asarray(values, dtype=float)
-    if v.size < 2:
-        return float("nan")
-    return float(v.std(ddof=1) / np.sqrt(v.size))

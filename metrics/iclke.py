@@ -13,6 +13,8 @@ from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 
+from belief_tasks.metrics.stats import binomial_stderr
+
 #: Accuracy@K thresholds (appendix D, figure 8)
 THRESHOLDS = tuple(round(0.1 * i, 1) for i in range(1, 10))
 
@@ -98,15 +100,6 @@ def coverage_at_k(logprobs_list: Sequence[Sequence[float]], k: float) -> float:
     """|D_K| / |D|: the share of instances Accuracy@K (eq. 5) is computed on."""
     conf = np.array([prediction_confidence(lp) for lp in logprobs_list])
     return float((conf >= k).mean()) if len(conf) else float("nan")
-
-
-def binomial_stderr(correct: Sequence[float]) -> float:
-    """Standard error of a mean of 0/1 outcomes, sqrt(p (1 - p) / n)."""
-    c = np.asarray(correct, dtype=float)
-    if len(c) == 0:
-        return float("nan")
-    p = c.mean()
-    return float(np.sqrt(p * (1 - p) / len(c)))
 
 
 # ---------------------------------------------------------------- per relation

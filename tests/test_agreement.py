@@ -48,7 +48,8 @@ def test_known_rules_per_family():
            _icl("f2", "t0", True), _icl("f2", "t1", False)]
     # f1: t0 right (one of two subject forms), t1 right, t2 wrong -> 2 of 3: known; f2: 1 of 2 is not most
     assert KNOWN_RULES["belief_icl"](icl) == {"f1": True, "f2": False}
-    bear = [{"fact_id": "f1", "template_id": f"t{i}", "correct": c} for i, c in enumerate((1, 1, 0))]
+    bear = [{"fact_id": "f1", "template_id": f"t{i}", "ll": ll, "gold": [0]} for i, ll in
+            enumerate(([-1.0, -2.0], [-1.0, -3.0], [-4.0, -3.0]))]  # gold first under t0 and t1, not t2
     assert KNOWN_RULES["bear"](bear) == {"f1": True}
     iclke = [{"fact_id": "f1", "logprobs": [-1.0, -0.5], "gold_index": 1}, {"fact_id": "f2", "logprobs": [-1.0, -3.0], "gold_index": 1}]
     assert KNOWN_RULES["iclke"](iclke) == {"f1": True, "f2": False}
@@ -58,16 +59,20 @@ def test_known_rules_per_family():
 
 
 def test_report_section_on_synthetic_runs(tmp_path):
-    from test_report_synthetic import write_run
+    from test_report_synthetic import monitor_record, write_run
 
     from belief_tasks.report import build_report
 
-    # MONITOR and BEAR on the same four sample facts, BEAR-big facts under the same ids must not join
-    monitor = [{"fact_id": f, "relation": "P36", "positive_correct": k} for f, k in
-               (("P36_001", 1), ("P36_002", 1), ("P36_003", 0), ("P36_004", 0))]
-    bear = [{"fact_id": f, "relation": "P36", "template_id": "t0", "template_index": 0, "correct": k} for f, k in
+    # MONITOR and BEAR on the same four sample facts
+    monitor = []
+    for f, k in (("P36_001", 1), ("P36_002", 1), ("P36_003", 0), ("P36_004", 0)):
+        rec = monitor_record("P36", f, [0.5], [[0.5]], [[0.1]], [k])
+        monitor.append({**rec, "positive_correct": k})
+    bear = [{"fact_id": f, "relation": "P36", "template_id": "t0", "template_index": 0, "cardinality": "1:1", "domains": [],
+             "ll": [-1.0, -2.0] if k else [-2.0, -1.0], "gold": [0]} for f, k in
             (("P36_001", 1), ("P36_002", 0), ("P36_003", 0), ("P36_004", 1))]
-    write_run(tmp_path / "runs", "m", {"belief_monitor_sample": monitor, "belief_bear": bear}, {},
+    write_run(tmp_path / "runs", "m", {"belief_monitor_sample": monitor, "belief_bear": bear},
+              {"belief_monitor_sample": {}, "belief_bear": {}},
               metadata={"belief_monitor_sample": {"dataset": "sample"}, "belief_bear": {"dataset": "sample"}})
     report = build_report([tmp_path / "runs"], tmp_path / "report")
     section = next(s for s in report.sections if s.title == "Agreement between probes")
@@ -87,9 +92,11 @@ def test_probes_on_different_datasets_are_not_joined(tmp_path):
 
     from belief_tasks.report import build_report
 
-    bear = [{"fact_id": "P36_1", "relation": "P36", "template_id": "t0", "template_index": 0, "correct": 1}]
+    bear = [{"fact_id": "P36_1", "relation": "P36", "template_id": "t0", "template_index": 0, "cardinality": "1:1", "domains": [],
+             "ll": [-1.0, -2.0], "gold": [0]}]
     iclke = [{"fact_id": "P36_1", "relation": "P36", "logprobs": [-1.0, -2.0], "gold_index": 0}]
-    write_run(tmp_path / "runs", "m", {"belief_bear": bear, "belief_iclke_bear": iclke}, {},
+    write_run(tmp_path / "runs", "m", {"belief_bear": bear, "belief_iclke_bear": iclke},
+              {"belief_bear": {}, "belief_iclke_bear": {}},
               metadata={"belief_bear": {"dataset": "bear"}, "belief_iclke_bear": {"dataset": "bear_big"}})
     report = build_report([tmp_path / "runs"], tmp_path / "report")
     section = next(s for s in report.sections if s.title == "Agreement between probes")
@@ -103,10 +110,10 @@ def test_probes_on_different_datasets_are_not_joined(tmp_path):
 def _bear_run(tmp_path, folder, model_args, correct):
     from test_report_synthetic import write_run
 
-    recs = [{"fact_id": f"P36_{i}", "relation": "P36", "template_id": "t0", "template_index": 0, "cardinality": "1:1",
+    recs = [{"fact_id": f"P36_{i}", "relation": "P36", "template_id": "t0", "template_index": 0, "cardinality": "1:1", "domains": [],
              "domains": [], "scoring": "statement", "reduction": "sum", "gold": [0], "ll": [-1.0, -2.0] if c else [-2.0, -1.0],
              "n_tokens": None, "pred": 0 if c else 1, "rank": 0 if c else 1, "correct": int(c)} for i, c in enumerate(correct)]
-    path = write_run(tmp_path / "runs", folder, {"belief_bear": recs}, {})
+    path = write_run(tmp_path / "runs", folder, {"belief_bear": recs}, {"belief_bear": {}})
     import json
 
     results = next(path.glob("results_*.json"))
@@ -132,9 +139,9 @@ def test_checkpoints_from_revision_folder_name_and_override(tmp_path):
     ctx = Context(list(runs.values()), ReportWriter(tmp_path / "rep"))
     found = training_runs(ctx)
     assert [[step for step, _ in pts] for pts in found.values()] == [[1000.0, 3000.0]]  # 160m only: 410m has one
-    # --x: the model size as x puts 160m and 410m on one curve
+    # --x: the model size as x puts 160m and 410m (same revision) on one curve
     by_size = training_runs(ctx, r"pythia-(\d+)m")
-    assert [sorted(step for step, _ in pts) for pts in by_size.values()] == [[160.0, 160.0, 410.0]]
+    assert [sorted(step for step, _ in pts) for pts in by_size.values()] == [[160.0, 410.0]]  # revision step1000 of both sizes
 
 
 def test_training_section_tables_the_recomputed_headline(tmp_path):

@@ -26,6 +26,16 @@ FAMILY_OF_PROBE = (("belief_mp_", "belief_icl"), ("belief_qa_", "belief_icl"), (
                    ("belief_monitor", "monitor"))
 
 
+def task_metrics(task: str) -> list[str]:
+    """The metric names of ``task``'s YAML: its family's table (the encoder family has two kinds of task)."""
+    family = stamp(task)["family"]
+    if family == "belief_mlm":
+        from belief_tasks.tasks import belief_mlm
+
+        return list(belief_mlm.BIAS_METRICS if "_bias_" in task else belief_mlm.PROMPT_METRICS)
+    return list(metric_table(family))
+
+
 def stamp(task: str) -> dict:
     """The ``metadata`` our task classes write into the results JSON: family and probe."""
     probe = task.replace("belief_demo_", "belief_")
@@ -51,7 +61,7 @@ def write_run(root: Path, model: str, tasks: dict[str, list[dict]], results: dic
     }
     (folder / f"results_{date}.json").write_text(json.dumps(data))
     for t, records in tasks.items():
-        names = list(metric_table(stamp(t)["family"]))  # as the harness logs: the record under every metric of the task
+        names = task_metrics(t)  # as the harness logs: the record under every metric of the task
         with (folder / f"samples_{t}_{date}.jsonl").open("w") as fh:
             for i, rec in enumerate(records):
                 line = {"doc_id": i, "doc": {}, "target": "", "arguments": {}, "resps": [], "filtered_resps": [],
@@ -369,6 +379,7 @@ def test_variants_including_our_yamls_join_their_family(tmp_path):
               {"belief_demo_bear": BEAR_HAND, "belief_demo_mp_4template": ICL_A_HAND})
     report = build_report([tmp_path / "runs"], tmp_path / "r")
     assert report.checked == 9 and report.mismatched == []
-    assert [s.title for s in report.sections] == ["BELIEF-ICL", "BEAR"]
+    # the agreement section says that the two probes read different datasets, so nothing is joined
+    assert [s.title for s in report.sections] == ["BELIEF-ICL", "BEAR", "Agreement between probes"]
     (t17,) = read_csv(tmp_path / "r" / "tables" / "belief_icl_table17.csv")
     assert (t17["task"], t17["Style"], t17["Setting"]) == ("belief_demo_mp_4template", "MP", "4-template")

@@ -101,6 +101,11 @@ class TaskRun:
             return []
         return self._records.get(metric or next(iter(self._records)), [])
 
+    def logged_metrics(self) -> list[str]:
+        """The metric names the samples file holds values for."""
+        self.records()
+        return list(self._records or {})
+
 
 @dataclass
 class ModelRun:

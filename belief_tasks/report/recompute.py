@@ -85,7 +85,10 @@ def recompute(task: TaskRun, metrics: list[str] | None = None) -> dict[str, Numb
     harness's own number is passed through (``Number.value`` = the JSON's value).
     """
     aggs = aggregations(task)
-    names = metrics or list(dict.fromkeys([*task.metric_names(), *aggs]))
+    # the task's own metrics: in its results JSON or logged per sample (a family table may list more,
+    # e.g. belief_mlm's prompt and content-free tasks share one)
+    own = set(task.metric_names()) | set(task.logged_metrics())
+    names = metrics or [m for m in dict.fromkeys([*task.metric_names(), *aggs]) if m in own]
     out = {}
     for m in names:
         harness, harness_se = task.value(m), task.value(m, stderr=True)

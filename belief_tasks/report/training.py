@@ -90,14 +90,18 @@ def build(ctx: Context, x_pattern: str | None = None) -> Section | None:
     w = ctx.writer
     md = [f"## {TITLE}\n", "Each headline metric against the training step, for runs whose model arguments differ only "
           "by the checkpoint (`revision=stepN`, a step in the model folder's name, or `belief-report --x`).\n"]
+    drawn = 0
     for i, (series, points) in enumerate(found.items()):
         table = curve_table(ctx, points)
         if table.empty:
             continue
+        drawn += 1
         md.append(f"### `{series}`\n")
         md.append(w.table(table, f"training_{i}_{slug(series)[:40]}", "Headline metric per checkpoint.", digits=4))
         lines = [(f"{task} ({grp['metric'].iloc[0]})", list(grp["step"]), list(grp["value"]))
                  for task, grp in table.groupby("task", sort=True)]
         fig = line_plot(lines, "Knowledge over training", "training step", "headline metric", "task", xlim=None, ylim=None)
         md.append(w.figure(fig, f"training_{i}_{slug(series)[:40]}", "headline metrics against the training step"))
-    return Section(TITLE, "\n".join(md), summary=[f"{len(found)} training run(s) with several checkpoints"])
+    if not drawn:
+        return None
+    return Section(TITLE, "\n".join(md), summary=[f"{drawn} training run(s) with several checkpoints"])

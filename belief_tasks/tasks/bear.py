@@ -23,7 +23,7 @@ from belief_tasks.metrics import bear as M
 from belief_tasks.options import COMMON, Knob, KnobError, Options, parse_options
 from belief_tasks.prompts.bear import SCORING_MODES, OptionRequests, option_requests
 from belief_tasks.schema import Fact, FactSet, Relation, SchemaError
-from belief_tasks.tasks.base import BeliefTask, as_split, model_tokenizer, select_facts, unpack, with_stderr
+from belief_tasks.tasks.base import BeliefTask, as_split, model_tokenizer, probe, select_facts, unpack, with_stderr
 
 PRECISION_KS = (1, 5, 10)
 TEMPLATE_METRICS = (0, 1, 2)  # bear_t0 .. bear_t2: BEAR has three templates per relation
@@ -41,6 +41,7 @@ KNOBS: tuple[Knob, ...] = COMMON + (
 class BearTask(BeliefTask):
     """``belief_bear*``: a ``multiple_choice`` task over every answer option (knobs: ``KNOBS``)."""
 
+    FAMILY = "bear"
     KNOBS = KNOBS
 
 
@@ -107,10 +108,12 @@ def _dataset(name: str, metadata: Mapping[str, Any]) -> dict:
     return as_split(build_docs(load_facts(name, metadata), metadata))
 
 
+@probe("belief_bear", "bear")
 def bear_dataset(**metadata):
     return _dataset("bear", metadata)
 
 
+@probe("belief_bear_big", "bear_big")
 def bear_big_dataset(**metadata):
     return _dataset("bear_big", metadata)
 

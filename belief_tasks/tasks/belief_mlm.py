@@ -32,13 +32,13 @@ from belief_tasks import seeding
 from belief_tasks.data import load_facts
 from belief_tasks.metrics import belief as B
 from belief_tasks.metrics import belief_mlm as M
-from belief_tasks.metrics.bear import mean_stderr
+from belief_tasks.metrics.stats import mean_stderr
 from belief_tasks.options import COMMON, Knob, KnobError, parse_options
 from belief_tasks.prompts.belief_mlm import content_free_prompts, fact_prompts, masked_prompt, mp_templates
 from belief_tasks.requests import MASK_TOPK, object_token_id
 from belief_tasks.schema import Fact, FactSet, Relation, SchemaError
 from belief_tasks.tasks.base import (
-    BeliefTask, as_split, check_relations, model_tokenizer, select_facts, unpack, with_stderr,
+    BeliefTask, as_split, check_relations, model_tokenizer, probe, select_facts, unpack, with_stderr,
 )
 
 log = logging.getLogger(__name__)
@@ -152,14 +152,17 @@ def _bias_docs_of(fs: FactSet, rel: Relation, tok) -> list[dict]:
     return docs
 
 
+@probe("belief_mlm_myriadlama", "myriadlama")
 def myriadlama_docs(**metadata: Any):
     return as_split(prompt_docs("myriadlama", metadata)[0])
 
 
+@probe("belief_mlm_bear", "bear")
 def bear_docs(**metadata: Any):
     return as_split(prompt_docs("bear", metadata)[0])
 
 
+@probe("belief_mlm_bias_myriadlama", "myriadlama")
 def myriadlama_bias_docs(**metadata: Any):
     return as_split(bias_docs("myriadlama", metadata))
 
@@ -170,6 +173,7 @@ def myriadlama_bias_docs(**metadata: Any):
 class BeliefMLMTask(BeliefTask):
     """``belief_mlm_*``: one ``mask_topk`` request per doc (lm-eval dispatches it by name to ``hf-mlm``)."""
 
+    FAMILY = "belief_mlm"
     KNOBS = KNOBS
 
     def __init__(self, config: dict | None = None, **kwargs: Any) -> None:
@@ -197,7 +201,7 @@ def process_prompt(doc: dict, results: list) -> dict:
         "gold": gold, "gold_rank": gold_rank, "top": resp["tokens"], "seed": doc["seed"], "draws": doc["draws"],
         "relation_kept": doc["relation_kept"], "relation_dropped": doc["relation_dropped"],
     }
-    return {m: record for m in METRICS}
+    return {m: record for m in PROMPT_METRICS}
 
 
 def process_content_free(doc: dict, results: list) -> dict:
@@ -341,7 +345,7 @@ def bias_multi(records: list) -> float:
 
 
 #: metric name -> (aggregation, higher is better) of the prompt tasks (``_belief_mlm_prompts.yaml``)
-METRICS = {
+PROMPT_METRICS = {
     "acc@1": (acc_at_1, True),
     "acc@10": (acc_at_10, True),
     "mrr": (mrr, True),
@@ -359,3 +363,6 @@ BIAS_METRICS = {
     "bias_single": (bias_single, False),
     "bias_multi": (bias_multi, False),
 }
+
+#: the family's metric table: both kinds of task
+METRICS = {**PROMPT_METRICS, **BIAS_METRICS}

@@ -25,11 +25,11 @@ import numpy as np
 
 from belief_tasks.data import load_facts
 from belief_tasks.metrics import iclke as M
-from belief_tasks.metrics.bear import mean_stderr
+from belief_tasks.metrics.stats import mean_stderr
 from belief_tasks.options import COMMON, Knob, Options, parse_options
 from belief_tasks.prompts import iclke as P
 from belief_tasks.schema import FactSet
-from belief_tasks.tasks.base import BeliefTask, as_split, check_relations, select_facts, unpack, with_stderr
+from belief_tasks.tasks.base import BeliefTask, as_split, check_relations, probe, select_facts, unpack, with_stderr
 
 log = logging.getLogger(__name__)
 
@@ -119,18 +119,22 @@ def _dataset(dataset: str, build, metadata: dict):
     return as_split(build(load_facts(dataset, metadata), metadata))
 
 
+@probe("belief_iclke", "trex_mc")
 def iclke_trex_mc(**metadata):
     return _dataset("trex_mc", iclke_docs, metadata)
 
 
+@probe("belief_iclke_bear", "bear_big")
 def iclke_bear(**metadata):
     return _dataset("bear_big", iclke_docs, metadata)
 
 
+@probe("belief_eiclke", "trex_mc")
 def eiclke_trex_mc(**metadata):
     return _dataset("trex_mc", eiclke_docs, metadata)
 
 
+@probe("belief_eiclke_bear", "bear_big")
 def eiclke_bear(**metadata):
     return _dataset("bear_big", eiclke_docs, metadata)
 
@@ -162,6 +166,7 @@ def eic_context(doc, k: int) -> str:
 class IclkeTask(BeliefTask):
     """``belief_iclke*``: a ``multiple_choice`` task, every option after the same σ(x, r)."""
 
+    FAMILY = "iclke"
     KNOBS = KNOBS
 
 
