@@ -7,6 +7,7 @@ Our tasks are found without flags when the wheel installed them under
 
 from __future__ import annotations
 
+import logging
 import os
 import shlex
 import sys
@@ -112,10 +113,20 @@ def demo(extra: list[str]) -> int:
     fetch_default_model()
     args = demo_command(extra)
     print("belief-eval " + shlex.join(args), flush=True)
+    print("Raw prompts, no chat template, as the papers evaluate (docs/belief.md).", flush=True)
+    logging.getLogger("lm_eval.evaluator").addFilter(_RawPromptsChosen())
     main(args)
     output = Path(args[len(args) - 1 - args[::-1].index("--output_path") + 1])
     print_report(build_demo_report(output), output)
     return 0
+
+
+class _RawPromptsChosen(logging.Filter):
+    """The demo's model is an instruct model run on raw prompts on purpose (the papers' setting):
+    lm-eval's advice to apply its chat template does not apply here."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "appears to be an" not in record.getMessage()
 
 
 def build_demo_report(output: Path):

@@ -107,12 +107,22 @@ def install_stderr_hook() -> None:
         def stderr_for_metric(metric, bootstrap_iters):
             own = getattr(metric, "stderr", None)
             if own is not None:
-                return own if bootstrap_iters > 0 else None
+                return _undefined_as_na(own) if bootstrap_iters > 0 else None
             return original(metric=metric, bootstrap_iters=bootstrap_iters)
 
         return stderr_for_metric
 
     _patch(eu, "stderr_for_metric", make, "standard errors of custom aggregations")
+
+
+def _undefined_as_na(stderr: Callable[[list], float]) -> Callable[[list], Any]:
+    """An undefined standard error (NaN: one template, one relation, ...) prints as lm-eval's "N/A"."""
+
+    def checked(items: list):
+        value = stderr(items)
+        return "N/A" if isinstance(value, float) and value != value else value
+
+    return checked
 
 
 # --- 3. the cache ------------------------------------------------------------------------------

@@ -44,6 +44,21 @@ class BearTask(BeliefTask):
     FAMILY = "bear"
     KNOBS = KNOBS
 
+    def __init__(self, config: dict | None = None, **kwargs: Any) -> None:
+        # a run on some templates reports no per-template score of the others (they would print NaN)
+        config = dict(config or {})
+        chosen = parse_options(KNOBS, config.get("metadata")).templates
+        if chosen is not None and config.get("metric_list"):
+            config["metric_list"] = [m for m in config["metric_list"] if not _other_template(m["metric"], chosen)]
+        super().__init__(config, **kwargs)
+
+    def process_results(self, doc, results):
+        return {k: v for k, v in super().process_results(doc, results).items() if k in self._aggregation_list}
+
+
+def _other_template(metric: str, chosen: tuple[int, ...]) -> bool:
+    return metric.startswith("bear_t") and metric[6:].isdigit() and int(metric[6:]) not in chosen
+
 
 # --- docs -------------------------------------------------------------------------------------
 
