@@ -87,6 +87,7 @@ class MlmPromptRecord(TypedDict):
     subject_form: str
     pred: str
     confidence: float  # probability of the top token
+    confidence_top10: float  # probability mass of the top 10 tokens (Overconf@10's default confidence)
     gold: Optional[str]
     gold_rank: Optional[int]  # 1-based; None: no accepted token
     top: list

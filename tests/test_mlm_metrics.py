@@ -11,9 +11,10 @@ from belief_tasks.metrics import belief_mlm as M
 from belief_tasks.tasks import belief_mlm as T
 
 
-def rec(fact, template, form, rank, pred="x", conf=0.5, relation="R"):
+def rec(fact, template, form, rank, pred="x", conf=0.5, relation="R", top10=None):
     return {"relation": relation, "fact_id": fact, "template_id": template, "subject_form": form, "gold_rank": rank,
-            "pred": pred, "confidence": conf, "seed": 7, "draws": 20_000, "relation_kept": 6, "relation_dropped": 2}
+            "pred": pred, "confidence": conf, "confidence_top10": conf + 0.05 if top10 is None else top10, "seed": 7,
+            "draws": 20_000, "relation_kept": 6, "relation_dropped": 2}
 
 
 # fact A: t1 -> ranks 1 and 4 (two subject forms), t2 -> rank 1; fact B: only t1, rank None; fact C: only t1, rank 2
@@ -101,7 +102,11 @@ def test_task_aggregations_on_records():
     assert T.consist(RECORDS) == pytest.approx(2 / 3)
     # Overconf@1: mean confidence 0.5 - mean hit@1 (2/6) = 1/6; Overconf@10: 0.5 - 5/6
     assert T.overconf_at_1(RECORDS) == pytest.approx(0.5 - 2 / 6)
-    assert T.overconf_at_10(RECORDS) == pytest.approx(0.5 - 5 / 6)
+    # Overconf@10 with the top-10 mass as confidence (each record: max prob + 0.05): 0.55 - 5/6;
+    # with the maximum probability (v1's text): 0.5 - 5/6, never above Overconf@1
+    assert T.overconf_at_10(RECORDS) == pytest.approx(0.55 - 5 / 6)
+    assert T.overconf_at_10_maxprob(RECORDS) == pytest.approx(0.5 - 5 / 6)
+    assert T.overconf_at_10_maxprob(RECORDS) <= T.overconf_at_1(RECORDS)
     # fluctuation: A is right in a draw with probability 3/4 (t1: 1/2, t2: 1), the others never
     # -> the draw's accuracy is 1/3 or 0; the range is 1/3, SD = sqrt(p (1 - p)) / 3 with p = 3/4
     assert T.acc_at_1_range(RECORDS) == pytest.approx(1 / 3)

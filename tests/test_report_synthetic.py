@@ -352,8 +352,8 @@ def test_loading_layouts_and_errors(tmp_path):
 
 def mlm_record(fact, template, pred, rank, confidence):
     return {"relation": "P36", "fact_id": fact, "template_id": template, "subject_form": "s", "pred": pred,
-            "confidence": confidence, "gold": "paris", "gold_rank": rank, "top": [pred], "seed": 1234, "draws": 2000,
-            "relation_kept": 4, "relation_dropped": 1}
+            "confidence": confidence, "confidence_top10": min(1.0, confidence + 0.1), "gold": "paris", "gold_rank": rank,
+            "top": [pred], "seed": 1234, "draws": 2000, "relation_kept": 4, "relation_dropped": 1}
 
 
 def test_mlm_table_and_calibration(tmp_path):

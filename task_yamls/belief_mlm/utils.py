@@ -15,6 +15,7 @@ from belief_tasks.tasks.belief_mlm import (  # noqa: F401
     myriadlama_docs,
     overconf_at_1,
     overconf_at_10,
+    overconf_at_10_maxprob,
     process_content_free,
     process_prompt,
     prompts_dropped,
