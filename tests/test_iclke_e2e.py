@@ -79,6 +79,7 @@ def test_eiclke_sequences_on_stock_backend(model_path):
     for k, (ctx, cont) in enumerate(last["arguments"]):
         assert cont == " " + last["acc"]["options"][k]
         for earlier in samples[:2]:
-            assert f"{earlier['acc']['subject']} {earlier['acc']['options'][k]} " in ctx
+            # appendix C.2: "subject object" tuples joined by commas
+            assert f"{earlier['acc']['subject']} {earlier['acc']['options'][k]}, " in ctx
         assert ctx.startswith(first["arguments"][0][0].rsplit(" " + first["acc"]["subject"], 1)[0])
     assert all(len(s["acc"]["logprobs"]) == 8 for s in samples)

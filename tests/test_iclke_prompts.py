@@ -34,6 +34,16 @@ def test_sigma_reference_format():
         P.pair_format("tabs")
 
 
+def test_eiclke_format_is_appendix_c2():
+    """Appendix C.2: a space between subject and object, a comma between tuples; IC-LKE keeps eq. 1's spaces."""
+    assert P.DEFAULT_FORMAT == {"iclke": "space", "eiclke": "space_comma"}
+    fmt = P.pair_format("space_comma")
+    assert fmt.render([["Feynman", "1918"], ["Heisenberg", "1901"]], "Einstein") == "Feynman 1918, Heisenberg 1901, Einstein"
+    examples, prior = [["a", "1"], ["b", "2"]], [(1, "X", ["x0", "x1"])]
+    doc = {"format": "space_comma", "subject": "Z", "examples": json.dumps(examples), "prior": json.dumps([list(p) for p in prior])}
+    assert T.eic_context(doc, 1) == "a 1, X x1, b 2, Z"
+
+
 def test_eic_pairs_insert_option_k_of_earlier_test_facts():
     examples = [["a", "1"], ["b", "2"], ["c", "3"], ["d", "4"]]
     prior = [(1, "X", ["x0", "x1"]), (3, "Y", ["y0", "y1", "y2"])]
@@ -211,7 +221,7 @@ def test_knobs_from_metadata():
     assert T.params(parse_options(T.KNOBS, {})) == P.Params(seed=1234, n_examples=50, max_options=100, demos="relation",
                                                             eic_lead=50, eic_every=5)
     defaults = parse_options(T.KNOBS, {})
-    assert (defaults.train_size, defaults.format) == (100, "space")
+    assert (defaults.train_size, defaults.format) == (100, None)  # None: the method's own format
     assert parse_options(T.KNOBS, {"n_examples": 0}).n_examples == 0  # zero-shot is allowed
     for bad in ({"format": "tsv"}, {"demos": "random"}, {"max_options": 0}, {"n_examples": -1}, {"eic_every": 0},
                 {"train_size": "many"}):

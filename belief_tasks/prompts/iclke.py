@@ -43,9 +43,15 @@ class PairFormat:
 FORMATS = {
     # the paper (section 2.2): a space between every token sequence
     "space": PairFormat("space", " ", " "),
+    # EIC-LKE (appendix C.2): "a space token to separate the subject and object, and a comma to
+    # differentiate between different tuples"
+    "space_comma": PairFormat("space_comma", " ", ", "),
     # the reference code (ZeroPrompt_LKE, example_seperator ' : ', pairs joined by ', ')
     "colon_comma": PairFormat("colon_comma", " : ", ", "),
 }
+
+#: each method's own format, when the ``format`` knob is not set
+DEFAULT_FORMAT = {"iclke": "space", "eiclke": "space_comma"}
 
 TARGET_DELIMITER = " "
 

@@ -38,8 +38,8 @@ KNOBS: tuple[Knob, ...] = COMMON + (
     Knob("max_options", "int", 100, "options per test fact: the gold object + up to max_options - 1 alternatives",
          minimum=1),
     Knob("train_size", "int", 100, "training facts per relation, for datasets without a train split", minimum=1),
-    Knob("format", "str", "space", "how pairs are joined: 'space' (the paper) or 'colon_comma' (reference code)",
-         choices=tuple(P.FORMATS)),
+    Knob("format", "str", None, "how pairs are joined (default: the method's own, 'space' for IC-LKE, section 2.2, "
+         "'space_comma' for EIC-LKE, appendix C.2; 'colon_comma': the reference code)", choices=tuple(P.FORMATS)),
     Knob("demos", "str", "relation", "examples: one seeded order per relation, or drawn per test fact",
          choices=P.DEMOS),
     Knob("eic_lead", "int", 50, "EIC-LKE: training facts before the first test fact (appendix C.2)", minimum=1),
@@ -81,14 +81,14 @@ def _base_doc(fact, options, gold_index, opts: Options, method: str) -> dict:
         "gold_index": gold_index,
         "options": options,
         "method": method,
-        "format": opts.format,
+        "format": opts.format or P.DEFAULT_FORMAT[method],
     }
 
 
 def iclke_docs(fs: FactSet, metadata: Mapping[str, Any] | None) -> list[dict]:
     """One doc per test fact: σ(x, r) (eq. 1) and its option set."""
     opts = parse_options(KNOBS, metadata)
-    fmt, par = P.pair_format(opts.format), params(opts)
+    fmt, par = P.pair_format(opts.format or P.DEFAULT_FORMAT["iclke"]), params(opts)
     docs = []
     for rel, train, test in _splits(fs, opts):
         for fact in test:
