@@ -31,7 +31,8 @@ def expected_counts(folder, relations):
     for f in fs:
         if f.relation not in relations:
             continue
-        n = len(fs.relations[f.relation].templates_of("statement")) * len(f.subject.expressions)
+        # every template (statements and question-style ones, v1's prompts) x every subject expression
+        n = len(fs.relations[f.relation].templates) * len(f.subject.expressions)
         single = [e for e in f.object_expressions if len(w := norm_words(e)) == 1 and w[0] in vocab]
         if single:
             kept, kept_facts = kept + n, kept_facts + 1
@@ -145,3 +146,19 @@ def test_belief_eval_cli_runs_hf_mlm(favour_paris, tmp_path):
     res = read_results(tmp_path)["results"]["belief_mlm_myriadlama"]
     assert res["prompts_kept,none"] > 0 and 0.0 <= res["acc@1,none"] <= 1.0
     assert "acc@1" in out.stdout and "overconf@10" in out.stdout
+
+
+def test_statement_only_templates_on_request(favour_paris):
+    from belief_tasks.data import load_facts
+    from belief_tasks.tasks.belief_mlm import prompt_docs
+
+    fs = load_facts("myriadlama", SAMPLE)
+    questions = {t.id for r in fs.relations.values() for t in r.templates_of("question")}
+    everything, _ = prompt_docs("myriadlama", {**SAMPLE, "pretrained": str(favour_paris)})
+    statements, _ = prompt_docs("myriadlama", {**SAMPLE, "pretrained": str(favour_paris), "mlm_templates": "statement"})
+    assert {d["template_id"] for d in everything} & questions  # question-style prompts: "...? [MASK]."
+    assert not {d["template_id"] for d in statements} & questions
+    def prompts(docs):  # the per-relation counts differ, the prompts must not
+        return [{k: v for k, v in d.items() if not k.startswith("relation_")} for d in docs]
+
+    assert prompts(d for d in everything if d["template_id"] not in questions) == prompts(statements)

@@ -38,13 +38,20 @@ def masked_prompt(template: Template, subject: str) -> str:
     return text
 
 
-def mp_templates(relation: Relation) -> tuple[Template, ...]:
-    """The MP (mask-prediction) templates of a relation: its statements.
+#: which templates encoder prompts use: every one (the default), or statements only
+TEMPLATE_SETS = ("all", "statement")
 
-    Questions ("What is the capital of [X]? [Y].") are BELIEF-ICL's QA style; an
-    encoder fills blanks, so only statements are used.
+
+def mp_templates(relation: Relation, which: str = "all") -> tuple[Template, ...]:
+    """The MP (mask-prediction) templates of a relation.
+
+    ``all``: every template, statements and question-style ones with the mask after the question
+    ("What is the capital of France? [MASK]."): v1 evaluates its BERTs on all of MyriadLAMA's prompts,
+    a fifth of which are question-style (v1 section 3, footnote 8). ``statement``: statements only.
     """
-    return relation.templates_of("statement")
+    if which not in TEMPLATE_SETS:
+        raise ValueError(f"unknown template set {which!r}; known: {TEMPLATE_SETS}")
+    return relation.templates_of("statement" if which == "statement" else None)
 
 
 @dataclass(frozen=True)
@@ -62,15 +69,15 @@ def subject_forms(fact: Fact) -> list[tuple[str, str]]:
     return [("label" if i == 0 else f"alias{i}", e) for i, e in enumerate(fact.subject.expressions)]
 
 
-def fact_prompts(fact: Fact, relation: Relation) -> Iterator[MaskedPrompt]:
+def fact_prompts(fact: Fact, relation: Relation, which: str = "all") -> Iterator[MaskedPrompt]:
     """Every (template, subject expression) prompt of one fact: the multi-prompt set P_t."""
-    for template in mp_templates(relation):
+    for template in mp_templates(relation, which):
         for form, subject in subject_forms(fact):
             yield MaskedPrompt(relation.id, fact.id, template.id, form, subject, masked_prompt(template, subject))
 
 
-def content_free_prompts(relation: Relation) -> Iterator[MaskedPrompt]:
+def content_free_prompts(relation: Relation, which: str = "all") -> Iterator[MaskedPrompt]:
     """One prompt per (template, content-free subject) of ``relation``."""
-    for template in mp_templates(relation):
+    for template in mp_templates(relation, which):
         for form, subject in CONTENT_FREE_SUBJECTS.items():
             yield MaskedPrompt(relation.id, None, template.id, form, subject, masked_prompt(template, subject))

@@ -34,7 +34,7 @@ from belief_tasks.metrics import belief as B
 from belief_tasks.metrics import belief_mlm as M
 from belief_tasks.metrics.stats import mean_stderr
 from belief_tasks.options import COMMON, Knob, KnobError, parse_options
-from belief_tasks.prompts.belief_mlm import content_free_prompts, fact_prompts, masked_prompt, mp_templates
+from belief_tasks.prompts.belief_mlm import TEMPLATE_SETS, content_free_prompts, fact_prompts, masked_prompt, mp_templates
 from belief_tasks.requests import MASK_TOPK, object_token_id
 from belief_tasks.schema import Fact, FactSet, Relation, SchemaError
 from belief_tasks.tasks.base import (
@@ -48,6 +48,8 @@ TOP_K = 10  # Acc@10 needs ranks only; the top 10 tokens are logged for reading
 KNOBS: tuple[Knob, ...] = COMMON + (
     Knob("accuracy_draws", "int", B.DEFAULT_DRAWS, "N draws of one prompt per pair for Acc@K and its fluctuation",
          minimum=1),
+    Knob("mlm_templates", "str", "all", "templates: every one, question-style ones with the mask after the question "
+         "(v1's MyriadLAMA prompts), or statements only", choices=TEMPLATE_SETS),
 )
 
 
@@ -66,10 +68,10 @@ def mlm_tokenizer(metadata: Mapping[str, Any] | None):
 # ------------------------------------------------------------------------ docs
 
 
-def _accepted_tokens(tok, relation: Relation, fact: Fact, cache: dict) -> dict[str, list[str]]:
+def _accepted_tokens(tok, relation: Relation, fact: Fact, cache: dict, which: str) -> dict[str, list[str]]:
     """template id -> the fact's accepted object expressions that are one token at that template's mask."""
     out = {}
-    for template in mp_templates(relation):
+    for template in mp_templates(relation, which):
         probe = masked_prompt(template, fact.subject.label)
         keep = []
         for expr in fact.object_expressions:
@@ -92,9 +94,9 @@ def prompt_docs(dataset: str, metadata: Mapping[str, Any]) -> tuple[list[dict], 
     for fact in select_facts(fs, opts):
         rel = fs.relations[fact.relation]
         c = counts.setdefault(rel.id, {"kept": 0, "dropped": 0, "facts_kept": 0, "facts_dropped": 0})
-        accepted = _accepted_tokens(tok, rel, fact, cache)
+        accepted = _accepted_tokens(tok, rel, fact, cache, opts.mlm_templates)
         n_before = len(docs)
-        for p in fact_prompts(fact, rel):
+        for p in fact_prompts(fact, rel, opts.mlm_templates):
             if not accepted[p.template_id]:
                 c["dropped"] += 1
                 continue
@@ -128,17 +130,17 @@ def bias_docs(dataset: str, metadata: Mapping[str, Any]) -> list[dict]:
     docs = []
     for rid, rel in fs.relations.items():
         if opts.relations is None or rid in opts.relations:
-            docs += _bias_docs_of(fs, rel, tok)
+            docs += _bias_docs_of(fs, rel, tok, opts.mlm_templates)
     if not docs:
         raise SchemaError(f"belief_mlm_bias_{dataset}: no template has two single-token candidate objects for "
                           f"{tok.name_or_path}", file=fs.source, field="answer_space")
     return docs
 
 
-def _bias_docs_of(fs: FactSet, rel: Relation, tok) -> list[dict]:
+def _bias_docs_of(fs: FactSet, rel: Relation, tok, which: str) -> list[dict]:
     labels = [e.label for e in rel.answer_space] or sorted({o.label for f in fs.facts_of(rel.id) for o in f.objects})
     docs = []
-    for p in content_free_prompts(rel):
+    for p in content_free_prompts(rel, which):
         by_token: dict[int, str] = {}
         for label in labels:
             tid = object_token_id(tok, p.text, label)
