@@ -188,6 +188,15 @@ def accuracy_over_relations(relations: Sequence[str], correct: Sequence[Sequence
     return mean_over_groups({rel: accuracy_summary(rows)[which] for rel, rows in groups.items()})
 
 
+def accuracy_across_relations(relations: Sequence[str], correct: Sequence[Sequence[int]], which: str) -> float:
+    """Table 4's "max" and "min": the maximum or minimum "across the 20 fact datasets" (section 5, Table 4's
+    caption) of each relation's average accuracy avg_j acc_j (``accuracy_summary``), not across frames."""
+    if which not in ("max", "min"):
+        raise ValueError(f"which must be 'max' or 'min', got {which!r}")
+    per_relation = [accuracy_summary(rows)["avg"] for rows in group_by_relation(relations, correct).values()]
+    return float(max(per_relation) if which == "max" else min(per_relation)) if per_relation else float("nan")
+
+
 def frame_accuracy_over_relations(relations: Sequence[str], correct: Sequence[Sequence[int]], frame: int) -> float:
     """Accuracy under prompt frame j = ``frame``: acc_j = (1/S_g) sum_{c in g} correct_cj per relation g
     that has a frame j (P264 and P276 have 6 frames, the others 7), unweighted mean over those relations."""

@@ -108,6 +108,9 @@ def test_accuracies_over_relations():
     assert M.accuracy_over_relations(rels, correct, "min") == pytest.approx(0.25)
     with pytest.raises(ValueError, match="which"):
         M.accuracy_over_relations(rels, correct, "median")
+    # Table 4's max / min across the fact datasets: of the relations' average accuracies (.75 and .5)
+    assert M.accuracy_across_relations(rels, correct, "max") == pytest.approx(0.75)
+    assert M.accuracy_across_relations(rels, correct, "min") == pytest.approx(0.5)
     # frame 2 exists only in P3 (3 frames): P1 and P2 are left out, not counted as wrong
     rels3, correct3 = rels + ["P3"], correct + [[0, 0, 1]]
     assert M.frame_accuracy_over_relations(rels3, correct3, 2) == 1.0

@@ -219,6 +219,10 @@ def _accuracy(which: str):
     return lambda facts: M.accuracy_over_relations(*_column(facts, "correct"), which)
 
 
+def _relation_extreme(which: str):
+    return lambda facts: M.accuracy_across_relations(*_column(facts, "correct"), which)
+
+
 def _frame_accuracy(j: int):
     return lambda facts: M.frame_accuracy_over_relations(*_column(facts, "correct"), j)
 
@@ -244,6 +248,8 @@ agg_acc_avg = _aggregation(_accuracy("avg"), "acc_avg")
 agg_acc_max = _aggregation(_accuracy("max"), "acc_max")
 agg_acc_min = _aggregation(_accuracy("min"), "acc_min")
 agg_acc_positive = _aggregation(_mean_of("positive_correct", False), "acc_positive")
+agg_acc_relation_max = _aggregation(_relation_extreme("max"), "acc_relation_max")
+agg_acc_relation_min = _aggregation(_relation_extreme("min"), "acc_relation_min")
 
 FRAME_METRICS = tuple(f"acc_frame_{j}" for j in range(MAX_FRAMES))
 _FRAME_AGGS = tuple(_aggregation(_frame_accuracy(j), name) for j, name in enumerate(FRAME_METRICS))
@@ -261,5 +267,7 @@ METRICS = {
     "acc_max": (agg_acc_max, True),
     "acc_min": (agg_acc_min, True),
     "acc_positive": (agg_acc_positive, True),
+    "acc_relation_max": (agg_acc_relation_max, True),
+    "acc_relation_min": (agg_acc_relation_min, True),
     **{name: (agg, True) for name, agg in zip(FRAME_METRICS, _FRAME_AGGS)},
 }

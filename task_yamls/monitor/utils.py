@@ -13,6 +13,8 @@ from belief_tasks.tasks.monitor import (  # noqa: F401
     agg_acc_max,
     agg_acc_min,
     agg_acc_positive,
+    agg_acc_relation_max,
+    agg_acc_relation_min,
     agg_frame_prob,
     agg_ird,
     agg_monitor,
