@@ -21,9 +21,15 @@ installed version differs; a patched attribute that no longer exists is a clear 
    when it counts more than one CUDA device, so on CPU every process ran the whole task. Under a
    multi-process launch (``WORLD_SIZE`` > 1) HFLM gets the launcher's rank and world size.
 5. Per-request sampling seeds on ``hf``: BELIEF's sampled requests carry a ``seed`` in their
-   generation kwargs (vLLM's ``SamplingParams`` and OpenAI-style servers take it as is). HF's
-   ``generate`` rejects unknown kwargs, so the hook pops it and draws that request from a torch
-   generator state seeded with it: its text depends on its seed only.
+   generation kwargs (vLLM's ``SamplingParams`` and OpenAI-style servers take it as is), which
+   makes every one distinct, so stock ``generate_until`` (it batches identical kwargs only)
+   would run each alone. ``generate_until`` hands seeded samples to
+   ``backends.seeded_sampling``: grouped by their kwargs without the seed, decoded in shared
+   ``generate`` calls, each row drawing from its own generator seeded with its seed, so its
+   text depends on that seed only. ``_model_generate`` keeps the one-request path for the
+   seeded samples that path does not take (other kwargs, seq2seq, a subclass's own
+   ``_model_generate``, or ``BELIEF_HF_SEEDED_SAMPLING=one-by-one``): it pops the seed (HF's
+   ``generate`` rejects unknown kwargs) and draws under ``torch.manual_seed(seed)``.
 """
 
 from __future__ import annotations
@@ -226,23 +232,36 @@ def install_cpu_data_parallel_hook() -> None:
 
 
 def install_generation_seed_hook() -> None:
-    import torch
     from lm_eval.models.huggingface import HFLM
 
-    def make(original):
-        def _model_generate(self, context, max_length, stop, **generation_kwargs):
-            seed = generation_kwargs.pop("seed", None)
-            if seed is None:
-                return original(self, context, max_length, stop, **generation_kwargs)
-            # fork: the seeded draw leaves the run's global RNG stream as it was
-            devices = [context.device] if context.device.type == "cuda" else []
-            with torch.random.fork_rng(devices=devices):
-                torch.manual_seed(int(seed) % 2**63)
-                return original(self, context, max_length, stop, **generation_kwargs)
+    def make_generate_until(original):
+        def generate_until(self, requests, disable_tqdm: bool = False):
+            from belief_tasks.backends import seeded_sampling  # at call time: that package installs us
 
-        return _model_generate
+            return seeded_sampling.generate_until(
+                self, requests, disable_tqdm, stock=lambda reqs: original(self, reqs, disable_tqdm=disable_tqdm))
 
-    _patch(HFLM, "_model_generate", make, "per-request sampling seeds on hf")
+        return generate_until
+
+    _patch(HFLM, "_model_generate", make_one_seeded_generate, "per-request sampling seeds on hf")
+    _patch(HFLM, "generate_until", make_generate_until, "seeded samples decoded together on hf")
+
+
+def make_one_seeded_generate(original):
+    """``HFLM._model_generate`` that pops a request's ``seed`` and draws under it (one request per call)."""
+    import torch
+
+    def _model_generate(self, context, max_length, stop, **generation_kwargs):
+        seed = generation_kwargs.pop("seed", None)
+        if seed is None:
+            return original(self, context, max_length, stop, **generation_kwargs)
+        # fork: the seeded draw leaves the run's global RNG stream as it was
+        devices = [context.device] if context.device.type == "cuda" else []
+        with torch.random.fork_rng(devices=devices):
+            torch.manual_seed(int(seed) % 2**63)
+            return original(self, context, max_length, stop, **generation_kwargs)
+
+    return _model_generate
 
 
 # --- 6. belief-eval builds the tasks before the model ----------------------------------------------

@@ -49,8 +49,9 @@ def test_sample_seeds_come_from_the_prompt_ids_only():
 
 @pytest.mark.e2e
 def test_seeded_samples_on_hf_do_not_depend_on_the_batch(model_path):
-    """The hf hook (belief_tasks.harness): a request's ``seed`` is popped before HF's generate
-    (which would reject it) and fixes that request's sample, whatever else is in the run."""
+    """The hf hook (belief_tasks.harness, 5.): a request's ``seed`` never reaches HF's generate
+    (which would reject it) and fixes that request's sample, whatever else is in the run
+    (batched seeded sampling: tests/test_hf_seeded_sampling.py)."""
     import belief_tasks
     belief_tasks.install()  # our backends and hooks
     from lm_eval.api.instance import Instance
