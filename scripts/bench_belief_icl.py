@@ -50,7 +50,7 @@ def main() -> None:
     import belief_tasks
     belief_tasks.install()  # our backends and hooks
     from belief_tasks.model import default_model_path
-    from belief_tasks.tasks.belief_icl import build_docs, sampling_kwargs
+    from belief_tasks.tasks.belief_icl import build_docs, prompts_of, sampling_kwargs
     from lm_eval.api.instance import Instance
     from lm_eval.models.huggingface import HFLM
 
@@ -60,7 +60,8 @@ def main() -> None:
     report: dict = {"model": default_model_path().name, "batch_size": args.batch_size,
                     "torch_threads": torch.get_num_threads(), "prompts_per_task": args.prompts, "tasks": {}}
     for style, context in TASKS:
-        docs = build_docs(style, context, {"source": "sample", "confidence_samples": 0})
+        meta = {"source": "sample", "confidence_samples": 0}
+        docs = [p for d in build_docs(style, context, meta) for p in prompts_of(d, meta)]  # one per prompt
         pairs = len({d["fact_id"] for d in docs})
         step = max(1, len(docs) // args.prompts)
         chosen = docs[::step][: args.prompts]

@@ -3,7 +3,8 @@
 For each task and setting it builds the task's requests exactly as lm-eval does
 (``build_all_requests``, no model) and counts, per fact:
 
-* docs (prompts), requests by type, and model tokens: context + continuation for
+* docs and prompts (a BELIEF-ICL doc is a pair: its prompts are its distinct generation
+  contexts; elsewhere one doc is one prompt), requests by type, and model tokens: context + continuation for
   log-likelihoods (what a forward pass reads), context + ``max_gen_toks`` for a
   generation (an upper bound: generation stops at the first newline);
 * with ``--run``, wall and CPU seconds per fact of a real run on the bundled model
@@ -81,9 +82,12 @@ def count(task_name: str, metadata: dict, tokenizer) -> dict:
             t = len(tokenizer("".join(str(a) for a in args[:2] if isinstance(a, str)))["input_ids"])
         tokens[inst.request_type] += n * t
     nf = max(len(facts), 1)
+    # a BELIEF-ICL doc is a pair holding many prompts: count distinct generation contexts there
+    contexts = {(i.doc_id, i.args[0]) for i in task.instances if i.request_type == "generate_until"}
+    prompts = len(contexts) if task_name.startswith(("belief_mp", "belief_qa")) else len(docs)
     return {
-        "task": task_name, "facts": len(facts), "docs": len(docs),
-        "docs_per_fact": len(docs) / nf,
+        "task": task_name, "facts": len(facts), "docs": len(docs), "prompts": prompts,
+        "docs_per_fact": len(docs) / nf, "prompts_per_fact": prompts / nf,
         "requests_per_fact": {k: v / nf for k, v in sorted(requests.items())},
         "tokens_per_fact": {k: v / nf for k, v in sorted(tokens.items())},
         "tokens_per_fact_total": sum(tokens.values()) / nf,
@@ -142,7 +146,7 @@ def main(argv=None) -> None:
         rows.append(row)
         req = ", ".join(f"{v:g} {k}" for k, v in row["requests_per_fact"].items())
         timing = f" | {row['wall_s']:.2f} s wall, {row['cpu_s']:.2f} s CPU" if lm is not None else ""
-        print(f"| {task} | {label} | {row['docs_per_fact']:g} | {req} | {row['tokens_per_fact_total']:,.0f}{timing} |", flush=True)
+        print(f"| {task} | {label} | {row['docs_per_fact']:g} ({row['prompts_per_fact']:g}) | {req} | {row['tokens_per_fact_total']:,.0f}{timing} |", flush=True)
     if args.json:
         args.json.write_text(json.dumps({"model": Path(model).name, "relation": RELATION, "rows": rows}, indent=1))
 

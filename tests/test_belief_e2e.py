@@ -1,7 +1,8 @@
 """BELIEF-ICL end to end on the bundled model and sample (stock ``hf`` backend, CPU).
 
-The capital relation (P36) lists France, then Germany, so ``--limit 8`` probes France's prompts
-(and for MP a few of Germany's): facts a 135M instruct model knows with demonstrations.
+One document = one subject-relation pair. The capital relation (P36) lists France, then Germany,
+so ``--limit 2`` probes every prompt of those two pairs: facts a 135M instruct model knows with
+demonstrations.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ def model_args(path) -> str:
 @pytest.fixture(scope="module")
 def icl_run(model_path):
     meta = {"relations": "P36", "confidence_samples": 2, "accuracy_draws": 1000}
-    return evaluate(["belief_icl"], model_args(model_path), metadata=meta, limit=8, batch_size=16)
+    return evaluate(["belief_icl"], model_args(model_path), metadata=meta, limit=2, batch_size=16)
 
 
 @pytest.mark.e2e
@@ -36,7 +37,7 @@ def test_all_eight_tasks_report_every_metric(icl_run):
         for metric in B.METRICS:
             assert isinstance(r[f"{metric},none"], float), (task, metric)
         assert r["acc_range_stderr,none"] == "N/A" and isinstance(r["acc_stderr,none"], float)
-        assert len(icl_run["samples"][task]) == 8
+        assert len(icl_run["samples"][task]) == 2  # France and Germany
         assert 0 <= r["acc_range,none"] <= 1 and r["coverage_average,none"] <= r["coverage_oracle,none"]
 
 
@@ -50,11 +51,13 @@ def test_easy_capitals_are_answered_and_shuffled_gold_scores_lower(icl_run):
     for task in TASKS:
         for s in icl_run["samples"][task]:
             rec = s["acc"]
-            assert rec["correct"] == contains_answer(rec["answer"], rec["objects"])
-            true_hits.append(rec["correct"])
-            shuffled_hits.append(contains_answer(rec["answer"], other[rec["fact_id"]]))
-            if rec["fact_id"] == "P36_001":
-                france.setdefault(task, []).append(rec)
+            assert len(rec["answers"]) == len(rec["templates"]) * len(rec["subjects"])
+            for answer, correct in zip(rec["answers"], rec["correct"]):
+                assert correct == contains_answer(answer, rec["objects"])
+                true_hits.append(correct)
+                shuffled_hits.append(contains_answer(answer, other[rec["fact_id"]]))
+                if rec["fact_id"] == "P36_001":
+                    france.setdefault(task, []).append({"answer": answer, "correct": correct})
     # France -> Paris, with demonstrations: most prompts of every few-shot task
     for task in FEW_SHOT:
         assert sum(r["correct"] for r in france[task]) >= len(france[task]) / 2, [r["answer"] for r in france[task]]
@@ -67,14 +70,16 @@ def test_easy_capitals_are_answered_and_shuffled_gold_scores_lower(icl_run):
 @pytest.mark.e2e
 def test_greedy_and_sampled_answers_come_from_one_run(icl_run):
     for task in TASKS:
-        sampled = [s for s in icl_run["samples"][task] if s["acc"]["n_samples"]]
-        assert sampled, task  # France's sampled prompt lies within its first 8 prompts
-        for s in sampled:
-            assert len(s["resps"]) == 3 and s["arguments"][0][1]["do_sample"] is False
-            assert all(a[1]["do_sample"] is True and a[1]["top_k"] == 0 for a in s["arguments"][1:])
-            assert s["acc"]["confidence"] in (0.0, 0.5, 1.0)
-        others = [s for s in icl_run["samples"][task] if not s["acc"]["n_samples"]]
-        assert all(len(s["resps"]) == 1 and s["acc"]["confidence"] is None for s in others)
+        samples = icl_run["samples"][task]
+        assert all(s["acc"]["n_samples"] == 2 for s in samples), task  # both pairs are in the sampled subsample
+        for s in samples:
+            rec, args = s["acc"], s["arguments"]
+            j = rec["sampled"]
+            assert len(s["resps"]) == len(rec["answers"]) + 2
+            # the greedy request of every prompt, then the 2 samples of the sampled one right after its own
+            assert [a[1]["do_sample"] for a in args] == [False] * (j + 1) + [True, True] + [False] * (len(args) - j - 3)
+            assert all(a[1]["top_k"] == 0 and a[0] == args[j][0] for a in args[j + 1 : j + 3])
+            assert rec["confidence"] in (0.0, 0.5, 1.0)
 
 
 @pytest.mark.e2e
@@ -91,10 +96,10 @@ def test_sampling_is_seeded_and_survives_the_request_cache(model_path, tmp_path)
     meta = {"relations": "P36", "confidence_samples": 6, "accuracy_draws": 100}
 
     def sampled(**kw):
-        out = evaluate(["belief_mp_zeroshot"], model_args(model_path), metadata=meta, limit=6, batch_size=8, **kw)
-        docs = [s for s in out["samples"]["belief_mp_zeroshot"] if s["acc"]["n_samples"]]
-        assert len(docs) == 1
-        return [r[0] for r in docs[0]["resps"][1:]]
+        out = evaluate(["belief_mp_zeroshot"], model_args(model_path), metadata=meta, limit=1, batch_size=8, **kw)
+        (doc,) = out["samples"]["belief_mp_zeroshot"]  # France: its prompts and 6 samples of one of them
+        j = doc["acc"]["sampled"]
+        return [r[0] for r in doc["resps"][j + 1 : j + 7]]
 
     cache = str(tmp_path / "lm_cache")
     plain = sampled()

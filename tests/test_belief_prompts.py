@@ -7,7 +7,7 @@ import pytest
 from belief_tasks.prompts import belief as P
 from belief_tasks.schema import Entity, Fact, SchemaError, Template
 from belief_tasks.options import parse_options
-from belief_tasks.tasks.belief_icl import KNOBS, build_docs
+from belief_tasks.tasks.belief_icl import KNOBS, build_docs, prompts_of
 
 # The appendix's P361-like relation ("part of") and its facts.
 CONSISTS = Template("P361_t0", "[Y] consists of [X].", "statement", True)
@@ -142,18 +142,23 @@ def test_demonstrations_never_hold_the_probed_pair_and_are_seeded():
 SAMPLE = {"source": "sample", "relations": "P36"}
 
 
+def prompts(style: str, context: str, metadata: dict) -> list[dict]:
+    """Every prompt of a task's pair documents, in request order."""
+    return [p for d in build_docs(style, context, metadata) for p in prompts_of(d, metadata)]
+
+
 def test_mp_uses_manual_templates_by_default_and_all_on_request():
     from belief_tasks.data import load_facts
 
     rel = load_facts("myriadlama", SAMPLE).relations["P36"]
     facts = load_facts("myriadlama", SAMPLE).facts_of("P36")
     forms = sum(len(f.subject.expressions) for f in facts)
-    manual = build_docs("mp", "zeroshot", SAMPLE)
+    manual = prompts("mp", "zeroshot", SAMPLE)
     assert {d["template_id"] for d in manual} == {t.id for t in rel.templates if t.manual}
     assert len(manual) == forms * len(rel.templates_of(manual_only=True))
-    every = build_docs("mp", "zeroshot", {**SAMPLE, "mp_templates": "all"})
+    every = prompts("mp", "zeroshot", {**SAMPLE, "mp_templates": "all"})
     assert len(every) == forms * len(rel.templates)
-    qa = build_docs("qa", "zeroshot", SAMPLE)
+    qa = prompts("qa", "zeroshot", SAMPLE)
     assert {d["template_id"] for d in qa} == {t.id for t in rel.templates_of("question")}
     assert all(d["prompt"].endswith("?\nA:") for d in qa)
     # every subject expression is its own prompt
@@ -162,8 +167,24 @@ def test_mp_uses_manual_templates_by_default_and_all_on_request():
     assert "Q: The capital of French Republic is [MASK].\nA:" in {d["prompt"].split("\n", 1)[1] for d in france}
 
 
+def test_one_document_per_pair_holds_the_ids_of_its_prompt_grid():
+    from belief_tasks.data import load_facts
+
+    fs = load_facts("myriadlama", SAMPLE)
+    docs = build_docs("mp", "zeroshot", {**SAMPLE, "mp_templates": "all"})
+    assert [d["fact_id"] for d in docs] == [f.id for f in fs.facts_of("P36")]
+    france = docs[0]
+    assert france["templates"] == [t.id for t in fs.relations["P36"].templates]
+    assert france["subjects"] == ["France", "French Republic"] and france["target"] == "Paris"
+    # the grid: templates first, then subject expressions
+    grid = [(p["template_id"], p["subject_form"]) for p in prompts_of(france, {**SAMPLE, "mp_templates": "all"})]
+    assert grid[:3] == [("P36_t0", "France"), ("P36_t0", "French Republic"), ("P36_t1", "France")]
+    assert len(grid) == len(france["templates"]) * 2
+
+
 def test_documents_hold_demonstrations_from_their_relation_and_one_sampled_prompt_per_chosen_pair():
-    docs = build_docs("mp", "4template", {**SAMPLE, "confidence_samples": 7, "confidence_prompts": 5})
+    meta = {**SAMPLE, "confidence_samples": 7, "confidence_prompts": 5}
+    docs = prompts("mp", "4template", meta)
     sampled = [d for d in docs if d["n_samples"]]
     assert len(sampled) == 5 and len({d["fact_id"] for d in sampled}) == 5
     assert all(d["n_samples"] == 7 for d in sampled)
@@ -173,10 +194,10 @@ def test_documents_hold_demonstrations_from_their_relation_and_one_sampled_promp
         assert all(i.startswith("P36_") for i in demo_ids)
         assert d["prompt"].count("\nQ: ") == 5 and d["prompt"].count("\nA: ") == 4
     # same sampled prompts for every context of a style (comparable Ovconf)
-    other = build_docs("mp", "zeroshot", {**SAMPLE, "confidence_samples": 7, "confidence_prompts": 5})
+    other = prompts("mp", "zeroshot", meta)
     key = lambda ds: {(d["fact_id"], d["template_id"], d["subject_form"]) for d in ds if d["n_samples"]}
     assert key(other) == key(docs)
-    assert not any(d["n_samples"] for d in build_docs("mp", "zeroshot", {**SAMPLE, "confidence_samples": 0}))
+    assert not any(d["n_samples"] for d in prompts("mp", "zeroshot", {**SAMPLE, "confidence_samples": 0}))
 
 
 def test_bad_options_fail_before_any_model_time():

@@ -3,6 +3,8 @@ requests from one task, cache keys, per-doc records and aggregations."""
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from belief_tasks.tasks import belief_icl as B
@@ -105,35 +107,55 @@ def test_one_task_emits_the_greedy_request_and_k_sampling_requests():
     by_doc: dict = {}
     for inst in task.instances:
         by_doc.setdefault(inst.doc_id, []).append(inst)
-    counts = sorted(len(v) for v in by_doc.values())
-    assert counts.count(5) == 2 and set(counts) == {1, 5}  # two docs: greedy + 4 samples
+    assert len(by_doc) == 3  # one document per pair
+    n_sampled = []
     for insts in by_doc.values():
-        assert all(i.request_type == "generate_until" for i in insts)
-        assert insts[0].args[1]["do_sample"] is False
-        assert len({i.args[0] for i in insts}) == 1  # one prompt
+        doc = insts[0].doc
+        assert all(i.request_type == "generate_until" and i.doc is doc for i in insts)
         assert [i.idx for i in insts] == list(range(len(insts)))
+        greedy = [i for i in insts if not i.args[1]["do_sample"]]
+        sampled = [i for i in insts if i.args[1]["do_sample"]]
+        assert len(greedy) == len(doc["templates"]) * len(doc["subjects"])  # one per prompt of the grid
+        assert len({i.args[0] for i in greedy}) == len(greedy)  # distinct prompts
+        n_sampled.append(len(sampled))
+        if sampled:  # K samples of the sampled prompt, right after its greedy request, with its text
+            j = doc["sampled"]
+            assert [i.idx for i in sampled] == list(range(j + 1, j + 5))
+            assert {i.args[0] for i in sampled} == {greedy[j].args[0]}
+            ids = B.prompt_ids(doc, j)
+            assert [i.args[1]["seed"] for i in sampled] == [B.sample_seed(ids, k) for k in range(4)]
+    assert sorted(n_sampled) == [0, 4, 4]  # two pairs sampled
     ctx = task.instances[0].args[0]
     assert ctx.startswith("Answer each question in one word.\nQ: ") and ctx.endswith("?\nA:")
 
 
-def _record(pair, template, subject, answer, objects, confidence=None, relation="P36"):
-    doc = {"fact_id": pair, "relation": relation, "template_id": template, "subject_form": subject, "style": "mp",
-           "context": "zeroshot", "objects": objects, "seed": 1, "draws": 2000, "bins": 10}
-    samples = [] if confidence is None else confidence
-    return B.make_record(doc, answer, samples)
+def _pair(pair, templates, subject, greedy, objects, sampled=None, samples=(), relation="P36"):
+    """A pair document and what the model answered, as ``process_results`` receives it."""
+    doc = {"fact_id": pair, "relation": relation, "style": "mp", "context": "zeroshot", "templates": templates,
+           "subjects": [subject], "objects": objects, "sampled": sampled, "n_samples": len(samples),
+           "seed": 1, "draws": 2000, "bins": 10}
+    results = list(greedy)
+    if sampled is not None:
+        results[sampled + 1 : sampled + 1] = samples  # the K samples follow the sampled prompt's greedy answer
+    return doc, results
+
+
+def _records():
+    pairs = [
+        _pair("f", ["t0", "t1"], "France", [" Paris.", " Lyon."], ["Paris"], 0, [" Paris.", " Lyon.", " paris"]),
+        _pair("g", ["t0", "t1"], "Germany", [" Berlin.", " the city of Berlin"], ["Berlin"], 1, [" Munich."]),
+    ]
+    return [B.process_results(doc, results) for doc, results in pairs]
 
 
 def test_records_and_aggregations():
-    recs = [
-        _record("f", "t0", "France", " Paris.", ["Paris"], [" Paris.", " Lyon.", " paris"]),
-        _record("f", "t1", "France", " Lyon.", ["Paris"]),
-        _record("g", "t0", "Germany", " Berlin.", ["Berlin"]),
-        _record("g", "t1", "Germany", " the city of Berlin", ["Berlin"], [" Munich."]),
-    ]
-    assert [r["correct"] for r in recs] == [True, False, True, True]
-    assert [r["one_word"] for r in recs] == [True, True, True, False]
-    assert recs[0]["confidence"] == pytest.approx(2 / 3) and recs[0]["n_samples"] == 3
-    assert recs[1]["confidence"] is None and recs[3]["confidence"] == 0.0
+    logged = _records()
+    recs = [x["acc"] for x in logged]
+    f, g = recs
+    assert f["answers"] == ["Paris", "Lyon"] and g["answers"] == ["Berlin", "the city of Berlin"]
+    assert f["correct"] == [True, False] and g["correct"] == [True, True]
+    assert f["confidence"] == pytest.approx(2 / 3) and f["n_samples"] == 3 and f["sampled"] == 0
+    assert g["confidence"] == 0.0 and g["sampled"] == 1
     assert B.agg_acc(recs) == pytest.approx(0.75, abs=0.03)  # f: 1/2, g: 1
     assert B.agg_coverage_average(recs) == pytest.approx(0.75)
     assert B.agg_coverage_oracle(recs) == 1.0
@@ -143,3 +165,24 @@ def test_records_and_aggregations():
     assert B.agg_one_word(recs) == 0.75
     assert B.agg_acc.stderr(recs) == pytest.approx(0.25)  # pairs .5 and 1
     assert B.agg_acc_range.stderr is None and B.agg_acc_sd.stderr is None
+    # lm-eval hands each metric its own list: the record under "acc", references under the others
+    for name, (agg, _) in B.METRICS.items():
+        items = [x[name] for x in logged]
+        assert all(isinstance(x, B.SameRecord) and x.record is r for x, r in zip(items, recs)) or name == "acc"
+        assert agg(items) == agg(recs) or math.isnan(agg(recs))
+    assert str(logged[0]["consist"]) == "<same as acc>"
+
+
+def test_one_prompt_records_of_earlier_logs_aggregate_to_the_same_numbers():
+    recs = [x["acc"] for x in _records()]
+    legacy = []
+    for r in recs:
+        for k, (t, a, c) in enumerate(zip(r["templates"], r["answers"], r["correct"])):
+            legacy.append({"fact_id": r["fact_id"], "relation": r["relation"], "template_id": t,
+                           "subject_form": r["subjects"][0], "answer": a, "correct": c, "style": "mp",
+                           "context": "zeroshot", "confidence": r["confidence"] if k == r["sampled"] else None,
+                           "seed": 1, "draws": 2000, "bins": 10})
+    for name, (agg, _) in B.METRICS.items():
+        assert agg(legacy) == pytest.approx(agg(recs), nan_ok=True), name
+        if agg.stderr is not None:
+            assert agg.stderr(legacy) == pytest.approx(agg.stderr(recs), nan_ok=True), name

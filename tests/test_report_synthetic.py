@@ -44,8 +44,11 @@ def stamp(task: str) -> dict:
 
 
 def write_run(root: Path, model: str, tasks: dict[str, list[dict]], results: dict[str, dict[str, float]],
-              date: str = DATE, groups: dict[str, dict] | None = None, metadata: dict[str, dict] | None = None) -> Path:
-    """An lm-eval output folder for one model: results JSON + one samples file per task."""
+              date: str = DATE, groups: dict[str, dict] | None = None, metadata: dict[str, dict] | None = None,
+              references: bool = False) -> Path:
+    """An lm-eval output folder for one model: results JSON + one samples file per task.
+    ``references``: the record under the first metric only and ``<same as ...>`` under the others,
+    as BELIEF-ICL logs it."""
     folder = root / model.replace("/", "__")
     folder.mkdir(parents=True, exist_ok=True)
     res = {t: {"alias": t, **{f"{m},none": v for m, v in vals.items()}} for t, vals in results.items()}
@@ -65,7 +68,8 @@ def write_run(root: Path, model: str, tasks: dict[str, list[dict]], results: dic
         with (folder / f"samples_{t}_{date}.jsonl").open("w") as fh:
             for i, rec in enumerate(records):
                 line = {"doc_id": i, "doc": {}, "target": "", "arguments": {}, "resps": [], "filtered_resps": [],
-                        "filter": "none", "metrics": names, **{n: rec for n in names}}
+                        "filter": "none", "metrics": names,
+                        **{n: f"<same as {names[0]}>" if references and k else rec for k, n in enumerate(names)}}
                 fh.write(json.dumps(line) + "\n")
     return folder
 
@@ -82,25 +86,31 @@ def close(a, b, tol=1e-9) -> bool:
 # --------------------------------------------------------------------------- BELIEF-ICL
 
 
-def icl_record(pair, template, answer, correct, confidence=None, relation="P36", style="mp", context="zeroshot"):
-    return {"fact_id": pair, "relation": relation, "template_id": template, "subject_form": "s", "style": style,
-            "context": context, "output": answer, "answer": answer, "objects": ["Paris"], "correct": correct,
-            "one_word": len(answer.split()) == 1, "confidence": confidence, "n_samples": 0 if confidence is None else 4,
-            "seed": 1234, "draws": 2000, "bins": 2}
+def icl_record(pair, answers, correct, confidence, relation="P36", style="mp", context="zeroshot"):
+    """One pair's record as ``belief_icl.make_record`` writes it: templates t1, t2, one subject expression,
+    the prompt under t1 sampled."""
+    return {"fact_id": pair, "relation": relation, "style": style, "context": context, "templates": ["t1", "t2"],
+            "subjects": ["s"], "objects": ["Paris"], "answers": answers, "correct": correct, "sampled": 0,
+            "confidence": confidence, "n_samples": 4, "seed": 1234, "draws": 2000, "bins": 2}
 
 
 ICL_A = [  # model A, MP zero-shot: p1 right under both templates, p2 right under t2 only
-    icl_record("p1", "t1", "Paris", True, 0.9),
-    icl_record("p1", "t2", "Paris", True),
-    icl_record("p2", "t1", "Lyon", False, 0.6),
-    icl_record("p2", "t2", "Rome", True),
+    icl_record("p1", ["Paris", "Paris"], [True, True], 0.9),
+    icl_record("p2", ["Lyon", "Rome"], [False, True], 0.6),
 ]
 ICL_B = [  # model B: only p2/t2 right
-    icl_record("p1", "t1", "London", False, 0.5),
-    icl_record("p1", "t2", "Berlin", False),
-    icl_record("p2", "t1", "the city of Lyon", False, 0.5),
-    icl_record("p2", "t2", "Rome", True),
+    icl_record("p1", ["London", "Berlin"], [False, False], 0.5),
+    icl_record("p2", ["the city of Lyon", "Rome"], [False, True], 0.5),
 ]
+
+
+def one_prompt_records(records: list[dict]) -> list[dict]:
+    """The same prompts as logs before pair documents held them: one record per prompt."""
+    return [{"fact_id": r["fact_id"], "relation": r["relation"], "template_id": t, "subject_form": "s",
+             "style": r["style"], "context": r["context"], "output": a, "answer": a, "objects": r["objects"],
+             "correct": c, "one_word": len(a.split()) == 1, "confidence": r["confidence"] if k == r["sampled"] else None,
+             "n_samples": 4 if k == r["sampled"] else 0, "seed": 1234, "draws": 2000, "bins": 2}
+            for r in records for k, (t, a, c) in enumerate(zip(r["templates"], r["answers"], r["correct"]))]
 # hand-computed (see metrics/belief.py for the definitions)
 ICL_A_HAND = {"coverage_average": 0.75, "coverage_maximum": 1.0, "coverage_oracle": 1.0, "consist": 0.5,
               "ovconf": ((0.9 - 1) + (0.6 - 0)) / 2, "one_word_ratio": 1.0}
@@ -112,9 +122,26 @@ ICL_B_HAND = {"coverage_average": 0.25, "coverage_maximum": 0.5, "coverage_oracl
 def icl_report(tmp_path_factory):
     root = tmp_path_factory.mktemp("icl")
     out = root / "report"
-    write_run(root / "runs", "org/model-A", {"belief_mp_zeroshot": ICL_A}, {"belief_mp_zeroshot": ICL_A_HAND})
-    write_run(root / "runs", "org/model-B", {"belief_mp_zeroshot": ICL_B}, {"belief_mp_zeroshot": ICL_B_HAND})
+    write_run(root / "runs", "org/model-A", {"belief_mp_zeroshot": ICL_A}, {"belief_mp_zeroshot": ICL_A_HAND}, references=True)
+    write_run(root / "runs", "org/model-B", {"belief_mp_zeroshot": ICL_B}, {"belief_mp_zeroshot": ICL_B_HAND}, references=True)
     return build_report([root / "runs"], out), out
+
+
+def test_icl_records_are_read_once_through_their_references(icl_report):
+    (run,) = [r for r in load_runs([icl_report[1].parent / "runs"]) if r.name == "model-A"]
+    task = run.tasks["belief_mp_zeroshot"]
+    acc, consist = task.records("acc"), task.records("consist")
+    assert acc == ICL_A and all(a is c for a, c in zip(acc, consist))
+
+
+def test_icl_logs_of_one_prompt_records_give_the_same_tables(icl_report, tmp_path):
+    write_run(tmp_path / "runs", "org/model-A", {"belief_mp_zeroshot": one_prompt_records(ICL_A)},
+              {"belief_mp_zeroshot": ICL_A_HAND})
+    report = build_report([tmp_path / "runs"], tmp_path / "r")
+    assert report.mismatched == [] and report.checked == 6
+    old = read_csv(tmp_path / "r" / "tables" / "belief_icl_table17.csv")[0]
+    new = {r["Model"]: r for r in read_csv(icl_report[1] / "tables" / "belief_icl_table17.csv")}["model-A"]
+    assert old == new
 
 
 def test_icl_table17_and_coverage_equal_hand_values(icl_report):
@@ -328,17 +355,17 @@ def test_loading_layouts_and_errors(tmp_path):
     assert [r.name for r in load_runs([a])] == ["A"]
     assert sorted(r.name for r in load_runs([tmp_path / "out1", tmp_path / "out2"])) == ["A (out1)", "A (out2)"]
     runs = load_runs([next(a.glob("results_*.json"))])
-    assert runs[0].tasks["belief_mp_zeroshot"].records()[2]["answer"] == "Lyon"
+    assert runs[0].tasks["belief_mp_zeroshot"].records()[1]["answers"] == ["Lyon", "Rome"]
     # a newer run of the same task in the same folder wins
     write_run(tmp_path / "out1", "org/A", {"belief_mp_zeroshot": ICL_B}, {"belief_mp_zeroshot": {}}, date="2026-02-01T00-00-00.000001")
-    assert load_runs([a])[0].tasks["belief_mp_zeroshot"].records()[0]["answer"] == "London"
+    assert load_runs([a])[0].tasks["belief_mp_zeroshot"].records()[0]["answers"][0] == "London"
     # --output_path ending in .json: "<stem>_<date>.json" with the samples beside it
     flat = tmp_path / "flat"
     flat.mkdir()
     (a / f"results_{DATE}.json").rename(flat / f"myrun_{DATE}.json")
     (a / f"samples_belief_mp_zeroshot_{DATE}.jsonl").rename(flat / f"samples_belief_mp_zeroshot_{DATE}.jsonl")
     (run,) = load_runs([flat])
-    assert run.name == "A" and run.tasks["belief_mp_zeroshot"].records()[0]["answer"] == "Paris"
+    assert run.name == "A" and run.tasks["belief_mp_zeroshot"].records()[0]["answers"][0] == "Paris"
     (tmp_path / "empty").mkdir()
     with pytest.raises(ReportInputError, match="no lm-eval results"):
         load_runs([tmp_path / "empty"])

@@ -11,6 +11,8 @@ makes stable.
 
 from __future__ import annotations
 
+from typing import Iterable
+
 from belief_tasks.data.io import parse_list
 from belief_tasks.data.tables import load_rows, require_columns
 from belief_tasks.schema import (
@@ -38,11 +40,13 @@ def template_kind(text: str) -> str:
     return "question" if "?" in text.split("[Y]")[0] else "statement"
 
 
-def rows_to_factset(rows: list[dict], file: str) -> FactSet:
-    require_columns(rows, COLUMNS, file)
+def rows_to_factset(rows: Iterable[dict], file: str) -> FactSet:
+    """The fact set of MyriadLAMA rows; ``rows`` may be a stream (each row is read once)."""
     templates: dict[str, dict[str, Template]] = {}
     pairs: dict[str, dict] = {}
     for i, r in enumerate(rows, start=1):
+        if i == 1:
+            require_columns([r], COLUMNS, file)
         rid = check_label(r.get("rel_uri"), file=file, row=i, field="rel_uri")
         text = r.get("template")
         check_template_text(text, file=file, row=i, field="template")
@@ -72,6 +76,8 @@ def rows_to_factset(rows: list[dict], file: str) -> FactSet:
         for form in _subject_forms(r.get("sub_ent"), file=file, row=i):
             if form not in pair["forms"]:
                 pair["forms"].append(form)
+    if not pairs:
+        require_columns([], COLUMNS, file)  # "no rows"
     relations = {
         rid: Relation(rid, rid, "N:1", templates=tuple(ts.values()), frames=tuple(t for t in ts.values() if t.kind == "question"),
                       answer_space=())

@@ -2,7 +2,8 @@
 knowledge sharing between models and settings (Figure 4, section 6.4).
 
 Tasks ``belief_{mp,qa}_{zeroshot,4random,4relation,4template}``; records from
-``belief_tasks.tasks.belief_icl.make_record``. Headline numbers are the tasks' own
+``belief_tasks.tasks.belief_icl.make_record`` (one per pair, columns per prompt; read through
+``prompt_columns`` / ``sampled_prompts``, which also take the one-prompt records of older logs). Headline numbers are the tasks' own
 aggregations (``recompute``); the bins and the sharing matrix call
 ``belief_tasks.metrics.belief`` / ``belief_tasks.metrics.comparison``.
 """
@@ -15,6 +16,7 @@ from belief_tasks.metrics import belief as MB
 from belief_tasks.metrics.comparison import subsumption_rate
 from belief_tasks.report.base import CardEntry, Context, Section, stderr, value
 from belief_tasks.report.output import fmt, heatmap, line_plot, pm
+from belief_tasks.tasks.belief_icl import prompt_columns, sampled_prompts
 
 FAMILY = "BELIEF-ICL"
 TASK_RE = r"belief_(mp|qa)_([a-z0-9]+)"
@@ -65,7 +67,7 @@ def build(ctx: Context) -> Section | None:
             row[head] = pm(value(nums, m), stderr(nums, m)) if m in ("acc", "consist", "ovconf", "one_word_ratio") else fmt(value(nums, m))
             raw_row[m], raw_row[f"{m}_stderr"] = value(nums, m), stderr(nums, m)
         row["Facts"] = raw_row["facts"] = len({r["fact_id"] for r in recs}) if recs else None
-        row["Prompts"] = raw_row["prompts"] = len(recs) if recs else task.n_samples.get("effective")
+        row["Prompts"] = raw_row["prompts"] = len(prompt_columns(recs).fact_ids) if recs else None
         shown.append(row)
         raw.append(raw_row)
     md.append("### Accuracy, fluctuation, consistency, overconfidence (cf. v3 Table 17)\n")
@@ -98,13 +100,14 @@ def build(ctx: Context) -> Section | None:
             for r, task in found:
                 if r is not run or style_setting(task)[0] != style:
                     continue
-                recs = [x for x in task.records() if x.get("confidence") is not None]
-                if not recs:
+                recs = task.records()
+                conf, correct = sampled_prompts(recs)
+                if not conf:
                     continue
-                n_bins = plot_bins(int(recs[0].get("bins", MB.DEFAULT_BINS)), len(recs))
-                bins = MB.calibration_bins([x["confidence"] for x in recs], [bool(x["correct"]) for x in recs], n_bins)
+                n_bins = plot_bins(int(recs[0].get("bins", MB.DEFAULT_BINS)), len(conf))
+                bins = MB.calibration_bins(conf, correct, n_bins)
                 setting = SETTING_LABEL.get(style_setting(task)[1], task.name)
-                series.append((f"{setting} (n={len(recs)})", [b["confidence"] for b in bins], [b["accuracy"] for b in bins]))
+                series.append((f"{setting} (n={len(conf)})", [b["confidence"] for b in bins], [b["accuracy"] for b in bins]))
                 for i, b in enumerate(bins, 1):
                     bins_rows.append({"model": run.name, "task": task.name, "bin": i, **b})
             if series:
@@ -138,7 +141,8 @@ def plot_bins(n_bins: int, n_prompts: int) -> int:
 
 def covered_facts(records: list[dict]) -> set:
     """v3 section 6.4's covered facts: (fact, template) combinations answered correctly (any subject expression)."""
-    return {(r["fact_id"], r["template_id"]) for r in records if r["correct"]}
+    p = prompt_columns(records)
+    return {(f, t) for f, t, c in zip(p.fact_ids, p.template_ids, p.correct) if c}
 
 
 def sharing_matrix(units: dict[str, set]) -> pd.DataFrame:

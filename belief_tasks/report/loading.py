@@ -8,7 +8,8 @@ lm-eval 0.4.13 (``loggers/evaluation_tracker.py``) writes, for ``--output_path O
 * ``OUT/<model_name_sanitized>/samples_<task>_<date_id>.jsonl``: one line per doc
   and filter, with ``doc``, ``resps``, ``filtered_resps``, ``filter``, ``metrics``
   (the metric names) and, under each metric name, what ``process_results``
-  returned: for our tasks the per-doc record.
+  returned: for our tasks the per-doc record (BELIEF-ICL: per pair, and under every metric
+  but the first a ``<same as acc>`` reference to it).
 
 When ``OUT`` ends in ``.json`` the files sit beside it instead
 (``OUT-stem_<date_id>.json`` and ``samples_<task>_<date_id>.jsonl``). We find every
@@ -254,6 +255,11 @@ def iter_samples(path: Path, desc: str | None = None) -> Iterator[dict]:
     bar.close()
 
 
+#: a metric value that stands for the value logged under another metric of the same line (our
+#: tasks log their record once: ``belief_tasks.tasks.belief_icl.SameRecord``)
+SAME_AS = re.compile(r"<same as ([^<>]+)>")
+
+
 def read_samples(path: Path) -> dict[str, list]:
     """``{metric: [per-doc value, ...]}`` in file order, first filter only.
 
@@ -261,22 +267,26 @@ def read_samples(path: Path) -> dict[str, list]:
     after gathering ranks), which order-sensitive aggregations (seeded draws,
     tie-breaking) need to reproduce the harness's numbers.
 
-    Our tasks log one record under every metric name; identical values are kept
-    once in memory.
+    Our tasks log one record per doc, under the first metric name, and under the others either
+    the same record again or a ``<same as METRIC>`` reference to it; either way every metric
+    gets the one record object (kept once in memory).
     """
     out: dict[str, list] = {}
     first_filter = None
-    rows = []
     for s in iter_samples(path):
         filt = s.get("filter", "none")
         first_filter = filt if first_filter is None else first_filter
         if filt != first_filter:
             continue
-        rows.append(s)
-    for s in rows:
         names = s.get("metrics") or []
         shared = s.get(names[0]) if names else None
         for m in names:
-            v = s.get(m)
-            out.setdefault(m, []).append(shared if v == shared else v)
+            out.setdefault(m, []).append(_resolve(s, m, shared))
     return out
+
+
+def _resolve(sample: dict, metric: str, shared):
+    v = sample.get(metric)
+    if isinstance(v, str) and (ref := SAME_AS.fullmatch(v)) and ref.group(1) in sample and ref.group(1) != metric:
+        v = sample[ref.group(1)]
+    return shared if v == shared else v

@@ -4,8 +4,8 @@
   It installs our harness hooks, drops the ``class`` key lm-eval passes along, parses the
   family's knob table (``KNOBS``) from the task's metadata, and builds ``Instance`` objects.
 * ``select_facts``: the common knobs (``relations``, ``max_facts_per_relation``) applied, seeded.
-* ``as_split`` / ``unpack``: docs (plain dicts) into the ``{"test": datasets.Dataset}`` that
-  ``custom_dataset`` returns, and nested values back out.
+* ``as_split`` / ``unpack``: docs (plain dicts) into the ``{"test": DocList}`` that
+  ``custom_dataset`` returns (a list lm-eval reads like a ``datasets.Dataset``), and nested values.
 * ``with_stderr``: a corpus-level aggregation's own standard error (``belief_tasks.harness``).
 * ``model_tokenizer``: the evaluated model's tokenizer, for the tasks that count or cut its tokens.
 """
@@ -154,18 +154,33 @@ def check_relations(fs: FactSet, relations: Sequence[str] | None) -> None:
         raise KnobError("relations", f"unknown relations {unknown} for {fs.source}; known: {sorted(fs.relations)}")
 
 
-def as_split(docs: list[dict], split: str = "test"):
-    """``{split: datasets.Dataset}``; nested values are kept as JSON strings so any shape fits Arrow."""
-    import datasets
+class DocList(list):
+    """A split's docs as plain dicts, with what ``ConfigurableTask`` reads of a ``datasets.Dataset``
+    (``len``, indexing, iteration and ``features``, whose keys name the fields ``doc_to_text`` /
+    ``doc_to_target`` may look up). No Arrow copy: an instance refers to its doc, not to a copy
+    made on every access, and nested values keep their Python shape."""
 
+    @property
+    def features(self) -> dict:
+        return dict.fromkeys(self[0]) if self else {}
+
+
+def as_split(docs: list[dict], split: str = "test") -> dict[str, DocList]:
+    """``{split: DocList}`` for ``custom_dataset``; every doc gets every field (absent ones None),
+    as a ``Dataset`` built from the same dicts would have them."""
     if not docs:
         raise KnobError("relations", "no documents to evaluate: check relations / max_facts_per_relation")
-    flat = [{k: (json.dumps(v, ensure_ascii=False) if isinstance(v, (list, dict, tuple)) else v) for k, v in d.items()} for d in docs]
-    return {split: datasets.Dataset.from_list(flat)}
+    keys = dict.fromkeys(k for d in docs for k in d)
+    for d in docs:
+        if len(d) != len(keys):
+            for k in keys:
+                d.setdefault(k, None)
+    return {split: DocList(docs)}
 
 
 def unpack(doc: Mapping[str, Any], key: str):
-    """Read back a nested value stored by ``as_split``."""
+    """A nested value of a doc: itself (``as_split`` keeps nested values), or read back from the
+    JSON string that docs built before (``--cache_requests`` files) hold."""
     value = doc[key]
     return json.loads(value) if isinstance(value, str) and value[:1] in "[{" else value
 

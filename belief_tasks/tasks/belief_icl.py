@@ -1,11 +1,19 @@
-"""BELIEF-ICL harness glue: documents, requests, per-doc records, aggregations.
+"""BELIEF-ICL harness glue: documents, requests, per-pair records, aggregations.
 
-One document = one prompt: (subject-relation pair, template, subject expression).
-``BeliefICLTask`` sends each document one greedy ``generate_until`` request and,
-for the documents of a seeded subsample of pairs (one prompt per pair), K more
-``generate_until`` requests that sample at temperature 1 from the full vocabulary.
-Every metric is then an aggregation over the per-doc records, so N = 50,000
-accuracy draws, consistency and coverage cost no extra model calls.
+One document = one subject-relation pair. Its prompts are the grid (template x subject
+expression), templates first, and ``BeliefICLTask.construct_requests`` renders them from the
+pair's ids: one greedy ``generate_until`` request per prompt and, when the pair is in the seeded
+confidence subsample, K more ``generate_until`` requests that sample one of its prompts at
+temperature 1 from the full vocabulary. Every metric is an aggregation over the per-pair records,
+so N = 50,000 accuracy draws, consistency and coverage cost no extra model calls.
+
+Why pairs (docs/scale.md): lm-eval keeps, per document, a logged sample of about 1.2 KB plus
+three hashes and writes the process_results value under every metric name; at MyriadLAMA's
+6.49 M prompts per context that per-document overhead alone would need ~12 GB. A pair's 263
+prompts (all templates) share one document, one record of columns and one log line. The docs
+carry ids only and the prompts are rendered for this rank's documents alone, so under
+``accelerate launch`` a rank builds only its own share of prompts. Every metric is defined per
+pair or per prompt, so the numbers do not depend on this layout.
 
 ``--metadata`` knobs: ``KNOBS`` below (the common ones plus the family's), and the data
 source's (``belief_tasks.sources``).
@@ -28,20 +36,21 @@ natively; on ``hf`` our hook pops it and seeds the draw (``belief_tasks.harness`
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 from copy import deepcopy
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any, Mapping
+from typing import Any, Mapping, NamedTuple
 
 from belief_tasks import seeding
 from belief_tasks.data import load_facts
 from belief_tasks.matching import contains_answer, word_count
 from belief_tasks.metrics import belief as M
 from belief_tasks.prompts import belief as P
-from belief_tasks.options import COMMON, Knob, parse_options
-from belief_tasks.schema import SchemaError
+from belief_tasks.options import COMMON, Knob, Options, parse_options
+from belief_tasks.schema import Fact, SchemaError, Template
 from belief_tasks.tasks.base import BeliefTask, as_split, select_facts, unpack, with_stderr
 
 log = logging.getLogger("lm_eval.belief_icl")
@@ -49,6 +58,9 @@ log = logging.getLogger("lm_eval.belief_icl")
 SAMPLE_TAG = "<belief-sample {i}>"
 #: sampling at temperature 1 over the full vocabulary (top_k=0 and top_p=1 switch both filters off)
 SAMPLING = {"do_sample": True, "temperature": 1.0, "top_k": 0, "top_p": 1.0}
+#: what ``doc_to_text`` returns: lm-eval wraps it (system instruction, chat template) once per
+#: pair, and each prompt of the pair takes its place
+PROMPT_SLOT = "\x00belief-prompt\x00"
 
 
 # --------------------------------------------------------------------------- knobs
@@ -67,17 +79,61 @@ KNOBS: tuple[Knob, ...] = COMMON + (
 )
 
 
-# --------------------------------------------------------------------------- documents
+# --------------------------------------------------------------------------- the prompts of a run
 
 
-def build_docs(style: str, context: str, metadata: Mapping[str, Any] | None) -> list[dict]:
-    """Every prompt of the selected facts, with its demonstrations, as plain dicts."""
+@dataclass(frozen=True)
+class PromptSet:
+    """Everything needed to render any prompt of one task run, built once per process."""
+
+    style: str
+    context: str
+    opts: Options
+    facts: tuple[Fact, ...]  # the evaluated pairs, in order
+    by_id: Mapping[str, Fact]
+    templates: Mapping[str, tuple[Template, ...]]  # relation -> the templates of this style
+    by_relation: Mapping[str, list]  # demonstration pools: every fact, not only the evaluated ones
+    pool: list
+    sampled: frozenset  # pairs with a sampled prompt
+
+    def grid(self, fact: Fact) -> list[tuple[Template, str]]:
+        """The pair's prompts as (template, subject expression), templates first."""
+        return [(t, s) for t in self.templates[fact.relation] for s in fact.subject.expressions]
+
+    def demonstrations(self, fact: Fact, template: Template) -> list[P.Demonstration]:
+        return P.demonstrations(self.context, self.style, fact, template, facts_by_relation=self.by_relation,
+                                all_facts=self.pool, templates=self.templates, seed=self.opts.seed)
+
+    def render(self, fact: Fact) -> list[str]:
+        """The pair's prompt texts in ``grid`` order; demonstrations are drawn once per template
+        (every subject expression of a pair under one template sees the same ones)."""
+        out = []
+        for template in self.templates[fact.relation]:
+            demos = self.demonstrations(fact, template)
+            out += [P.render(self.style, demos, P.query(template, s, self.style)) for s in fact.subject.expressions]
+        return out
+
+    def sampled_prompt(self, fact: Fact) -> int | None:
+        """Index (in ``grid``) of the pair's sampled prompt, seeded per style; None when not sampled."""
+        if fact.id not in self.sampled:
+            return None
+        n = len(self.templates[fact.relation]) * len(fact.subject.expressions)
+        return seeding.choice(range(n), self.opts.seed, "belief_icl", "confidence", self.style, fact.id)
+
+
+def prompt_set(style: str, context: str, metadata: Mapping[str, Any] | None) -> PromptSet:
+    return _prompt_set(style, context, json.dumps(dict(metadata or {}), sort_keys=True, default=str))
+
+
+@lru_cache(maxsize=16)
+def _prompt_set(style: str, context: str, metadata_json: str) -> PromptSet:
+    metadata = json.loads(metadata_json)
     opts = parse_options(KNOBS, metadata)
     fs = load_facts("myriadlama", metadata)
     manual_only = opts[f"{style}_templates"] == "manual"
     templates = {rid: P.templates_for(rel, style, manual_only) for rid, rel in fs.relations.items()}
     usable = {rid for rid, ts in templates.items() if ts}
-    facts = [f for f in select_facts(fs, opts) if f.relation in usable]
+    facts = tuple(f for f in select_facts(fs, opts) if f.relation in usable)
     if not facts:
         raise SchemaError(f"no facts with {style.upper()} templates in the selected relations", file=fs.source, field="templates")
     by_relation: dict[str, list] = {}
@@ -85,34 +141,61 @@ def build_docs(style: str, context: str, metadata: Mapping[str, Any] | None) -> 
         if f.relation in usable:
             by_relation.setdefault(f.relation, []).append(f)
     pool = [f for rid in by_relation for f in by_relation[rid]]
+    sampled = frozenset(seeding.sample([f.id for f in facts], opts.confidence_prompts, opts.seed, "belief_icl", "confidence")
+                        if opts.confidence_samples else ())
+    return PromptSet(style, context, opts, facts, {f.id: f for f in facts}, templates, by_relation, pool, sampled)
 
-    sampled = set(seeding.sample([f.id for f in facts], opts.confidence_prompts, opts.seed, "belief_icl", "confidence")) if opts.confidence_samples else set()
+
+# --------------------------------------------------------------------------- documents
+
+
+def build_docs(style: str, context: str, metadata: Mapping[str, Any] | None) -> list[dict]:
+    """One document per selected pair: its ids, the ids of its prompt grid, what scoring needs."""
+    ps = prompt_set(style, context, metadata)
+    opts = ps.opts
     docs = []
-    for fact in facts:
-        prompts = [(t, s) for t in templates[fact.relation] for s in fact.subject.expressions]
-        chosen = seeding.choice(range(len(prompts)), opts.seed, "belief_icl", "confidence", style, fact.id) if fact.id in sampled else -1
-        for i, (template, subject) in enumerate(prompts):
-            demos = P.demonstrations(
-                context, style, fact, template, facts_by_relation=by_relation, all_facts=pool,
-                templates=templates, seed=opts.seed,
-            )
-            docs.append({
-                "fact_id": fact.id,
-                "relation": fact.relation,
-                "template_id": template.id,
-                "subject_form": subject,
-                "prompt": P.render(style, demos, P.query(template, subject, style)),
-                "target": fact.object.label,
-                "objects": list(fact.object_expressions),
-                "demo_ids": [d.fact_id for d in demos],
-                "n_samples": opts.confidence_samples if i == chosen else 0,
-                "style": style,
-                "context": context,
-                "seed": opts.seed,
-                "draws": opts.accuracy_draws,
-                "bins": opts.calibration_bins,
-            })
+    for fact in ps.facts:
+        sampled = ps.sampled_prompt(fact)
+        docs.append({
+            "fact_id": fact.id,
+            "relation": fact.relation,
+            "style": style,
+            "context": context,
+            "templates": [t.id for t in ps.templates[fact.relation]],
+            "subjects": list(fact.subject.expressions),
+            "target": fact.object.label,
+            "objects": list(fact.object_expressions),
+            "sampled": sampled,
+            "n_samples": opts.confidence_samples if sampled is not None else 0,
+            "seed": opts.seed,
+            "draws": opts.accuracy_draws,
+            "bins": opts.calibration_bins,
+        })
     return docs
+
+
+def prompt_ids(doc: Mapping[str, Any], j: int) -> dict:
+    """The ids of prompt ``j`` of a pair document (grid order: templates first)."""
+    subjects = unpack(doc, "subjects")
+    return {"seed": doc["seed"], "fact_id": doc["fact_id"], "style": doc["style"],
+            "template_id": unpack(doc, "templates")[j // len(subjects)], "subject_form": subjects[j % len(subjects)]}
+
+
+def prompts_of(doc: Mapping[str, Any], metadata: Mapping[str, Any] | None) -> list[dict]:
+    """A pair document's prompts, one dict each (ids, text, demonstration ids, samples asked):
+    what the model is sent, for inspection, tests and scripts."""
+    ps = prompt_set(doc["style"], doc["context"], metadata)
+    fact = ps.by_id[doc["fact_id"]]
+    demo_ids = [[d.fact_id for d in ps.demonstrations(fact, t)] for t in ps.templates[fact.relation]]
+    n = len(fact.subject.expressions)
+    return [{**prompt_ids(doc, j), "prompt": text, "demo_ids": demo_ids[j // n],
+             "n_samples": doc["n_samples"] if j == doc["sampled"] else 0}
+            for j, text in enumerate(ps.render(fact))]
+
+
+def prompt_slot(doc: Mapping[str, Any]) -> str:
+    """``doc_to_text``: the slot each of the pair's prompts fills (see ``PROMPT_SLOT``)."""
+    return PROMPT_SLOT
 
 
 def _dataset(style: str, context: str):
@@ -154,58 +237,90 @@ def sampling_kwargs(greedy: Mapping[str, Any], i: int, seed: int | None = None) 
     full vocabulary, plus a redundant stop string that makes the request distinct and,
     given ``seed``, the request's own sampling seed (see the module docstring)."""
     until = greedy.get("until") or ["\n"]
-    until = [until] if isinstance(until, str) else list(until)
+    until = (until,) if isinstance(until, str) else tuple(until)
     kwargs = {k: v for k, v in greedy.items() if k not in SAMPLING and k not in ("until", "seed")}
-    kwargs = {**kwargs, **SAMPLING, "until": until + [until[0] + SAMPLE_TAG.format(i=i)]}
+    kwargs = {**kwargs, **SAMPLING, "until": _sample_stops(until, i)}
     if seed is not None:
         kwargs["seed"] = seed
     return kwargs
 
 
+@lru_cache(maxsize=1024)
+def _sample_stops(until: tuple, i: int) -> list:
+    """Sample ``i``'s stop strings, one list shared by every prompt's sample ``i`` (a million
+    samples at full scale): backends copy generation kwargs before use (lm-eval's
+    ``normalize_gen_kwargs`` deep-copies), so it is never changed."""
+    return [*until, until[0] + SAMPLE_TAG.format(i=i)]
+
+
 def sample_seed(doc: Mapping[str, Any], i: int) -> int:
-    """Sample ``i``'s seed: from the run's seed and the prompt's ids, never from its rank or batch."""
+    """Sample ``i``'s seed: from the run's seed and the prompt's ids (``prompt_ids``), never from
+    its rank or batch."""
     return seeding.derive_seed(int(doc["seed"]), "belief_icl", "sample", doc["fact_id"], doc["template_id"],
                                doc["subject_form"], doc["style"], i)
 
 
 class BeliefICLTask(BeliefTask):
-    """A ``generate_until`` task whose documents may ask for K extra sampled answers."""
+    """A ``generate_until`` task over pair documents: one greedy request per prompt, K sampled
+    ones after the greedy request of the pair's sampled prompt (instances ordered by ``idx``)."""
 
     FAMILY = "belief_icl"
     KNOBS = KNOBS
 
     def construct_requests(self, doc: dict, ctx: str, **kwargs) -> list:
-        greedy = deepcopy(self.config.generation_kwargs)
-        requests = [self.instance("generate_until", doc, (ctx, greedy), 0, kwargs)]
-        for i in range(int(doc["n_samples"])):
-            sampled = sampling_kwargs(greedy, i, sample_seed(doc, i))
-            requests.append(self.instance("generate_until", doc, (ctx, sampled), i + 1, kwargs))
-        return requests
+        if not isinstance(ctx, str) or ctx.count(PROMPT_SLOT) != 1:
+            raise ValueError(f"{self.config.task}: the context lm-eval built does not hold the prompt slot once "
+                             "(doc_to_text must be utils.prompt_slot; a chat template must keep the user text)")
+        ps = prompt_set(doc["style"], doc["context"], self.config.metadata)
+        greedy = deepcopy(self.config.generation_kwargs)  # one dict for the pair's greedy requests (backends copy it)
+        out = []
+        for j, prompt in enumerate(ps.render(ps.by_id[doc["fact_id"]])):
+            text = ctx.replace(PROMPT_SLOT, prompt)
+            out.append(self.instance("generate_until", doc, (text, greedy), len(out), kwargs))
+            if j == doc["sampled"]:
+                ids = prompt_ids(doc, j)
+                for i in range(int(doc["n_samples"])):
+                    sampled = sampling_kwargs(greedy, i, sample_seed(ids, i))
+                    out.append(self.instance("generate_until", doc, (text, sampled), len(out), kwargs))
+        return out
 
 
 def process_results(doc: dict, results: list) -> dict:
-    """``results``: the greedy answer, then the K sampled ones (instances ordered by idx)."""
-    record = make_record(doc, results[0], results[1:])
-    return {name: record for name in METRICS}
+    """``results``: one greedy answer per prompt, the K sampled ones after the sampled prompt's."""
+    j, k = doc["sampled"], int(doc["n_samples"])
+    if j is None or not k:
+        greedy, samples = list(results), []
+    else:
+        greedy, samples = results[: j + 1] + results[j + 1 + k :], results[j + 1 : j + 1 + k]
+    record = make_record(doc, greedy, samples)
+    return {name: record if name == RECORD_METRIC else SameRecord(record) for name in METRICS}
 
 
-def make_record(doc: Mapping[str, Any], greedy: str, samples: list[str]) -> dict:
-    """The per-doc record: ids, the greedy answer, correctness, 1-word flag, sampled confidence."""
-    answer = extract_answer(greedy)
+def make_record(doc: Mapping[str, Any], greedy: list[str], samples: list[str]) -> dict:
+    """The per-pair record: ids, one extracted answer and correctness per prompt (grid order),
+    and the sampled prompt's confidence. Raw generations stay in the sample's ``resps``."""
     objects = unpack(doc, "objects")
+    # a pair's prompts repeat a few answers: extract and judge each distinct text once
+    extracted = {g: extract_answer(g) for g in dict.fromkeys(greedy)}
+    answers = [extracted[g] for g in greedy]
+    judged = {a: bool(contains_answer(a, objects)) for a in dict.fromkeys(answers)}
+    templates, subjects = unpack(doc, "templates"), unpack(doc, "subjects")
+    if len(answers) != len(templates) * len(subjects):
+        raise ValueError(f"pair {doc['fact_id']}: {len(answers)} answers for {len(templates)} templates x "
+                         f"{len(subjects)} subject expressions")
+    j = doc["sampled"] if samples else None
     return {
         "fact_id": doc["fact_id"],
         "relation": doc["relation"],
-        "template_id": doc["template_id"],
-        "subject_form": doc["subject_form"],
         "style": doc["style"],
         "context": doc["context"],
-        "output": greedy,
-        "answer": answer,
+        "templates": templates,
+        "subjects": subjects,
         "objects": objects,
-        "correct": bool(contains_answer(answer, objects)),
-        "one_word": word_count(answer) == 1,
-        "confidence": M.sampled_confidence(answer, [extract_answer(s) for s in samples]) if samples else None,
+        "answers": answers,
+        "correct": [judged[a] for a in answers],
+        "sampled": j,
+        "confidence": M.sampled_confidence(answers[j], [extract_answer(s) for s in samples]) if samples else None,
         "n_samples": len(samples),
         "seed": int(doc["seed"]),
         "draws": int(doc["draws"]),
@@ -213,84 +328,173 @@ def make_record(doc: Mapping[str, Any], greedy: str, samples: list[str]) -> dict
     }
 
 
+class SameRecord:
+    """The record under every metric name but ``RECORD_METRIC``: the same object for the
+    aggregations, and in the samples file (lm-eval writes ``str()`` of what JSON cannot hold)
+    one short reference instead of a copy; ``belief_tasks.report.loading`` resolves it."""
+
+    __slots__ = ("record",)
+
+    def __init__(self, record: dict) -> None:
+        self.record = record
+
+    def __str__(self) -> str:
+        return f"<same as {RECORD_METRIC}>"
+
+    __repr__ = __str__
+
+
+# --------------------------------------------------------------------------- per-prompt columns
+
+
+class Prompts(NamedTuple):
+    """Per-prompt columns of a run's records, pairs in record order, each pair's grid in order."""
+
+    fact_ids: list
+    relations: list
+    template_ids: list
+    subjects: list
+    answers: list
+    correct: list
+
+
+def records_of(items: list) -> list[dict]:
+    return [x.record if isinstance(x, SameRecord) else x for x in items]
+
+
+def prompt_columns(items: list) -> Prompts:
+    """Flatten pair records to prompts. A record logged before pair documents (one prompt, with
+    ``template_id`` and ``answer``) is one prompt, so older sample files aggregate as before."""
+    cols = Prompts([], [], [], [], [], [])
+    for r in records_of(items):
+        if "answers" not in r:  # one-prompt record (earlier layout)
+            rows = [(r["template_id"], r["subject_form"], r["answer"], r["correct"])]
+        else:
+            subjects = r["subjects"]
+            rows = [(t, s, a, c) for (t, s), a, c in
+                    zip(((t, s) for t in r["templates"] for s in subjects), r["answers"], r["correct"])]
+        for t, s, a, c in rows:
+            cols.fact_ids.append(r["fact_id"])
+            cols.relations.append(r["relation"])
+            cols.template_ids.append(t)
+            cols.subjects.append(s)
+            cols.answers.append(a)
+            cols.correct.append(bool(c))
+    return cols
+
+
+def sampled_prompts(items: list) -> tuple[list[float], list[bool]]:
+    """(confidence, correct) of every sampled prompt, in record order."""
+    conf, correct = [], []
+    for r in records_of(items):
+        if r.get("confidence") is None:
+            continue
+        conf.append(r["confidence"])
+        correct.append(bool(r["correct"][r["sampled"]] if "answers" in r else r["correct"]))
+    return conf, correct
+
+
+def _setting(items: list, key: str) -> int:
+    """A run-wide setting (``seed``, ``draws``, ``bins``) that every record carries."""
+    return int(records_of(items[:1])[0][key])
+
+
 # --------------------------------------------------------------------------- aggregations
 
-
-def _columns(items: list[dict]) -> tuple:
-    return (
-        tuple(r["fact_id"] for r in items),
-        tuple(r["relation"] for r in items),
-        tuple(r["template_id"] for r in items),
-        tuple(bool(r["correct"]) for r in items),
-    )
+#: lm-eval hands every metric its own list of the same records; the flattened columns, the N
+#: draws and the coverage table are computed once per run ("derived", keyed by what they are).
+#: The entry holds the records, so their identity is a safe key.
+_cache: dict = {"records": [], "prompts": None, "derived": {}}
 
 
-@lru_cache(maxsize=8)
-def _draws(columns: tuple, n_draws: int, seed: int):
-    return M.accuracy_draws(*columns, n_draws=n_draws, seed=seeding.derive_seed(seed, "belief_icl", "accuracy_draws"))
+def _prompts(items: list) -> Prompts:
+    recs = records_of(items)
+    old = _cache["records"]
+    if len(recs) != len(old) or any(a is not b for a, b in zip(recs, old)):
+        _cache.update(records=recs, prompts=prompt_columns(recs), derived={})
+    return _cache["prompts"]
 
 
-def accuracy_values(items: list[dict]):
+def _columns(items: list) -> tuple:
+    p = _prompts(items)
+    return p.fact_ids, p.relations, p.template_ids, p.correct
+
+
+def accuracy_values(items: list):
     """V_Acc@1: the N draws' accuracies (same records, same numbers)."""
-    return _draws(_columns(items), int(items[0]["draws"]), int(items[0]["seed"]))
+    columns = _columns(items)
+    key = (_setting(items, "draws"), _setting(items, "seed"))
+    if key not in _cache["derived"]:
+        _cache["derived"][key] = M.accuracy_draws(*columns, n_draws=key[0],
+                                                seed=seeding.derive_seed(key[1], "belief_icl", "accuracy_draws"))
+    return _cache["derived"][key]
 
 
-def _confidence(items: list[dict]):
-    rows = [r for r in items if r.get("confidence") is not None]
-    return [r["confidence"] for r in rows], [bool(r["correct"]) for r in rows]
+def _answers(items: list) -> list:
+    return _prompts(items).answers
 
 
 @with_stderr(lambda items: M.accuracy_stderr(*_columns(items)))
-def agg_acc(items: list[dict]) -> float:
+def agg_acc(items: list) -> float:
     """Acc@1: mean of the N draws."""
     return float(accuracy_values(items).mean())
 
 
 @with_stderr(None)
-def agg_acc_range(items: list[dict]) -> float:
+def agg_acc_range(items: list) -> float:
     return M.fluctuation(accuracy_values(items))[0]
 
 
 @with_stderr(None)
-def agg_acc_sd(items: list[dict]) -> float:
+def agg_acc_sd(items: list) -> float:
     return M.fluctuation(accuracy_values(items))[1]
 
 
-@with_stderr(lambda items: M.consistency_stderr([r["fact_id"] for r in items], [r["answer"] for r in items]))
-def agg_consist(items: list[dict]) -> float:
-    return M.consistency([r["fact_id"] for r in items], [r["answer"] for r in items])
+@with_stderr(lambda items: M.consistency_stderr(_prompts(items).fact_ids, _answers(items)))
+def agg_consist(items: list) -> float:
+    return M.consistency(_prompts(items).fact_ids, _answers(items))
 
 
-@with_stderr(lambda items: M.overconfidence_stderr(*_confidence(items)))
-def agg_ovconf(items: list[dict]) -> float:
-    conf, correct = _confidence(items)
+@with_stderr(lambda items: M.overconfidence_stderr(*sampled_prompts(items)))
+def agg_ovconf(items: list) -> float:
+    conf, correct = sampled_prompts(items)
     if not conf:
         return float("nan")
-    bins = int(items[0]["bins"])
+    bins = _setting(items, "bins")
+    first = records_of(items[:1])[0]
     for i, b in enumerate(M.calibration_bins(conf, correct, bins), start=1):
         log.info("belief %s/%s calibration bin %d/%d: n=%d confidence=%.4f acc=%.4f",
-                 items[0]["style"], items[0]["context"], i, bins, b["size"], b["confidence"], b["accuracy"])
+                 first["style"], first["context"], i, bins, b["size"], b["confidence"], b["accuracy"])
     return M.overconfidence(conf, correct, bins)
 
 
-@with_stderr(lambda items: M.one_word_stderr([r["answer"] for r in items]))
-def agg_one_word(items: list[dict]) -> float:
-    return M.one_word_ratio([r["answer"] for r in items])
+@with_stderr(lambda items: M.one_word_stderr(_answers(items)))
+def agg_one_word(items: list) -> float:
+    return M.one_word_ratio(_answers(items))
 
 
-@with_stderr(lambda items: M.empty_answer_stderr([r["answer"] for r in items]))
-def agg_empty_answer_rate(items: list[dict]) -> float:
-    rate = M.empty_answer_rate([r["answer"] for r in items])
+@with_stderr(lambda items: M.empty_answer_stderr(_answers(items)))
+def agg_empty_answer_rate(items: list) -> float:
+    answers = _answers(items)
+    rate = M.empty_answer_rate(answers)
     if rate:
         log.warning("%s: %d of %d greedy answers are empty or punctuation only; they are scored wrong, not dropped",
-                    items[0]["style"], round(rate * len(items)), len(items))
+                    records_of(items[:1])[0]["style"], round(rate * len(answers)), len(answers))
     return rate
 
 
+def _once(name: str, fn, items: list):
+    """``fn(columns)`` once per run: the three coverage metrics share one computation."""
+    cols = _columns(items)
+    if name not in _cache["derived"]:
+        _cache["derived"][name] = fn(*cols)
+    return _cache["derived"][name]
+
+
 def _coverage(key: str):
-    @with_stderr(lambda items: M.coverage_stderr(*_columns(items))[key])
-    def agg(items: list[dict]) -> float:
-        return M.knowledge_coverage(*_columns(items))[key]
+    @with_stderr(lambda items: _once("coverage_stderr", M.coverage_stderr, items)[key])
+    def agg(items: list) -> float:
+        return _once("coverage", M.knowledge_coverage, items)[key]
 
     agg.__name__ = agg.__qualname__ = f"agg_coverage_{key}"
     return agg
@@ -313,3 +517,5 @@ METRICS = {
     "coverage_maximum": (agg_coverage_maximum, True),
     "coverage_oracle": (agg_coverage_oracle, True),
 }
+#: the metric whose logged value is the record itself (the others log a ``SameRecord``)
+RECORD_METRIC = "acc"

@@ -17,6 +17,7 @@ from belief_tasks.tasks.belief_icl import (  # noqa: F401
     mp_4template,
     mp_zeroshot,
     process_results,
+    prompt_slot,
     qa_4random,
     qa_4relation,
     qa_4template,
