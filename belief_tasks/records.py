@@ -10,24 +10,26 @@ Pure: no lm-eval, no torch.
 
 from __future__ import annotations
 
-from typing import Iterable, Optional, TypedDict
+from typing import Iterable, Iterator, Optional, TypedDict
 
 
 class BeliefICLRecord(TypedDict):
-    """One BELIEF-ICL prompt: its greedy answer, correctness and (sampled prompts) confidence."""
+    """One BELIEF-ICL subject-relation pair: its prompts' grid (templates x subject expressions, templates
+    first), one extracted greedy answer and its correctness per prompt, and the sampled prompt's confidence.
+    (Records logged before pair documents held one prompt: ``template_id``, ``subject_form``, ``answer``,
+    ``correct``; ``belief_icl_prompts`` reads both.)"""
 
     fact_id: str
     relation: str
-    template_id: str
-    subject_form: str
     style: str  # "mp" | "qa"
     context: str  # "zeroshot" | "4random" | "4relation" | "4template"
-    output: str  # the raw greedy generation
-    answer: str  # the extracted answer
+    templates: list  # template ids
+    subjects: list  # subject expressions
     objects: list  # accepted answer strings
-    correct: bool
-    one_word: bool
-    confidence: Optional[float]  # share of the K samples matching the greedy answer; None: not sampled
+    answers: list  # per prompt, grid order
+    correct: list  # per prompt, grid order
+    sampled: Optional[int]  # the grid index of the sampled prompt; None: not sampled
+    confidence: Optional[float]  # share of the K samples matching the sampled prompt's greedy answer
     n_samples: int
     seed: int
     draws: int  # N of Acc@1
@@ -133,10 +135,20 @@ class MonitorRecord(TypedDict):
 # --- which facts a model knows, per family -------------------------------------------------------
 
 
+def belief_icl_prompts(record: dict) -> Iterator[tuple[str, str, str, bool]]:
+    """(template id, subject expression, answer, correct) of each prompt of a BELIEF-ICL record, grid order."""
+    if "answers" not in record:  # one-prompt record (the earlier layout)
+        yield record["template_id"], record["subject_form"], record["answer"], bool(record["correct"])
+        return
+    grid = ((t, s) for t in record["templates"] for s in record["subjects"])
+    for (t, s), a, c in zip(grid, record["answers"], record["correct"], strict=True):
+        yield t, s, a, bool(c)
+
+
 def belief_icl_covered(records: Iterable[dict]) -> set[tuple[str, str]]:
     """BELIEF v3 section 6.4's covered facts: the (fact, template) combinations answered
     correctly (under any subject expression)."""
-    return {(r["fact_id"], r["template_id"]) for r in records if r["correct"]}
+    return {(r["fact_id"], t) for r in records for t, _, _, c in belief_icl_prompts(r) if c}
 
 
 def mlm_covered(records: Iterable[dict]) -> set[tuple[str, str]]:
@@ -173,7 +185,9 @@ def _most_templates(records: Iterable[dict], correct) -> dict[str, bool]:
 def belief_icl_known(records: Iterable[dict]) -> dict[str, bool]:
     """BELIEF-ICL: v3 section 6.4 counts a (fact, template) as covered when the fact is predicted
     correctly with that template; a fact is known when it is covered under most of its templates."""
-    return _most_templates(records, lambda r: r["correct"])
+    prompts = [{"fact_id": r["fact_id"], "template_id": t, "correct": c}
+               for r in records for t, _, _, c in belief_icl_prompts(r)]
+    return _most_templates(prompts, lambda p: p["correct"])
 
 
 def mlm_known(records: Iterable[dict]) -> dict[str, bool]:

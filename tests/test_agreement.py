@@ -39,13 +39,15 @@ def test_bootstrap_interval_is_seeded_and_brackets_kappa():
     assert kappa_interval([1, 1], [1, 1]) == pytest.approx((math.nan, math.nan), nan_ok=True)
 
 
-def _icl(fact, template, correct, subject="s"):
-    return {"fact_id": fact, "relation": "P36", "template_id": template, "subject_form": subject, "correct": correct}
+def _icl(fact, templates, subjects, correct):
+    """A per-pair BELIEF-ICL record: the (template x subject) grid's correctness, templates first."""
+    return {"fact_id": fact, "relation": "P36", "templates": templates, "subjects": subjects,
+            "answers": ["x"] * len(correct), "correct": correct}
 
 
 def test_known_rules_per_family():
-    icl = [_icl("f1", "t0", False, "a"), _icl("f1", "t0", True, "b"), _icl("f1", "t1", True), _icl("f1", "t2", False),
-           _icl("f2", "t0", True), _icl("f2", "t1", False)]
+    icl = [_icl("f1", ["t0", "t1", "t2"], ["a", "b"], [False, True, True, True, False, False]),
+           _icl("f2", ["t0", "t1"], ["a"], [True, False])]
     # f1: t0 right (one of two subject forms), t1 right, t2 wrong -> 2 of 3: known; f2: 1 of 2 is not most
     assert KNOWN_RULES["belief_icl"](icl) == {"f1": True, "f2": False}
     bear = [{"fact_id": "f1", "template_id": f"t{i}", "ll": ll, "gold": [0]} for i, ll in

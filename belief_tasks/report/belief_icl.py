@@ -16,7 +16,8 @@ from belief_tasks.metrics import belief as MB
 from belief_tasks.metrics.comparison import subsumption_rate
 from belief_tasks.report.base import CardEntry, Context, Section, stderr, value
 from belief_tasks.report.output import fmt, heatmap, line_plot, pm
-from belief_tasks.tasks.belief_icl import prompt_columns, sampled_prompts
+from belief_tasks.records import belief_icl_covered
+from belief_tasks.tasks.belief_icl import prompt_columns, records_of, sampled_prompts
 
 FAMILY = "BELIEF-ICL"
 TASK_RE = r"belief_(mp|qa)_([a-z0-9]+)"
@@ -139,10 +140,9 @@ def plot_bins(n_bins: int, n_prompts: int) -> int:
     return max(1, min(n_bins, n_prompts // MIN_BIN_SIZE))
 
 
-def covered_facts(records: list[dict]) -> set:
+def covered_facts(records: list) -> set:
     """v3 section 6.4's covered facts: (fact, template) combinations answered correctly (any subject expression)."""
-    p = prompt_columns(records)
-    return {(f, t) for f, t, c in zip(p.fact_ids, p.template_ids, p.correct) if c}
+    return belief_icl_covered(records_of(records))
 
 
 def sharing_matrix(units: dict[str, set]) -> pd.DataFrame:

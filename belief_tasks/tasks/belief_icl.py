@@ -46,10 +46,11 @@ from typing import Any, Mapping, NamedTuple
 
 from belief_tasks import seeding
 from belief_tasks.data import load_facts
-from belief_tasks.matching import contains_answer, word_count
+from belief_tasks.matching import contains_answer
 from belief_tasks.metrics import belief as M
 from belief_tasks.prompts import belief as P
 from belief_tasks.options import COMMON, Knob, Options, parse_options
+from belief_tasks.records import belief_icl_prompts
 from belief_tasks.schema import Fact, SchemaError, Template
 from belief_tasks.tasks.base import BeliefTask, as_split, select_facts, unpack, with_stderr
 
@@ -367,13 +368,7 @@ def prompt_columns(items: list) -> Prompts:
     ``template_id`` and ``answer``) is one prompt, so older sample files aggregate as before."""
     cols = Prompts([], [], [], [], [], [])
     for r in records_of(items):
-        if "answers" not in r:  # one-prompt record (earlier layout)
-            rows = [(r["template_id"], r["subject_form"], r["answer"], r["correct"])]
-        else:
-            subjects = r["subjects"]
-            rows = [(t, s, a, c) for (t, s), a, c in
-                    zip(((t, s) for t in r["templates"] for s in subjects), r["answers"], r["correct"])]
-        for t, s, a, c in rows:
+        for t, s, a, c in belief_icl_prompts(r):
             cols.fact_ids.append(r["fact_id"])
             cols.relations.append(r["relation"])
             cols.template_ids.append(t)
