@@ -77,6 +77,18 @@ def render(style: str, demonstrations: Sequence[Demonstration], target: str) -> 
     return "\n".join(lines)
 
 
+def chat_turns(style: str, demonstrations: Sequence[Demonstration], target: str) -> list[dict[str, str]]:
+    """The same prompt as chat turns, for ``--apply_chat_template --fewshot_as_multiturn``: each
+    demonstration's ``Q:`` line a user turn and its ``A:`` line the assistant's reply, the target ``Q:``
+    the last user turn; the instruction opens the first user turn. Answers are extracted as from ``render``."""
+    questions = [f"Q: {d.question}" for d in demonstrations] + [f"Q: {target}"]
+    questions[0] = f"{INSTRUCTIONS[style]}\n{questions[0]}"
+    turns: list[dict[str, str]] = []
+    for q, d in zip(questions, demonstrations):
+        turns += [{"role": "user", "content": q}, {"role": "assistant", "content": f"A: {answer_text(d.answer)}"}]
+    return turns + [{"role": "user", "content": questions[-1]}]
+
+
 def templates_for(relation: Relation, style: str, manual_only: bool) -> tuple[Template, ...]:
     """MP: the relation's templates (manual ones by default); QA: its question templates."""
     if style == "qa":

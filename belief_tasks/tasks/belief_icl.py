@@ -105,13 +105,15 @@ class PromptSet:
         return P.demonstrations(self.context, self.style, fact, template, facts_by_relation=self.by_relation,
                                 all_facts=self.pool, templates=self.templates, seed=self.opts.seed)
 
-    def render(self, fact: Fact) -> list[str]:
-        """The pair's prompt texts in ``grid`` order; demonstrations are drawn once per template
-        (every subject expression of a pair under one template sees the same ones)."""
+    def render(self, fact: Fact, as_turns: bool = False) -> list:
+        """The pair's prompt texts in ``grid`` order (or, ``as_turns``, each as chat turns:
+        ``P.chat_turns``); demonstrations are drawn once per template (every subject expression of a
+        pair under one template sees the same ones)."""
+        build = P.chat_turns if as_turns else P.render
         out = []
         for template in self.templates[fact.relation]:
             demos = self.demonstrations(fact, template)
-            out += [P.render(self.style, demos, P.query(template, s, self.style)) for s in fact.subject.expressions]
+            out += [build(self.style, demos, P.query(template, s, self.style)) for s in fact.subject.expressions]
         return out
 
     def sampled_prompt(self, fact: Fact) -> int | None:
@@ -268,6 +270,24 @@ class BeliefICLTask(BeliefTask):
     FAMILY = "belief_icl"
     KNOBS = KNOBS
 
+    _multiturn: tuple | None = None  # (chat template, system instruction) under --fewshot_as_multiturn
+
+    def fewshot_context(self, doc, num_fewshot, system_instruction=None, apply_chat_template=False,
+                        fewshot_as_multiturn=False, chat_template=None, gen_prefix=None):
+        """lm-eval's context (one slot for the prompt); with ``--apply_chat_template --fewshot_as_multiturn``
+        the demonstrations become turns instead (``construct_requests``, ``P.chat_turns``)."""
+        multiturn = apply_chat_template and fewshot_as_multiturn and chat_template is not None
+        self._multiturn = (chat_template, system_instruction) if multiturn else None
+        return super().fewshot_context(doc, num_fewshot, system_instruction, apply_chat_template,
+                                       fewshot_as_multiturn, chat_template, gen_prefix)
+
+    def _texts(self, ps: PromptSet, fact: Fact, ctx: str) -> list[str]:
+        if self._multiturn is not None:
+            chat_template, system = self._multiturn
+            head = [{"role": "system", "content": system}] if system else []
+            return [chat_template(head + turns) for turns in ps.render(fact, as_turns=True)]
+        return [ctx.replace(PROMPT_SLOT, prompt) for prompt in ps.render(fact)]
+
     def construct_requests(self, doc: dict, ctx: str, **kwargs) -> list:
         if not isinstance(ctx, str) or ctx.count(PROMPT_SLOT) != 1:
             raise ValueError(f"{self.config.task}: the context lm-eval built does not hold the prompt slot once "
@@ -275,8 +295,7 @@ class BeliefICLTask(BeliefTask):
         ps = prompt_set(doc["style"], doc["context"], self.config.metadata)
         greedy = deepcopy(self.config.generation_kwargs)  # one dict for the pair's greedy requests (backends copy it)
         out = []
-        for j, prompt in enumerate(ps.render(ps.by_id[doc["fact_id"]])):
-            text = ctx.replace(PROMPT_SLOT, prompt)
+        for j, text in enumerate(self._texts(ps, ps.by_id[doc["fact_id"]], ctx)):
             out.append(self.instance("generate_until", doc, (text, greedy), len(out), kwargs))
             if j == doc["sampled"]:
                 ids = prompt_ids(doc, j)
