@@ -286,7 +286,7 @@ def main() -> None:
     ap.add_argument("--keep", action="store_true", help="keep the output folders")
     ap.add_argument("--json", default=None, help="write the result here too")
     ap.add_argument("--extrapolate-to", type=int, default=FULL_PROMPTS,
-                    help="prompts (non-sampled requests) of the full setting (default: MyriadLAMA, all templates)")
+                    help="prompts (non-sampled requests) of the full setting (default: MyriadLAMA, all templates; 0: none)")
     args = ap.parse_args()
 
     runs = {}
@@ -309,7 +309,8 @@ def main() -> None:
     small = runs.get(args.baseline_fraction)
     report = {"task": args.task, "metadata": json.loads(args.metadata), "model": args.model,
               "log_samples": args.log_samples, "python": args.python, "runs": list(runs.values()),
-              f"extrapolated_to_{args.extrapolate_to}_prompts": extrapolate(big, small, args.extrapolate_to)}
+              **({f"extrapolated_to_{args.extrapolate_to}_prompts": extrapolate(big, small, args.extrapolate_to)}
+                 if args.extrapolate_to else {})}
     print(json.dumps(report, indent=1))
     if args.json:
         Path(args.json).write_text(json.dumps(report, indent=1))

@@ -96,17 +96,14 @@ class PromptSet:
     by_relation: Mapping[str, list]  # demonstration pools: every fact, not only the evaluated ones
     pool: list
     sampled: frozenset  # pairs with a sampled prompt
-
-    def grid(self, fact: Fact) -> list[tuple[Template, str]]:
-        """The pair's prompts as (template, subject expression), templates first."""
-        return [(t, s) for t in self.templates[fact.relation] for s in fact.subject.expressions]
+    position: Mapping[str, tuple[int, int]]  # pair -> (relation, fact) index in the data, selection-free
 
     def demonstrations(self, fact: Fact, template: Template) -> list[P.Demonstration]:
         return P.demonstrations(self.context, self.style, fact, template, facts_by_relation=self.by_relation,
                                 all_facts=self.pool, templates=self.templates, seed=self.opts.seed)
 
     def render(self, fact: Fact, as_turns: bool = False) -> list:
-        """The pair's prompt texts in ``grid`` order (or, ``as_turns``, each as chat turns:
+        """The pair's prompt texts templates first (or, ``as_turns``, each as chat turns:
         ``P.chat_turns``); demonstrations are drawn once per template (every subject expression of a
         pair under one template sees the same ones)."""
         build = P.chat_turns if as_turns else P.render
@@ -117,7 +114,7 @@ class PromptSet:
         return out
 
     def sampled_prompt(self, fact: Fact) -> int | None:
-        """Index (in ``grid``) of the pair's sampled prompt, seeded per style; None when not sampled."""
+        """Index (in ``render`` order) of the pair's sampled prompt, seeded per style; None when not sampled."""
         if fact.id not in self.sampled:
             return None
         n = len(self.templates[fact.relation]) * len(fact.subject.expressions)
@@ -146,7 +143,20 @@ def _prompt_set(style: str, context: str, metadata_json: str) -> PromptSet:
     pool = [f for rid in by_relation for f in by_relation[rid]]
     sampled = frozenset(seeding.sample([f.id for f in facts], opts.confidence_prompts, opts.seed, "belief_icl", "confidence")
                         if opts.confidence_samples else ())
-    return PromptSet(style, context, opts, facts, {f.id: f for f in facts}, templates, by_relation, pool, sampled)
+    return PromptSet(style, context, opts, facts, {f.id: f for f in facts}, templates, by_relation, pool, sampled,
+                     data_positions(fs))
+
+
+def data_positions(fs) -> dict[str, tuple[int, int]]:
+    """Each fact's (relation index, index among its relation's facts) in the data: the order of a
+    run's documents, whatever relations or facts a run selects."""
+    relation = {rid: i for i, rid in enumerate(fs.relations)}
+    seen: dict[str, int] = {}
+    out = {}
+    for f in fs.facts:
+        out[f.id] = (relation[f.relation], seen.get(f.relation, 0))
+        seen[f.relation] = out[f.id][1] + 1
+    return out
 
 
 # --------------------------------------------------------------------------- documents
@@ -173,6 +183,7 @@ def build_docs(style: str, context: str, metadata: Mapping[str, Any] | None) -> 
             "seed": opts.seed,
             "draws": opts.accuracy_draws,
             "bins": opts.calibration_bins,
+            "order": list(ps.position[fact.id]),
         })
     return docs
 
@@ -345,6 +356,7 @@ def make_record(doc: Mapping[str, Any], greedy: list[str], samples: list[str]) -
         "seed": int(doc["seed"]),
         "draws": int(doc["draws"]),
         "bins": int(doc["bins"]),
+        "order": doc.get("order"),
     }
 
 
@@ -368,7 +380,7 @@ class SameRecord:
 
 
 class Prompts(NamedTuple):
-    """Per-prompt columns of a run's records, pairs in record order, each pair's grid in order."""
+    """Per-prompt columns of a run's records: pairs in the data's order, each pair's grid in order."""
 
     fact_ids: list
     relations: list
@@ -379,7 +391,13 @@ class Prompts(NamedTuple):
 
 
 def records_of(items: list) -> list[dict]:
-    return [x.record if isinstance(x, SameRecord) else x for x in items]
+    """The records, in the data's order (``order``: the order of a run's documents), whatever order
+    they come in: records gathered rank by rank or pooled from relation shards aggregate exactly as
+    one process's. Records of older logs (no ``order``) keep their order."""
+    recs = [x.record if isinstance(x, SameRecord) else x for x in items]
+    if recs and all(r.get("order") is not None for r in recs):
+        recs.sort(key=lambda r: tuple(r["order"]))
+    return recs
 
 
 def prompt_columns(items: list) -> Prompts:
