@@ -9,7 +9,7 @@ template, subject expression). Nothing here knows the harness.
 * ``consistency``: Consist (v3 eq. 1).
 * ``overconfidence`` / ``calibration_bins``: Ovconf (v3 eq. 2) with M equal-size
   bins ordered by confidence.
-* ``one_word_ratio``: share of greedy answers that are one word (v3 Table 4).
+* ``one_word_ratio``: share of greedy answers that are one word (v3 Table 4; word: ``matching.words``).
 * ``knowledge_coverage``: average / maximum / oracle coverage (v3 section 7, Table 8).
 
 Matching is ``belief_tasks.matching`` (the one implementation): accuracy is
@@ -264,7 +264,11 @@ def sampled_confidence(greedy: str, samples: Sequence[str], agree: Callable[[str
 
 
 def one_word_ratio(answers: Sequence[str]) -> float:
-    """Share of greedy answers that are exactly one word (v3 section 5.3, Table 4)."""
+    """Share of greedy answers that are exactly one word (v3 section 5.3, Table 4; D.2, Table 15).
+
+    The paper does not define a word; ours (``matching.words``) is a whitespace-separated
+    token holding a letter or digit, so "U.S.", "Jean-Paul", "Coca-Cola" and "1984" are one
+    word and "New York" two."""
     return float(np.mean([word_count(a) == 1 for a in answers]))
 
 
@@ -273,10 +277,11 @@ def one_word_stderr(answers: Sequence[str]) -> float:
 
 
 def empty_answer_rate(answers: Sequence[str]) -> float:
-    """Share of greedy answers with no word at all: empty, whitespace or punctuation only.
+    """Share of greedy answers with no word at all: no letter or digit (empty, whitespace, punctuation).
 
-    Not a paper metric: a count of model-side trouble. Such answers stay in every other
-    metric, scored wrong and agreeing with nothing (``matching``), never dropped."""
+    Not a paper metric: a count of model-side trouble. These are exactly the answers whose
+    normalised token list is empty, so they are scored wrong and agree with nothing
+    (``matching``); they stay in every other metric, never dropped. "42" is a word."""
     return float(np.mean([word_count(a) == 0 for a in answers]))
 
 

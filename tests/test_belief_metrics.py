@@ -145,6 +145,17 @@ def test_one_word_ratio():
     assert M.one_word_stderr(["Paris", "New York"]) == pytest.approx(0.5)
 
 
+def test_one_word_ratio_counts_whitespace_words_and_empty_rate_counts_answers_without_any():
+    answers = ["U.S.", "Jean-Paul", "O'Brien", "Coca-Cola", "New York", "1984", "", "?!"]
+    # one word: U.S., Jean-Paul, O'Brien, Coca-Cola, 1984 -> 5 of 8; no word: "" and "?!" -> 2 of 8
+    assert M.one_word_ratio(answers) == 5 / 8
+    assert M.empty_answer_rate(answers) == 2 / 8
+    # binomial standard errors, sample SD (ddof 1) / sqrt(n): p(1-p) n/(n-1) / n
+    assert M.one_word_stderr(answers) == pytest.approx((5 / 8 * 3 / 8 * 8 / 7 / 8) ** 0.5)
+    assert M.empty_answer_stderr(answers) == pytest.approx((2 / 8 * 6 / 8 * 8 / 7 / 8) ** 0.5)
+    assert M.empty_answer_rate(["42", "1984", "- -"]) == pytest.approx(1 / 3)  # numbers are words
+
+
 def test_knowledge_coverage_hand_computed():
     # R1, templates t1 t2: pair a: t1 -> [right, wrong] (two subject forms), t2 -> [wrong];
     #                      pair b: t1 -> [wrong], t2 -> [right].  R2: pair c, one wrong prompt.
