@@ -19,13 +19,12 @@ import argparse
 import json
 import os
 import platform
-import sys
+import statistics
 import time
 from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import torch  # noqa: E402
 
@@ -126,6 +125,11 @@ def timed(lm, kind: str, instances) -> dict:
     return {"wall": wall, "cpu": cpu, "tokens": counter.tokens, "out": out}
 
 
+def median_run(runs: list[dict]) -> dict:
+    """Median wall and CPU time over repeated runs (each taken separately); the last run's outputs and tokens."""
+    return dict(runs[-1], wall=statistics.median(r["wall"] for r in runs), cpu=statistics.median(r["cpu"] for r in runs))
+
+
 def make_instances(kind: str, args_list, repeats: int = 1):
     from lm_eval.api.instance import Instance
 
@@ -143,7 +147,9 @@ def main() -> None:
     ap.add_argument("--shared_batch_size", default="auto",
                     help="hf-shared (its rows are short suffixes; auto packs max_batch_tokens per forward)")
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--only", default="iclke,belief,bear")
+    ap.add_argument("--only", default="iclke,belief,bear", help="workloads to run, e.g. --only bear")
+    ap.add_argument("--repeats", type=int, default=1,
+                    help="run both arms this many times, alternating, and report the medians (a busy machine)")
     ap.add_argument("--json", help="also write the numbers here")
     args = ap.parse_args()
     if args.quick:
@@ -184,11 +190,14 @@ def main() -> None:
     for name in args.only.split(","):
         kind, instances, title = workloads[name]
         print(f"\n== {title}: {len(instances)} requests", flush=True)
-        s = timed(stock, kind, instances)
-        peaks.append(matmul_peak())
-        shared.stats.update(tokens_forwarded=0, forward_calls=0, generated_tokens=0)
-        h = timed(shared, kind, instances)
-        peaks.append(matmul_peak())
+        stock_runs, shared_runs = [], []
+        for _ in range(args.repeats):  # alternating, so a load change hits both arms alike
+            stock_runs.append(timed(stock, kind, instances))
+            peaks.append(matmul_peak())
+            shared.stats.update(tokens_forwarded=0, forward_calls=0, generated_tokens=0)
+            shared_runs.append(timed(shared, kind, instances))
+            peaks.append(matmul_peak())
+        s, h = median_run(stock_runs), median_run(shared_runs)
         if kind == "loglikelihood":
             encoded = [shared._encode_request(*r.args) for r in instances]
             needed = distinct_tokens([(c + x)[-(shared.max_length + 1):][:-1] for c, x in encoded])
@@ -206,6 +215,9 @@ def main() -> None:
             "workload": title, "requests": len(instances),
             "stock_wall_s": round(s["wall"], 1), "shared_wall_s": round(h["wall"], 1),
             "speedup_wall": round(s["wall"] / h["wall"], 2), "speedup_cpu": round(s["cpu"] / h["cpu"], 2),
+            "runs_wall_s": [[round(a["wall"], 1), round(b["wall"], 1)] for a, b in zip(stock_runs, shared_runs)],
+            "runs_cpu_s": [[round(a["cpu"], 1), round(b["cpu"], 1)] for a, b in zip(stock_runs, shared_runs)],
+            "shared_forward_calls": shared.stats["forward_calls"],
             "stock_tokens_over_needed": round(s["tokens"] / needed, 2),
             "shared_tokens_over_needed": round(h["tokens"] / needed, 2),
             "stock_mfu": round(2 * params * s["tokens"] / s["cpu"] / peak, 3),
@@ -215,7 +227,7 @@ def main() -> None:
         rows.append(row)
         print(json.dumps(row, indent=1), flush=True)
 
-    print(f"\nbatch size: stock {bs}, shared {shared_bs}")
+    print(f"\nbatch size: stock {bs}, shared {shared_bs}; medians of {args.repeats} alternating run(s)")
     print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, torch threads {args.threads}, "
           f"load average {os.getloadavg()[0]:.1f}; matmul peak {max(peaks) / 1e9:.1f} GFLOP per CPU-second; params {params / 1e6:.1f}M")
     print("| workload | requests | stock s | shared s | speed-up wall | speed-up CPU | tokens/needed stock | tokens/needed shared | MFU stock | MFU shared |")

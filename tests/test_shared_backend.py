@@ -83,6 +83,134 @@ def test_distinct_tokens_is_the_trie_size():
     assert distinct_tokens(seqs) == len(trie) == 6
 
 
+# ---------------------------------------------------------------- generation grouping (pure)
+
+
+class Req:
+    """A hand-written generate_until request (the fields lm-eval's Instance gives the plan)."""
+
+    def __init__(self, context, gen_kwargs, doc_id=0, idx=0, task_name="t"):
+        self.args = (context, gen_kwargs)
+        self.doc_id, self.idx, self.task_name = doc_id, idx, task_name
+
+
+def test_generation_plan_groups_prompts_rows_and_seeds():
+    from belief_tasks.backends.generation_plan import Row, SamplingDefaults, kwargs_key, plan_generation
+    from belief_tasks.seeding import derive_seed
+
+    greedy = {"until": ["\n"], "max_gen_toks": 10, "do_sample": False}
+    sample = {"until": ["\n"], "max_gen_toks": 10, "do_sample": True, "temperature": 0.7, "top_p": 0.9}
+    tagged = {"until": ["\n", "\n<belief-sample 1>"], "max_gen_toks": 10, "do_sample": True, "seed": 12}
+    unseeded = Req("D", {"until": ["\n"], "max_gen_toks": 10, "do_sample": True, "top_p": 1.0}, doc_id=4, idx=1)
+    reqs = [
+        Req("A", greedy), Req("A", greedy),                      # 0, 1: one greedy row
+        Req("A", dict(sample, seed=11)), Req("A", tagged),       # 2, 3: samples of A, same stops once tagged ones go
+        Req("B", greedy), Req("B", greedy),                      # 4, 5: greedy-only prompt: stock, generated once
+        Req("C", dict(greedy, repetition_penalty=1.1)),          # 6: a kwarg our decoder lacks: stock
+        unseeded, unseeded,                                      # 7, 8: one Instance repeated: two draws
+        Req("A", dict(greedy, max_gen_toks=5)),                  # 9: another length: its own (greedy-only) group
+    ]
+    plan = plan_generation(reqs, eos="<eos>", max_gen_toks=256, sample_seed=1234, defaults=SamplingDefaults(top_k=50))
+    assert plan.stock == [[6], [4, 5], [9]]
+    a, d = plan.groups
+    assert (a.context, a.until, a.max_gen) == ("A", ["\n", "<eos>"], 10)
+    assert a.rows == [
+        Row((0, 1), do_sample=False),
+        Row((2,), do_sample=True, temperature=0.7, top_k=50, top_p=0.9, seed=11),
+        Row((3,), do_sample=True, temperature=1.0, top_k=50, seed=12),
+    ]
+    key = kwargs_key(unseeded.args[1])
+    assert d.context == "D" and d.rows == [
+        Row((7,), do_sample=True, top_k=50, seed=derive_seed(1234, "t", 4, 1, 0, "D", key)),
+        Row((8,), do_sample=True, top_k=50, seed=derive_seed(1234, "t", 4, 1, 1, "D", key)),
+    ]
+    # the seeds of unseeded samples come from sample_seed; a request's own seed does not
+    other = plan_generation(reqs, eos="<eos>", max_gen_toks=256, sample_seed=99, defaults=SamplingDefaults(top_k=50))
+    assert other.groups[0].rows == a.rows and other.groups[1].rows[0].seed != d.rows[0].seed
+
+
+# ---------------------------------------------------------------- scoring batches (no model)
+
+
+def _pool_items(lengths_by_parent, leaves=True, first_serial=0):
+    from belief_tasks.backends.prefix_tree import PrefixNode
+    from belief_tasks.backends.shared import _Item, _Parent, _Pool
+    from belief_tasks.backends.shared_attention import SharedPrefix
+
+    pool = _Pool(max_cached=100)
+    parents = []
+    for serial, lengths in enumerate(lengths_by_parent, start=first_serial):
+        prefix = SharedPrefix([torch.zeros(1, 1, 10, 2)], [torch.zeros(1, 1, 10, 2)])  # 10 cached positions
+        parent = _Parent(PrefixNode(0, [1] * 10), prefix, [], serial)
+        parents.append(parent)
+        pool.add(parent, [_Item([7] * n, parent, i if leaves else PrefixNode(10, [7] * n), 0, [7]) for i, n in enumerate(lengths)])
+    return pool, parents
+
+
+def test_pool_batches_rows_of_one_length_across_parents():
+    pool, parents = _pool_items([[40, 40, 5, 1], [40, 39, 2]])
+    batches = []
+    while pool:
+        batch = pool.take(lambda width: max(1, 160 // width))  # a 160-token budget
+        batches.append([([p is it.parent for p in parents].index(True), len(it.tokens)) for it in batch])
+    # widest first, rows of one parent contiguous; the 5-token row would add 35 tokens of padding
+    # (over the 32-token budget), so it starts the next batch, with the short rows of both parents
+    assert batches == [[(0, 40), (0, 40), (1, 39), (1, 40)], [(0, 1), (0, 5), (1, 2)]]
+    assert pool.cached == 0 and pool.waiting == {}
+
+
+def test_pool_scores_leaves_before_caching_more_nodes():
+    pool, parents = _pool_items([[4, 4]], leaves=False)  # child segments of a node with a 10-token cache
+    leaves, _ = _pool_items([[2, 2]], first_serial=1)
+    pool.add(leaves.leaves[0].parent, leaves.leaves)  # ...and leaves of another, 10 tokens
+    pool.max_cached = 20
+    assert pool.cached == 20  # at the cap: the leaves go first, freeing their parent's cache
+    assert [it.is_node for it in pool.take(lambda width: 8)] == [False, False]
+    assert pool.cached == 10 and [it.is_node for it in pool.take(lambda width: 8)] == [True, True]
+
+
+# ---------------------------------------------------------------- shared-prefix attention (no model)
+
+
+def _reference_attention(q, k, v, pk, pv, scale):
+    """softmax([q pk^T, q k^T + causal]) [pv; v] per row, with the prefix copied to the row."""
+    bsz, n_heads, s, d = q.shape
+    group = n_heads // k.shape[1]
+    keys = torch.cat([pk.expand(bsz, -1, -1, -1), k], dim=2).repeat_interleave(group, dim=1)
+    vals = torch.cat([pv.expand(bsz, -1, -1, -1), v], dim=2).repeat_interleave(group, dim=1)
+    p = pk.shape[2]
+    mask = torch.ones(s, p + k.shape[2], dtype=torch.bool)
+    mask[:, p:] = torch.tril(torch.ones(s, k.shape[2], dtype=torch.bool), diagonal=k.shape[2] - s)
+    scores = (q @ keys.transpose(-1, -2) * scale).masked_fill(~mask, float("-inf"))
+    return (scores.softmax(-1) @ vals).transpose(1, 2)
+
+
+@pytest.mark.parametrize("gather", [True, False])
+def test_rows_of_different_prefixes_attend_to_their_own(gather, monkeypatch):
+    """Both ways of a batch with several prefixes: each row's prefix copied next to its keys
+    (many short prefixes), or a loop over runs of rows (long prefixes)."""
+    from belief_tasks.backends import shared_attention
+    from belief_tasks.backends.shared_attention import RowPrefixes, SharedPrefix, shared_prefix_attention
+
+    monkeypatch.setattr(shared_attention, "GATHER_POSITIONS", 1 << 17 if gather else 0)
+
+    torch.manual_seed(0)
+    module = type("Layer", (), {"layer_idx": 0})()
+    bsz, n_heads, n_kv, s, d = 5, 4, 2, 3, 8
+    q, k, v = torch.randn(bsz, n_heads, s, d), torch.randn(bsz, n_kv, s, d), torch.randn(bsz, n_kv, s, d)
+    prefixes = [SharedPrefix([torch.randn(1, n_kv, n, d)], [torch.randn(1, n_kv, n, d)]) for n in (4, 0, 7)]
+    bounds = [0, 2, 3, 5]  # rows 0-1 read a 4-token prefix, row 2 none, rows 3-4 a 7-token one
+    rows = RowPrefixes(prefixes, bounds)
+    assert rows.gathers() == gather
+    got, _ = shared_prefix_attention(module, q, k, v, None, scaling=d**-0.5, shared_prefix=rows)
+    for lo, hi, p in zip(bounds, bounds[1:], prefixes):
+        want = _reference_attention(q[lo:hi], k[lo:hi], v[lo:hi], p.keys[0] if p.length else torch.zeros(1, n_kv, 0, d),
+                                    p.values[0] if p.length else torch.zeros(1, n_kv, 0, d), d**-0.5)
+        assert torch.allclose(got[lo:hi], want, atol=1e-5), (lo, hi)
+        alone, _ = shared_prefix_attention(module, q[lo:hi], k[lo:hi], v[lo:hi], None, scaling=d**-0.5, shared_prefix=p)
+        assert torch.allclose(got[lo:hi], alone, atol=1e-6)
+
+
 # ---------------------------------------------------------------- exactness on the bundled model
 
 
@@ -243,7 +371,7 @@ def test_registered_and_dispatchable():
 
 
 def test_effective_stops_drop_only_redundant_strings():
-    from belief_tasks.backends.shared import effective_stops
+    from belief_tasks.backends.generation_plan import effective_stops
 
     assert effective_stops(["\n", ".", "\n<belief-sample 3>", "\n"]) == ["\n", "."]
     assert effective_stops(["Q:", "A:", ""]) == ["Q:", "A:", ""]
@@ -268,7 +396,7 @@ def test_belief_samples_share_one_prefill(shared, stock, monkeypatch):
     original = type(shared)._decode_rows
     monkeypatch.setattr(type(shared), "_decode_rows",
                         lambda self, ctx, rows, until, max_gen: (prefills.append((ctx, len(rows), until)),
-                                                                original(self, ctx, rows, until, max_gen)))
+                                                                original(self, ctx, rows, until, max_gen))[1])
     out = shared.generate_until(instances("generate_until", args), disable_tqdm=True)
     assert [(c, n) for c, n, _ in prefills] == [(p, 5) for p in PROMPTS[:2]]
     assert all(u[0] == "\n" and not any("belief-sample" in s for s in u) for _, _, u in prefills)

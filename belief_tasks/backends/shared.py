@@ -3,11 +3,14 @@
 * ``loglikelihood`` (and ``per_token_loglikelihood``): the requests' token sequences
   (after stock tokenisation and left truncation) form a radix tree
   (:mod:`belief_tasks.backends.prefix_tree`). Every tree node's segment is encoded once
-  on its parent's cached keys/values; the rest of each request is scored in
-  right-padded batches on the node's cache, which is broadcast to the batch rows
-  (:mod:`belief_tasks.backends.shared_attention`), never copied per row.
+  on its parent's cached keys/values; the rest of each request is scored on the node's
+  cache, which is broadcast to the rows reading it
+  (:mod:`belief_tasks.backends.shared_attention`), never copied per row. A batch takes
+  rows of one length from many nodes (BEAR: the answers of many facts in one forward),
+  so forwards are long and barely padded.
 * ``generate_until``: requests with the same prompt (greedy + samples, ``repeats``)
-  are prefilled once and decoded as one batch on the shared prompt cache. Sampling
+  are prefilled once and decoded as one batch on the shared prompt cache
+  (the grouping: :mod:`belief_tasks.backends.generation_plan`). Sampling
   draws from a per-sample generator seeded by the request's own ``seed`` kwarg if it
   has one, else by (``sample_seed``, task, doc, request, sample index): the same
   command gives the same samples, in any batch or shard.
@@ -22,7 +25,7 @@ AttentionInterface, seq2seq) fall back to the stock methods.
 from __future__ import annotations
 
 import inspect
-import json
+import itertools
 import logging
 import math
 from dataclasses import dataclass, field
@@ -30,21 +33,23 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
-from lm_eval.api.model import hash_args
 from lm_eval.models.huggingface import HFLM
-from lm_eval.models.utils import handle_stop_sequences, normalize_gen_kwargs, postprocess_generated_text
+from lm_eval.models.utils import postprocess_generated_text
 from tqdm import tqdm
 
+from belief_tasks.backends.generation_plan import Row, SamplingDefaults, plan_generation
 from belief_tasks.backends.prefix_tree import PrefixNode, build_prefix_tree
-from belief_tasks.backends.shared_attention import SharedPrefix, shared_prefix_mode
-from belief_tasks.seeding import DEFAULT_SEED, derive_seed
+from belief_tasks.backends.shared_attention import RowPrefixes, SharedPrefix, shared_prefix_mode
+from belief_tasks.seeding import DEFAULT_SEED
 
 log = logging.getLogger(__name__)
 
-#: generation kwargs our decoder implements; any other one sends its requests to stock generation.
-SAMPLING_KWARGS = {"do_sample", "temperature", "top_k", "top_p", "min_p"}
 MIN_FORWARD_TOKENS = 8
-MAX_PAD = 1  # a batch stops before an item needing more padding than max(MAX_PAD, width // 4)
+#: a batch carries at most max(PAD_BUDGET, its tokens / PAD_SHARE) tokens of padding: one more
+#: forward costs about as much as 30 tokens on CPU (it reads every weight once)
+PAD_BUDGET = 32
+PAD_SHARE = 16
+LOGPROB_CHUNK = 1024  # positions per log_softmax: bounds the memory beyond the batch's logits
 
 
 def unsupported_reason(model, backend: str) -> str | None:
@@ -64,22 +69,6 @@ def unsupported_reason(model, backend: str) -> str | None:
     return None
 
 
-def effective_stops(until: list[str]) -> list[str]:
-    """``until`` without the stop strings that contain another one.
-
-    Such a string can never end a generation first, nor cut it differently: wherever it
-    occurs, the string it contains occurs at or before it, and stock truncation splits at
-    every stop string in turn. Dropping them lets requests that differ only there (BELIEF's
-    K samples carry ``<first stop><belief-sample i>`` to stay distinct in the cache) share
-    one prefill and one decoding batch."""
-    kept: list[str] = []
-    for s in until:
-        if s in kept or any(o and o != s and o in s for o in until):
-            continue
-        kept.append(s)
-    return kept
-
-
 @dataclass
 class _Request:
     """One scoring request in token space: ``seq`` is the (truncated) context+continuation."""
@@ -97,52 +86,133 @@ class _Request:
 
 
 @dataclass
-class _NodeScores:
-    """Scores computed once for a segment's kept positions ``[kept_from, end)``.
+class _Scores:
+    """What one batch row leaves for the requests below it, computed once.
 
-    Inside the segment the next token is known, so those positions keep only its
-    log-probability; the last position's target differs per request below it, so it
-    keeps its whole row of logits."""
+    Positions ``[kept_from, kept_from + len(logp))`` have a known next token: their
+    log-probability and is-argmax flag. A tree node's last position ``end - 1`` is followed
+    by different tokens in the requests below it: ``last`` maps each of them to its pair."""
 
     kept_from: int
     end: int
-    logp: torch.Tensor  # [end - kept_from - 1] log p(next token) at positions kept_from .. end-2
-    greedy: torch.Tensor  # [end - kept_from - 1] is that token the argmax
-    last_logprobs: torch.Tensor | None  # [vocab] at position end - 1
-    last_argmax: int = -1
+    logp: list[float]
+    greedy: list[bool]
+    last: dict[int, tuple[float, bool]] | None = None
 
-    @classmethod
-    def of_row(cls, logprobs, argmax, toks: list[int], first_col: int, start: int) -> "_NodeScores":
-        """From one batch row: ``logprobs[j]`` is column ``first_col + j`` of the row ``toks`` at ``start``."""
-        n_kept = len(toks) - first_col
-        if n_kept <= 0:  # no position of this row is needed
-            return cls(start + len(toks), start + len(toks), logprobs[:0, 0], argmax[:0] == 0, None)
-        inner = n_kept - 1
-        tgt = torch.tensor(toks[first_col + 1 :], dtype=torch.long, device=logprobs.device)
-        logp = logprobs[:inner].gather(-1, tgt[:, None])[:, 0]
-        return cls(start + first_col, start + len(toks), logp, argmax[:inner] == tgt,
-                   logprobs[inner].clone(), int(argmax[inner]))  # clone: free the batch's log-probs
+
+@dataclass(eq=False)  # compared by identity
+class _Parent:
+    """A tree node whose cache is ready; its items wait in the pool."""
+
+    node: PrefixNode
+    prefix: SharedPrefix
+    path: list[_Scores]  # scores of the segments from the root to this node
+    serial: int  # creation order: rows of one parent are kept contiguous in a batch
+
+
+@dataclass(eq=False)  # compared by identity
+class _Item:
+    """One row to forward on ``parent``'s cache: a child segment (its cache is kept) or a leaf
+    request's remaining tokens (scored, then dropped)."""
+
+    tokens: list[int]
+    parent: _Parent
+    target: PrefixNode | int
+    need: int  # first column (relative to the row) some request reads
+    after: list[int]  # what follows the row: a leaf's final token; the distinct next tokens below a segment
+
+    @property
+    def is_node(self) -> bool:
+        return isinstance(self.target, PrefixNode)
 
 
 @dataclass
-class _Row:
-    """One generation row: a greedy request (shared by its duplicates) or one sample."""
+class _Pool:
+    """Items waiting to be forwarded.
 
-    requests: list[int]  # indices into the generate_until request list
-    do_sample: bool
-    temperature: float = 1.0
-    top_k: int | None = None
-    top_p: float | None = None
-    min_p: float | None = None
-    seed: int = 0
-    tokens: list[int] = field(default_factory=list)
+    Child segments go first (each unlocks the rows below it), as long as the caches held
+    for waiting items stay under ``max_cached`` positions; then the leaf rows of every
+    waiting node are forwarded together, widest first, so a batch holds rows of one length
+    from many nodes (BEAR: the answers of many facts): long forwards, next to no padding."""
+
+    max_cached: int
+    nodes: list[_Item] = field(default_factory=list)
+    leaves: list[_Item] = field(default_factory=list)
+    waiting: dict[int, int] = field(default_factory=dict)  # parent serial -> its items in the pool
+    cached: int = 0  # prefix positions held by parents with waiting items
+    unsorted: bool = False
+
+    def add(self, parent: _Parent, items: list[_Item]) -> None:
+        if not items:
+            return
+        self.waiting[parent.serial] = len(items)
+        self.cached += parent.prefix.length
+        for item in items:
+            (self.nodes if item.is_node else self.leaves).append(item)
+        self.unsorted = True
+
+    def take(self, rows_for_width) -> list[_Item]:
+        """The next batch, widest rows first: at most ``rows_for_width(width)`` rows and
+        ``max(PAD_BUDGET, tokens / PAD_SHARE)`` tokens of padding."""
+        if self.unsorted:  # stable: equal lengths keep their order
+            self.nodes.sort(key=lambda it: len(it.tokens))
+            self.leaves.sort(key=lambda it: len(it.tokens))
+            self.unsorted = False
+        items = self.nodes if self.nodes and (self.cached < self.max_cached or not self.leaves) else self.leaves
+        width = len(items[-1].tokens)
+        n, padding, limit = 0, 0, min(len(items), rows_for_width(width))
+        while n < limit:
+            extra = width - len(items[-1 - n].tokens)
+            if padding + extra > max(PAD_BUDGET, (n + 1) * width // PAD_SHARE):
+                break
+            n, padding = n + 1, padding + extra
+        batch = items[len(items) - n :]
+        del items[len(items) - n :]
+        for item in batch:
+            self.waiting[item.parent.serial] -= 1
+            if not self.waiting[item.parent.serial]:  # its cache is no longer needed once this batch ran
+                del self.waiting[item.parent.serial]
+                self.cached -= item.parent.prefix.length
+        batch.sort(key=lambda it: it.parent.serial)  # stable: rows of one parent are contiguous
+        return batch
+
+    def __bool__(self) -> bool:
+        return bool(self.nodes or self.leaves)
+
+
+def _row_prefixes(batch: list[_Item]) -> SharedPrefix | RowPrefixes:
+    """The batch's prefixes: one for all rows (broadcast), or one per run of rows."""
+    parents = [batch[0].parent]
+    bounds = [0]
+    for b, item in enumerate(batch):
+        if item.parent is not parents[-1]:
+            parents.append(item.parent)
+            bounds.append(b)
+    if len(parents) == 1:
+        return parents[0].prefix
+    return RowPrefixes([p.prefix for p in parents], bounds + [len(batch)])
+
+
+def _gather(req: _Request, parts: list[_Scores]) -> tuple[list[float], list[bool]]:
+    """The request's scored positions, read from the segments on its path (root first)."""
+    first, stop = req.first_scored, len(req.seq) - 1
+    logp, greedy = [0.0] * req.n_cont, [False] * req.n_cont
+    for part in parts:
+        lo, hi = max(part.kept_from, first), min(part.kept_from + len(part.logp), stop)
+        if lo < hi:
+            logp[lo - first : hi - first] = part.logp[lo - part.kept_from : hi - part.kept_from]
+            greedy[lo - first : hi - first] = part.greedy[lo - part.kept_from : hi - part.kept_from]
+        if part.last is not None and first <= part.end - 1 < stop:  # the token after the segment, in this request
+            logp[part.end - 1 - first], greedy[part.end - 1 - first] = part.last[req.seq[part.end]]
+    return logp, greedy
 
 
 class HFSharedPrefixLM(HFLM):
     """HFLM (same model arguments) plus ``sample_seed`` (int, default 1234),
     ``max_batch_tokens`` (token budget of one forward when batch_size is "auto", default 4096),
-    ``min_shared_tokens`` (a prefix split must save this many tokens, default 8) and
-    ``max_decode_rows`` (samples decoded together, default 256)."""
+    ``min_shared_tokens`` (a prefix split must save this many tokens, default 8),
+    ``max_cached_tokens`` (prefix positions cached before their rows are scored, default 32768)
+    and ``max_decode_rows`` (samples decoded together, default 256)."""
 
     def __init__(
         self,
@@ -150,6 +220,7 @@ class HFSharedPrefixLM(HFLM):
         sample_seed: int = DEFAULT_SEED,
         max_batch_tokens: int = 4096,
         min_shared_tokens: int = 8,
+        max_cached_tokens: int = 32768,
         max_decode_rows: int = 256,
         **kwargs: Any,
     ) -> None:
@@ -157,6 +228,7 @@ class HFSharedPrefixLM(HFLM):
         self.sample_seed = int(sample_seed)
         self.max_batch_tokens = int(max_batch_tokens)
         self.min_shared_tokens = int(min_shared_tokens)
+        self.max_cached_tokens = int(max_cached_tokens)
         self.max_decode_rows = int(max_decode_rows)
         self.shared_unsupported = unsupported_reason(self.model, self.backend)
         if self.shared_unsupported:
@@ -174,13 +246,20 @@ class HFSharedPrefixLM(HFLM):
             return max(1, self.max_batch_tokens // max(1, length))
         return max(1, self.batch_size)
 
-    def _call(self, input_ids: torch.Tensor, prefix: SharedPrefix, *, keep: int = 0, past=None, use_cache: bool = False):
+    def _call(self, input_ids: torch.Tensor, prefix: SharedPrefix | RowPrefixes, *, keep: int = 0, past=None,
+              use_cache: bool = False):
         """One forward of ``input_ids`` (right-padded rows) on ``prefix`` (+ a decoding cache ``past``)."""
         self.stats["tokens_forwarded"] += int(input_ids.numel())
         self.stats["forward_calls"] += 1
         kwargs: dict[str, Any] = {"use_cache": use_cache}
         if keep and self._keeps_logits:  # the lm head only on the positions we read
             kwargs["logits_to_keep"] = keep
+        if isinstance(prefix, RowPrefixes):
+            plain = not prefix.runs()
+            starts = torch.tensor(prefix.offsets(), device=input_ids.device)[:, None]
+        else:
+            plain = prefix.length == 0 and past is None
+            starts = prefix.length + (past.get_seq_length() if past is not None else 0)
         with (
             torch.no_grad(),
             torch.autocast(
@@ -189,10 +268,9 @@ class HFSharedPrefixLM(HFLM):
                 enabled=self.mixed_precision_dtype is not None,
             ),
         ):
-            if prefix.length == 0 and past is None:  # nothing shared: a plain causal forward
+            if plain:  # nothing shared: a plain causal forward
                 return self.model(input_ids, **kwargs)
-            offset = prefix.length + (past.get_seq_length() if past is not None else 0)
-            positions = torch.arange(offset, offset + input_ids.shape[1], device=input_ids.device)
+            positions = starts + torch.arange(input_ids.shape[1], device=input_ids.device)
             with shared_prefix_mode(self.model):
                 return self.model(
                     input_ids,
@@ -202,94 +280,101 @@ class HFSharedPrefixLM(HFLM):
                     **kwargs,
                 )
 
-    def _score(self, reqs: list[_Request], override_bs: int | None = None, desc: str = "") -> list[tuple[torch.Tensor, torch.Tensor]]:
-        """Per request: (log-probabilities [n_cont], is-argmax [n_cont]) of its continuation tokens."""
-        seqs = [r.inputs for r in reqs]
+    def _score(self, reqs: list[_Request], override_bs: int | None = None, desc: str = "") -> list[tuple[list[float], list[bool]]]:
+        """Per request: (log-probabilities, is-argmax flags) of its continuation tokens.
+
+        The requests' radix tree is computed top down: a node's segment is forwarded on its
+        parent's cache, then its children and leaves join the pool, whose batches mix the
+        rows of many nodes (:class:`_Pool`)."""
         min_saving = math.inf if self.shared_unsupported else self.min_shared_tokens
-        root = build_prefix_tree(seqs, min_saving=min_saving)
-        need_from = {}  # node id -> first position any request below it scores
-        for node in root.walk():
-            need_from[id(node)] = min((reqs[i].first_scored for i in node.sequences()), default=node.end)
-        out: list[tuple[torch.Tensor, torch.Tensor] | None] = [None] * len(reqs)
+        root = build_prefix_tree([r.inputs for r in reqs], min_saving=min_saving)
+        first = {id(n): min((reqs[i].first_scored for i in n.sequences()), default=n.end) for n in root.walk()}
+        after = {id(n): sorted({c.tokens[0] for c in n.children} | {reqs[i].seq[n.end] for i in n.leaves}) for n in root.walk()}
+        out: list[tuple[list[float], list[bool]] | None] = [None] * len(reqs)
         pbar = tqdm(total=len(reqs), disable=self.rank != 0 or not desc, desc=desc)
-        self._score_node(root, SharedPrefix.empty(), [], reqs, need_from, out, override_bs, pbar)
+        pool, serial = _Pool(self.max_cached_tokens), itertools.count()
+
+        def expand(parent: _Parent) -> None:
+            node = parent.node
+            items = [_Item(c.tokens, parent, c, max(0, first[id(c)] - node.end), after[id(c)]) for c in node.children]
+            for i in node.leaves:
+                rest = reqs[i].inputs[node.end :]
+                if rest:
+                    items.append(_Item(rest, parent, i, max(0, reqs[i].first_scored - node.end), [reqs[i].seq[-1]]))
+                else:  # the request ends where this node ends: all its positions are in the path
+                    out[i] = _gather(reqs[i], parent.path)
+                    pbar.update(1)
+            pool.add(parent, items)
+
+        expand(_Parent(root, SharedPrefix.empty(), [], next(serial)))
+        while pool:
+            batch = pool.take(lambda width: self._rows_per_batch(width, override_bs))
+            for item, scores, prefix in self._forward_items(batch):
+                path = item.parent.path + [scores]
+                if isinstance(item.target, PrefixNode):
+                    expand(_Parent(item.target, prefix, path, next(serial)))
+                else:
+                    out[item.target] = _gather(reqs[item.target], path)
+                    pbar.update(1)
         pbar.close()
         return out  # type: ignore[return-value]
 
-    def _score_node(self, node: PrefixNode, prefix: SharedPrefix, path: list[_NodeScores], reqs, need_from, out, override_bs, pbar) -> None:
-        # Items under this node: child segments (kept as caches) and leaf remainders (scored and dropped).
-        items: list[tuple[list[int], PrefixNode | int]] = [(c.tokens, c) for c in node.children]
-        for i in node.leaves:
-            rest = reqs[i].inputs[node.end :]
-            if rest:
-                items.append((rest, i))
-            else:  # the request ends where this node ends: all its positions are in the path
-                out[i] = self._gather(reqs[i], path)
-                pbar.update(1)
-        items.sort(key=lambda it: -len(it[0]))
-        pos = 0
-        while pos < len(items):
-            width = len(items[pos][0])
-            end = min(len(items), pos + self._rows_per_batch(width, override_bs))
-            # sorted longest first; stop before an item that would be mostly padding
-            cut = next((j for j in range(pos + 1, end) if width - len(items[j][0]) > max(MAX_PAD, width // 4)), end)
-            batch = items[pos:cut]
-            pos = cut
-            # positions of the batch (relative to node.end) whose logits some request needs
-            rel_need = [
-                max(0, (need_from[id(item)] if isinstance(item, PrefixNode) else reqs[item].first_scored) - node.end)
-                for _, item in batch
-            ]
-            keep = max(1, width - min(rel_need))
-            # A forward of a single row and token takes the matrix-vector path, whose rounding differs
-            # enough to shift later positions (all of them attend to a BOS computed that way) by ~1e-4 nats;
-            # pad such tiny batches to a few positions (causal: the padding changes nothing else).
-            pad_to = max(width, -(-MIN_FORWARD_TOKENS // len(batch)))
-            ids = torch.full((len(batch), pad_to), self.eot_token_id or 0, dtype=torch.long)
-            for b, (toks, _) in enumerate(batch):
-                ids[b, : len(toks)] = torch.tensor(toks, dtype=torch.long)
-            has_children = any(isinstance(item, PrefixNode) for _, item in batch)
-            result = self._call(ids.to(self.device), prefix, keep=keep + pad_to - width, use_cache=has_children)
-            # positions width-keep .. width-1 as [B, keep, V] (the returned logits start at position `off`);
-            # log_softmax as stock does
-            off = pad_to - result.logits.shape[1]
-            logits = result.logits[:, width - keep - off : width - off]
-            logprobs = F.log_softmax(logits, dim=-1, dtype=self.softmax_dtype)
-            argmax = logprobs.argmax(dim=-1)
-            first_col = width - keep  # >= 0: kept columns are first_col .. width-1
-            for b, (toks, item) in enumerate(batch):
-                start = node.end
-                scores = _NodeScores.of_row(logprobs[b], argmax[b], toks, first_col, start)
-                if isinstance(item, PrefixNode):
-                    own = SharedPrefix.from_cache(result.past_key_values, row=b, length=len(toks))
-                    child_prefix = prefix.extend(own) if prefix.length else SharedPrefix(
-                        [k.clone() for k in own.keys], [v.clone() for v in own.values]
-                    )
-                    self._score_node(item, child_prefix, path + [scores], reqs, need_from, out, override_bs, pbar)
-                else:
-                    out[item] = self._gather(reqs[item], path + [scores])
-                    pbar.update(1)
-            del result, logits, logprobs
+    def _forward_items(self, batch: list[_Item]):
+        """Forward one batch; per item its :class:`_Scores` and, for a tree node, its own prefix
+        (the parent's plus its segment, one concatenation per layer)."""
+        width = max(len(it.tokens) for it in batch)
+        keep = max(1, width - min(it.need for it in batch))  # columns width-keep .. width-1 are read
+        # A forward of a single row and token takes the matrix-vector path, whose rounding differs
+        # enough to shift later positions (all of them attend to a BOS computed that way) by ~1e-4 nats;
+        # pad such tiny batches to a few positions (causal: the padding changes nothing else).
+        pad_to = max(width, -(-MIN_FORWARD_TOKENS // len(batch)))
+        pad = self.eot_token_id or 0
+        ids = torch.tensor([it.tokens + [pad] * (pad_to - len(it.tokens)) for it in batch], dtype=torch.long)
+        has_nodes = any(it.is_node for it in batch)
+        result = self._call(ids.to(self.device), _row_prefixes(batch), keep=keep + pad_to - width, use_cache=has_nodes)
+        off = pad_to - result.logits.shape[1]  # the returned logits start at position `off`
+        scores = self._row_scores(result.logits[:, width - keep - off : width - off], batch, width - keep)
+        for b, (item, sc) in enumerate(zip(batch, scores, strict=True)):
+            prefix = None
+            if item.is_node:
+                own = SharedPrefix.from_cache(result.past_key_values, row=b, length=len(item.tokens))
+                parent = item.parent.prefix
+                prefix = parent.extend(own) if parent.length else SharedPrefix(
+                    [k.clone() for k in own.keys], [v.clone() for v in own.values])
+            yield item, sc, prefix
 
-    @staticmethod
-    def _gather(req: _Request, parts: list[_NodeScores]):
-        """The request's scored positions, read from the segments on its path (root first)."""
-        logp = torch.empty(req.n_cont)
-        greedy = torch.empty(req.n_cont, dtype=torch.bool)
-        first, stop = req.first_scored, len(req.seq) - 1
-        for part in parts:
-            lo, hi = max(part.kept_from, first), min(part.end, stop)
-            if lo >= hi:
-                continue
-            inner_hi = min(hi, part.end - 1)  # positions whose target lies inside the segment
-            if lo < inner_hi:
-                logp[lo - first : inner_hi - first] = part.logp[lo - part.kept_from : inner_hi - part.kept_from].cpu()
-                greedy[lo - first : inner_hi - first] = part.greedy[lo - part.kept_from : inner_hi - part.kept_from].cpu()
-            if hi == part.end:  # the segment's last position: its target is this request's next token
-                target = req.seq[part.end]
-                logp[part.end - 1 - first] = float(part.last_logprobs[target])
-                greedy[part.end - 1 - first] = part.last_argmax == target
-        return logp, greedy
+    def _row_scores(self, logits: torch.Tensor, batch: list[_Item], first_col: int) -> list[_Scores]:
+        """Each row's :class:`_Scores` from ``logits [B, keep, V]`` (columns ``first_col ..``),
+        log-softmaxed as stock does, a chunk of rows at a time."""
+        keep = logits.shape[1]
+        targets, n_known = [], []
+        for it in batch:
+            nxt = it.tokens[first_col + 1 :] + ([] if it.is_node else it.after)
+            n_known.append(len(nxt))
+            targets.append(nxt + [0] * (keep - len(nxt)))
+        tgt = torch.tensor(targets, dtype=torch.long, device=logits.device)[..., None]
+        logp, is_max, lasts = [], [], {}
+        step = max(1, LOGPROB_CHUNK // keep)
+        for lo in range(0, len(batch), step):
+            lp = F.log_softmax(logits[lo : lo + step], dim=-1, dtype=self.softmax_dtype)
+            argmax = lp.argmax(dim=-1)
+            logp.append(lp.gather(-1, tgt[lo : lo + step])[..., 0])
+            is_max.append(argmax == tgt[lo : lo + step, :, 0])
+            for b in range(lo, min(lo + step, len(batch))):
+                n_kept = len(batch[b].tokens) - first_col
+                if batch[b].is_node and n_kept > 0:
+                    after = batch[b].after
+                    values = lp[b - lo, n_kept - 1, after].tolist()
+                    top = int(argmax[b - lo, n_kept - 1])
+                    lasts[b] = {t: (v, t == top) for t, v in zip(after, values, strict=True)}
+        logp_rows, max_rows = torch.cat(logp).tolist(), torch.cat(is_max).tolist()
+        out = []
+        for b, it in enumerate(batch):
+            start = it.parent.node.end
+            n = max(0, n_known[b])
+            kept_from = start + min(first_col, len(it.tokens))
+            out.append(_Scores(kept_from, start + len(it.tokens), logp_rows[b][:n], max_rows[b][:n], lasts.get(b)))
+        return out
 
     def _token_requests(self, pairs: list[tuple[list[int], list[int]]]) -> list[_Request]:
         reqs, truncated = [], 0
@@ -303,14 +388,20 @@ class HFSharedPrefixLM(HFLM):
             log.warning("hf-shared: %d requests longer than max_length %d were truncated from the left", truncated, self.max_length)
         return reqs
 
+    def _score_pairs(self, pairs, override_bs=None, desc: str = "") -> list[list[float]]:
+        """Per (context tokens, continuation tokens): its continuation's log-probabilities (as
+        float32, like stock) and is-argmax flags."""
+        scored = self._score(self._token_requests(pairs), override_bs, desc=desc)
+        return [(torch.tensor(logp, dtype=torch.float32), greedy) for logp, greedy in scored]
+
     def _loglikelihood_tokens(self, requests, disable_tqdm: bool = False, override_bs: int | None = None):
         if self.shared_unsupported:
             return super()._loglikelihood_tokens(requests, disable_tqdm=disable_tqdm, override_bs=override_bs)
-        reqs = self._token_requests([(ctx, cont) for _, ctx, cont in requests])
-        scored = self._score(reqs, override_bs, desc="" if disable_tqdm else "Running loglikelihood requests (shared)")
+        desc = "" if disable_tqdm else "Running loglikelihood requests (shared)"
+        scored = self._score_pairs([(ctx, cont) for _, ctx, cont in requests], override_bs, desc=desc)
         res = []
         for (request_str, _, _), (logp, greedy) in zip(requests, scored, strict=True):
-            answer = (float(logp.sum()), bool(greedy.all()))
+            answer = (float(logp.sum()), all(greedy))
             res.append(answer)
             if request_str is not None:
                 self.cache_hook.add_partial("loglikelihood", request_str, answer)
@@ -328,105 +419,52 @@ class HFSharedPrefixLM(HFLM):
     def per_token_loglikelihood(self, requests, disable_tqdm: bool = False) -> list[list[float]]:
         """``Instance.args = (context, continuation)`` -> one log-probability per continuation token.
 
-        lm-eval's CachingLM only wraps its own three methods, so with ``--use_cache``
-        this one reads and writes the cache database itself (same key scheme)."""
+        With ``--use_cache`` lm-eval's CachingLM serves this method through our cache hook
+        (``belief_tasks.harness.read_through``: reads, then writes what it computed); the
+        ``add_partial`` below also lands each answer in the database as soon as it exists,
+        so a run killed mid-call resumes from there."""
         if self.backend != "causal":
             raise NotImplementedError("per_token_loglikelihood needs a causal model")
-        db = getattr(self.cache_hook, "dbdict", None)
-        results: list[list[float] | None] = [None] * len(requests)
-        todo = []
-        for i, req in enumerate(requests):
-            key = hash_args("per_token_loglikelihood", req.args)
-            if db is not None and key in db:
-                results[i] = db[key]
-            else:
-                todo.append(i)
-        if todo:
-            pairs = [self._encode_request(*requests[i].args) for i in todo]
-            scored = self._score(self._token_requests(pairs), desc="" if disable_tqdm else "Running per_token_loglikelihood requests")
-            for i, (logp, _) in zip(todo, scored, strict=True):
-                results[i] = [float(x) for x in logp]
-                self.cache_hook.add_partial("per_token_loglikelihood", requests[i].args, results[i])
-        return results  # type: ignore[return-value]
+        desc = "" if disable_tqdm else "Running per_token_loglikelihood requests"
+        scored = self._score_pairs([self._encode_request(*r.args) for r in requests], desc=desc)
+        results = []
+        for req, (logp, _) in zip(requests, scored, strict=True):
+            results.append(logp.tolist())
+            self.cache_hook.add_partial("per_token_loglikelihood", req.args, results[-1])
+        return results
 
     # --------------------------------------------------------------- generation
 
     def generate_until(self, requests, disable_tqdm: bool = False) -> list[str]:
         if self.shared_unsupported or self.think_end_token is not None:
             return super().generate_until(requests, disable_tqdm=disable_tqdm)
-        eos = self.tok_decode(self.eot_token_id, skip_special_tokens=False)
+        config = self.model.generation_config
+        plan = plan_generation(
+            requests, eos=self.tok_decode(self.eot_token_id, skip_special_tokens=False), max_gen_toks=self.max_gen_toks,
+            sample_seed=self.sample_seed,
+            defaults=SamplingDefaults(top_k=config.top_k if config.top_k is not None else 50, top_p=config.top_p),
+        )
         results: list[str | None] = [None] * len(requests)
-        stock: dict[tuple[str, str], list[int]] = {}  # greedy (context, kwargs) -> request indices
-        groups: dict[tuple[str, int, str], dict] = {}  # (context, max_gen_toks, until) -> rows
-        occurrence: dict[int, int] = {}  # id(instance) -> samples seen (repeats reuse one Instance)
-        greedy_rows: dict[tuple[str, str], _Row] = {}
-        for i, req in enumerate(requests):
-            context, gen_kwargs = req.args
-            key = json.dumps(gen_kwargs, sort_keys=True, default=str)
-            kwargs = normalize_gen_kwargs(gen_kwargs, self.max_gen_toks)
-            until = effective_stops(handle_stop_sequences(kwargs.pop("until", None), eos=eos))
-            max_gen = kwargs.pop("max_gen_toks")
-            own_seed = kwargs.pop("seed", None)  # a request's own seed (BELIEF's samples carry one)
-            if set(kwargs) - SAMPLING_KWARGS:  # e.g. max_length, repetition_penalty: stock handles those
-                stock.setdefault((context, key), []).append(i)
-                continue
-            gkey = (context, max_gen, json.dumps(until))
-            group = groups.setdefault(gkey, {"until": until, "max_gen": max_gen, "rows": [], "sampled": False})
-            if not kwargs.get("do_sample"):
-                if (context, key) in greedy_rows:  # greedy is deterministic: duplicates share a row
-                    greedy_rows[(context, key)].requests.append(i)
-                else:
-                    greedy_rows[(context, key)] = row = _Row([i], do_sample=False)
-                    group["rows"].append(row)
-                continue
-            k = occurrence.get(id(req), 0)
-            occurrence[id(req)] = k + 1
-            defaults = self.model.generation_config
-            top_k = kwargs.get("top_k", defaults.top_k if defaults.top_k is not None else 50)
-            top_p = kwargs.get("top_p", defaults.top_p)
-            group["rows"].append(
-                _Row(
-                    [i], do_sample=True,
-                    temperature=float(kwargs.get("temperature", 1.0) or 1.0),
-                    top_k=int(top_k) if top_k else None,
-                    top_p=float(top_p) if top_p is not None and float(top_p) < 1.0 else None,
-                    min_p=float(kwargs["min_p"]) if kwargs.get("min_p") else None,
-                    seed=int(own_seed) if own_seed is not None else
-                    derive_seed(self.sample_seed, req.task_name, req.doc_id, req.idx, k, context, key),
-                )
-            )
-            group["sampled"] = True
-
-        # Greedy-only prompts: stock batched generation (identical to `hf`), one request per distinct pair.
-        for gkey, group in list(groups.items()):
-            if not group["sampled"]:
-                for row in group["rows"]:
-                    context, gen_kwargs = requests[row.requests[0]].args
-                    stock.setdefault((context, json.dumps(gen_kwargs, sort_keys=True, default=str)), []).extend(row.requests)
-                del groups[gkey]
-        if stock:
-            firsts = [idx[0] for idx in stock.values()]
-            texts = super().generate_until([requests[i] for i in firsts], disable_tqdm=disable_tqdm)
-            for idx, text in zip(stock.values(), texts, strict=True):
+        if plan.stock:  # stock generation, one request per distinct (context, kwargs)
+            texts = super().generate_until([requests[idx[0]] for idx in plan.stock], disable_tqdm=disable_tqdm)
+            for idx, text in zip(plan.stock, texts, strict=True):
                 for i in idx:
                     results[i] = text
-
-        pbar = tqdm(total=sum(len(r.requests) for g in groups.values() for r in g["rows"]),
+        pbar = tqdm(total=sum(len(r.requests) for g in plan.groups for r in g.rows),
                     disable=disable_tqdm or self.rank != 0, desc="Running generate_until requests (shared prompt)")
-        for (context, _, _), group in groups.items():
-            rows = group["rows"]
-            for lo in range(0, len(rows), self.max_decode_rows):
-                self._decode_rows(context, rows[lo : lo + self.max_decode_rows], group["until"], group["max_gen"])
-            for row in rows:
-                text = postprocess_generated_text(self.tok_decode(row.tokens), group["until"], None)
-                for i in row.requests:
-                    results[i] = text
-                    self.cache_hook.add_partial("generate_until", requests[i].args, text)
-                pbar.update(len(row.requests))
+        for group in plan.groups:
+            for lo in range(0, len(group.rows), self.max_decode_rows):
+                rows = group.rows[lo : lo + self.max_decode_rows]
+                for row, tokens in zip(rows, self._decode_rows(group.context, rows, group.until, group.max_gen), strict=True):
+                    text = postprocess_generated_text(self.tok_decode(tokens), group.until, None)
+                    for i in row.requests:
+                        results[i] = text
+                        self.cache_hook.add_partial("generate_until", requests[i].args, text)
+                    pbar.update(len(row.requests))
         pbar.close()
         return results  # type: ignore[return-value]
 
-    def _next_tokens(self, logits: torch.Tensor, rows: list[_Row], generators: list[torch.Generator | None]) -> list[int]:
+    def _next_tokens(self, logits: torch.Tensor, rows: list[Row], generators: list[torch.Generator | None]) -> list[int]:
         """One token per row: argmax for greedy rows; for sampled rows transformers' warpers
         (temperature, top-k, top-p, min-p, in that order) on the whole block of rows sharing
         settings, then an inverse-CDF draw from one uniform of the row's own generator."""
@@ -456,23 +494,17 @@ class HFSharedPrefixLM(HFLM):
                 chosen[b] = tok
         return chosen
 
-    def _decode_rows(self, context: str, rows: list[_Row], until: list[str], max_gen: int) -> None:
-        """Prefill ``context`` once, then decode all ``rows`` as one batch on its cache."""
+    def _decode_rows(self, context: str, rows: list[Row], until: list[str], max_gen: int) -> list[list[int]]:
+        """Prefill ``context`` once, then decode all ``rows`` as one batch on its cache; their tokens."""
         max_ctx_len = self.max_length - max_gen
         assert max_ctx_len > 0, f"max_gen_toks ({max_gen}) must be below the model's max_length ({self.max_length})"
         context_enc, _ = self.tok_batch_encode([context], left_truncate_len=max_ctx_len, truncation=self.truncation)
-        context_enc = context_enc.to(self.device)
-        prefill = self._call(context_enc, SharedPrefix.empty(), keep=1, use_cache=True)
+        prefill = self._call(context_enc.to(self.device), SharedPrefix.empty(), keep=1, use_cache=True)
         prefix = SharedPrefix.from_cache(prefill.past_key_values)
-        generators = []
-        for row in rows:
-            row.tokens = []
-            gen = None
-            if row.do_sample:
-                gen = torch.Generator().manual_seed(row.seed % (2**63))
-            generators.append(gen)
+        generators = [torch.Generator().manual_seed(row.seed % (2**63)) if row.do_sample else None for row in rows]
         eos_ids = self.model.generation_config.eos_token_id
         eos_ids = set(eos_ids if isinstance(eos_ids, list) else [eos_ids] if eos_ids is not None else [self.eot_token_id])
+        tokens: list[list[int]] = [[] for _ in rows]
         active = list(range(len(rows)))
         needed = 0
         logits = prefill.logits[:, -1].expand(len(rows), -1)
@@ -481,13 +513,12 @@ class HFSharedPrefixLM(HFLM):
             nxt = self._next_tokens(logits, [rows[a] for a in active], [generators[a] for a in active])
             still = []
             for j, (a, tok) in enumerate(zip(active, nxt, strict=True)):
-                row = rows[a]
                 if tok in eos_ids:
-                    needed += len(row.tokens)  # every token it generated was fed back
+                    needed += len(tokens[a])  # every token it generated was fed back
                     continue
-                row.tokens.append(tok)
-                if len(row.tokens) >= max_gen or any(s and s in self.tok_decode(row.tokens) for s in until):
-                    needed += len(row.tokens) - 1  # its last token is never fed back
+                tokens[a].append(tok)
+                if len(tokens[a]) >= max_gen or any(s and s in self.tok_decode(tokens[a]) for s in until):
+                    needed += len(tokens[a]) - 1  # its last token is never fed back
                     continue
                 still.append(j)
             if not still:
@@ -502,3 +533,4 @@ class HFSharedPrefixLM(HFLM):
             past, logits = step.past_key_values, step.logits[:, -1]
         # the floor of the decoding work: tokens each row has to feed back (the prompt is counted by the caller)
         self.stats["generated_tokens"] = self.stats.get("generated_tokens", 0) + needed
+        return tokens

@@ -10,17 +10,21 @@ down to the attention function. Per layer we compute
 with the prefix's keys/values kept once (batch 1): the query rows of the whole batch
 are folded into one matrix per key/value head, so the prefix matmul is a plain
 bmm over heads and the prefix is never expanded or concatenated per row.
+A batch may also hold rows of several prefixes (:class:`RowPrefixes`: sibling tree nodes
+scored together); each contiguous run of rows then takes its own prefix's share.
 Without ``shared_prefix`` the function is stock SDPA.
 """
 
 from __future__ import annotations
 
 import contextlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
+import torch.nn.functional as F
 
 IMPLEMENTATION = "belief_shared_prefix"
+GATHER_POSITIONS = 1 << 17  # rows x longest prefix up to which a batch's prefixes are copied per row
 
 
 @dataclass
@@ -57,11 +61,88 @@ class SharedPrefix:
         )
 
 
+@dataclass
+class RowPrefixes:
+    """A batch whose rows read different prefixes: rows ``[bounds[k], bounds[k + 1])`` read
+    ``prefixes[k]`` (rows of one prefix are contiguous), so sibling tree nodes are scored in
+    one forward while each prefix is still kept once."""
+
+    prefixes: list[SharedPrefix]
+    bounds: list[int]
+    _index: tuple | None = field(default=None, repr=False)
+
+    def runs(self):
+        return [(lo, hi, p) for lo, hi, p in zip(self.bounds, self.bounds[1:], self.prefixes, strict=False) if p.length]
+
+    def offsets(self) -> list[int]:
+        """Each row's first position (its prefix's length)."""
+        return [p.length for lo, hi, p in zip(self.bounds, self.bounds[1:], self.prefixes, strict=False) for _ in range(lo, hi)]
+
+    def gathers(self) -> bool:
+        """Copy each row's prefix next to its own keys (one attention call per layer) rather than
+        loop over runs of rows: worth it for many short prefixes (BEAR's facts), not for long ones."""
+        runs = self.runs()
+        return len(runs) > 1 and max(p.length for _, _, p in runs) * self.bounds[-1] <= GATHER_POSITIONS
+
+    def gather(self, layer: int, which: str) -> torch.Tensor:
+        """Layer ``layer``'s prefix keys (``which="keys"``) or values per row, ``[B, Hkv, Pmax, D]``
+        (positions past a row's own prefix hold copies and are masked by :meth:`valid`)."""
+        index, _ = self._row_index()
+        pool = torch.cat([getattr(p, which)[layer][0] for p in self.prefixes if p.length], dim=1)  # [Hkv, sum P, D]
+        return pool[:, index].transpose(0, 1)
+
+    def valid(self) -> torch.Tensor:
+        """``[B, Pmax]``: which gathered positions belong to the row's prefix."""
+        return self._row_index()[1]
+
+    def _row_index(self):
+        if self._index is None:
+            lengths = torch.tensor(self.offsets())
+            starts, total = [], 0
+            for lo, hi, p in zip(self.bounds, self.bounds[1:], self.prefixes, strict=False):
+                starts += [total] * (hi - lo)
+                total += p.length
+            pos = torch.arange(int(lengths.max()))[None, :]
+            valid = pos < lengths[:, None]
+            index = torch.tensor(starts)[:, None] + torch.minimum(pos, (lengths[:, None] - 1).clamp(min=0))
+            device = next(p.keys[0].device for p in self.prefixes if p.length)
+            self._index = (index.clamp(max=max(total - 1, 0)).to(device), valid.to(device))
+        return self._index
+
+
+def _gathered_attention(query, key, value, prefix: RowPrefixes, layer: int, scale: float):
+    """SDPA over [the row's own prefix (gathered, masked past its length); the row's keys (causal)]."""
+    bsz, _, q_len, _ = query.shape
+    kv_len = key.shape[2]
+    keys = torch.cat([prefix.gather(layer, "keys").to(key.dtype), key], dim=2)
+    values = torch.cat([prefix.gather(layer, "values").to(value.dtype), value], dim=2)
+    causal = torch.arange(kv_len, device=query.device)[None, :] <= torch.arange(kv_len - q_len, kv_len, device=query.device)[:, None]
+    valid = prefix.valid()
+    mask = torch.cat([valid[:, None, None, :].expand(bsz, 1, q_len, -1), causal.expand(bsz, 1, q_len, kv_len)], dim=-1)
+    out = F.scaled_dot_product_attention(query, keys, values, attn_mask=mask, scale=scale, enable_gqa=True)
+    return out.transpose(1, 2).contiguous(), None
+
+
+def _prefix_part(q, pk, pv, suffix_max, n_kv):
+    """The prefix's share for the query rows ``q [b, Hkv, G*S, D]`` (already scaled):
+    the running max (prefix and suffix), the prefix's softmax denominator and its weighted values."""
+    b, _, gs, dim = q.shape
+    q_heads = q.transpose(0, 1).reshape(n_kv, b * gs, dim)  # all rows as one matrix per kv head
+    scores = torch.bmm(q_heads, pk.transpose(-1, -2))  # [Hkv, b*G*S, P]
+    scores = scores.reshape(n_kv, b, gs, -1).transpose(0, 1)  # view
+    row_max = torch.maximum(suffix_max, scores.amax(dim=-1, keepdim=True))
+    probs = torch.exp(scores - row_max)
+    denom = probs.sum(dim=-1, keepdim=True)
+    out = torch.bmm(probs.transpose(0, 1).reshape(n_kv, b * gs, -1), pv).reshape(n_kv, b, gs, dim).transpose(0, 1)
+    return row_max, denom, out
+
+
 def shared_prefix_attention(module, query, key, value, attention_mask, scaling=None, dropout=0.0, **kwargs):
     """``query [B, Hq, S, D]``; ``key``/``value [B, Hkv, T, D]`` are the rows' own positions
     (T >= S: a decoding cache may hold earlier suffix positions); the queries are the last S of them.
+    ``shared_prefix`` is a :class:`SharedPrefix` (every row) or :class:`RowPrefixes`.
     Returns ``(output [B, S, Hq, D], None)`` like transformers' SDPA integration."""
-    prefix: SharedPrefix | None = kwargs.pop("shared_prefix", None)
+    prefix = kwargs.pop("shared_prefix", None)
     if prefix is None:
         from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
@@ -75,6 +156,8 @@ def shared_prefix_attention(module, query, key, value, attention_mask, scaling=N
     group = n_heads // n_kv
     kv_len = key.shape[2]
     scale = scaling if scaling is not None else dim**-0.5
+    if isinstance(prefix, RowPrefixes) and prefix.gathers():
+        return _gathered_attention(query, key, value, prefix, module.layer_idx, scale)
     work = torch.float32 if query.dtype in (torch.float16, torch.bfloat16) else query.dtype
 
     # Heads h of one kv head are h = kv * group + g (transformers' repeat_kv layout).
@@ -88,20 +171,19 @@ def shared_prefix_attention(module, query, key, value, attention_mask, scaling=N
     row_max = suffix_scores.amax(dim=-1, keepdim=True)
 
     layer = module.layer_idx
-    if prefix.length:
-        pk = prefix.keys[layer][0].to(work)  # [Hkv, P, D]
-        pv = prefix.values[layer][0].to(work)
-        q_heads = q.transpose(0, 1).reshape(n_kv, bsz * group * q_len, dim)  # all rows as one matrix per head
-        prefix_scores = torch.bmm(q_heads, pk.transpose(-1, -2))  # [Hkv, B*G*S, P]
-        prefix_scores = prefix_scores.reshape(n_kv, bsz, group * q_len, -1).transpose(0, 1)  # view
-        row_max = torch.maximum(row_max, prefix_scores.amax(dim=-1, keepdim=True))
-        prefix_probs = torch.exp(prefix_scores - row_max)
-        denom = prefix_probs.sum(dim=-1, keepdim=True)
-        out = torch.bmm(
-            prefix_probs.transpose(0, 1).reshape(n_kv, bsz * group * q_len, -1), pv
-        ).reshape(n_kv, bsz, group * q_len, dim).transpose(0, 1)
-    else:
-        denom, out = 0.0, 0.0
+    runs = prefix.runs() if isinstance(prefix, RowPrefixes) else [(0, bsz, prefix)] if prefix.length else []
+    denom, out = 0.0, 0.0
+    if len(runs) == 1 and runs[0][:2] == (0, bsz):  # one prefix for every row: no per-run copies
+        p = runs[0][2]
+        row_max, denom, out = _prefix_part(q, p.keys[layer][0].to(work), p.values[layer][0].to(work), row_max, n_kv)
+    elif runs:
+        row_max = row_max.clone()
+        denom = torch.zeros_like(row_max)
+        out = torch.zeros_like(q)
+        for lo, hi, p in runs:
+            row_max[lo:hi], denom[lo:hi], out[lo:hi] = _prefix_part(
+                q[lo:hi], p.keys[layer][0].to(work), p.values[layer][0].to(work), row_max[lo:hi], n_kv
+            )
     suffix_probs = torch.exp(suffix_scores - row_max)
     denom = denom + suffix_probs.sum(dim=-1, keepdim=True)
     out = (out + suffix_probs @ v) / denom  # [B, Hkv, G*S, D]
