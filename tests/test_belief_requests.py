@@ -8,6 +8,7 @@ import math
 import pytest
 
 from belief_tasks.tasks import belief_icl as B
+from belief_tasks.tasks.base import unpack
 
 
 @pytest.mark.parametrize(
@@ -115,7 +116,7 @@ def test_one_task_emits_the_greedy_request_and_k_sampling_requests():
         assert [i.idx for i in insts] == list(range(len(insts)))
         greedy = [i for i in insts if not i.args[1]["do_sample"]]
         sampled = [i for i in insts if i.args[1]["do_sample"]]
-        assert len(greedy) == len(doc["templates"]) * len(doc["subjects"])  # one per prompt of the grid
+        assert len(greedy) == len(unpack(doc, "templates")) * len(unpack(doc, "subjects"))  # one per prompt
         assert len({i.args[0] for i in greedy}) == len(greedy)  # distinct prompts
         n_sampled.append(len(sampled))
         if sampled:  # K samples of the sampled prompt, right after its greedy request, with its text

@@ -165,18 +165,46 @@ def test_relation_shards_pooled_in_any_order_give_the_numbers_of_one_run():
     assert 0.5 < B.agg_acc(whole) < 0.8
 
 
-def test_as_split_keeps_docs_as_they_are_and_unpack_reads_both_layouts():
+def test_as_split_gives_lm_eval_a_plain_list_shaped_like_dataset_rows():
     from belief_tasks.options import KnobError
     from belief_tasks.tasks.base import as_split, unpack
 
     docs = [{"id": "a", "options": ["x", "y"]}, {"id": "b", "options": ["z"], "extra": {"k": 1}}]
     split = as_split(docs)["test"]
     # what ConfigurableTask reads of a datasets.Dataset: len, indexing, iteration, feature names
-    assert len(split) == 2 and split[1] is docs[1] and list(split) == docs
+    assert len(split) == 2 and list(split) == [split[0], split[1]]
     assert list(split.features) == ["id", "options", "extra"]
-    assert split[0]["extra"] is None  # every doc gets every field, as a Dataset row would
+    # as a Dataset row: every field in every doc, nested values as JSON strings
+    assert split[0] == {"id": "a", "options": '["x", "y"]', "extra": None}
     assert unpack(split[0], "options") == ["x", "y"] and unpack(split[1], "extra") == {"k": 1}
-    assert unpack({"options": '["x", "y"]'}, "options") == ["x", "y"]  # docs of the JSON-string layout
-    assert unpack({"id": "plain"}, "id") == "plain"
+    assert unpack(split[1], "id") == "b" and unpack({"v": ["kept"]}, "v") == ["kept"]
     with pytest.raises(KnobError, match="relations"):
         as_split([])
+
+
+def test_system_instruction_and_chat_template_wrap_every_prompt_of_a_pair(model_path):
+    """``doc_to_text`` is a slot that lm-eval wraps once per pair; each prompt takes its place."""
+    import belief_tasks
+
+    belief_tasks.install()
+    from lm_eval.tasks import TaskManager
+    from transformers import AutoTokenizer
+
+    from belief_tasks.paths import task_yamls_dir
+    from belief_tasks.tasks import belief_icl as B
+
+    tok = AutoTokenizer.from_pretrained(str(model_path))
+
+    def chat(messages, add_generation_prompt=True):
+        return tok.apply_chat_template(messages, tokenize=False, add_generation_prompt=add_generation_prompt)
+
+    meta = {"source": "sample", "relations": "P36", "max_facts_per_relation": 2, "confidence_samples": 2}
+    tm = TaskManager(include_path=str(task_yamls_dir()), include_defaults=False, metadata=meta)
+    task = next(iter(tm.load(["belief_qa_4relation"])["tasks"].values()))
+    task.build_all_requests(rank=0, world_size=1, apply_chat_template=True, chat_template=chat,
+                            system_instruction="Answer briefly.")
+    greedy = [i for i in task.instances if not i.args[1]["do_sample"]]
+    expected = [chat([{"role": "system", "content": "Answer briefly."}, {"role": "user", "content": p["prompt"]}])
+                for d in B.build_docs("qa", "4relation", task.config.metadata) for p in B.prompts_of(d, task.config.metadata)]
+    assert [i.args[0] for i in greedy] == expected and len(expected) > 4
+    assert not any(B.PROMPT_SLOT in i.args[0] for i in task.instances)

@@ -5,7 +5,8 @@
   family's knob table (``KNOBS``) from the task's metadata, and builds ``Instance`` objects.
 * ``select_facts``: the common knobs (``relations``, ``max_facts_per_relation``) applied, seeded.
 * ``as_split`` / ``unpack``: docs (plain dicts) into the ``{"test": DocList}`` that
-  ``custom_dataset`` returns (a list lm-eval reads like a ``datasets.Dataset``), and nested values.
+  ``custom_dataset`` returns (a list lm-eval reads like a ``datasets.Dataset``), and nested values
+  back out.
 * ``with_stderr``: a corpus-level aggregation's own standard error (``belief_tasks.harness``).
 * ``model_tokenizer``: the evaluated model's tokenizer, for the tasks that count or cut its tokens.
 """
@@ -157,8 +158,8 @@ def check_relations(fs: FactSet, relations: Sequence[str] | None) -> None:
 class DocList(list):
     """A split's docs as plain dicts, with what ``ConfigurableTask`` reads of a ``datasets.Dataset``
     (``len``, indexing, iteration and ``features``, whose keys name the fields ``doc_to_text`` /
-    ``doc_to_target`` may look up). No Arrow copy: an instance refers to its doc, not to a copy
-    made on every access, and nested values keep their Python shape."""
+    ``doc_to_target`` may look up). No Arrow table: building one copied every doc, and every access
+    made another copy, which an instance then kept (docs/scale.md)."""
 
     @property
     def features(self) -> dict:
@@ -166,21 +167,21 @@ class DocList(list):
 
 
 def as_split(docs: list[dict], split: str = "test") -> dict[str, DocList]:
-    """``{split: DocList}`` for ``custom_dataset``; every doc gets every field (absent ones None),
-    as a ``Dataset`` built from the same dicts would have them."""
+    """``{split: DocList}`` for ``custom_dataset``. Docs look as a ``Dataset`` row did: nested values
+    are JSON strings (read them with ``unpack``), and every doc has every field (absent ones None)."""
     if not docs:
         raise KnobError("relations", "no documents to evaluate: check relations / max_facts_per_relation")
     keys = dict.fromkeys(k for d in docs for k in d)
-    for d in docs:
-        if len(d) != len(keys):
-            for k in keys:
-                d.setdefault(k, None)
-    return {split: DocList(docs)}
+    return {split: DocList({k: _flat(d.get(k)) for k in keys} for d in docs)}
+
+
+def _flat(value: Any) -> Any:
+    return json.dumps(value, ensure_ascii=False) if isinstance(value, (list, dict, tuple)) else value
 
 
 def unpack(doc: Mapping[str, Any], key: str):
-    """A nested value of a doc: itself (``as_split`` keeps nested values), or read back from the
-    JSON string that docs built before (``--cache_requests`` files) hold."""
+    """A nested value of a doc, read back from the JSON string ``as_split`` stored (a value that is
+    not such a string is returned as it is)."""
     value = doc[key]
     return json.loads(value) if isinstance(value, str) and value[:1] in "[{" else value
 

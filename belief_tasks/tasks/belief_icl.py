@@ -39,6 +39,7 @@ from __future__ import annotations
 import json
 import logging
 import re
+import sys
 from copy import deepcopy
 from dataclasses import dataclass
 from functools import lru_cache
@@ -335,7 +336,8 @@ def make_record(doc: Mapping[str, Any], greedy: list[str], samples: list[str]) -
     extracted = {g: extract_answer(g) for g in dict.fromkeys(greedy)}
     answers = [extracted[g] for g in greedy]
     judged = {a: bool(contains_answer(a, objects)) for a in dict.fromkeys(answers)}
-    templates, subjects = unpack(doc, "templates"), unpack(doc, "subjects")
+    # template ids repeat in every pair of a relation: one string each, not one per record
+    templates, subjects = [sys.intern(t) for t in unpack(doc, "templates")], unpack(doc, "subjects")
     if len(answers) != len(templates) * len(subjects):
         raise ValueError(f"pair {doc['fact_id']}: {len(answers)} answers for {len(templates)} templates x "
                          f"{len(subjects)} subject expressions")
@@ -356,7 +358,7 @@ def make_record(doc: Mapping[str, Any], greedy: list[str], samples: list[str]) -
         "seed": int(doc["seed"]),
         "draws": int(doc["draws"]),
         "bins": int(doc["bins"]),
-        "order": doc.get("order"),
+        "order": unpack(doc, "order") if doc.get("order") is not None else None,
     }
 
 
