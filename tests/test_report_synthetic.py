@@ -410,3 +410,22 @@ def test_variants_including_our_yamls_join_their_family(tmp_path):
     assert [s.title for s in report.sections] == ["BELIEF-ICL", "BEAR", "Agreement between probes"]
     (t17,) = read_csv(tmp_path / "r" / "tables" / "belief_icl_table17.csv")
     assert (t17["task"], t17["Style"], t17["Setting"]) == ("belief_demo_mp_4template", "MP", "4-template")
+
+
+def test_samples_pair_with_their_own_results_only(tmp_path, caplog):
+    """The newest results JSON never borrows an older run's samples, and counts must agree (fail-fast issue)."""
+    write_run(tmp_path / "runs", "m", {"belief_mp_zeroshot": ICL_A}, {"belief_mp_zeroshot": ICL_A_HAND},
+              date="2026-01-01T00-00-00.000001")
+    newer = write_run(tmp_path / "runs", "m", {"belief_mp_zeroshot": ICL_B}, {"belief_mp_zeroshot": ICL_B_HAND})
+    (newer / f"samples_belief_mp_zeroshot_{DATE}.jsonl").unlink()  # the newest run's samples are missing
+    (run,) = load_runs([tmp_path / "runs"])
+    task = run.tasks["belief_mp_zeroshot"]
+    assert task.samples_path is None and task.records() == []
+    assert "no samples file of run" in caplog.text
+    # a samples file with fewer records than its results JSON counts is refused
+    folder = write_run(tmp_path / "other", "m", {"belief_mp_zeroshot": ICL_A}, {"belief_mp_zeroshot": ICL_A_HAND})
+    path = folder / f"samples_belief_mp_zeroshot_{DATE}.jsonl"
+    path.write_text("".join(path.read_text().splitlines(keepends=True)[:-1]))
+    (run,) = load_runs([tmp_path / "other"])
+    with pytest.raises(ReportInputError, match="come from different runs"):
+        run.tasks["belief_mp_zeroshot"].records()

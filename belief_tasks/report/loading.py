@@ -22,6 +22,7 @@ same task, the newest wins.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 from dataclasses import dataclass, field
@@ -29,6 +30,8 @@ from pathlib import Path
 from typing import Iterable, Iterator
 
 from tqdm.auto import tqdm
+
+log = logging.getLogger("belief_tasks.report")
 
 #: sample files larger than this show a progress bar while they are read
 PROGRESS_BYTES = 5_000_000
@@ -98,9 +101,19 @@ class TaskRun:
         """Per-doc values lm-eval logged under ``metric`` (default: the first metric)."""
         if self._records is None:
             self._records = read_samples(self.samples_path) if self.samples_path else {}
+            self._check_count()
         if not self._records:
             return []
         return self._records.get(metric or next(iter(self._records)), [])
+
+    def _check_count(self) -> None:
+        """As many records as the results JSON counts samples of the task (``n-samples``), else the two
+        files do not belong together."""
+        effective = self.n_samples.get("effective")
+        counts = {len(v) for v in (self._records or {}).values()}
+        if effective is not None and counts and counts != {int(effective)}:
+            raise ReportInputError(f"{self.samples_path}: {sorted(counts)} records per metric, but its results JSON "
+                                   f"counts {effective} samples of {self.name}: the two files come from different runs")
 
     def logged_metrics(self) -> list[str]:
         """The metric names the samples file holds values for."""
@@ -168,13 +181,16 @@ def _date_id(f: Path) -> str:
 
 
 def _samples_file(folder: Path, task: str, date_id: str) -> Path | None:
+    """The samples file of the same run: lm-eval stamps a run's results and samples with one date id.
+    Never another run's (an older samples file would pair records with the wrong numbers)."""
     exact = folder / f"samples_{task}_{date_id}.jsonl"
     if exact.is_file():
         return exact
-    # a results file whose samples were written in a different second: newest of that task
-    cands = sorted(folder.glob(f"samples_{task}_*.jsonl"), key=_date_id)
-    cands = [c for c in cands if re.fullmatch(rf"samples_{re.escape(task)}_{_DATE}\.jsonl", c.name)]
-    return cands[-1] if cands else None
+    others = sorted(folder.glob(f"samples_{task}_*.jsonl"))
+    if others:
+        log.warning("%s: no samples file of run %s for %s (only %s): its breakdowns are left out",
+                    folder, date_id, task, ", ".join(p.name for p in others))
+    return None
 
 
 def load_runs(paths: Iterable[str | os.PathLike]) -> list[ModelRun]:
