@@ -19,7 +19,8 @@ name                        arguments                      response
                                                            is_greedy)`` (``hf-mlm``)
 =========================== ============================== ==============================================
 
-Pure: no lm-eval, no torch (``object_token_id`` takes any transformers tokenizer).
+Pure: no lm-eval, no torch (``object_token_id`` takes any transformers tokenizer). ``effective_stops`` says
+which stop strings of a ``generate_until`` request can ever matter (``hf-shared`` and stock ``hf`` group by them).
 """
 
 from __future__ import annotations
@@ -60,3 +61,19 @@ def object_token_id(tokenizer, prompt: str, word: str) -> int | None:
     if token == tokenizer.unk_token_id or token in tokenizer.all_special_ids:
         return None
     return token
+
+
+def effective_stops(until: list[str]) -> list[str]:
+    """``until`` without the stop strings that contain another one.
+
+    Such a string can never end a generation first, nor cut it differently: wherever it
+    occurs, the string it contains occurs at or before it, and stock truncation splits at
+    every stop string in turn. Dropping them lets requests that differ only there (BELIEF's
+    K samples carry ``<first stop><belief-sample i>`` to stay distinct in the cache) share
+    one prefill and one decoding batch."""
+    kept: list[str] = []
+    for s in until:
+        if s in kept or any(o and o != s and o in s for o in until):
+            continue
+        kept.append(s)
+    return kept

@@ -371,7 +371,7 @@ def test_registered_and_dispatchable():
 
 
 def test_effective_stops_drop_only_redundant_strings():
-    from belief_tasks.backends.generation_plan import effective_stops
+    from belief_tasks.requests import effective_stops
 
     assert effective_stops(["\n", ".", "\n<belief-sample 3>", "\n"]) == ["\n", "."]
     assert effective_stops(["Q:", "A:", ""]) == ["Q:", "A:", ""]

@@ -20,26 +20,11 @@ from typing import Any, Sequence
 
 from lm_eval.models.utils import handle_stop_sequences, normalize_gen_kwargs
 
+from belief_tasks.requests import effective_stops
 from belief_tasks.seeding import derive_seed
 
 #: generation kwargs our decoder implements; any other one sends its requests to stock generation.
 SAMPLING_KWARGS = frozenset({"do_sample", "temperature", "top_k", "top_p", "min_p"})
-
-
-def effective_stops(until: list[str]) -> list[str]:
-    """``until`` without the stop strings that contain another one.
-
-    Such a string can never end a generation first, nor cut it differently: wherever it
-    occurs, the string it contains occurs at or before it, and stock truncation splits at
-    every stop string in turn. Dropping them lets requests that differ only there (BELIEF's
-    K samples carry ``<first stop><belief-sample i>`` to stay distinct in the cache) share
-    one prefill and one decoding batch."""
-    kept: list[str] = []
-    for s in until:
-        if s in kept or any(o and o != s and o in s for o in until):
-            continue
-        kept.append(s)
-    return kept
 
 
 @dataclass(frozen=True)
