@@ -122,15 +122,24 @@ class PromptSet:
         return seeding.choice(range(n), self.opts.seed, "belief_icl", "confidence", self.style, fact.id)
 
 
+#: (style, context, metadata) -> (the fact set it was built from, PromptSet): custom_dataset and
+#: construct_requests of one task share one; a reloaded fact set (another source) builds anew
+_prompt_sets: dict = {}
+
+
 def prompt_set(style: str, context: str, metadata: Mapping[str, Any] | None) -> PromptSet:
-    return _prompt_set(style, context, json.dumps(dict(metadata or {}), sort_keys=True, default=str))
+    fs = load_facts("myriadlama", metadata)  # cached per source by the loaders
+    key = (style, context, json.dumps(dict(metadata or {}), sort_keys=True, default=str))
+    hit = _prompt_sets.get(key)
+    if hit is None or hit[0] is not fs:
+        if len(_prompt_sets) >= 16:
+            _prompt_sets.clear()
+        _prompt_sets[key] = (fs, _prompt_set(style, context, metadata, fs))
+    return _prompt_sets[key][1]
 
 
-@lru_cache(maxsize=16)
-def _prompt_set(style: str, context: str, metadata_json: str) -> PromptSet:
-    metadata = json.loads(metadata_json)
+def _prompt_set(style: str, context: str, metadata: Mapping[str, Any] | None, fs) -> PromptSet:
     opts = parse_options(KNOBS, metadata)
-    fs = load_facts("myriadlama", metadata)
     manual_only = opts[f"{style}_templates"] == "manual"
     templates = {rid: P.templates_for(rel, style, manual_only) for rid, rel in fs.relations.items()}
     usable = {rid for rid, ts in templates.items() if ts}
