@@ -239,6 +239,10 @@ def test_a_misspelt_knob_is_refused_with_the_closest_name(monkeypatch, caplog):
     with pytest.raises(KnobError, match="did you mean 'max_facts_per_relation'"):
         check_metadata({"max_facts_per_relaton": 3, "pretrained": "m", "dtype": "float32"}, KNOBS)
     check_metadata({"max_facts_per_relation": 3, "pretrained": "m", "dtype": "float32", "version": 1.0}, KNOBS)
+    # one --metadata serves every task of a command: another family's knob is not unknown here
+    from belief_tasks.tasks import bear
+
+    check_metadata({"confidence_samples": 2, "templates": "0", "pretrained": "m"}, bear.KNOBS)
     # a bare lm_eval cannot tell a model argument from a knob: it warns instead
     monkeypatch.setattr(options, "declared_model_args", None)
     check_metadata({"max_facts_per_relaton": 3}, KNOBS)

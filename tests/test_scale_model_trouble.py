@@ -21,6 +21,7 @@ import pytest
 
 from belief_tasks.matching import contains_answer, outputs_agree
 from belief_tasks.metrics.belief import consistency
+from belief_tasks.matching import word_count
 from belief_tasks.tasks.belief_icl import extract_answer, make_record
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -28,18 +29,18 @@ EMPTYISH = ["", "   ", "\n", ".", "...", "?!", "A: .", "\"\"", "—"]
 
 
 def belief_doc(**over) -> dict:
-    doc = {"fact_id": "P36/Q142", "relation": "P36", "template_id": "P36_t0", "subject_form": "label",
-           "style": "mp", "context": "Q: The capital of France is [MASK].\nA:", "objects": json.dumps(["Paris"]),
+    """A pair document with one prompt (one template, one subject expression), sampled."""
+    doc = {"fact_id": "P36/Q142", "relation": "P36", "templates": json.dumps(["P36_t0"]), "subjects": json.dumps(["label"]),
+           "style": "mp", "context": "zeroshot", "objects": json.dumps(["Paris"]), "sampled": 0,
            "seed": 1234, "draws": 10, "bins": 10}
     return {**doc, **over}
 
 
 @pytest.mark.parametrize("output", EMPTYISH)
 def test_empty_or_punctuation_answers_are_scored_wrong_and_kept(output):
-    rec = make_record(belief_doc(), output, [])
-    assert rec["output"] == output  # the raw generation stays in the logged record
-    assert normalize_free(rec["answer"])
-    assert rec["correct"] is False and rec["one_word"] is False
+    rec = make_record(belief_doc(), [output], [])  # the raw generation stays in the sample's resps
+    assert normalize_free(rec["answers"][0])
+    assert rec["correct"] == [False] and word_count(rec["answers"][0]) != 1
 
 
 def normalize_free(answer: str) -> bool:
@@ -64,7 +65,7 @@ def test_empty_answers_lower_consistency_instead_of_vanishing():
 
 
 def test_sampled_confidence_counts_empty_samples_as_disagreeing():
-    rec = make_record(belief_doc(), "Paris", ["Paris", "", "...", "Paris"])
+    rec = make_record(belief_doc(), ["Paris"], ["Paris", "", "...", "Paris"])
     assert rec["confidence"] == pytest.approx(0.5) and rec["n_samples"] == 4
 
 
@@ -122,9 +123,10 @@ def test_empty_answers_are_counted_in_their_own_metric(caplog):
     from belief_tasks.metrics.belief import empty_answer_rate, empty_answer_stderr
     from belief_tasks.tasks.belief_icl import agg_empty_answer_rate
 
-    recs = [make_record(belief_doc(fact_id=f"p{i}"), out, []) for i, out in enumerate(["", " Paris.", " ?!", " Lyon"])]
-    assert empty_answer_rate([r["answer"] for r in recs]) == 0.5  # by hand: "" and "?!" of four
-    assert empty_answer_stderr([r["answer"] for r in recs]) == pytest.approx((0.25 / 3) ** 0.5)  # sample SD / sqrt(n)
+    recs = [make_record(belief_doc(fact_id=f"p{i}"), [out], []) for i, out in enumerate(["", " Paris.", " ?!", " Lyon"])]
+    answers = [r["answers"][0] for r in recs]
+    assert empty_answer_rate(answers) == 0.5  # by hand: "" and "?!" of four
+    assert empty_answer_stderr(answers) == pytest.approx((0.25 / 3) ** 0.5)  # sample SD / sqrt(n)
     with caplog.at_level("WARNING"):
         assert agg_empty_answer_rate(recs) == 0.5
     assert "2 of 4 greedy answers are empty or punctuation only" in caplog.text

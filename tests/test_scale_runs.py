@@ -109,10 +109,11 @@ def reference(model_path, tmp_path_factory):
     results, records = load_run(out)
     # the reference is a real run, not an empty one: every doc scored, BEAR options all there
     assert len([k for k in records if k[0] == "belief_bear"]) == 2
-    assert len([k for k in records if k[0] == "belief_mp_zeroshot"]) == 4
-    # the sampled prompt (one per fact) among the first 4 docs carries 2 samples, drawn with different seeds
-    sampled = [r["resps"][1:] for (t, _), r in records.items() if t == "belief_mp_zeroshot" and r["n_samples"]]
-    assert len(sampled) == 1 and all(len(s) == 2 for s in sampled)
+    assert len([k for k in records if k[0] == "belief_mp_zeroshot"]) == 2  # one document per pair
+    # each pair's sampled prompt carries 2 samples, right after its greedy request, drawn with different seeds
+    sampled = [r["resps"][r["sampled"] + 1: r["sampled"] + 3] for (t, _), r in records.items()
+               if t == "belief_mp_zeroshot" and r["n_samples"]]
+    assert len(sampled) == 2 and all(len(s) == 2 for s in sampled)
     assert len({x for s in sampled for x in s}) > 1
     assert all(len(r["ll"]) == 42 and all(x < 0 for x in r["ll"]) for (t, _), r in records.items() if t == "belief_bear")
     return results, records

@@ -219,6 +219,8 @@ def test_broken_sample_leaves_no_output(model_path, tmp_path):
                           env=env_with_checkout(BELIEF_SAMPLE_DIR=str(folder)), cwd=str(ROOT))
     log = proc.stdout + proc.stderr
     assert proc.returncode != 0
-    assert "SchemaError" in log and expect["file"] in log and "subject.label" in log
+    # one paragraph before the model loads (belief-eval), naming the file and the field
+    assert "stopped before loading the model" in log and expect["file"] in log and "subject.label" in log
+    assert "Traceback" not in log
     assert "Running loglikelihood requests" not in log and "Running generate_until requests" not in log
     assert not out.exists() or not any(p.is_file() for p in out.rglob("*")), "a failed run left files behind"

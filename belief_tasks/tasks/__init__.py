@@ -19,6 +19,12 @@ FAMILIES = {
 }
 
 
+def knob_names() -> set[str]:
+    """Every family's knob names: one ``--metadata`` serves every task of a command (``--tasks
+    belief_bear,belief_mp_zeroshot``), so a knob of one family is not an unknown key for another."""
+    return {k.name for module in FAMILIES.values() for k in import_module(module).KNOBS}
+
+
 def metric_table(family: str) -> dict[str, tuple[Callable, bool]]:
     """``METRICS`` of ``family`` ({} for a family we do not have)."""
     module = FAMILIES.get(family)

@@ -80,15 +80,19 @@ class BeliefTask(ConfigurableTask):
 def check_metadata(metadata: Mapping[str, Any] | None, knobs: Sequence[Knob], task: str | None = None) -> None:
     """Every knob parses (type, range), and no key is unknown, before any data is read.
 
-    An unknown key is an error under ``belief-eval``, which knows the run's model arguments; under a
-    bare ``lm_eval`` (model args merged into the metadata, indistinguishable) it is a warning."""
+    One ``--metadata`` serves every task of a command, so a knob of any family of ours is a known key
+    (only this family's are type-checked here). An unknown key is an error under ``belief-eval``, which
+    knows the run's model arguments; under a bare ``lm_eval`` (model args merged into the metadata,
+    indistinguishable) it is a warning."""
+    from belief_tasks.tasks import knob_names
+
     table = tuple(knobs) + SOURCE_KNOBS
     parse_options(table, metadata)
-    known = [k.name for k in table] + list(STAMPED)
-    unknown = options.unknown_keys(metadata, known)
+    known = sorted(knob_names() | {k.name for k in table})
+    unknown = options.unknown_keys(metadata, known + list(STAMPED))
     if not unknown:
         return
-    error = options.unknown_knob(unknown[0], [k.name for k in table])
+    error = options.unknown_knob(unknown[0], known)
     if options.declared_model_args is not None:
         raise error
     log.warning("%s: %s (ignored: under a bare lm_eval a model argument cannot be told from a misspelt knob; "
@@ -164,6 +168,16 @@ class DocList(list):
     @property
     def features(self) -> dict:
         return dict.fromkeys(self[0]) if self else {}
+
+    def __getitem__(self, key):
+        """A column by name (``dataset["relation"]``), else a doc or a slice, as a ``Dataset`` answers."""
+        if isinstance(key, str):
+            return [d[key] for d in self]
+        return super().__getitem__(key)
+
+    def to_list(self) -> list[dict]:
+        """The docs as a list of dicts (``datasets.Dataset.to_list``)."""
+        return [dict(d) for d in self]
 
 
 def as_split(docs: list[dict], split: str = "test") -> dict[str, DocList]:
