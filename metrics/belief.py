@@ -30,6 +30,8 @@ from belief_tasks.metrics.stats import mean_stderr as _sem
 
 DEFAULT_DRAWS = 50_000
 DEFAULT_BINS = 10
+#: cells (draws x pairs) per temporary array of ``accuracy_draws``: ~8 MB each
+BLOCK_CELLS = 1_000_000
 
 
 # --------------------------------------------------------------------------- prompt table
@@ -130,12 +132,16 @@ def accuracy_draws(
     rows = np.arange(P)
     out = np.empty(int(n_draws))
     step = max(1, chunk_cells // max(P, 1))
+    block = max(1, BLOCK_CELLS // max(P, 1))
     for start in range(0, int(n_draws), step):
         d = min(step, int(n_draws) - start)
         tpl_rel = (rng.random((d, len(rel_sizes))) * rel_sizes).astype(np.int64)  # template per relation
-        tpl = tpl_rel[:, table.pair_relation]  # (d, P)
-        hit = rng.random((d, P)) * n[rows, tpl] < k[rows, tpl]
-        out[start : start + d] = hit.mean(1)
+        # the chunk's (d, P) uniforms are drawn in row blocks: the same stream as one (d, P) draw
+        # (a Generator fills arrays in order), with ~5 temporaries of a block instead of the chunk
+        for lo in range(0, d, block):
+            tpl = tpl_rel[lo : lo + block, table.pair_relation]  # (b, P)
+            hit = rng.random(tpl.shape) * n[rows, tpl] < k[rows, tpl]
+            out[start + lo : start + lo + len(tpl)] = hit.mean(1)
     return out
 
 

@@ -44,7 +44,8 @@ def _by_relation(factset):
 
 
 def iclke_requests(factset, n_facts: int, n_choices: int = 100, n_examples: int = 50, seed: int = 0):
-    """Per fact: 50 "subject object" lines of its relation, then the subject; 100 object choices."""
+    """Per fact: 50 "subject object" lines of its relation, then the subject; 100 object choices
+    (a list of requests per fact: its prediction is the likeliest)."""
     rels = _by_relation(factset)
     everyone = sorted({e.label for r in factset.relations.values() for e in r.answer_space})
     out = []
@@ -57,7 +58,7 @@ def iclke_requests(factset, n_facts: int, n_choices: int = 100, n_examples: int 
         space = [e.label for e in factset.relations[fact.relation].answer_space if e.label != fact.object.label]
         pad = [x for x in everyone if x not in space and x != fact.object.label]
         choices = [fact.object.label] + (space + seeding.sample(pad, n_choices, seed, "pad", fact.id))[: n_choices - 1]
-        out += [(context, f" {c}") for c in choices]
+        out.append([(context, f" {c}") for c in choices])
     return out
 
 
@@ -77,14 +78,15 @@ def belief_prompts(factset, n_prompts: int, seed: int = 0):
 
 
 def bear_requests(factset, n_instances: int):
-    """BEAR: every answer-space entity in the fact's first statement template, after an empty context."""
+    """BEAR: every answer-space entity in the fact's first statement template, after an empty context
+    (a list of requests per instance: its prediction is the likeliest)."""
     out = []
     rels = _by_relation(factset)
     facts = [f for fs in zip(*rels.values()) for f in fs][:n_instances]  # round-robin over relations
     for fact in facts:
         rel = factset.relations[fact.relation]
         template = rel.templates_of("statement", False)[0]
-        out += [("", template.fill(fact.subject.label, e.label)) for e in rel.answer_space]
+        out.append([("", template.fill(fact.subject.label, e.label)) for e in rel.answer_space])
     return out
 
 
@@ -128,6 +130,16 @@ def timed(lm, kind: str, instances) -> dict:
 def median_run(runs: list[dict]) -> dict:
     """Median wall and CPU time over repeated runs (each taken separately); the last run's outputs and tokens."""
     return dict(runs[-1], wall=statistics.median(r["wall"] for r in runs), cpu=statistics.median(r["cpu"] for r in runs))
+
+
+def predictions(results, sizes: list[int]) -> list[int]:
+    """Per group of consecutive requests (an instance's options): the index of the likeliest."""
+    out, at = [], 0
+    for n in sizes:
+        lls = [ll for ll, _ in results[at : at + n]]
+        out.append(lls.index(max(lls)))
+        at += n
+    return out
 
 
 def make_instances(kind: str, args_list, repeats: int = 1):
@@ -176,12 +188,14 @@ def main() -> None:
     # (and its own seed, so stock hf generates each sample alone: docs/backends_support.md)
     sample_reqs = make_instances("generate_until", [(p, sampling_kwargs(gen, i, seeding.derive_seed(1234, p, i)))
                                                     for p in prompts for i in range(args.samples)])
+    iclke, bear = iclke_requests(factset, args.facts), bear_requests(factset, args.instances)
+    groups = {"iclke": [len(g) for g in iclke], "bear": [len(g) for g in bear]}
     workloads = {
-        "iclke": ("loglikelihood", make_instances("loglikelihood", iclke_requests(factset, args.facts)),
+        "iclke": ("loglikelihood", make_instances("loglikelihood", [r for g in iclke for r in g]),
                   f"IC-LKE: {args.facts} facts x 100 choices after 50 examples"),
         "belief": ("generate_until", gen_reqs + sample_reqs,
                    f"BELIEF: greedy + {args.samples} samples for {args.prompts} prompts"),
-        "bear": ("loglikelihood", make_instances("loglikelihood", bear_requests(factset, args.instances)),
+        "bear": ("loglikelihood", make_instances("loglikelihood", [r for g in bear for r in g]),
                  f"BEAR: {args.instances} instances x full answer space, empty context"),
     }
 
@@ -201,9 +215,11 @@ def main() -> None:
         if kind == "loglikelihood":
             encoded = [shared._encode_request(*r.args) for r in instances]
             needed = distinct_tokens([(c + x)[-(shared.max_length + 1):][:-1] for c, x in encoded])
-            worst = max(abs(a[0] - b[0]) for a, b in zip(s["out"], h["out"]))
+            gaps = [abs(a[0] - b[0]) for a, b in zip(s["out"], h["out"])]
             same_greedy = all(a[1] == b[1] for a, b in zip(s["out"], h["out"]))
-            check = f"max |stock - shared| = {worst:.2e} nats, is_greedy equal: {same_greedy}"
+            check = (f"|stock - shared| max {max(gaps):.2e} mean {statistics.mean(gaps):.1e} nats, "
+                     f"{sum(g > 1e-4 for g in gaps)} of {len(gaps)} above 1e-4; is_greedy equal: {same_greedy}; "
+                     f"predictions equal: {predictions(s['out'], groups[name]) == predictions(h['out'], groups[name])}")
         else:
             # prompts once + every generated token but each row's last (it is never fed back)
             prompt_ids = [shared.tok_batch_encode([p])[0][0].tolist() for p in prompts]

@@ -59,6 +59,19 @@ def test_draws_are_seeded_and_chunking_keeps_the_distribution():
     assert a.mean() == pytest.approx(0.5, abs=0.05)
 
 
+def test_draws_in_row_blocks_are_the_same_draws(monkeypatch):
+    """A chunk's uniforms are drawn in blocks of rows to bound memory: the same stream, so the same
+    accuracies to the last bit, whatever the block (1 row, 7 rows, a block past the chunk)."""
+    ids = (["a", "a", "b", "b", "c", "c", "d"], ["R"] * 4 + ["S"] * 3, ["t1", "t2", "t1", "t2", "u", "v", "u"],
+           [1, 0, 1, 1, 0, 1, 1])
+    whole = M.accuracy_draws(*ids, n_draws=101, seed=5)  # one block per chunk
+    chunked = M.accuracy_draws(*ids, n_draws=101, seed=5, chunk_cells=40)  # 10 draws per chunk
+    for cells in (4, 4 * 7):  # blocks of 1 and 7 rows (4 pairs)
+        monkeypatch.setattr(M, "BLOCK_CELLS", cells)
+        assert np.array_equal(M.accuracy_draws(*ids, n_draws=101, seed=5), whole)
+        assert np.array_equal(M.accuracy_draws(*ids, n_draws=101, seed=5, chunk_cells=40), chunked)
+
+
 def test_accuracy_stderr_is_over_pairs():
     # pair expected accuracies: a = 1, b = 0 -> SE = sd([1, 0], ddof=1) / sqrt(2) = 0.5
     assert M.accuracy_stderr(["a", "b"], ["R", "R"], ["t", "t"], [1, 0]) == pytest.approx(0.5)

@@ -154,6 +154,16 @@ def test_frame_accuracies_skip_relations_without_the_frame():
     assert T.agg_acc_avg([six, three]) == pytest.approx((0.5 + 2 / 3) / 2)
 
 
+def test_fact_quantities_are_memoised_on_anchor_values_not_ids():
+    """The 19 aggregations share one computation per fact (keyed on its anchors): a second run's records
+    with the same ids but other anchors get their own numbers."""
+    first = T.agg_pfd(RECORDS)
+    moved = [dict(r, frames=[[min(1.0, p + 0.1) for p in f] for f in r["frames"]]) for r in RECORDS]
+    # P1: fact A |0.8-0.7|, |0.8-0.3| -> 0.3; fact B frames (0.6, 0.6), (1.0, 0.2) -> (0.2 + 0.2) / 2 = 0.2; P2: 0.1
+    assert T.agg_pfd(moved) == pytest.approx(((0.3 + 0.2) / 2 + 0.1) / 2)
+    assert T.agg_pfd(RECORDS) == first
+
+
 def test_records_with_different_alphas_are_refused():
     mixed = [RECORDS[0], dict(RECORDS[2], alpha=[1, 0, 0])]
     with pytest.raises(ValueError, match="monitor_alpha"):
