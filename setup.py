@@ -1,9 +1,10 @@
 """Package layout (pyproject.toml holds the metadata).
 
-``metrics/`` installs as ``belief_tasks.metrics`` and ``task_yamls/`` twice: as
-``belief_tasks/task_yamls`` (for ``--include_path``) and as ``lm_eval/tasks/belief``
-so that a bare ``lm_eval --tasks belief_...`` finds our tasks (lm-eval 0.4.13 has
-no plugin discovery and does not follow symlinked folders).
+``belief_tasks/`` is the one package, the same folder in the checkout and in the wheel
+(``belief_tasks/metrics`` included; the top-level ``metrics`` entry is a link to it).
+``task_yamls/`` installs twice: as ``belief_tasks/task_yamls`` (for ``--include_path``) and
+as ``lm_eval/tasks/belief`` so that a bare ``lm_eval --tasks belief_...`` finds our tasks
+(lm-eval 0.4.13 has no plugin discovery and does not follow symlinked folders).
 """
 
 from setuptools import find_namespace_packages, setup
@@ -16,8 +17,8 @@ def tree(root: str, name: str) -> tuple[list[str], dict[str, str]]:
 
 
 packages, package_dir = [], {}
-for root, name in (("belief_tasks", "belief_tasks"), ("metrics", "belief_tasks.metrics"),
-                   ("task_yamls", "belief_tasks.task_yamls"), ("task_yamls", "lm_eval.tasks.belief")):
+for root, name in (("belief_tasks", "belief_tasks"), ("task_yamls", "belief_tasks.task_yamls"),
+                   ("task_yamls", "lm_eval.tasks.belief")):
     p, d = tree(root, name)
     packages += p
     package_dir.update(d)

@@ -1,19 +1,14 @@
-"""Shared fixtures. Tests import the package the README's setup installed, not this checkout's
-source folders: ``metrics/`` and ``task_yamls/`` become ``belief_tasks.metrics`` and
-``belief_tasks.task_yamls`` only in the installed wheel (setup.py), so the checkout's
-``belief_tasks/`` folder must not shadow it. ``python -m pytest`` puts the working folder first
-on ``sys.path``; it is taken off here, before anything imports ``belief_tasks``."""
+"""Shared fixtures. No path tricks: ``python -m pytest`` from the checkout root imports the
+checkout's ``belief_tasks`` exactly as ``python -m belief_tasks`` does for a user there, and the
+same folder is what the wheel installs (``tests/test_packaging.py``)."""
 
 from __future__ import annotations
 
-import os
-import sys
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path[:] = [p for p in sys.path if Path(p or os.curdir).resolve() != ROOT]
 SHARED_DATA = ROOT.parent / "shared" / "data"
 
 

@@ -13,10 +13,8 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def env_with_checkout(**extra: str) -> dict[str, str]:
-    """The environment of a subprocess run: the installed package, never the checkout's folders
-    (``python -m`` would put the working folder, here the checkout, first on ``sys.path``)."""
+    """The environment of a subprocess run from the checkout root, as a user types it there (offline)."""
     env = dict(os.environ)
-    env["PYTHONSAFEPATH"] = "1"
     env.setdefault("HF_HUB_OFFLINE", "1")
     env.setdefault("HF_DATASETS_OFFLINE", "1")
     env.setdefault("TOKENIZERS_PARALLELISM", "false")

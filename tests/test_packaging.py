@@ -17,14 +17,38 @@ def _run(code: str) -> str:
     return proc.stdout
 
 
-def test_tests_import_the_installed_package():
-    import belief_tasks
-    import belief_tasks.metrics
+def _where(code: str, cwd: Path) -> dict:
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env_with_checkout(), cwd=str(cwd))
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
 
-    installed = Path(belief_tasks.__file__).resolve().parent
-    assert installed != ROOT / "belief_tasks", "tests must run against the installed package (README setup)"
-    assert Path(belief_tasks.metrics.__file__).resolve().parent == installed / "metrics"
-    assert list(belief_tasks.__path__) == [str(installed)]
+
+WHERE = ("import json, pkgutil, belief_tasks, belief_tasks.metrics, belief_tasks.metrics.belief, belief_tasks.tasks\n"
+         "print(json.dumps({'package': belief_tasks.__file__, 'metrics': belief_tasks.metrics.belief.__file__, "
+         "'path': list(belief_tasks.__path__), "
+         "'modules': sorted(m.name for m in pkgutil.walk_packages(belief_tasks.__path__, 'belief_tasks.') "
+         "if not m.name.startswith('belief_tasks.task_yamls'))}))")
+
+
+def test_one_package_from_the_root_and_from_elsewhere(tmp_path):
+    """From the checkout root (where a user types ``python -m belief_tasks ...``) the checkout's folder is
+    the package, metrics included; from any other folder it is the installed wheel; both hold the same
+    modules, and nothing edits ``__path__``."""
+    here = _where(WHERE, ROOT)
+    assert Path(here["package"]).resolve().parent == ROOT / "belief_tasks"
+    assert Path(here["metrics"]).resolve() == ROOT / "belief_tasks" / "metrics" / "belief.py"
+    assert here["path"] == [str(ROOT / "belief_tasks")]
+    elsewhere = _where(WHERE, tmp_path)
+    installed = Path(elsewhere["package"]).resolve().parent
+    assert installed != ROOT / "belief_tasks" and "site-packages" in installed.parts, installed
+    assert Path(elsewhere["metrics"]).resolve() == installed / "metrics" / "belief.py"
+    assert elsewhere["modules"] == here["modules"], "the wheel and the checkout differ: reinstall (bash scripts/setup.sh)"
+
+
+def test_top_level_metrics_is_the_package_folder():
+    """The design card's top-level ``metrics/`` is a link to ``belief_tasks/metrics`` (one copy of the code)."""
+    link = ROOT / "metrics"
+    assert link.is_symlink() and link.resolve() == ROOT / "belief_tasks" / "metrics"
 
 
 def test_nothing_else_is_importable_under_the_package_name():
