@@ -124,12 +124,16 @@ class MonitorRecord(TypedDict):
     frames: list  # per frame, per-unit probabilities
     negative_labels: list
     negatives: list  # per misleading context, per-unit probabilities
-    positive_answer: str
-    positive_correct: int
-    answers: list
+    positive_answer: str | None  # None with monitor_accuracy: none (no greedy answers)
+    positive_correct: int | None
+    answers: list  # per frame ([] with monitor_accuracy: none)
     correct: list  # per frame, 0/1
+    interference_answers: list  # monitor_accuracy: paper: [frame j][negative m], R x M; else []
+    interference_correct: list  # the same grid, 0/1
     alpha: list
     only_correct_primary: bool
+    accuracy: str  # the monitor_accuracy knob: frames, paper or none
+    cost: dict  # {"anchors" | "answers" | "interference": {"requests": n, "tokens": n}}
 
 
 # --- which facts a model knows, per family -------------------------------------------------------

@@ -43,8 +43,8 @@ def test_metric_list_is_the_metric_table():
 
     cfg = yaml.load((task_yamls_dir() / "monitor" / "_monitor_common_yaml").read_text(), Loader=_Loader)
     assert [(m["metric"], m["higher_is_better"]) for m in cfg["metric_list"]] == [(k, v[1]) for k, v in T.METRICS.items()]
-    assert len(T.METRICS) == 12 + T.MAX_FRAMES
-    assert {k for k, (_, better) in T.METRICS.items() if not better} == {"monitor", "pfd", "ird"}
+    assert len(T.METRICS) == 12 + T.MAX_FRAMES + 5 + 6  # anchors and frame accuracies, R x M accuracies, costs
+    assert {k for k, (_, better) in T.METRICS.items() if not better} == {"monitor", "pfd", "ird", *T.COST_METRICS}
 
 
 def test_tasks_are_indexed():

@@ -6,9 +6,14 @@ One document per fact. ``MonitorTask.construct_requests`` sends, in this order:
 1. the anchors: the gold object's per-subword probabilities under 1 positive context, R frames
    and M negative contexts (``belief_tasks.prompts.monitor``), by the route ``monitor_route``
    picks (``belief_tasks.tasks.monitor_subwords``: units cut with the evaluated model's tokenizer);
-2. the greedy answers (``generate_until``) under the positive context and the R frames.
+2. the greedy answers (``generate_until``) under the positive context and the R frames (``monitor_accuracy``
+   ``frames`` or ``paper``);
+3. with ``monitor_accuracy: paper``, the R x M greedy answers under every frame behind every negative context
+   (section 4.3's average accuracy).
 
-Scoring requests come first, so a backend without them fails before any generation.
+Scoring requests come first, so a backend without them fails before any generation. Each record
+counts the requests and tokens of each group (``cost``), so a run measures what the paper's Table 8
+compares: MONITOR's anchors against the R x M accuracy generations.
 
 ``--metadata`` knobs: ``KNOBS`` below (the common ones, e.g. ``relations``, plus the family's)
 and the data source's (``belief_tasks.sources``: ``source``, ``fktc_path``). Each record names
@@ -34,6 +39,8 @@ from belief_tasks.tasks.base import BeliefTask, as_split, probe, select_facts, u
 log = logging.getLogger(__name__)
 
 MAX_FRAMES = 7  # FKTC: 7 frames, 6 for P264 and P276
+#: the ``monitor_accuracy`` knob: which greedy answers a fact gets besides its anchors
+ACCURACY_MODES = ("frames", "paper", "none")
 
 # --------------------------------------------------------------------------- knobs
 
@@ -45,7 +52,17 @@ KNOBS: tuple[Knob, ...] = COMMON + (
     Knob("monitor_alpha", "floats", M.DEFAULT_ALPHA, "a1,a2,a3 of eq. 3", minimum=0, length=3),
     Knob("only_correct_primary", "bool", False, "score MONITOR, PFD, IRD and the probabilities only on facts whose "
          "positive-context greedy answer is correct (the reference code's filter)"),
+    Knob("monitor_accuracy", "str", "frames", "greedy answers besides the anchors: frames (under the positive context and "
+         "each frame, R + 1 per fact), paper (those and the R x M frame x negative-interference answers of section "
+         "4.3's average accuracy) or none (anchors only, MONITOR's own cost)", choices=ACCURACY_MODES),
 )
+
+
+def check_options(opts: Options) -> None:
+    """Knob combinations that cannot run, refused before any model time."""
+    if opts.monitor_accuracy == "none" and opts.only_correct_primary:
+        raise KnobError("only_correct_primary", "needs the positive-context greedy answers, which monitor_accuracy: none "
+                        "does not ask for (use monitor_accuracy: frames or paper)")
 
 
 def answer_format(opts: Options) -> str:
@@ -76,12 +93,15 @@ def build_docs(fs: FactSet, opts: Options) -> list[dict]:
             "accepted": list(fact.object_expressions),
             "negatives": [n.label for n in fact.negatives],
             "anchors": [{"key": a.key, "kind": a.kind, "text": a.text} for a in P.anchor_prompts(fact, rel, fmt)],
+            **({"interference": [{"frame": q.frame, "negative": q.negative, "text": q.text}
+                                 for q in P.interference_prompts(fact, rel, fmt)]} if opts.monitor_accuracy == "paper" else {}),
         })
     return docs
 
 
 def _dataset(metadata: Mapping[str, Any]) -> dict:
     opts = parse_options(KNOBS, metadata)
+    check_options(opts)
     S.Codec(metadata)  # no tokenizer, no run: say so before any model time
     return as_split(build_docs(load_facts("fktc", metadata), opts))
 
@@ -109,10 +129,26 @@ def doc_to_target(doc) -> str:
 # --------------------------------------------------------------------------- requests and records
 
 
-def requests_of(pl: S.Plan, route: str, gen_kwargs: Mapping[str, Any]) -> list[tuple[str, tuple]]:
-    """(request type, arguments) in order: the anchors' scoring first, then the greedy answers."""
-    greedy = [("generate_until", (a["text"], dict(gen_kwargs))) for a in pl.anchors if a["kind"] != "negative"]
-    return S.scoring_requests(pl, route) + greedy
+def answered_anchors(pl: S.Plan, mode: str) -> list[dict]:
+    """The anchors whose greedy answer is asked for: the positive context and the R frames (not with ``none``)."""
+    return [] if mode == "none" else [a for a in pl.anchors if a["kind"] != "negative"]
+
+
+def interference_of(doc, mode: str) -> list[dict]:
+    """The fact's R x M frame-interference prompts (``monitor_accuracy: paper``), frame-major."""
+    if mode != "paper":
+        return []
+    if doc.get("interference") in (None, ""):
+        raise RuntimeError(f"{doc['fact_id']}: monitor_accuracy is paper but the doc has no interference prompts")
+    return unpack(doc, "interference")
+
+
+def requests_of(pl: S.Plan, doc, opts: Options, gen_kwargs: Mapping[str, Any]) -> list[tuple[str, tuple]]:
+    """(request type, arguments) in order: the anchors' scoring first, then the greedy answers under the
+    positive context and the frames, then the R x M frame-interference answers."""
+    mode = opts.monitor_accuracy
+    texts = [a["text"] for a in answered_anchors(pl, mode)] + [q["text"] for q in interference_of(doc, mode)]
+    return S.scoring_requests(pl, opts.monitor_route) + [("generate_until", (t, dict(gen_kwargs))) for t in texts]
 
 
 class MonitorTask(BeliefTask):
@@ -134,26 +170,35 @@ class MonitorTask(BeliefTask):
     def construct_requests(self, doc, ctx, **kwargs):
         if kwargs.get("apply_chat_template"):
             log.warning("%s: MONITOR builds its own prompts; the chat template is not applied", self.config.task)
-        reqs = requests_of(self._plan(doc), self.options.monitor_route, self.config.generation_kwargs or {})
+        reqs = requests_of(self._plan(doc), doc, self.options, self.config.generation_kwargs or {})
         return [self.instance(t, doc, args, i, kwargs) for i, (t, args) in enumerate(reqs)]
 
     def process_results(self, doc, results):
-        record = make_record(doc, results, self.options, self._plan(doc))
-        # a relation with R frames has no frame R (P264, P276: 6): its facts skip acc_frame_R.. rather
-        # than count as wrong, and a run of 6-frame relations reports no acc_frame_6
-        return {name: record for name in METRICS if name not in FRAME_METRICS[len(record["frame_ids"]):]}
+        record = make_record(doc, results, self.options, self._plan(doc), self._codec)
+        return {name: record for name in metric_names(record)}
 
 
-def make_record(doc, results: list, opts: Options, pl: S.Plan) -> dict:
+def metric_names(record: Mapping[str, Any]) -> list[str]:
+    """The metrics a record counts in. A relation with R frames has no frame R (P264, P276: 6): its facts
+    skip acc_frame_R.. rather than count as wrong, and a run of 6-frame relations reports no acc_frame_6.
+    Without greedy answers (``none``) no accuracy is reported; the R x M accuracies only with ``paper``."""
+    skip = set(FRAME_METRICS[len(record["frame_ids"]):])
+    mode = record.get("accuracy", "frames")
+    if mode == "none":
+        skip |= set(FRAME_ACCURACY_METRICS)
+    if mode != "paper":
+        skip |= set(PAPER_ACCURACY_METRICS)
+    return [name for name in METRICS if name not in skip]
+
+
+def make_record(doc, results: list, opts: Options, pl: S.Plan, codec: S.Codec) -> dict:
     """The fact's record (``belief_tasks.records.MonitorRecord``) from its results in request order."""
-    route = opts.monitor_route
+    route, mode = opts.monitor_route, opts.monitor_accuracy
     n_score = S.n_scoring_requests(pl, route)
     probs = S.unit_probabilities(results[:n_score], pl, route)
-    answered = [a for a in pl.anchors if a["kind"] != "negative"]
-    answers = {a["key"]: P.first_line(r) for a, r in zip(answered, results[n_score:], strict=True)}
-    accepted = unpack(doc, "accepted")
     kinds = [a["kind"] for a in pl.anchors]
     frame_ids = [a["key"] for a in pl.anchors if a["kind"] == "frame"]
+    answers = answer_fields(doc, results[n_score:], answered_anchors(pl, mode), interference_of(doc, mode), frame_ids)
     return {
         "relation": doc["relation"],
         "fact_id": doc["fact_id"],
@@ -168,12 +213,46 @@ def make_record(doc, results: list, opts: Options, pl: S.Plan) -> dict:
         "frames": [p for p, k in zip(probs, kinds) if k == "frame"],
         "negative_labels": unpack(doc, "negatives"),
         "negatives": [p for p, k in zip(probs, kinds) if k == "negative"],
-        "positive_answer": answers["positive"],
-        "positive_correct": int(contains_answer(answers["positive"], accepted)),
-        "answers": [answers[f] for f in frame_ids],
-        "correct": [int(contains_answer(answers[f], accepted)) for f in frame_ids],
+        **answers,
         "alpha": list(opts.monitor_alpha),
         "only_correct_primary": opts.only_correct_primary,
+        "accuracy": mode,
+        "cost": request_cost(codec, pl, route, results[n_score:], answered_anchors(pl, mode), interference_of(doc, mode)),
+    }
+
+
+def answer_fields(doc, generated: list, answered: list[dict], grid: list[dict], frame_ids: list[str]) -> dict:
+    """The greedy answers' record fields: under the positive context and each frame (``None`` / [] when
+    not asked), and the R x M grid ``interference_answers[j][m]`` (frame j behind negative m; [] unless paper)."""
+    if len(generated) != len(answered) + len(grid):
+        raise RuntimeError(f"{doc['fact_id']}: {len(generated)} greedy answers for {len(answered) + len(grid)} requests")
+    accepted = unpack(doc, "accepted")
+    answers = {a["key"]: P.first_line(r) for a, r in zip(answered, generated)}
+    rows: dict[str, list[str]] = {f: [] for f in frame_ids} if grid else {}
+    for q, r in zip(grid, generated[len(answered):]):
+        rows[q["frame"]].append(P.first_line(r))
+    positive = answers.get("positive")
+    return {
+        "positive_answer": positive,
+        "positive_correct": None if positive is None else int(contains_answer(positive, accepted)),
+        "answers": [answers[f] for f in frame_ids] if answers else [],
+        "correct": [int(contains_answer(answers[f], accepted)) for f in frame_ids] if answers else [],
+        "interference_answers": list(rows.values()),
+        "interference_correct": [[int(contains_answer(a, accepted)) for a in row] for row in rows.values()],
+    }
+
+
+def request_cost(codec: S.Codec, pl: S.Plan, route: str, generated: list, answered: list[dict],
+                 grid: list[dict]) -> dict[str, dict[str, int]]:
+    """Requests and tokens the fact cost, per group: ``anchors`` (MONITOR's R + 1 + M scored anchors),
+    ``answers`` (greedy answers under the positive context and the R frames), ``interference`` (the R x M
+    accuracy generations). Tokens: the prompt (and scored answer) tokens each request holds, plus the
+    generated tokens of greedy requests (``S.Codec.generation_tokens``)."""
+    gen_answers, gen_grid = generated[:len(answered)], generated[len(answered):]
+    return {
+        "anchors": {"requests": S.n_scoring_requests(pl, route), "tokens": S.scoring_tokens(pl, route)},
+        "answers": {"requests": len(answered), "tokens": codec.generation_tokens([a["text"] for a in answered], gen_answers)},
+        "interference": {"requests": len(grid), "tokens": codec.generation_tokens([q["text"] for q in grid], gen_grid)},
     }
 
 
@@ -183,7 +262,7 @@ def make_record(doc, results: list, opts: Options, pl: S.Plan) -> dict:
 
 @lru_cache(maxsize=1 << 17)
 def _quantities(primary: tuple, frames: tuple, negatives: tuple) -> dict[str, float]:
-    """``M.fact_quantities`` memoised on the anchors' values: every metric (19, each with a bootstrap)
+    """``M.fact_quantities`` memoised on the anchors' values: every metric (each with a bootstrap)
     reads the same records, and recomputing them took 8 s per call on all of FKTC."""
     return M.fact_quantities(primary, frames, negatives)
 
@@ -195,14 +274,18 @@ def _facts(records: list[dict]) -> list[dict]:
         "relation": r["relation"],
         "correct": r["correct"],
         "positive_correct": r["positive_correct"],
+        "interference_correct": r.get("interference_correct"),  # absent in records before monitor_accuracy
+        "cost": r.get("cost"),
         "scored": (not r.get("only_correct_primary")) or bool(r["positive_correct"]),
         "alpha": tuple(r.get("alpha") or M.DEFAULT_ALPHA),
     } for r in records]
 
 
 def _column(facts: list[dict], key: str, anchors: bool = False) -> tuple[list, list]:
-    """(relations, values of ``key``); ``anchors``: only the facts the anchor metrics score."""
+    """(relations, values of ``key``) of the facts that have it (a record of ``monitor_accuracy: none`` has
+    no answers, one of ``frames`` no R x M grid); ``anchors``: only the facts the anchor metrics score."""
     rows = [f for f in facts if f["scored"]] if anchors else facts
+    rows = [f for f in rows if f[key] is not None and not (isinstance(f[key], list) and not f[key])]
     return [f["relation"] for f in rows], [f[key] for f in rows]
 
 
@@ -229,6 +312,14 @@ def _accuracy(which: str):
 
 def _relation_extreme(which: str):
     return lambda facts: M.accuracy_across_relations(*_column(facts, "correct"), which)
+
+
+def _paper_accuracy(which: str):
+    return lambda facts: M.accuracy_over_relations(*_column(facts, "interference_correct"), which)
+
+
+def _paper_extreme(which: str):
+    return lambda facts: M.accuracy_across_relations(*_column(facts, "interference_correct"), which)
 
 
 def _frame_accuracy(j: int):
@@ -258,10 +349,36 @@ agg_acc_min = _aggregation(_accuracy("min"), "acc_min")
 agg_acc_positive = _aggregation(_mean_of("positive_correct", False), "acc_positive")
 agg_acc_relation_max = _aggregation(_relation_extreme("max"), "acc_relation_max")
 agg_acc_relation_min = _aggregation(_relation_extreme("min"), "acc_relation_min")
+agg_acc_paper_avg = _aggregation(_paper_accuracy("avg"), "acc_paper_avg")
+agg_acc_paper_max = _aggregation(_paper_accuracy("max"), "acc_paper_max")
+agg_acc_paper_min = _aggregation(_paper_accuracy("min"), "acc_paper_min")
+agg_acc_paper_relation_max = _aggregation(_paper_extreme("max"), "acc_paper_relation_max")
+agg_acc_paper_relation_min = _aggregation(_paper_extreme("min"), "acc_paper_relation_min")
 
 FRAME_METRICS = tuple(f"acc_frame_{j}" for j in range(MAX_FRAMES))
 _FRAME_AGGS = tuple(_aggregation(_frame_accuracy(j), name) for j, name in enumerate(FRAME_METRICS))
 agg_acc_frame_0, agg_acc_frame_1, agg_acc_frame_2, agg_acc_frame_3, agg_acc_frame_4, agg_acc_frame_5, agg_acc_frame_6 = _FRAME_AGGS
+
+
+def _cost_aggregation(group: str, field: str, name: str):
+    """Total ``field`` (requests or tokens) of one request group over the records; NaN when no record
+    counted its cost (records before the count existed). A total has no standard error."""
+
+    @with_stderr(None)
+    def agg(records):
+        costs = [r["cost"][group][field] for r in records if r.get("cost")]
+        return float(sum(costs)) if costs else float("nan")
+
+    agg.__name__ = agg.__qualname__ = f"agg_{name}"
+    return agg
+
+
+#: cost metric -> (request group in ``MonitorRecord.cost``, field)
+COST_METRICS = {f"cost_{short}_{field}": (group, field) for short, group in
+                (("anchor", "anchors"), ("answer", "answers"), ("paper", "interference")) for field in ("requests", "tokens")}
+_COST_AGGS = {name: _cost_aggregation(*where, name) for name, where in COST_METRICS.items()}
+(agg_cost_anchor_requests, agg_cost_anchor_tokens, agg_cost_answer_requests, agg_cost_answer_tokens,
+ agg_cost_paper_requests, agg_cost_paper_tokens) = _COST_AGGS.values()
 
 #: metric name -> (aggregation, higher is better); the YAMLs list the same names
 METRICS = {
@@ -278,4 +395,15 @@ METRICS = {
     "acc_relation_max": (agg_acc_relation_max, True),
     "acc_relation_min": (agg_acc_relation_min, True),
     **{name: (agg, True) for name, agg in zip(FRAME_METRICS, _FRAME_AGGS)},
+    "acc_paper_avg": (agg_acc_paper_avg, True),
+    "acc_paper_max": (agg_acc_paper_max, True),
+    "acc_paper_min": (agg_acc_paper_min, True),
+    "acc_paper_relation_max": (agg_acc_paper_relation_max, True),
+    "acc_paper_relation_min": (agg_acc_paper_relation_min, True),
+    **{name: (agg, False) for name, agg in _COST_AGGS.items()},
 }
+#: metrics of the greedy answers under the positive context and the frames (none with ``monitor_accuracy: none``)
+FRAME_ACCURACY_METRICS = ("acc_avg", "acc_max", "acc_min", "acc_positive", "acc_relation_max", "acc_relation_min",
+                          *FRAME_METRICS)
+#: section 4.3's R x M accuracies (``monitor_accuracy: paper`` only)
+PAPER_ACCURACY_METRICS = tuple(name for name in METRICS if name.startswith("acc_paper_"))
