@@ -121,3 +121,26 @@ def test_equal_to_lm_pub_quiz_on_random_scores():
                         assert ours[name][subset] is None
                     else:
                         assert np.asarray(ours[name][subset]) == pytest.approx(np.asarray(value), abs=1e-12, rel=0)
+
+
+def test_report_calibration_view(tmp_path):
+    """belief-report's BEAR section: the confidence table (checked against the results JSON), per relation,
+    the average softmax vectors and the reliability bins, on the hand relation above."""
+    from belief_tasks.report import build_report
+    from test_report_synthetic import bear_record, close, read_csv, write_run
+
+    records = [bear_record("R1", f"f{i}", 0, s, g, "1:1", ["Geo"]) for i, (s, g) in enumerate(zip(SCORES, GOLDS))]
+    hand = {"bear": 0.5, "confidence": 0.55, "margin_incorrect": 0.4, "brier": (BRIER_A + BRIER_B) / 2}
+    write_run(tmp_path / "runs", "m", {"belief_bear": records}, {"belief_bear": hand})
+    report = build_report([tmp_path / "runs"], tmp_path / "r")
+    assert report.mismatched == [] and report.checked == 4
+    tables = tmp_path / "r" / "tables"
+    (row,) = read_csv(tables / "bear_confidence.csv")
+    assert close(row["uncertainty_correct"], H_A) and close(row["confidence_stderr"], 0.05)  # sd(.5, .6) / sqrt 2
+    (rel,) = read_csv(tables / "bear_confidence_relations.csv")
+    assert rel["relation"] == "R1" and close(rel["margin_all"], 0.325) and close(rel["confidence_incorrect"], 0.6)
+    softmax = [float(r[k]) for r in read_csv(tables / "bear_avg_softmax.csv") for k in ("option", "all", "correct", "incorrect")]
+    assert softmax == pytest.approx([0, 0.35, 0.5, 0.2, 1, 0.425, 0.25, 0.6, 2, 0.225, 0.25, 0.2])
+    (bin_,) = read_csv(tables / "bear_calibration_bins.csv")  # two instances: one bin
+    assert close(bin_["confidence"], 0.55) and close(bin_["accuracy"], 0.5)
+    assert (tmp_path / "r" / "figures" / "bear_calibration.png").is_file()
