@@ -185,7 +185,11 @@ def compare_confidence(lpq_results, ref: dict, ours: dict) -> dict:
     scores, and per relation on our harness's scores."""
     from belief_tasks.metrics.bear import instance_confidences, relation_confidence
 
-    theirs = {rel.relation_code: {m: rel.get_metric(m) for m in CONFIDENCE} for rel in lpq_results}
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # its uncertainty divides by log2 1 = 0 on a one-answer relation
+        theirs = {rel.relation_code: {m: rel.get_metric(m) for m in CONFIDENCE} for rel in lpq_results}
     per_relation, per_instance, on_our_scores, rows = {}, {}, {}, 0
     for source, target in ((ref, per_relation), (ours, on_our_scores)):
         for rel, (scores, golds) in _by_relation(source).items():

@@ -168,8 +168,9 @@ def _cost(ctx: Context, tname: str, runs: list, md: list[str]) -> None:
         n = ctx.numbers(run, tname)
         row = {"model": run.name}
         for group, head in (("anchor", "anchors"), ("answer", "answers R+1"), ("paper", "R×M answers")):
-            row[f"{head} requests"] = value(n, f"cost_{group}_requests")
-            row[f"{head} tokens"] = value(n, f"cost_{group}_tokens")
+            for unit in ("requests", "tokens"):
+                count = value(n, f"cost_{group}_{unit}")
+                row[f"{head} {unit}"] = count if pd.isna(count) else int(count)
         row["R×M / anchors (requests)"] = row["R×M answers requests"] / row["anchors requests"]
         row["R×M / anchors (tokens)"] = row["R×M answers tokens"] / row["anchors tokens"]
         rows.append(row)
