@@ -29,11 +29,11 @@ def main(argv: list[str] | None = None) -> None:
     args = list(sys.argv[1:] if argv is None else argv)
     if args[:1] in (["ls"], ["list"]) and args[1:2] in (["belief"], ["knobs"]):
         return print_ours(args[1])  # fast: no lm-eval import
-    from belief_tasks.command_checks import CommandError, check_json_arguments
+    from belief_tasks import command_checks
 
     try:
-        check_json_arguments(args)
-    except CommandError as e:
+        command_checks.check_json_arguments(args)
+    except command_checks.CommandError as e:
         refuse(e)
     import belief_tasks
     belief_tasks.install()  # our backends and hooks
@@ -45,7 +45,7 @@ def main(argv: list[str] | None = None) -> None:
     check_limit(args)
     from belief_tasks.harness import install_tasks_before_model
 
-    install_tasks_before_model(refuse)
+    install_tasks_before_model(refuse, command_checks)
     sys.argv = ["belief-eval", *args]
     listing = args[:1] in (["ls"], ["list"]) and (len(args) < 2 or args[1] in ("tasks", "groups"))
     try:

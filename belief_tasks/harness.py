@@ -273,18 +273,18 @@ def make_one_seeded_generate(original):
 # --- 6. belief-eval builds the tasks before the model ----------------------------------------------
 
 
-def install_tasks_before_model(on_bad_input: Callable[[BaseException, str], None]) -> None:
+def install_tasks_before_model(on_bad_input: Callable[[BaseException, str], None], checks: Any) -> None:
     """``belief-eval`` only: lm-eval's ``run`` loads the model, then builds the tasks, so a bad knob or
     data file would surface after the model load. Here the tasks are built as soon as the task manager
     exists (before ``simple_evaluate``), bad input goes to ``on_bad_input``, and ``simple_evaluate``
     then receives the tasks already built (nothing is built twice). Around the build, the command's own
-    checks (``command_checks``): the backend's name, the task names (closest names for a typo), and a
-    knob of ours that no task of the command reads. The run's ``--model_args`` keys
+    ``checks`` (the module ``belief_tasks.command_checks``, passed in by ``belief-eval``): the backend's
+    name, the task names (closest names for a typo), and a knob of ours that no task of the command reads. The run's ``--model_args`` keys
     become ``options.declared_model_args``, so a metadata key that is neither a knob nor a model
     argument can be refused."""
     from lm_eval.config.evaluate_config import EvaluatorConfig
 
-    from belief_tasks import command_checks, options
+    from belief_tasks import options
     from belief_tasks.schema import SchemaError
     from belief_tasks.sources import DataSourceError
 
@@ -292,20 +292,20 @@ def install_tasks_before_model(on_bad_input: Callable[[BaseException, str], None
         def process_tasks(self, metadata=None):
             requested = self.tasks.split(",") if isinstance(self.tasks, str) else list(self.tasks or [])
             try:
-                command_checks.check_backend(self.model)
+                checks.check_backend(self.model)
                 manager = original(self, metadata)
-            except command_checks.CommandError as e:
+            except checks.CommandError as e:
                 on_bad_input(e, "")
                 raise
             except ValueError:  # lm-eval's "Tasks not found", with no suggestion: say which names are close
-                unknown = command_checks.unknown_tasks(requested, self.include_path)
+                unknown = checks.unknown_tasks(requested, self.include_path)
                 if unknown is not None:
                     on_bad_input(unknown, "")
                 raise
             options.declared_model_args = frozenset(self.model_args or {})
             try:
                 built = manager.load(self.tasks)
-                command_checks.check_knobs_read(self.metadata, built["tasks"].values(), options.declared_model_args)
+                checks.check_knobs_read(self.metadata, built["tasks"].values(), options.declared_model_args)
             except (SchemaError, DataSourceError) as e:
                 on_bad_input(e, _task_of(e))
                 raise
