@@ -173,16 +173,13 @@ def install_cache_hook() -> None:
     _patch(CachingLM, "__getattr__", make, "--use_cache with our request types")
 
 
-def is_seeded_sample(args) -> bool:
-    kwargs = args[1] if len(args) > 1 and isinstance(args[1], dict) else {}
-    return bool(kwargs.get("do_sample")) and kwargs.get("seed") is not None
-
-
 def _seeded_samples_first(caching_lm, generate):
     """lm-eval never reads sampled generations back from the cache (unseeded samples would all
     come out the same), though it writes them. A sample that carries its own ``seed`` is
     deterministic, so a resumed run reads it back like a greedy answer."""
     from lm_eval.api.model import hash_args
+
+    from belief_tasks.requests import is_seeded_sample
 
     def cached(requests, **kwargs):
         db = caching_lm.dbdict

@@ -20,7 +20,9 @@ name                        arguments                      response
 =========================== ============================== ==============================================
 
 Pure: no lm-eval, no torch (``object_token_id`` takes any transformers tokenizer). ``effective_stops`` says
-which stop strings of a ``generate_until`` request can ever matter (``hf-shared`` and stock ``hf`` group by them).
+which stop strings of a ``generate_until`` request can ever matter (``hf-shared`` and stock ``hf`` group by them);
+``is_seeded_sample`` which ``generate_until`` requests carry their own sampling seed (the cache hook and the
+batched sampler on stock ``hf`` read them).
 """
 
 from __future__ import annotations
@@ -77,3 +79,9 @@ def effective_stops(until: list[str]) -> list[str]:
             continue
         kept.append(s)
     return kept
+
+
+def is_seeded_sample(args) -> bool:
+    """Whether the ``generate_until`` arguments ``(context, kwargs)`` sample with their own ``seed``."""
+    kwargs = args[1] if len(args) > 1 and isinstance(args[1], dict) else {}
+    return bool(kwargs.get("do_sample")) and kwargs.get("seed") is not None
