@@ -24,7 +24,7 @@ installed version differs; a patched attribute that no longer exists is a clear 
    generation kwargs (vLLM's ``SamplingParams`` and OpenAI-style servers take it as is), which
    makes every one distinct, so stock ``generate_until`` (it batches identical kwargs only)
    would run each alone. ``generate_until`` hands seeded samples to
-   ``backends.seeded_sampling``: grouped by their kwargs without the seed, decoded in shared
+   ``belief_tasks.hf_sampling``: grouped by their kwargs without the seed, decoded in shared
    ``generate`` calls, each row drawing from its own generator seeded with its seed, so its
    text depends on that seed only. ``_model_generate`` keeps the one-request path for the
    seeded samples that path does not take (other kwargs, seq2seq, a subclass's own
@@ -233,9 +233,9 @@ def install_generation_seed_hook() -> None:
 
     def make_generate_until(original):
         def generate_until(self, requests, disable_tqdm: bool = False):
-            from belief_tasks.backends import seeded_sampling  # at call time: that package installs us
+            from belief_tasks import hf_sampling  # at call time: it imports torch and transformers
 
-            return seeded_sampling.generate_until(
+            return hf_sampling.generate_until(
                 self, requests, disable_tqdm, stock=lambda reqs: original(self, reqs, disable_tqdm=disable_tqdm))
 
         return generate_until
