@@ -9,8 +9,9 @@ installed version differs; a patched attribute that no longer exists is a clear 
    every built-in model.
 2. Standard errors for corpus-level aggregations: lm-eval asks ``stderr_for_metric(agg_fn)`` and
    knows only its own functions, so our aggregations (consistency, fluctuation, MONITOR, ...)
-   would always print "N/A". An aggregation that carries a ``stderr`` attribute
-   (``tasks.base.with_stderr``) gets that function. ``--bootstrap_iters 0`` still turns all off.
+   would always print "N/A". An aggregation of ours (``scoring.common.with_stderr``) gets the function
+   ``scoring.common.stderr_function`` names, the one ``belief-report`` recomputes with (None: "N/A").
+   ``--bootstrap_iters 0`` still turns all off.
 3. ``--use_cache`` for our own request types, and the one home of our cache reads
    (``read_through``): lm-eval's ``CachingLM`` reads its cache only for ``loglikelihood``,
    ``loglikelihood_rolling`` and ``generate_until`` and passes every other method through, so a
@@ -109,12 +110,14 @@ def _patch(owner: Any, attr: str, make: Callable[[Any], Any], what: str) -> None
 def install_stderr_hook() -> None:
     import lm_eval.evaluator_utils as eu
 
+    from belief_tasks.scoring.common import has_stderr_decision, stderr_function
+
     def make(original):
         def stderr_for_metric(metric, bootstrap_iters):
-            own = getattr(metric, "stderr", None)
-            if own is not None:
-                return _undefined_as_na(own) if bootstrap_iters > 0 else None
-            return original(metric=metric, bootstrap_iters=bootstrap_iters)
+            if not has_stderr_decision(metric):
+                return original(metric=metric, bootstrap_iters=bootstrap_iters)
+            own = stderr_function(metric)
+            return _undefined_as_na(own) if own is not None and bootstrap_iters > 0 else None
 
         return stderr_for_metric
 

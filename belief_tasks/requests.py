@@ -34,6 +34,10 @@ LOGLIKELIHOOD_SPAN = "loglikelihood_span"
 #: request types that are methods of our backends, not of lm-eval's ``LM`` (the cache hook reads them)
 CUSTOM_REQUEST_TYPES = frozenset({PER_TOKEN_LOGLIKELIHOOD, MASK_TOPK, LOGLIKELIHOOD_SPAN})
 
+#: how MONITOR asks for a gold object's per-subword probabilities: ``loglikelihood`` on growing prefixes
+#: (any backend; exact on ``hf``), or one ``per_token_loglikelihood`` per anchor (``hf-shared``)
+SUBWORD_ROUTES = ("prefix", "per_token")
+
 #: the marker every masked prompt carries exactly once; ``hf-mlm`` swaps in its tokenizer's own
 #: mask token, so one prompt text serves BERT (``[MASK]``) and RoBERTa (``<mask>``)
 MASK = "[MASK]"

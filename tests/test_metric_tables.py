@@ -1,5 +1,5 @@
 """Every task YAML of ours names a ``BeliefTask`` class, and its ``metric_list`` is its family's
-metric table (``belief_tasks.tasks.<family>.METRICS``), the table the report recomputes from."""
+metric table (``belief_tasks.scoring.<family>.METRICS``), the table the report recomputes from."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 from lm_eval.tasks._yaml_loader import load_yaml  # tests may read lm-eval's YAML loader; the product does not
 
 from belief_tasks.paths import task_yamls_dir
-from belief_tasks.tasks import FAMILIES, metric_table
+from belief_tasks.families import FAMILIES, metric_table
 from belief_tasks.tasks.base import BeliefTask
 
 TASK_FILES = sorted(p for p in Path(task_yamls_dir()).rglob("*.yaml") if isinstance(load_yaml(p, resolve_func=False).get("task"), str))

@@ -273,7 +273,7 @@ def iter_samples(path: Path, desc: str | None = None) -> Iterator[dict]:
 
 
 #: a metric value that stands for the value logged under another metric of the same line (our
-#: tasks log their record once: ``belief_tasks.tasks.belief_icl.SameRecord``)
+#: tasks log their record once: ``belief_tasks.scoring.common.SameRecord``)
 SAME_AS = re.compile(r"<same as ([^<>]+)>")
 
 
