@@ -181,17 +181,30 @@ def imports_of(root: Path, path: Path, modules: set[str]) -> set[str]:
     return out
 
 
+def _package_files(root: Path) -> list[Path]:
+    return [p for p in sorted((root / "belief_tasks").rglob("*.py")) if "sample_data" not in p.parts and "task_yamls" not in p.parts]
+
+
+def _layer_of(root: Path, table: list, path: Path) -> tuple[int, str] | None:
+    """(number, name) of the one layer whose paths hold ``path``; None when none or several do."""
+    rel = path.relative_to(root / "belief_tasks").as_posix()
+    hits = [(n, name) for n, name, paths in table for p in paths if rel == p or (p.endswith("/") and rel.startswith(p))]
+    return hits[0] if len(hits) == 1 else None
+
+
+def modules_up_to(root: Path, layer: int) -> list[str]:
+    """The modules of layers 1 to ``layer``."""
+    table = layer_table(root)
+    return [module_name(root, p) for p in _package_files(root) if (_layer_of(root, table, p) or (layer + 1,))[0] <= layer]
+
+
 def layers(root: Path) -> list[str]:
-    package = root / "belief_tasks"
-    files = [p for p in sorted(package.rglob("*.py")) if "sample_data" not in p.parts and "task_yamls" not in p.parts]
-    modules = {module_name(root, p): p for p in files}
+    modules = {module_name(root, p): p for p in _package_files(root)}
     table = layer_table(root)
     problems = [] if table else ["docs/architecture.md: no layer table under '## Layers'"]
 
     def layer_of(path: Path) -> tuple[int, str] | None:
-        rel = path.relative_to(package).as_posix()
-        hits = [(n, name) for n, name, paths in table for p in paths if rel == p or (p.endswith("/") and rel.startswith(p))]
-        return hits[0] if len(hits) == 1 else None
+        return _layer_of(root, table, path)
 
     graph = {}
     for name, path in modules.items():
