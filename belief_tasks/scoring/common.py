@@ -7,6 +7,7 @@ Pure Python: no lm-eval, no torch.
 
 from __future__ import annotations
 
+import re
 from typing import Any, Callable, Hashable, Iterable, Sequence
 
 #: the attribute ``with_stderr`` sets on an aggregation
@@ -72,6 +73,11 @@ class SameRecord:
         return f"<same as {self.logged_under}>"
 
     __repr__ = __str__
+
+
+#: how a ``SameRecord`` reads in the samples file: a metric value that stands for the value logged under
+#: another metric of the same line
+SAME_AS = re.compile(r"<same as ([^<>]+)>")
 
 
 def unwrap(items: Iterable) -> list:
