@@ -117,7 +117,8 @@ def _frame_accuracy(j: int):
 
 
 def _aggregation(stat: Callable[[list[dict]], float], name: str):
-    """An aggregation over records with a bootstrap standard error over facts."""
+    """An aggregation over records with a bootstrap standard error over facts; its ``statistic`` (the same
+    number from per-fact rows) gives ``per_relation`` a relation's value without recomputing the rows."""
 
     @with_stderr(lambda records: M.bootstrap_stderr(facts_of(records), stat, iters=BOOTSTRAP_ITERS, seed=0),
                  f"agg_{name}")
