@@ -45,15 +45,20 @@ def main(argv: list[str] | None = None) -> None:
         finally:  # lm-eval's table has no description column: add ours
             print(table())
         return
-    cli_evaluate()
+    from belief_tasks.truncation import TruncationError
+
+    try:
+        cli_evaluate()
+    except TruncationError as e:  # raised once the requests are built, before the model scores any
+        refuse(e, stage="scoring")
 
 
-def refuse(error: BaseException, task: str = "") -> None:
+def refuse(error: BaseException, task: str = "", stage: str = "loading the model") -> None:
     """Bad input: one paragraph (what, where, how to fix), no traceback, exit code 2."""
     where = f"task {task}: " if task else ""
     text = str(error).rstrip()
     text += "" if text.endswith(".") else "."
-    print(f"belief-eval: stopped before loading the model. {where}{text} "
+    print(f"belief-eval: stopped before {stage}. {where}{text} "
           "Nothing was computed; fix the input and run the same command again (docs/data.md lists every check).",
           file=sys.stderr)
     raise SystemExit(2)
