@@ -226,3 +226,40 @@ def test_the_report_shows_the_recorded_cut(model_path, tmp_path):
             "because allow_truncation was set")
     assert line in report.path.read_text()
     assert any(s.startswith("truncated: ") and line in s for s in report.summary)
+
+
+# ---------------------------------------------------------------- several processes (accelerate launch, CPU)
+
+
+@pytest.mark.e2e
+def test_processes_of_one_launch_record_and_refuse_together(model_path, tmp_path):
+    """Each process builds only its share of the documents; the record combines them all, and every
+    process refuses alike (none is left waiting for the others in a collective)."""
+    from test_scale_runs import accelerate_cpu, cli
+
+    def args(out, task="belief_demo_monitor", max_length=24):
+        return ["--model", "hf", "--model_args", f"pretrained={model_path},max_length={max_length},dtype=float32",
+                "--device", "cpu", "--tasks", task, "--limit", "2", "--output_path", str(out),
+                "--metadata", json.dumps({"source": "sample", "max_facts_per_relation": 1})]
+
+    def record(out):
+        results = json.loads(next(out.rglob("results_*.json")).read_text())
+        return results["configs"]["belief_demo_monitor"]["metadata"]["truncation"]
+
+    cli(args(tmp_path / "one"))
+    cli(args(tmp_path / "two"), launcher=accelerate_cpu(2))
+    assert record(tmp_path / "two") == record(tmp_path / "one")
+    assert record(tmp_path / "one")["truncated_requests"] > 0
+
+    import subprocess
+    import sys
+
+    from harness import ROOT, env_with_checkout
+
+    refused = subprocess.run([*accelerate_cpu(2), "-m", "belief_tasks.cli",
+                              *args(tmp_path / "iclke", "belief_demo_iclke", 96)],
+                             capture_output=True, text=True, timeout=600, cwd=str(ROOT),
+                             env=env_with_checkout(OMP_NUM_THREADS="1"))
+    assert refused.returncode != 0
+    lines = [line for line in refused.stderr.splitlines() if line.startswith("belief-eval: stopped before scoring")]
+    assert len(lines) == 2 and lines[0] == lines[1], refused.stderr[-3000:]  # one per process, the same numbers
