@@ -85,44 +85,55 @@ def request_lengths(lm, instances: list) -> list[int] | None:
     """Tokens each request of ``instances`` needs in ``lm``'s context (see the module doc), None when
     ``lm``'s backend is not one we can measure. Requests that are never cut are left out."""
     lm = getattr(lm, "lm", lm)  # CachingLM (--use_cache) wraps the model
-    own = getattr(lm, "request_tokens", None)  # hf-mlm measures its own
-    if own is None:
-        own = _hflm_request_tokens(lm)
-    if own is None:
+    measure = getattr(lm, "request_tokens", None) or _hflm_request_tokens(lm)  # hf-mlm measures its own
+    if measure is None:
         return None
-    memo: dict = {}
-    out = []
-    for inst in instances:
-        key = (inst.request_type, _hashable(inst.args))
-        if key not in memo:
-            memo[key] = own(inst.request_type, inst.args)
-        if memo[key] is not None:
-            out.append(memo[key])
-    return out
+    by_type: dict[str, dict] = {}  # request type -> {hashable args: args}, distinct requests only
+    keys = [(inst.request_type, _hashable(inst.args)) for inst in instances]
+    for (kind, key), inst in zip(keys, instances):
+        by_type.setdefault(kind, {}).setdefault(key, inst.args)
+    tokens = {}
+    for kind, distinct in by_type.items():
+        tokens.update(((kind, key), n) for key, n in zip(distinct, measure(kind, list(distinct.values()))))
+    return [tokens[k] for k in keys if tokens[k] is not None]
 
 
 def _hashable(args) -> tuple:
     return tuple(repr(sorted(a.items())) if isinstance(a, dict) else a for a in args)
 
 
-def _hflm_request_tokens(lm) -> Callable[[str, tuple], int | None] | None:
-    """How lm-eval's ``HFLM`` (and ``hf-shared``) sizes a causal request, or None for other models."""
+#: generation contexts encoded per call (lengths come from the attention mask, so padding does not count)
+ENCODE_BATCH = 256
+
+
+def _hflm_request_tokens(lm) -> Callable[[str, list], list] | None:
+    """How lm-eval's ``HFLM`` (and ``hf-shared``) sizes causal requests, or None for other models."""
     from lm_eval.models.huggingface import HFLM
 
     if not isinstance(lm, HFLM) or lm.backend != "causal":
         return None
 
-    def tokens(request_type: str, args: tuple) -> int | None:
+    def tokens(request_type: str, args: list[tuple]) -> list[int | None]:
         if request_type in ("loglikelihood", "per_token_loglikelihood"):
-            return _pair_tokens(lm, *args[:2]) - 1
+            return [_pair_tokens(lm, *a[:2]) - 1 for a in args]
         if request_type == "generate_until":
             from lm_eval.models.utils import normalize_gen_kwargs
 
-            max_gen = normalize_gen_kwargs(dict(args[1]), lm.max_gen_toks)["max_gen_toks"]
-            return int(lm.tok_batch_encode([args[0]])[0].shape[1]) + max_gen
-        return None
+            contexts = list(dict.fromkeys(a[0] for a in args))  # samples of a prompt share its context
+            n = dict(zip(contexts, _context_tokens(lm, contexts)))
+            return [n[a[0]] + normalize_gen_kwargs(dict(a[1]), lm.max_gen_toks)["max_gen_toks"] for a in args]
+        return [None] * len(args)
 
     return tokens
+
+
+def _context_tokens(lm, contexts: list[str]) -> list[int]:
+    """Tokens of each generation context as ``HFLM.generate_until`` encodes it (``tok_batch_encode``)."""
+    out = []
+    for lo in range(0, len(contexts), ENCODE_BATCH):
+        _, mask = lm.tok_batch_encode(contexts[lo : lo + ENCODE_BATCH])
+        out += mask.sum(dim=1).tolist()
+    return out
 
 
 def _pair_tokens(lm, context: str, continuation: str) -> int:
