@@ -84,7 +84,7 @@ class TruncationError(ValueError):
 def request_lengths(lm, instances: list) -> list[int] | None:
     """Tokens each request of ``instances`` needs in ``lm``'s context (see the module doc), None when
     ``lm``'s backend is not one we can measure. Requests that are never cut are left out."""
-    lm = getattr(lm, "lm", lm)  # CachingLM (--use_cache) wraps the model
+    lm = unwrap(lm)
     measure = getattr(lm, "request_tokens", None) or _hflm_request_tokens(lm)  # hf-mlm measures its own
     if measure is None:
         return None
@@ -96,6 +96,13 @@ def request_lengths(lm, instances: list) -> list[int] | None:
     for kind, distinct in by_type.items():
         tokens.update(((kind, key), n) for key, n in zip(distinct, measure(kind, list(distinct.values()))))
     return [tokens[k] for k in keys if tokens[k] is not None]
+
+
+def unwrap(lm):
+    """The model itself: under ``--use_cache`` lm-eval's ``CachingLM`` wraps it."""
+    from lm_eval.api.model import CachingLM
+
+    return lm.lm if isinstance(lm, CachingLM) else lm
 
 
 def _hashable(args) -> tuple:
@@ -149,7 +156,7 @@ def _pair_tokens(lm, context: str, continuation: str) -> int:
 def all_ranks(cut: Truncation, lm) -> Truncation:
     """``cut`` combined over the processes of a data-parallel launch (every rank gets the same), so that
     all of them record or refuse alike."""
-    lm = getattr(lm, "lm", lm)
+    lm = unwrap(lm)
     if getattr(lm, "world_size", 1) <= 1:
         return cut
     import torch
@@ -173,7 +180,7 @@ def check(task, lm) -> Truncation | None:
     lengths = request_lengths(lm, task.instances)
     if lengths is None:
         return None
-    cut = all_ranks(summarize(lengths, int(getattr(lm, "lm", lm).max_length)), lm)
+    cut = all_ranks(summarize(lengths, int(unwrap(lm).max_length)), lm)
     if not cut.truncated:
         return cut
     allowed = bool(task.options.get(KNOB))

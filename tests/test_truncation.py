@@ -163,13 +163,15 @@ def test_allow_truncation_runs_and_records_what_the_backend_cut(model_path, seen
 
 
 @pytest.mark.parametrize("backend", ["hf", "hf-shared"])
-def test_a_probe_that_tolerates_a_cut_records_it_and_an_uncut_task_records_nothing(model_path, seen, backend):
+def test_a_probe_that_tolerates_a_cut_records_it_and_an_uncut_task_records_nothing(model_path, seen, backend, tmp_path):
     """MONITOR (loglikelihood and generate_until) at max_length 24 is cut and recorded without the knob;
-    BEAR's statements all fit, so its entry has no record."""
+    BEAR's statements all fit, so its entry has no record. On hf through lm-eval's request cache
+    (``--use_cache``), which wraps the model."""
     from harness import evaluate
 
+    cache = {"use_cache": str(tmp_path / "cache")} if backend == "hf" else {}
     res = evaluate(["belief_demo_monitor", "belief_demo_bear"], f"pretrained={model_path},max_length=24",
-                   model=backend, limit=1, batch_size=4, metadata={"max_facts_per_relation": 1})
+                   model=backend, limit=1, batch_size=4, metadata={"max_facts_per_relation": 1}, **cache)
     record = recorded(res, "belief_demo_monitor")
     assert record == {**expected_record(res, "belief_demo_monitor", seen, 24), "needs_whole_context": False,
                       "allow_truncation": False}
