@@ -163,18 +163,19 @@ def test_allow_truncation_runs_and_records_what_the_backend_cut(model_path, seen
 
 
 @pytest.mark.parametrize("backend", ["hf", "hf-shared"])
-def test_a_probe_that_tolerates_a_cut_records_it_and_an_uncut_task_records_nothing(model_path, seen, backend, tmp_path):
-    """MONITOR (loglikelihood and generate_until) at max_length 24 is cut and recorded without the knob;
+def test_an_allowed_cut_is_recorded_and_an_uncut_task_records_nothing(model_path, seen, backend, tmp_path):
+    """MONITOR (loglikelihood and generate_until) at max_length 24 is cut and recorded with the knob;
     BEAR's statements all fit, so its entry has no record. On hf through lm-eval's request cache
     (``--use_cache``), which wraps the model."""
     from harness import evaluate
 
     cache = {"use_cache": str(tmp_path / "cache")} if backend == "hf" else {}
     res = evaluate(["belief_demo_monitor", "belief_demo_bear"], f"pretrained={model_path},max_length=24",
-                   model=backend, limit=1, batch_size=4, metadata={"max_facts_per_relation": 1}, **cache)
+                   model=backend, limit=1, batch_size=4,
+                   metadata={"max_facts_per_relation": 1, "allow_truncation": True}, **cache)
     record = recorded(res, "belief_demo_monitor")
-    assert record == {**expected_record(res, "belief_demo_monitor", seen, 24), "needs_whole_context": False,
-                      "allow_truncation": False}
+    assert record == {**expected_record(res, "belief_demo_monitor", seen, 24), "needs_whole_context": True,
+                      "allow_truncation": True}
     assert 0 < record["truncated_requests"] < record["requests"]
     assert recorded(res, "belief_demo_bear") is None
 
@@ -239,10 +240,10 @@ def test_processes_of_one_launch_record_and_refuse_together(model_path, tmp_path
     process refuses alike (none is left waiting for the others in a collective)."""
     from test_scale_runs import accelerate_cpu, cli
 
-    def args(out, task="belief_demo_monitor", max_length=24):
+    def args(out, task="belief_demo_monitor", max_length=24, allow=True):
         return ["--model", "hf", "--model_args", f"pretrained={model_path},max_length={max_length},dtype=float32",
                 "--device", "cpu", "--tasks", task, "--limit", "2", "--output_path", str(out),
-                "--metadata", json.dumps({"source": "sample", "max_facts_per_relation": 1})]
+                "--metadata", json.dumps({"source": "sample", "max_facts_per_relation": 1, "allow_truncation": allow})]
 
     def record(out):
         results = json.loads(next(out.rglob("results_*.json")).read_text())
@@ -259,7 +260,7 @@ def test_processes_of_one_launch_record_and_refuse_together(model_path, tmp_path
     from harness import ROOT, env_with_checkout
 
     refused = subprocess.run([*accelerate_cpu(2), "-m", "belief_tasks.cli",
-                              *args(tmp_path / "iclke", "belief_demo_iclke", 96)],
+                              *args(tmp_path / "iclke", "belief_demo_iclke", 96, allow=False)],
                              capture_output=True, text=True, timeout=600, cwd=str(ROOT),
                              env=env_with_checkout(OMP_NUM_THREADS="1"))
     assert refused.returncode != 0
