@@ -30,6 +30,8 @@ class Family:
     """What the rest of the package asks of a family."""
 
     name: str  # what its tasks stamp into the results JSON
+    title: str  # its name in the papers
+    doc: str  # the page that documents its knobs and metrics
     knobs: tuple[Knob, ...]  # its ``--metadata`` table: ``COMMON`` + its own rows
     metrics: Mapping[str, tuple[Callable, bool]]  # metric name -> (aggregation over records, higher is better)
     known: Callable[[list], dict[str, bool]]  # records -> {fact id: known}, the family's known-fact rule
@@ -95,15 +97,18 @@ MONITOR_KNOBS: tuple[Knob, ...] = COMMON + (
 
 # --- the registry -------------------------------------------------------------------------------------
 
-BELIEF_ICL = Family("belief_icl", BELIEF_ICL_KNOBS, belief_icl.METRICS, belief_icl.known, belief_icl.BeliefICLRecord, "acc")
-BELIEF_MLM = Family("belief_mlm", BELIEF_MLM_KNOBS, belief_mlm.METRICS, belief_mlm.known, belief_mlm.MlmPromptRecord,
-                    "acc@1")
-BEAR = Family("bear", BEAR_KNOBS, bear.METRICS, bear.known, bear.BearRecord, "bear")
-ICLKE = Family("iclke", ICLKE_KNOBS, iclke.METRICS, iclke.known, iclke.IclkeRecord, "acc")
-MONITOR = Family("monitor", MONITOR_KNOBS, monitor.METRICS, monitor.known, monitor.MonitorRecord, "monitor")
+BELIEF_ICL = Family("belief_icl", "BELIEF-ICL", "docs/belief.md", BELIEF_ICL_KNOBS, belief_icl.METRICS, belief_icl.known,
+                    belief_icl.BeliefICLRecord, "acc")
+BEAR = Family("bear", "BEAR", "docs/bear.md", BEAR_KNOBS, bear.METRICS, bear.known, bear.BearRecord, "bear")
+ICLKE = Family("iclke", "IC-LKE / EIC-LKE", "docs/iclke.md", ICLKE_KNOBS, iclke.METRICS, iclke.known, iclke.IclkeRecord,
+               "acc")
+MONITOR = Family("monitor", "MONITOR", "docs/monitor.md", MONITOR_KNOBS, monitor.METRICS, monitor.known,
+                 monitor.MonitorRecord, "monitor")
+BELIEF_MLM = Family("belief_mlm", "BELIEF, masked LMs", "docs/mlm.md", BELIEF_MLM_KNOBS, belief_mlm.METRICS,
+                    belief_mlm.known, belief_mlm.MlmPromptRecord, "acc@1")
 
-#: family name -> Family
-FAMILIES: dict[str, Family] = {f.name: f for f in (BELIEF_ICL, BELIEF_MLM, BEAR, ICLKE, MONITOR)}
+#: family name -> Family (in the order ``belief-eval --help`` lists them)
+FAMILIES: dict[str, Family] = {f.name: f for f in (BELIEF_ICL, BEAR, ICLKE, MONITOR, BELIEF_MLM)}
 
 
 def metric_table(name: str) -> dict[str, tuple[Callable, bool]]:

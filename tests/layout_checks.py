@@ -8,8 +8,8 @@ that imports the copy's ``belief_tasks``:
 * ``metric_wiring``: every task YAML's ``metric_list`` is its family's ``METRICS`` (names, aggregations,
   higher is better), every aggregation of ``METRICS`` is wired by some YAML, carries its standard-error
   decision, and every ``task_yamls/<family>/utils.py`` re-exports exactly the aggregations its YAMLs may name;
-* ``doc_tables``: each family's doc (the page naming ``belief_tasks.families.<FAMILY>_KNOBS``) has a knob table
-  listing the family's own knobs and a metric table listing exactly its ``METRICS``;
+* ``doc_tables``: each family's doc page (``Family.doc``) has a knob table listing the family's own knobs and a
+  metric table listing exactly its ``METRICS``;
 * ``layers``: every import of every module follows the layer table of docs/architecture.md; no circles;
   no module loaded by name;
 * ``sample_relations``: the bundled sample's relation files are the relations its README's table lists.
@@ -107,14 +107,6 @@ def named(cells: list[str]) -> set[str]:
     return {name for cell in cells for name in re.findall(r"`([^`]+)`", cell)}
 
 
-def family_doc(root: Path, family: str) -> Path | None:
-    """The docs page of ``family``: the one that names ``belief_tasks.families.<FAMILY>_KNOBS`` and has a knob table."""
-    mention = f"belief_tasks.families.{family.upper()}_KNOBS"
-    pages = [p for p in sorted((root / "docs").glob("*.md")) if mention in (t := p.read_text(encoding="utf-8"))
-             and markdown_table(t, "knob") is not None]
-    return pages[0] if len(pages) == 1 else None
-
-
 def doc_tables(root: Path) -> list[str]:
     from belief_tasks.families import FAMILIES
     from belief_tasks.options import COMMON
@@ -123,11 +115,11 @@ def doc_tables(root: Path) -> list[str]:
     problems = []
     shared = {k.name for k in COMMON + SOURCE_KNOBS}
     for name, family in FAMILIES.items():
-        page = family_doc(root, name)
-        if page is None:
-            problems.append(f"{name}: no single docs page names belief_tasks.families.{name.upper()}_KNOBS above a knob table")
+        page = root / family.doc
+        text = page.read_text(encoding="utf-8") if page.is_file() else ""
+        if markdown_table(text, "knob") is None:
+            problems.append(f"{name}: its doc {family.doc} has no knob table")
             continue
-        text = page.read_text(encoding="utf-8")
         knobs, own = named(markdown_table(text, "knob")), {k.name for k in family.knobs} - shared
         problems += [f"docs/{page.name}: knob table lacks {k}" for k in sorted(own - knobs)]
         problems += [f"docs/{page.name}: knob table lists {k}, no knob of {name}" for k in sorted(knobs - own - shared)]

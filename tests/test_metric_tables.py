@@ -28,9 +28,12 @@ def test_doc_tables_are_the_family_tables():
     assert doc_tables(ROOT) == []
 
 
-def test_every_family_has_a_report_section():
-    assert set(family_sections()) == set(FAMILIES)
+def test_every_family_has_a_report_section_and_a_glue_module():
+    from belief_tasks.tasks import glue_modules
+
+    assert set(family_sections()) == set(FAMILIES) == set(glue_modules())
     assert all(mod.PROBES for mod in family_sections().values())
+    assert all(module.KNOBS is FAMILIES[name].knobs for name, module in glue_modules().items())
 
 
 def test_a_missing_or_stale_doc_row_is_reported(tmp_path):
@@ -46,8 +49,8 @@ def test_a_missing_or_stale_doc_row_is_reported(tmp_path):
                                            "docs/bear.md: metric table lacks p_at_5"]
 
 
-def test_a_page_without_the_knob_table_name_is_no_family_doc(tmp_path):
+def test_a_family_doc_without_its_knob_table_is_reported(tmp_path):
     shutil.copytree(ROOT / "docs", tmp_path / "docs")
     page = tmp_path / "docs" / "iclke.md"
-    page.write_text(page.read_text(encoding="utf-8").replace("belief_tasks.families.ICLKE_KNOBS", "the knobs"))
-    assert doc_tables(Path(tmp_path)) == ["iclke: no single docs page names belief_tasks.families.ICLKE_KNOBS above a knob table"]
+    page.write_text(page.read_text(encoding="utf-8").replace("| knob | accepts | default | what |", "| option | accepts | default | what |"))
+    assert doc_tables(Path(tmp_path)) == ["iclke: its doc docs/iclke.md has no knob table"]

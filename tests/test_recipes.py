@@ -408,7 +408,7 @@ TOY_KNOBS: tuple[Knob, ...] = COMMON + (
 
 def test_add_a_family(tmp_path):
     co = checkout_copy(tmp_path)
-    for rel, text in TOY_FILES.items():  # 1, 2, 4, 5, 6 (section module), 7: the new files
+    for rel, text in TOY_FILES.items():  # 1, 2, 4 (the module), 5, 6 (the section), 7: the new files
         (co / rel).parent.mkdir(parents=True, exist_ok=True)
         (co / rel).write_text(text.lstrip("\n"), encoding="utf-8")
     # 3: TOY_KNOBS and a Family in FAMILIES
@@ -417,8 +417,14 @@ def test_add_a_family(tmp_path):
          "from belief_tasks.scoring import bear, belief_icl, belief_mlm, iclke, monitor, toy")
     edit(families, "\n# --- the registry", TOY_REGISTRY)
     edit(families, "\n#: family name -> Family",
-         '\nTOY = Family("toy", TOY_KNOBS, toy.METRICS, toy.known, toy.ToyRecord, "hit")\n\n#: family name -> Family')
-    edit(families, "(BELIEF_ICL, BELIEF_MLM, BEAR, ICLKE, MONITOR)}", "(BELIEF_ICL, BELIEF_MLM, BEAR, ICLKE, MONITOR, TOY)}")
+         '\nTOY = Family("toy", "Toy", "docs/toy.md", TOY_KNOBS, toy.METRICS, toy.known, toy.ToyRecord, "hit")\n\n'
+         '#: family name -> Family')
+    edit(families, "(BELIEF_ICL, BEAR, ICLKE, MONITOR, BELIEF_MLM)}", "(BELIEF_ICL, BEAR, ICLKE, MONITOR, BELIEF_MLM, TOY)}")
+    # 4: the glue module's entry in belief_tasks.tasks.glue_modules
+    glue = co / "belief_tasks" / "tasks" / "__init__.py"
+    edit(glue, "    from belief_tasks.tasks import bear, belief_icl, belief_mlm, iclke, monitor\n",
+         "    from belief_tasks.tasks import bear, belief_icl, belief_mlm, iclke, monitor, toy\n")
+    edit(glue, '"monitor": monitor}', '"monitor": monitor, "toy": toy}')
     # 6: the section's entry in belief_tasks.report.family_sections
     sections = co / "belief_tasks" / "report" / "__init__.py"
     edit(sections, "from belief_tasks.report import bear, belief_icl, belief_mlm, iclke, monitor\n",

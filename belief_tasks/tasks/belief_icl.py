@@ -276,6 +276,7 @@ class BeliefICLTask(BeliefTask):
 
     FAMILY = BELIEF_ICL.name
     KNOBS = KNOBS
+    WHOLE_CONTEXT = "its few-shot context and prompt"
 
     _multiturn: tuple | None = None  # (chat template, system instruction) under --fewshot_as_multiturn
 

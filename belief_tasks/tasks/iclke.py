@@ -155,6 +155,7 @@ class IclkeTask(BeliefTask):
 
     FAMILY = ICLKE.name
     KNOBS = KNOBS
+    WHOLE_CONTEXT = "its in-context examples"
 
 
 class EICLKETask(IclkeTask):
