@@ -18,7 +18,7 @@ import pytest
 from belief_tasks.report import build_report
 from belief_tasks.report.cli import main as report_main
 from belief_tasks.report.loading import ReportInputError, load_runs
-from belief_tasks.tasks import metric_table
+from belief_tasks.families import metric_table
 
 DATE = "2026-01-02T03-04-05.000001"
 FAMILY_OF_PROBE = (("belief_mp_", "belief_icl"), ("belief_qa_", "belief_icl"), ("belief_mlm_", "belief_mlm"),
@@ -30,7 +30,7 @@ def task_metrics(task: str) -> list[str]:
     """The metric names of ``task``'s YAML: its family's table (the encoder family has two kinds of task)."""
     family = stamp(task)["family"]
     if family == "belief_mlm":
-        from belief_tasks.tasks import belief_mlm
+        from belief_tasks.scoring import belief_mlm
 
         return list(belief_mlm.BIAS_METRICS if "_bias_" in task else belief_mlm.PROMPT_METRICS)
     return list(metric_table(family))

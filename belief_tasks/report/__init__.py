@@ -4,7 +4,8 @@
 ``--log_samples`` files beside it), recomputes each number from the per-doc
 records with the tasks' own aggregations and ``belief_tasks.metrics``, and writes
 ``out/report.md``, ``out/tables/*.csv``, ``out/figures/*.png`` and
-``out/cards/<model>.md``. Sections appear for the families whose tasks are present:
+``out/cards/<model>.md``. Sections appear for the families whose tasks are present (``family_sections``:
+one per family of ``belief_tasks.families``):
 
 * ``belief_icl``  BELIEF-ICL (v3 Table 17, calibration, coverage, knowledge sharing)
 * ``belief_mlm``  BELIEF for masked LMs
@@ -34,9 +35,16 @@ class Report:
     mismatched: list[str]  # task/metric whose recomputed value differs
 
 
+def family_sections() -> dict:
+    """family name (``belief_tasks.families``) -> its section module (``build(ctx)``; ``PROBES``: the probe
+    patterns of the tasks it shows)."""
+    from belief_tasks.report import bear, belief_icl, belief_mlm, iclke, monitor
+
+    return {"belief_icl": belief_icl, "belief_mlm": belief_mlm, "bear": bear, "iclke": iclke, "monitor": monitor}
+
+
 def build_report(paths, out, title: str = "Knowledge report", x_pattern: str | None = None) -> Report:
-    from belief_tasks.report import (agreement, bear, belief_icl, belief_mlm, iclke, monitor, training, truncation,
-                                     unclaimed_tasks)
+    from belief_tasks.report import agreement, training, truncation, unclaimed_tasks
     from belief_tasks.report.base import Context
     from belief_tasks.report.card import render
     from belief_tasks.report.loading import load_runs
@@ -48,14 +56,14 @@ def build_report(paths, out, title: str = "Knowledge report", x_pattern: str | N
     runs = load_runs(paths)
     writer = ReportWriter(out)
     ctx = Context(runs, writer)
-    families = (belief_icl, belief_mlm, bear, iclke, monitor, agreement)
-    sections = [s for s in (mod.build(ctx) for mod in families) if s is not None]
+    families = family_sections()
+    sections = [s for s in (mod.build(ctx) for mod in (*families.values(), agreement)) if s is not None]
     curves = training.build(ctx, x_pattern)
     if curves is not None:
         sections.append(curves)
     claimed = {r.name: set() for r in runs}
-    for mod in (belief_icl, belief_mlm, bear, iclke, monitor):
-        for pat in [getattr(mod, a) for a in ("TASK_RE", "PROMPT_RE", "BIAS_RE") if hasattr(mod, a)]:
+    for mod in families.values():
+        for pat in mod.PROBES:
             for run, task in ctx.tasks(pat):
                 claimed[run.name].add(task.name)
     rest = unclaimed_tasks.build(ctx, claimed)

@@ -31,6 +31,8 @@ from typing import Iterable, Iterator
 
 from tqdm.auto import tqdm
 
+from belief_tasks.scoring.common import SAME_AS
+
 log = logging.getLogger("belief_tasks.report")
 
 #: sample files larger than this show a progress bar while they are read
@@ -275,11 +277,6 @@ def iter_samples(path: Path, desc: str | None = None) -> Iterator[dict]:
             except json.JSONDecodeError as e:
                 raise ReportInputError(f"{path}, line {line_no}: not JSON ({e.msg})") from e
     bar.close()
-
-
-#: a metric value that stands for the value logged under another metric of the same line (our
-#: tasks log their record once: ``belief_tasks.tasks.belief_icl.SameRecord``)
-SAME_AS = re.compile(r"<same as ([^<>]+)>")
 
 
 def read_samples(path: Path) -> dict[str, list]:
