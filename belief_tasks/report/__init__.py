@@ -47,7 +47,7 @@ def build_report(paths, out, title: str = "Knowledge report", x_pattern: str | N
     from belief_tasks.report import agreement, training, truncation, unclaimed_tasks
     from belief_tasks.report.base import Context
     from belief_tasks.report.card import render
-    from belief_tasks.report.loading import load_runs
+    from belief_tasks.report.loading import home_relative, limit_note, load_runs
     from belief_tasks.report.output import ReportWriter, markdown_table
     from belief_tasks.report.recompute import mismatches
 
@@ -85,23 +85,26 @@ def build_report(paths, out, title: str = "Knowledge report", x_pattern: str | N
     if checked:
         md.append(f"**Check:** {checked - len(mismatched)} of {checked} recomputed numbers equal the harness's results JSON"
                   + ("." if not mismatched else f"; differing: {', '.join(mismatched[:20])}.") + "\n")
-    runs_df = pd.DataFrame([{"Model": r.name, "lm-eval model name": r.model_name, "Tasks": len(r.tasks),
+    runs_df = pd.DataFrame([{"Model": r.name, "lm-eval model name": home_relative(r.model_name), "Backend": r.backend,
+                             "Limit": "–" if r.limit is None else f"{r.limit:g}", "Tasks": len(r.tasks),
                              "Per-sample files": sum(t.has_records for t in r.tasks.values()),
                              "Run": r.date, "Folder": "/".join(r.folder.parts[-2:])} for r in runs])
     md.append("## Runs\n")
     md.append(markdown_table(runs_df) + "\n")
+    md += [f"- **{r.name}**: {limit_note(r)}.\n" for r in runs if limit_note(r)]
     md.append(truncation.markdown(runs))
     md.append("## Contents\n")
     md.append("\n".join([f"- [Knowledge cards](#knowledge-cards)"] + [f"- [{s.title}](#{_anchor(s.title)})" for s in sections]) + "\n")
     md.append("## Knowledge cards\n")
     for run in runs:
         entries = [e for s in sections for e in s.card.get(run.name, [])]
-        md.append(render(run, entries, writer, heading="###"))
+        md.append(render(run, entries, writer, heading="###", column={m.FAMILY: name for name, m in families.items()}))
     for s in sections:
         md.append(s.markdown)
     path = writer.write("report.md", "\n".join(md))
 
     summary = [f"belief-report: {len(runs)} model run(s), {len(sections)} section(s) -> {path}"]
+    summary += [f"{r.name}: {limit_note(r)}" for r in runs if limit_note(r)]
     if checked:
         summary.append(f"check: {checked - len(mismatched)}/{checked} recomputed numbers equal the results JSON"
                        + ("" if not mismatched else f" (differing: {', '.join(mismatched[:10])})"))
