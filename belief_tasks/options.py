@@ -1,7 +1,7 @@
 """Task knobs: declared once per family, read by one parser, refused by one error.
 
 Every knob a task reads from ``--metadata`` (or the YAML's ``metadata:``) is a ``Knob`` row
-in its family's table (``KNOBS`` in ``belief_tasks/tasks/<family>.py``, plus ``COMMON``
+in its family's table (``<FAMILY>_KNOBS`` in ``belief_tasks/families.py``, plus ``COMMON``
 here). ``parse_options(table, metadata)`` checks each value's type and range and returns an
 ``Options`` object with attribute access; a bad value raises ``KnobError``, which names the
 knob and what it accepts. Pure Python: no lm-eval, no torch.
@@ -184,6 +184,8 @@ COMMON: tuple[Knob, ...] = (
          unset=(None, "", "all")),
     Knob("max_facts_per_relation", "int", None, "seeded cap on facts per relation (default: all)", minimum=1,
          unset=(None, "", "none", "all")),
+    Knob("allow_truncation", "bool", False, "run a probe that needs its whole context (IC-LKE, BELIEF-ICL) although "
+         "some requests exceed the model's max_length and are cut from the left; the results JSON records the cut"),
 )
 
 #: Model arguments some tasks read (lm-eval's CLI merges ``--model_args`` into every task's

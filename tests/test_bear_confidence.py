@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from belief_tasks.metrics import bear as MB
-from belief_tasks.tasks import bear as T
+from belief_tasks.scoring import bear as SC
 
 # One relation with three options. A: p = (.5, .25, .25), gold 0 (right); B: p = (.2, .6, .2), gold 2 (wrong:
 # the model picks option 1). Scores are log-probabilities shifted by -10 (the softmax does not see the shift).
@@ -84,17 +84,17 @@ def test_aggregations_weight_relations_by_support():
     # R1 = the hand relation (2 rows); R2: one right row with p = (.9, .1), U = 1 (uncertainty undefined)
     r2 = list(np.log([0.9, 0.1]))
     records = [_record("R1", s, g) for s, g in zip(SCORES, GOLDS)] + [_record("R2", r2, 0)]
-    assert T.agg_confidence(records) == pytest.approx((2 * 0.55 + 0.9) / 3)
-    assert T.agg_confidence_correct(records) == pytest.approx((2 * 0.5 + 0.9) / 3)  # lm-pub-quiz's weights: support
-    assert T.agg_confidence_incorrect(records) == pytest.approx(0.6)  # R2 has no wrong row: left out
-    assert T.agg_margin(records) == pytest.approx((2 * 0.325 + 0.8) / 3)
-    assert T.agg_uncertainty(records) == pytest.approx((H_A + H_B) / 2)  # R2's is undefined: left out
+    assert SC.agg_confidence(records) == pytest.approx((2 * 0.55 + 0.9) / 3)
+    assert SC.agg_confidence_correct(records) == pytest.approx((2 * 0.5 + 0.9) / 3)  # lm-pub-quiz's weights: support
+    assert SC.agg_confidence_incorrect(records) == pytest.approx(0.6)  # R2 has no wrong row: left out
+    assert SC.agg_margin(records) == pytest.approx((2 * 0.325 + 0.8) / 3)
+    assert SC.agg_uncertainty(records) == pytest.approx((H_A + H_B) / 2)  # R2's is undefined: left out
     brier_r2 = (0.1**2 + 0.1**2) / 2
-    assert T.agg_brier(records) == pytest.approx((BRIER_A + BRIER_B + brier_r2) / 3)
+    assert SC.agg_brier(records) == pytest.approx((BRIER_A + BRIER_B + brier_r2) / 3)
     # over all rows the value is the pooled mean of the per-row term, so its stderr is that mean's
-    assert T.agg_confidence.stderr(records) == pytest.approx(np.std([0.5, 0.6, 0.9], ddof=1) / math.sqrt(3))
-    assert T.agg_confidence_correct.stderr is None
-    assert set(T.CONFIDENCE_METRICS) <= set(T.METRICS)
+    assert SC.agg_confidence.stderr(records) == pytest.approx(np.std([0.5, 0.6, 0.9], ddof=1) / math.sqrt(3))
+    assert SC.agg_confidence_correct.stderr is None
+    assert set(SC.CONFIDENCE_METRICS) <= set(SC.METRICS)
 
 
 def test_equal_to_lm_pub_quiz_on_random_scores():

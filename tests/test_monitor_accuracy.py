@@ -11,6 +11,7 @@ from belief_tasks.data.fktc import load_fktc_folder
 from belief_tasks.metrics import monitor as M
 from belief_tasks.options import KnobError, parse_options
 from belief_tasks.prompts import monitor as P
+from belief_tasks.scoring import monitor as SC
 from belief_tasks.tasks import monitor as T
 from belief_tasks.tasks import monitor_subwords as S
 
@@ -99,23 +100,23 @@ def _record(rel, grid, correct, mode="paper", cost=None):
 
 def test_paper_aggregations_by_hand():
     records = [_record("P1", P1_GRIDS[0], [1, 0]), _record("P1", P1_GRIDS[1], [1, 1]), _record("P2", P2_GRID, [0, 0])]
-    assert T.agg_acc_paper_avg(records) == pytest.approx(0.625)
-    assert T.agg_acc_paper_max(records) == pytest.approx(1.0)
-    assert T.agg_acc_paper_min(records) == pytest.approx(0.25)
-    assert T.agg_acc_paper_relation_max(records) == pytest.approx(0.75)
-    assert T.agg_acc_paper_relation_min(records) == pytest.approx(0.5)
-    assert T.agg_acc_avg(records) == pytest.approx((0.75 + 0.0) / 2)  # the frame-only accuracy stays its own number
-    assert T.agg_acc_paper_avg.stderr(records) > 0
+    assert SC.agg_acc_paper_avg(records) == pytest.approx(0.625)
+    assert SC.agg_acc_paper_max(records) == pytest.approx(1.0)
+    assert SC.agg_acc_paper_min(records) == pytest.approx(0.25)
+    assert SC.agg_acc_paper_relation_max(records) == pytest.approx(0.75)
+    assert SC.agg_acc_paper_relation_min(records) == pytest.approx(0.5)
+    assert SC.agg_acc_avg(records) == pytest.approx((0.75 + 0.0) / 2)  # the frame-only accuracy stays its own number
+    assert SC.agg_acc_paper_avg.stderr(records) > 0
     # records of a frames run have no grid: the paper accuracies are undefined there, not zero
     frames_only = [dict(r, interference_correct=[], accuracy="frames") for r in records]
-    assert T.agg_acc_paper_avg(frames_only) != T.agg_acc_paper_avg(frames_only)  # NaN
+    assert SC.agg_acc_paper_avg(frames_only) != SC.agg_acc_paper_avg(frames_only)  # NaN
 
 
-def test_metric_names_follow_the_mode():
-    names = {mode: set(T.metric_names(_record("P1", [], [1, 0], mode))) for mode in ("paper", "frames", "none")}
-    assert set(T.PAPER_ACCURACY_METRICS) <= names["paper"] and not set(T.PAPER_ACCURACY_METRICS) & names["frames"]
+def test_the_metrics_of_a_record_follow_the_mode():
+    names = {mode: set(SC.metrics_of(_record("P1", [], [1, 0], mode))) for mode in ("paper", "frames", "none")}
+    assert set(SC.PAPER_ACCURACY_METRICS) <= names["paper"] and not set(SC.PAPER_ACCURACY_METRICS) & names["frames"]
     assert not {"acc_avg", "acc_positive", "acc_frame_0"} & names["none"]
-    assert {"monitor", "pfd", "ird", *T.COST_METRICS} <= names["none"]
+    assert {"monitor", "pfd", "ird", *SC.COST_METRICS} <= names["none"]
     assert "acc_frame_2" not in names["frames"]  # two frames: no third frame's accuracy
 
 
@@ -123,9 +124,9 @@ def test_cost_totals():
     cost = {"anchors": {"requests": 13, "tokens": 200}, "answers": {"requests": 8, "tokens": 150},
             "interference": {"requests": 35, "tokens": 900}}
     records = [_record("P1", P1_GRIDS[0], [1, 0], cost=cost)] * 2
-    assert T.agg_cost_anchor_requests(records) == 26 and T.agg_cost_paper_tokens(records) == 1800
-    assert T.agg_cost_anchor_requests.stderr is None
-    assert T.agg_cost_anchor_tokens([dict(r, cost=None) for r in records]) != T.agg_cost_anchor_tokens([])  # NaN != NaN
+    assert SC.agg_cost_anchor_requests(records) == 26 and SC.agg_cost_paper_tokens(records) == 1800
+    assert SC.agg_cost_anchor_requests.stderr is None
+    assert SC.agg_cost_anchor_tokens([dict(r, cost=None) for r in records]) != SC.agg_cost_anchor_tokens([])  # NaN != NaN
 
 
 # --------------------------------------------------------------------------- requests and records (real tokenizer)
@@ -201,7 +202,7 @@ def test_paper_accuracy_run_and_hf_shared_gives_the_same_greedy_answers(model_pa
         assert (a["positive_answer"], a["answers"], a["interference_answers"]) == (
             b["positive_answer"], b["answers"], b["interference_answers"]), fid
     res, records = runs["hf"]["results"]["belief_monitor"], list(recs["hf"].values())
-    assert res["acc_paper_avg,none"] == pytest.approx(T.agg_acc_paper_avg(records))
+    assert res["acc_paper_avg,none"] == pytest.approx(SC.agg_acc_paper_avg(records))
     assert res["acc_paper_avg,none"] == pytest.approx(
         sum(c for r in records for row in r["interference_correct"] for c in row) / 70)  # one relation: 2 x 35
     assert res["cost_paper_requests,none"] == 70 and res["cost_answer_requests,none"] == 16

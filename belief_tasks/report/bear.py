@@ -4,8 +4,8 @@ confidence metrics (confidence, margin, uncertainty, Brier) per model and per re
 per-relation average softmax vectors, and a reliability curve of the top option's probability.
 
 Tasks ``belief_bear`` / ``belief_bear_big`` (and any ``belief_bear*`` variant with the same
-records, ``belief_tasks.records.BearRecord``). Breakdowns call ``belief_tasks.metrics.bear`` on
-the arrays ``belief_tasks.tasks.bear`` reads out of the records.
+records, ``belief_tasks.scoring.bear.BearRecord``). Breakdowns call ``belief_tasks.metrics.bear`` on
+the arrays ``belief_tasks.scoring.bear`` reads out of the records.
 """
 
 from __future__ import annotations
@@ -13,14 +13,15 @@ from __future__ import annotations
 import pandas as pd
 
 from belief_tasks.metrics import bear as MB
-from belief_tasks.tasks.bear import CONFIDENCE_METRICS, confidence_by_relation, ranks_of, scores_by_relation, templates_of
 from belief_tasks.metrics.belief import DEFAULT_BINS, calibration_bins, fluctuation
 from belief_tasks.report.base import CardEntry, Context, Section, stderr, value
 from belief_tasks.report.belief_icl import plot_bins
 from belief_tasks.report.output import fmt, grouped_bars, line_plot, pm
+from belief_tasks.scoring.bear import CONFIDENCE_METRICS, confidence_by_relation, ranks_of, scores_by_relation, templates_of
 
 FAMILY = "BEAR"
 TASK_RE = r"belief_bear\w*"
+PROBES = (TASK_RE,)
 
 
 def _label(run, task, many_tasks: bool) -> str:

@@ -10,7 +10,7 @@ models) and Table 8's cost comparison (requests and tokens of the anchors vs the
 Tasks ``belief_monitor`` (FKTC, or the run's source; relations chosen with ``relations``),
 ``belief_monitor_sample`` and their variants (e.g. ``belief_demo_monitor``). A task's numbers
 are its recomputed results (``Context.numbers``, checked against the results JSON); per-relation
-numbers are the task's own aggregations (``belief_tasks.tasks.monitor.METRICS``) on the records
+numbers are the task's own aggregations (``belief_tasks.scoring.monitor.per_relation``) on the records
 of one relation. The aggregations average per-relation values without weights, as Table 4 does,
 so the mean of Table 11's column is Table 4's value.
 """
@@ -22,30 +22,17 @@ import pandas as pd
 from belief_tasks.metrics.comparison import correlation
 from belief_tasks.report.base import CardEntry, Context, Section, stderr, value
 from belief_tasks.report.output import fmt, heatmap, pm
+from belief_tasks.scoring.monitor import has_paper_accuracy, per_relation
 
 FAMILY = "MONITOR"
 TASK_RE = r"belief_monitor\w*"
+PROBES = (TASK_RE,)
 TABLE4 = (("monitor", "MONITOR ↓"), ("acc_paper_avg", "avg acc (R×M) ↑"), ("acc_paper_max", "max acc (R×M) ↑"),
           ("acc_paper_min", "min acc (R×M) ↑"), ("primary_prob", "probs ↑"), ("pfd", "PFD ↓"), ("ird", "IRD ↓"),
           ("acc_avg", "avg acc (frames) ↑"), ("acc_max", "max acc (frames) ↑"), ("acc_min", "min acc (frames) ↑"))
 #: the two average accuracies, as the tables name them
 ACCURACY_LABEL = {"acc_paper_avg": "avg acc over R×M frame-interference answers (section 4.3)",
                   "acc_avg": "avg acc over the frames without interference (not the paper's)"}
-
-
-def relation_number(records: list[dict], metric: str, relation: str) -> float:
-    """``metric`` on the records of one relation, with the task's own aggregation."""
-    from belief_tasks.tasks.monitor import METRICS
-
-    recs = [r for r in records if r["relation"] == relation]
-    if metric not in METRICS or not recs:
-        return float("nan")
-    return float(METRICS[metric][0](recs))
-
-
-def has_paper_accuracy(records: list[dict]) -> bool:
-    """Whether a run asked for the R x M answers (``monitor_accuracy: paper``)."""
-    return any(r.get("interference_correct") for r in records)
 
 
 def accuracy_metric(record_sets: list[list[dict]]) -> str:
@@ -117,10 +104,10 @@ def _table4(ctx: Context, tname: str, runs: list, md: list[str]) -> list[dict]:
     return raw
 
 
-def relation_table(records: dict[str, list[dict]], metric: str, relations: list[str]) -> pd.DataFrame:
-    """``metric`` per relation (rows) x model (columns), each relation's records alone."""
-    df = pd.DataFrame({m: {rel: relation_number(recs, metric, rel) for rel in relations} for m, recs in records.items()})
-    df = df.reindex(relations)
+def _relation_table(records: dict[str, list[dict]], metric: str, relations: list[str]) -> pd.DataFrame:
+    """``metric`` per relation (rows) and model (columns); NaN where a model has no record of a relation."""
+    values = {m: per_relation(recs, metric) for m, recs in records.items()}
+    df = pd.DataFrame({m: {rel: v.get(rel, float("nan")) for rel in relations} for m, v in values.items()}).loc[relations]
     df.index.name = "relation"
     return df
 
@@ -132,7 +119,7 @@ def _per_relation(ctx: Context, tname: str, runs: list, md: list[str]) -> None:
     records = {run.name: task.records("monitor") for run, task in runs}
     relations = sorted({rel for recs in records.values() for rel in relations_of(recs)}, key=_pid_order)
     acc_metric = accuracy_metric(list(records.values()))
-    mon, acc = relation_table(records, "monitor", relations), relation_table(records, acc_metric, relations)
+    mon, acc = _relation_table(records, "monitor", relations), _relation_table(records, acc_metric, relations)
     md.append("#### MONITOR per relation (cf. Table 11)\n")
     vmax = max(1.0, float(pd.to_numeric(mon.stack(), errors="coerce").max() if mon.size else 1.0))
     fig = heatmap(mon, f"MONITOR per relation ({tname}); lower is better", "model", "relation", "MONITOR", vmin=0.0, vmax=vmax)

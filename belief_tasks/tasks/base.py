@@ -7,7 +7,6 @@
 * ``as_split`` / ``unpack``: docs (plain dicts) into the ``{"test": DocList}`` that
   ``custom_dataset`` returns (a list lm-eval reads like a ``datasets.Dataset``), and nested values
   back out.
-* ``with_stderr``: a corpus-level aggregation's own standard error (``belief_tasks.harness``).
 * ``model_tokenizer``: the evaluated model's tokenizer, for the tasks that count or cut its tokens.
 """
 
@@ -22,7 +21,8 @@ from lm_eval.api.task import ConfigurableTask
 
 import logging
 
-from belief_tasks import harness, options, seeding
+from belief_tasks import harness, options, seeding, truncation
+from belief_tasks.families import knob_names
 from belief_tasks.options import COMMON, MODEL_ARGS, Knob, KnobError, Options, parse_options
 from belief_tasks.schema import Fact, FactSet
 from belief_tasks.sources import SOURCE_KNOBS
@@ -47,6 +47,9 @@ class BeliefTask(ConfigurableTask):
     #: True when the class scores a doc itself (several request types per doc): lm-eval then needs
     #: a ``process_results`` in the config so that it does not look our metric names up on the hub.
     SCORES_ITSELF = False
+    #: what a request cut to the model's context would lose, for a probe defined by its whole context
+    #: ("" when a cut is only recorded): such a task refuses to run unless ``allow_truncation`` is set
+    WHOLE_CONTEXT = ""
 
     def __init__(self, config: dict | None = None, **kwargs: Any) -> None:
         harness.install()
@@ -63,6 +66,12 @@ class BeliefTask(ConfigurableTask):
         if not callable(self.config.custom_dataset):
             return super().download(dataset_kwargs, **kwargs)
         self.dataset = self.config.custom_dataset(**(self.config.metadata or {}), **(self.config.dataset_kwargs or {}))
+
+    def build_all_requests(self, *args: Any, **kwargs: Any) -> None:
+        """lm-eval's, then the requests measured against the evaluated model's context, before it scores
+        any of them (``belief_tasks.truncation``)."""
+        super().build_all_requests(*args, **kwargs)
+        truncation.check(self, harness.evaluated_model())
 
     @property
     def options(self) -> Options:
@@ -85,8 +94,6 @@ def check_metadata(metadata: Mapping[str, Any] | None, knobs: Sequence[Knob], ta
     command reads: ``command_checks.check_knobs_read``). An unknown key is an error under ``belief-eval``, which
     knows the run's model arguments; under a bare ``lm_eval`` (model args merged into the metadata,
     indistinguishable) it is a warning."""
-    from belief_tasks.tasks import knob_names
-
     table = tuple(knobs) + SOURCE_KNOBS
     parse_options(table, metadata)
     known = sorted(knob_names() | {k.name for k in table})
@@ -199,16 +206,6 @@ def unpack(doc: Mapping[str, Any], key: str):
     not such a string is returned as it is)."""
     value = doc[key]
     return json.loads(value) if isinstance(value, str) and value[:1] in "[{" else value
-
-
-def with_stderr(stderr: Callable[[list], float] | None) -> Callable[[Callable], Callable]:
-    """Attach a standard-error function to an aggregation (``None`` marks "has none")."""
-
-    def deco(agg: Callable) -> Callable:
-        agg.stderr = stderr
-        return agg
-
-    return deco
 
 
 # --- the evaluated model's tokenizer -------------------------------------------------------------------
