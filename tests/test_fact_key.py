@@ -232,3 +232,43 @@ def test_real_joins(real_keys):
     j = join_keys(fktc, bear)
     assert j.counts() == {"fact id": 0, "id": 0, "label + object": 144, "joined": 144, "conflicts": 8, "duplicates": 1}
     assert sum(fktc[m.a].subject != bear[m.b].subject for m in j.joined) == 4
+
+
+# ---------------------------------------------------------------- drawing facts by the key
+
+
+def _facts(subjects, rid="P36"):
+    return [Fact(f"{rid}_{s}", rid, Entity(s), (Entity(f"capital of {s}"),)) for s in subjects]
+
+
+def test_capped_draw_keeps_shared_facts_alike():
+    """max_facts_per_relation keeps the facts with the smallest seeded hash of their sampling key: a
+    fact's fate depends on its key, not on what else the dataset holds or on its id there."""
+    from belief_tasks.options import COMMON, parse_options
+    from belief_tasks.tasks.base import select_facts
+
+    small = _facts([f"S{i}" for i in range(40)])
+    big = [Fact("other_" + f.id, f.relation, Entity(f.subject.label.lower()), f.objects) for f in small]
+    big += _facts([f"T{i}" for i in range(160)])  # BEAR-big-like: every fact of the small set, and more
+    opts = lambda k: parse_options(COMMON, {"max_facts_per_relation": k})  # noqa: E731
+    rel = {"P36": Relation("P36", "capital")}
+    kept_small = {sampling_key(f) for f in select_facts(FactSet("a", rel, small), opts(10))}
+    kept_big = {sampling_key(f) for f in select_facts(FactSet("b", rel, big), opts(10))}
+    shared_in_big = kept_big & {sampling_key(f) for f in small}
+    assert shared_in_big <= kept_small  # what the bigger set keeps of the shared facts, the smaller keeps too
+    # the same share of each relation (10 of 40, 40 of 200): the shared facts kept are nearly the same
+    kept_big = {sampling_key(f) for f in select_facts(FactSet("b", rel, big), opts(50))}
+    assert len(kept_small & kept_big) == 9  # of 10; drawn independently (the earlier draw): 3 (2.5 expected)
+    assert [f.id for f in select_facts(FactSet("a", rel, small), opts(10))] == \
+        [f.id for f in small if sampling_key(f) in kept_small]  # order of the data kept
+
+
+def test_smallest_hashes_by_hand():
+    from belief_tasks import seeding
+
+    items = ["a", "b", "c", "d", "e"]
+    hashes = {x: seeding.derive_seed(7, "t", x) for x in items}
+    want = sorted(items, key=hashes.get)[:2]
+    assert seeding.smallest_hashes(items, 2, 7, str, "t") == [x for x in items if x in want]
+    assert seeding.smallest_hashes(items, 9, 7, str, "t") == items
+    assert 0 <= seeding.hash_unit(7, "t", "a") == hashes["a"] / 2**64 < 1
