@@ -11,10 +11,12 @@ A fact of one dataset joins a fact of another when
    (``belief_tasks.matching.outputs_agree``: "Netherlands" / "the Netherlands", "Apple" / "Apple Inc.").
 
 Where 1 and 2 hold and 3 does not, the datasets disagree on the fact: a *conflict*, reported and
-never joined, unless both facts joined other facts (a subject with several objects: FKTC's
-"Sweden, official language, Finnish" beside "... Swedish", which joined BEAR-big's "Swedish"). Each fact joins at most one fact of the other dataset (greedily: facts in id order,
-partners by id rule first, then in id order); a further partner that would also agree is counted
-as a *duplicate* (FKTC repeats some rows).
+never joined, unless both facts joined other facts (a subject with several objects: FKTC's "Sweden,
+official language, Finnish" beside its "... Swedish", which joined BEAR-big's "Swedish").
+
+Each fact joins at most one fact of the other dataset, greedily: facts in id order; partners by the
+id rule first, then with an equal label, then through an alias, each in id order. A further partner
+that would also agree is counted as a *duplicate* (a subject label that is another fact's alias).
 
 Pure: no harness, no model.
 """
@@ -86,12 +88,13 @@ def _index(keys: Mapping[str, FactKey]) -> dict[tuple, list[str]]:
 
 
 def _candidates(key: FactKey, index: dict[tuple, list[str]], other: Mapping[str, FactKey]) -> list[tuple[str, str]]:
-    """(fact id, subject rule) of the other dataset's facts about ``key``'s subject: id rule first."""
+    """(fact id, subject rule) of the other dataset's facts about ``key``'s subject: id rule first, then
+    equal labels, then a label equal to an alias."""
     found = set(index.get((key.relation, "id", key.subject_id), ())) if key.subject_id else set()
     for s in key.subjects:
         found.update(index.get((key.relation, "label", s), ()))
-    ruled = ((fid, same_subject(key, other[fid])) for fid in found)
-    return sorted(((fid, rule) for fid, rule in ruled if rule), key=lambda x: (x[1] != BY_ID, x[0]))
+    ruled = [(fid, rule) for fid in found if (rule := same_subject(key, other[fid]))]
+    return sorted(ruled, key=lambda x: (x[1] != BY_ID, other[x[0]].subject != key.subject, x[0]))
 
 
 def join_keys(a: Mapping[str, FactKey], b: Mapping[str, FactKey]) -> Join:
