@@ -1,8 +1,9 @@
 """The per-doc records each family logs (``--log_samples``) and the report reads back.
 
 One ``TypedDict`` per family says which fields a record holds. Every record names its fact
-``fact_id`` (one spelling everywhere) and its ``relation``; prompt-level records also carry
-``template_id`` and ``subject_form``. The rules for "which facts a model knows" live here, one
+``fact_id`` (one spelling everywhere; local to its dataset), its ``relation`` and its cross-dataset key
+``fact_key`` (``belief_tasks.schema.FactKey.as_record``; the report joins datasets on it); prompt-level
+records also carry ``template_id`` and ``subject_form``. The rules for "which facts a model knows" live here, one
 function per family, and the report imports them.
 
 Pure: no lm-eval, no torch.
@@ -21,6 +22,7 @@ class BeliefICLRecord(TypedDict):
 
     fact_id: str
     relation: str
+    fact_key: dict  # FactKey.as_record()
     style: str  # "mp" | "qa"
     context: str  # "zeroshot" | "4random" | "4relation" | "4template"
     templates: list  # template ids
@@ -41,6 +43,7 @@ class BearRecord(TypedDict):
 
     fact_id: str
     relation: str
+    fact_key: dict  # FactKey.as_record()
     template_id: str
     template_index: int
     subject_form: str
@@ -63,6 +66,7 @@ class IclkeRecord(TypedDict, total=False):
 
     fact_id: str
     relation: str
+    fact_key: dict  # FactKey.as_record()
     template_id: str
     subject_form: str
     method: str  # "iclke" | "eiclke"
@@ -85,6 +89,7 @@ class MlmPromptRecord(TypedDict):
 
     fact_id: str
     relation: str
+    fact_key: dict  # FactKey.as_record()
     template_id: str
     subject_form: str
     pred: str
@@ -113,6 +118,7 @@ class MonitorRecord(TypedDict):
 
     fact_id: str
     relation: str
+    fact_key: dict  # FactKey.as_record()
     template_id: str
     subject_form: str
     object: str

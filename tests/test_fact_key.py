@@ -272,3 +272,39 @@ def test_smallest_hashes_by_hand():
     assert seeding.smallest_hashes(items, 2, 7, str, "t") == [x for x in items if x in want]
     assert seeding.smallest_hashes(items, 9, 7, str, "t") == items
     assert 0 <= seeding.hash_unit(7, "t", "a") == hashes["a"] / 2**64 < 1
+
+
+# ---------------------------------------------------------------- the key in every doc and record
+
+
+def test_every_family_puts_the_key_in_its_docs_and_records():
+    """Docs carry ``fact_key`` (as ``as_split`` stores it: a JSON string) and records copy it back
+    (MONITOR's and the encoder family's records too: their runs are in tests/test_report_e2e.py and
+    tests/test_mlm_tasks.py)."""
+    from belief_tasks.data import load_facts
+    from belief_tasks.options import parse_options
+    from belief_tasks.tasks import bear, belief_icl, iclke, monitor
+    from belief_tasks.tasks.base import as_split
+
+    fs = load_facts("bear", {"source": "sample"})
+    want = {f.id: fact_key(f, fs.relations[f.relation]).as_record() for f in fs}
+    md = {"source": "sample", "relations": "P36", "max_facts_per_relation": 2}
+    built = {
+        "bear": bear.build_docs(fs, md),
+        "iclke": iclke.iclke_docs(fs, {**md, "n_examples": 2, "max_options": 3}),
+        "monitor": monitor.build_docs(fs, parse_options(monitor.KNOBS, md)),
+        "belief_icl": belief_icl.build_docs("mp", "zeroshot", md),
+    }
+    for family, docs in built.items():
+        assert docs and all(d["fact_key"] == want[d["fact_id"]] for d in docs), family
+    doc = as_split(built["bear"])["test"][0]
+    record = bear.process_results(doc, [(-1.0, False)] * len(json.loads(doc["options"])))["bear"]
+    fact = next(f for f in fs if f.id == doc["fact_id"])
+    assert record["fact_key"] == want[fact.id] and FactKey.from_record(record["fact_key"]) == fact_key(fact)
+    doc = as_split(built["iclke"])["test"][0]
+    record = iclke.process_results(doc, [(-1.0, False)] * len(json.loads(doc["options"])))["acc"]
+    assert record["fact_key"] == want[doc["fact_id"]]
+    doc = as_split(built["belief_icl"])["test"][0]
+    n = len(json.loads(doc["templates"])) * len(json.loads(doc["subjects"]))
+    record = belief_icl.make_record(doc, ["Paris"] * n, [])
+    assert record["fact_key"] == want[doc["fact_id"]]

@@ -52,7 +52,7 @@ from belief_tasks.metrics import belief as M
 from belief_tasks.prompts import belief as P
 from belief_tasks.options import COMMON, Knob, Options, parse_options
 from belief_tasks.records import belief_icl_prompts
-from belief_tasks.schema import Fact, SchemaError, Template
+from belief_tasks.schema import Fact, SchemaError, Template, fact_key
 from belief_tasks.tasks.base import BeliefTask, as_split, select_facts, unpack, with_stderr
 
 log = logging.getLogger("lm_eval.belief_icl")
@@ -182,6 +182,7 @@ def build_docs(style: str, context: str, metadata: Mapping[str, Any] | None) -> 
         docs.append({
             "fact_id": fact.id,
             "relation": fact.relation,
+            "fact_key": fact_key(fact).as_record(),  # BELIEF's datasets use Wikidata relation ids
             "style": style,
             "context": context,
             "templates": [t.id for t in ps.templates[fact.relation]],
@@ -354,6 +355,7 @@ def make_record(doc: Mapping[str, Any], greedy: list[str], samples: list[str]) -
     return {
         "fact_id": doc["fact_id"],
         "relation": doc["relation"],
+        "fact_key": unpack(doc, "fact_key"),
         "style": doc["style"],
         "context": doc["context"],
         "templates": templates,

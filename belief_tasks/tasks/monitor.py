@@ -27,7 +27,7 @@ from belief_tasks.matching import contains_answer
 from belief_tasks.metrics import monitor as M
 from belief_tasks.options import COMMON, Knob, KnobError, Options, parse_options
 from belief_tasks.prompts import monitor as P
-from belief_tasks.schema import FactSet, SchemaError
+from belief_tasks.schema import FactSet, SchemaError, fact_key
 from belief_tasks.tasks import monitor_subwords as S
 from belief_tasks.tasks.base import BeliefTask, as_split, probe, select_facts, unpack, with_stderr
 
@@ -70,6 +70,7 @@ def build_docs(fs: FactSet, opts: Options) -> list[dict]:
         docs.append({
             "fact_id": fact.id,
             "relation": fact.relation,
+            "fact_key": fact_key(fact, rel).as_record(),
             "template_id": rel.frames[0].id,  # the base question
             "subject": fact.subject.label,
             "object": fact.object.label,
@@ -157,6 +158,7 @@ def make_record(doc, results: list, opts: Options, pl: S.Plan) -> dict:
     return {
         "relation": doc["relation"],
         "fact_id": doc["fact_id"],
+        "fact_key": unpack(doc, "fact_key"),
         "template_id": doc["template_id"],
         "subject_form": "label",
         "object": doc["object"],
