@@ -42,9 +42,11 @@ TOL = 1e-6  # batch 1 vs 8: padding changes the matmul shapes, not the numbers b
 
 def command(model_path, out: Path, *, batch_size: int = 1, tasks: str = TASKS, extra: list[str] = (),
             model: str = "hf") -> list[str]:
+    # only knobs some task of the command reads (belief-eval refuses the others)
+    metadata = METADATA if "belief_mp" in tasks else {k: v for k, v in METADATA.items() if k != "confidence_samples"}
     return [
         "--model", model, "--model_args", f"pretrained={model_path},dtype=float32", "--device", "cpu",
-        "--tasks", tasks, "--limit", LIMIT, "--metadata", json.dumps(METADATA),
+        "--tasks", tasks, "--limit", LIMIT, "--metadata", json.dumps(metadata),
         "--batch_size", str(batch_size), "--output_path", str(out), "--log_samples", *extra,
     ]
 
