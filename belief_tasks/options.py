@@ -184,6 +184,8 @@ COMMON: tuple[Knob, ...] = (
          unset=(None, "", "all")),
     Knob("max_facts_per_relation", "int", None, "seeded cap on facts per relation (default: all)", minimum=1,
          unset=(None, "", "none", "all")),
+    Knob("allow_truncation", "bool", False, "run a probe that needs its whole context (IC-LKE, BELIEF-ICL) although "
+         "some requests exceed the model's max_length and are cut from the left; the results JSON records the cut"),
 )
 
 #: Model arguments some tasks read (lm-eval's CLI merges ``--model_args`` into every task's

@@ -22,7 +22,7 @@ from lm_eval.api.task import ConfigurableTask
 
 import logging
 
-from belief_tasks import harness, options, seeding
+from belief_tasks import harness, options, seeding, truncation
 from belief_tasks.options import COMMON, MODEL_ARGS, Knob, KnobError, Options, parse_options
 from belief_tasks.schema import Fact, FactSet, sampling_key
 from belief_tasks.sources import SOURCE_KNOBS
@@ -47,6 +47,9 @@ class BeliefTask(ConfigurableTask):
     #: True when the class scores a doc itself (several request types per doc): lm-eval then needs
     #: a ``process_results`` in the config so that it does not look our metric names up on the hub.
     SCORES_ITSELF = False
+    #: what a request cut to the model's context would lose, for a probe defined by its whole context
+    #: ("" when a cut is only recorded): such a task refuses to run unless ``allow_truncation`` is set
+    WHOLE_CONTEXT = ""
 
     def __init__(self, config: dict | None = None, **kwargs: Any) -> None:
         harness.install()
@@ -63,6 +66,12 @@ class BeliefTask(ConfigurableTask):
         if not callable(self.config.custom_dataset):
             return super().download(dataset_kwargs, **kwargs)
         self.dataset = self.config.custom_dataset(**(self.config.metadata or {}), **(self.config.dataset_kwargs or {}))
+
+    def build_all_requests(self, *args: Any, **kwargs: Any) -> None:
+        """lm-eval's, then the requests measured against the evaluated model's context, before it scores
+        any of them (``belief_tasks.truncation``)."""
+        super().build_all_requests(*args, **kwargs)
+        truncation.check(self, harness.evaluated_model())
 
     @property
     def options(self) -> Options:

@@ -169,6 +169,7 @@ class IclkeTask(BeliefTask):
 
     FAMILY = "iclke"
     KNOBS = KNOBS
+    WHOLE_CONTEXT = "its in-context examples"
 
 
 class EICLKETask(IclkeTask):
