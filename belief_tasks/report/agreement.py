@@ -1,8 +1,8 @@
 """Agreement between probes: do the four method families agree on which facts a model knows?
 
 No paper can ask this: each probes its own dataset. Our tasks share one fact schema, so each fact is known
-or not under each probe's own rule (``belief_tasks.records.KNOWN_RULES``), and the probes can be compared
-fact by fact wherever they probed the same facts.
+or not under each probe's own rule (``belief_tasks.families``: each family's ``known``), and the probes can
+be compared fact by fact wherever they probed the same facts.
 
 Facts are joined never by position: two probes of one dataset by fact id; probes of different datasets
 (BEAR and BEAR-big, FKTC, MyriadLAMA, T-REx-MC) by the cross-dataset key each record carries
@@ -19,8 +19,8 @@ import numpy as np
 import pandas as pd
 
 from belief_tasks.fact_join import BY_FACT_ID, BY_ID, BY_LABEL, Join, join_keys, join_same_dataset
+from belief_tasks.families import FAMILIES
 from belief_tasks.metrics.agreement import agreement_table, cohen_kappa, kappa_interval
-from belief_tasks.records import KNOWN_RULES
 from belief_tasks.report.base import CardEntry, Context, Section
 from belief_tasks.report.output import fmt, heatmap, slug
 from belief_tasks.schema import FactKey
@@ -48,13 +48,14 @@ class Probe:
 def probes_of(run) -> list[Probe]:
     out = []
     for name, task in sorted(run.tasks.items()):
-        rule = KNOWN_RULES.get(task.family)
-        if rule is None or not task.has_records:
+        family = FAMILIES.get(task.family)
+        if family is None or not task.has_records:
             continue
         records = [r for r in task.records() if isinstance(r, dict) and r.get("fact_id") is not None]
         if records:
             keys = {r["fact_id"]: FactKey.from_record(r["fact_key"]) for r in records if r.get("fact_key")}
-            out.append(Probe(name, task.dataset, rule(records), {r["fact_id"]: r["relation"] for r in records}, keys))
+            out.append(Probe(name, task.dataset, family.known(records), {r["fact_id"]: r["relation"] for r in records},
+                             keys))
     return out
 
 

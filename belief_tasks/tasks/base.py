@@ -7,7 +7,6 @@
 * ``as_split`` / ``unpack``: docs (plain dicts) into the ``{"test": DocList}`` that
   ``custom_dataset`` returns (a list lm-eval reads like a ``datasets.Dataset``), and nested values
   back out.
-* ``with_stderr``: a corpus-level aggregation's own standard error (``belief_tasks.harness``).
 * ``model_tokenizer``: the evaluated model's tokenizer, for the tasks that count or cut its tokens.
 """
 
@@ -23,6 +22,7 @@ from lm_eval.api.task import ConfigurableTask
 import logging
 
 from belief_tasks import harness, options, seeding, truncation
+from belief_tasks.families import knob_names
 from belief_tasks.options import COMMON, MODEL_ARGS, Knob, KnobError, Options, parse_options
 from belief_tasks.schema import Fact, FactSet, sampling_key
 from belief_tasks.sources import SOURCE_KNOBS
@@ -94,8 +94,6 @@ def check_metadata(metadata: Mapping[str, Any] | None, knobs: Sequence[Knob], ta
     command reads: ``command_checks.check_knobs_read``). An unknown key is an error under ``belief-eval``, which
     knows the run's model arguments; under a bare ``lm_eval`` (model args merged into the metadata,
     indistinguishable) it is a warning."""
-    from belief_tasks.tasks import knob_names
-
     table = tuple(knobs) + SOURCE_KNOBS
     parse_options(table, metadata)
     known = sorted(knob_names() | {k.name for k in table})
@@ -212,16 +210,6 @@ def unpack(doc: Mapping[str, Any], key: str):
     not such a string is returned as it is)."""
     value = doc[key]
     return json.loads(value) if isinstance(value, str) and value[:1] in "[{" else value
-
-
-def with_stderr(stderr: Callable[[list], float] | None) -> Callable[[Callable], Callable]:
-    """Attach a standard-error function to an aggregation (``None`` marks "has none")."""
-
-    def deco(agg: Callable) -> Callable:
-        agg.stderr = stderr
-        return agg
-
-    return deco
 
 
 # --- the evaluated model's tokenizer -------------------------------------------------------------------
