@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import random
-from typing import Sequence, TypeVar
+from typing import Callable, Sequence, TypeVar
 
 import numpy as np
 
@@ -40,3 +40,22 @@ def sample(items: Sequence[T], k: int, seed: int, *keys: object) -> list[T]:
 
 def choice(items: Sequence[T], seed: int, *keys: object) -> T:
     return rng(seed, *keys).choice(list(items))
+
+
+def hash_unit(seed: int, *keys: object) -> float:
+    """A seeded number in [0, 1) from ids alone: the same ids give the same number in any dataset,
+    process or order (a draw "keep when below p" keeps the same shared items everywhere)."""
+    return derive_seed(seed, *keys) / 2**64
+
+
+def smallest_hashes(items: Sequence[T], k: int, seed: int, key: Callable[[T], str], *tag: object) -> list[T]:
+    """The ``k`` items whose seeded hash of ``key(item)`` is smallest, in their own order.
+
+    Unlike ``sample``, an item's fate depends on its key, not on the other items: two collections
+    that share items with equal keys keep the shared ones alike wherever both cut at the same hash
+    (coordinated sampling, a "bottom-k" sketch). Items with one key are kept or dropped together,
+    save at the cut."""
+    items = list(items)
+    ranked = sorted(range(len(items)), key=lambda i: (derive_seed(seed, *tag, key(items[i])), i))
+    keep = set(ranked[:k])
+    return [x for i, x in enumerate(items) if i in keep]

@@ -24,7 +24,7 @@ import logging
 from belief_tasks import harness, options, seeding, truncation
 from belief_tasks.families import knob_names
 from belief_tasks.options import COMMON, MODEL_ARGS, Knob, KnobError, Options, parse_options
-from belief_tasks.schema import Fact, FactSet
+from belief_tasks.schema import Fact, FactSet, sampling_key
 from belief_tasks.sources import SOURCE_KNOBS
 
 log = logging.getLogger(__name__)
@@ -147,16 +147,20 @@ def _scored_by_task(doc, results):
 
 
 def select_facts(fs: FactSet, opts: Options) -> list[Fact]:
-    """The facts this run evaluates: relation filter, then a seeded per-relation cap (order kept)."""
+    """The facts this run evaluates: relation filter, then a seeded per-relation cap (order kept).
+
+    The cap keeps the facts with the smallest seeded hash of their cross-dataset key
+    (``schema.sampling_key``), so probes on two datasets keep the facts they share alike wherever
+    they keep the same share of a relation (docs/data.md, "One fact across datasets")."""
     check_relations(fs, opts.relations)
     out: list[Fact] = []
-    for rid in fs.relations:
+    for rid, rel in fs.relations.items():
         if opts.relations is not None and rid not in opts.relations:
             continue
         facts = fs.facts_of(rid)
         if opts.max_facts_per_relation is not None and len(facts) > opts.max_facts_per_relation:
-            keep = {f.id for f in seeding.sample(facts, opts.max_facts_per_relation, opts.seed, "facts", rid)}
-            facts = [f for f in facts if f.id in keep]
+            facts = seeding.smallest_hashes(facts, opts.max_facts_per_relation, opts.seed,
+                                            lambda f: sampling_key(f, rel), "facts")
         out.extend(facts)
     return out
 
