@@ -153,6 +153,7 @@ def test_probes_of_different_datasets_join_on_the_fact_key(tmp_path):
     # known [1,1,0,0] vs [1,1,0,1]: p_o 3/4, p_a 1/2, p_b 3/4 -> p_e 1/2, κ 1/2
     assert (bb["n"], bb["id"], bb["label + object"], bb["conflicts"], bb["joined_by"]) == ("4", "4", "0", "1", "id 4")
     assert float(bb["kappa"]) == pytest.approx(0.5)
+    assert (float(bb["known_a"]), float(bb["known_b"])) == (0.5, 0.75)  # κ's margins: 2 of 4, 3 of 4 known
     bm = pairs[("belief_bear", "belief_monitor")]
     # France, Germany, Spain by label + object; Australia: Canberra vs Sydney; [1,1,0] vs [1,1,0]: κ 1
     assert (bm["n"], bm["label + object"], bm["conflicts"], float(bm["kappa"])) == ("3", "3", "1", 1.0)
@@ -160,6 +161,8 @@ def test_probes_of_different_datasets_join_on_the_fact_key(tmp_path):
     # g1,g2,g3,g5 = f1,f2,f3,f4 (Sydney agrees); [1,1,0,1] vs [1,1,0,0]: p_o 3/4, p_e 1/2, κ 1/2
     assert (im["n"], im["label + object"], im["conflicts"], float(im["kappa"])) == ("4", "4", "0", 0.5)
     assert "| belief_bear | belief_iclke_bear | bear / bear_big | 4 | id 4 | 1 | 0.50 [" in section.markdown
+    assert "| A knows | B knows | Agreement |" in section.markdown
+    assert "] | 0.500 | 0.750 | 0.750 | 0.500 | 0.000 | 0.250 | 0.250 |" in section.markdown  # margins, p_o, cells
     with (tmp_path / "report" / "tables" / "agreement_facts_m.csv").open() as fh:
         rows = list(csv.DictReader(fh))
     tasks = ("belief_bear", "belief_iclke_bear", "belief_monitor")

@@ -75,13 +75,15 @@ def _rules(j: Join) -> str:
 
 
 def compare(a: Probe, b: Probe, j: Join, seed: int = 0) -> dict:
-    """κ with its bootstrap interval, raw agreement, the both / one / neither shares on the joined facts,
-    and how they were joined."""
+    """κ with its bootstrap interval, raw agreement, each probe's share of known facts (κ's margins) and the
+    both / one / neither shares on the joined facts, and how they were joined."""
     x, y = [a.known[m.a] for m in j.joined], [b.known[m.b] for m in j.joined]
     lo, hi = kappa_interval(x, y, iters=BOOTSTRAP_ITERS, seed=seed)
     datasets = a.dataset if a.dataset == b.dataset else f"{a.dataset} / {b.dataset}"
+    table = agreement_table(x, y)
     return {"probe_a": a.task, "probe_b": b.task, "datasets": datasets, "kappa": cohen_kappa(x, y),
-            "kappa_lo": lo, "kappa_hi": hi, **agreement_table(x, y), "joined_by": _rules(j), **j.counts()}
+            "kappa_lo": lo, "kappa_hi": hi, "known_a": table["both"] + table["only_a"],
+            "known_b": table["both"] + table["only_b"], **table, "joined_by": _rules(j), **j.counts()}
 
 
 def per_relation(a: Probe, b: Probe, j: Join) -> list[dict]:
@@ -176,6 +178,7 @@ def _pair_table(pairs: list[dict]) -> pd.DataFrame:
     return pd.DataFrame([{"Probe A": p["probe_a"], "Probe B": p["probe_b"], "Datasets": p["datasets"], "Facts": p["n"],
                           "Joined by": p["joined_by"], "Conflicts": p["conflicts"],
                           "κ [95% CI]": f"{fmt(p['kappa'], 2)} [{fmt(p['kappa_lo'], 2)}, {fmt(p['kappa_hi'], 2)}]",
+                          "A knows": fmt(p["known_a"], 3), "B knows": fmt(p["known_b"], 3),
                           "Agreement": fmt(p["agreement"], 3), "Both": fmt(p["both"], 3), "A only": fmt(p["only_a"], 3),
                           "B only": fmt(p["only_b"], 3), "Neither": fmt(p["neither"], 3)} for p in pairs])
 
@@ -224,8 +227,11 @@ def build(ctx: Context) -> Section | None:
           f"fact id (rule *{BY_FACT_ID}*); probes of different datasets by the fact key their records carry: the "
           f"same relation, the same subject by Wikidata id (rule *{BY_ID}*) or else by label or alias, with gold "
           f"objects that agree (rule *{BY_LABEL}*). Where the datasets give one subject different objects, the "
-          "fact is a conflict, counted and not compared. κ is Cohen's, with a 95% bootstrap interval over the "
-          f"joined facts ({BOOTSTRAP_ITERS} resamples). The probes differ in data, difficulty and in what \"known\" "
+          "fact is a conflict, counted and not compared. κ is Cohen's, with a percentile bootstrap interval over "
+          f"the joined facts ({BOOTSTRAP_ITERS} resamples) at a nominal 95%: measured by simulation, it holds the "
+          "true κ in 93-95% of samples of 24 to 156 facts that each probe knows 32-71% of, but in about 85% with 40 "
+          "facts that each probe knows 15% of (docs/report.md). A knows, B knows: each probe's share of the joined "
+          "facts it knows (κ's margins). The probes differ in data, difficulty and in what \"known\" "
           "means, so agreement measures how far they pick out the same facts, not which probe is right.\n"]
     card, summary, found = {}, [], False
     for run in ctx.runs:
