@@ -22,7 +22,8 @@ from lm_eval.api.task import ConfigurableTask
 
 import logging
 
-from belief_tasks import harness, options, seeding
+from belief_tasks import budget, harness, options, seeding
+from belief_tasks.budget import Draw
 from belief_tasks.options import COMMON, MODEL_ARGS, Knob, KnobError, Options, parse_options
 from belief_tasks.schema import Fact, FactSet
 from belief_tasks.sources import SOURCE_KNOBS
@@ -63,6 +64,9 @@ class BeliefTask(ConfigurableTask):
         if not callable(self.config.custom_dataset):
             return super().download(dataset_kwargs, **kwargs)
         self.dataset = self.config.custom_dataset(**(self.config.metadata or {}), **(self.config.dataset_kwargs or {}))
+        drawn = budget_summary(next(iter(self.dataset.values()), []), self.options.seed)
+        if drawn is not None:  # the results JSON's configs carry the task's metadata
+            self.config.metadata["budget_design"] = drawn
 
     @property
     def options(self) -> Options:
@@ -87,7 +91,7 @@ def check_metadata(metadata: Mapping[str, Any] | None, knobs: Sequence[Knob], ta
     from belief_tasks.tasks import knob_names
 
     table = tuple(knobs) + SOURCE_KNOBS
-    parse_options(table, metadata)
+    options.check_combinations(parse_options(table, metadata))
     known = sorted(knob_names() | {k.name for k in table})
     unknown = options.unknown_keys(metadata, known + list(STAMPED))
     if not unknown:
@@ -112,7 +116,7 @@ def probe(name: str, dataset: str) -> Callable[[Callable], Callable]:
 
 
 #: metadata keys our task classes add themselves (never user knobs)
-STAMPED = ("family", "probe", "dataset")
+STAMPED = ("family", "probe", "dataset", "budget_design")
 
 
 def stamp(config: Mapping[str, Any], family: str) -> dict[str, str]:
@@ -138,19 +142,69 @@ def _scored_by_task(doc, results):
 # --- facts and docs -----------------------------------------------------------------------------
 
 
-def select_facts(fs: FactSet, opts: Options) -> list[Fact]:
-    """The facts this run evaluates: relation filter, then a seeded per-relation cap (order kept)."""
+class Selection(list):
+    """The facts a run evaluates (a list, in data order), with what a budgeted draw needs to say:
+    ``population``, the facts it could have drawn (the selection itself when no budget is set), and
+    ``draw`` (``belief_tasks.budget.Draw``; None without a budget)."""
+
+    population: list
+    draw: Draw | None
+
+    def __init__(self, facts: list[Fact], population: list[Fact] | None = None, draw: Draw | None = None):
+        super().__init__(facts)
+        self.population = self if population is None else population
+        self.draw = draw
+
+    def design(self, fact: Fact) -> dict:
+        """The doc fields of a budgeted run's fact (``design_fields``); {} without a budget."""
+        return {} if self.draw is None else design_fields(self.draw, fact.relation)
+
+
+def design_fields(draw: Draw, relation: str) -> dict:
+    """What each budgeted doc and record carries, so that aggregations over records know the design:
+    the budget, its relation's population size N_r and how many of its facts were drawn, n_r."""
+    return {"budget": draw.budget, "population": draw.population[relation], "drawn": draw.drawn[relation]}
+
+
+#: the doc / record fields of a budgeted run (``design_fields``)
+DESIGN_FIELDS = ("budget", "population", "drawn")
+
+
+def design_of(doc: Mapping[str, Any]) -> dict:
+    """A budgeted doc's design fields, for its record ({} for a run without a budget)."""
+    return {k: doc[k] for k in DESIGN_FIELDS if doc.get(k) is not None}
+
+
+def budget_summary(docs: Sequence[Mapping[str, Any]], seed: int) -> dict | None:
+    """A budgeted run's draw as the results JSON records it (``budget.Draw.summary``), read back from
+    its docs; None without a budget."""
+    if not docs or docs[0].get("budget") is None:
+        return None
+    population, drawn = {}, {}
+    for d in docs:
+        population.setdefault(d["relation"], int(d["population"]))
+        drawn.setdefault(d["relation"], int(d["drawn"]))
+    return Draw(float(docs[0]["budget"]), seed, population, drawn).summary()
+
+
+def select_facts(fs: FactSet, opts: Options) -> Selection:
+    """The facts this run evaluates: relation filter, then either a seeded per-relation cap or a
+    budget (``belief_tasks.budget``); facts keep their data order."""
     check_relations(fs, opts.relations)
+    by_relation = {rid: facts for rid, facts in budget.group_by_relation(fs.facts).items()
+                   if opts.relations is None or rid in opts.relations}
+    by_relation = {rid: by_relation[rid] for rid in fs.relations if rid in by_relation}
+    population = [f for facts in by_relation.values() for f in facts]
+    if getattr(opts, "budget", None) is not None:
+        kept, draw = budget.draw_facts(by_relation, opts.budget, opts.seed)
+        return Selection([f for facts in kept.values() for f in facts], population, draw)
     out: list[Fact] = []
-    for rid in fs.relations:
-        if opts.relations is not None and rid not in opts.relations:
-            continue
-        facts = fs.facts_of(rid)
+    for rid, facts in by_relation.items():
         if opts.max_facts_per_relation is not None and len(facts) > opts.max_facts_per_relation:
             keep = {f.id for f in seeding.sample(facts, opts.max_facts_per_relation, opts.seed, "facts", rid)}
             facts = [f for f in facts if f.id in keep]
         out.extend(facts)
-    return out
+    return Selection(out)
 
 
 def check_relations(fs: FactSet, relations: Sequence[str] | None) -> None:
