@@ -11,6 +11,8 @@ installed version differs; a patched attribute that no longer exists is a clear 
    knows only its own functions, so our aggregations (consistency, fluctuation, MONITOR, ...)
    would always print "N/A". An aggregation that carries a ``stderr`` attribute
    (``tasks.base.with_stderr``) gets that function. ``--bootstrap_iters 0`` still turns all off.
+   A budgeted run's aggregations also carry an ``interval`` (``tasks.budgeted``): each task's
+   aggregated metrics then gain ``<metric>_ci95`` = [low, high] beside ``<metric>_stderr``.
 3. ``--use_cache`` for our own request types, and the one home of our cache reads
    (``read_through``): lm-eval's ``CachingLM`` reads its cache only for ``loglikelihood``,
    ``loglikelihood_rolling`` and ``generate_until`` and passes every other method through, so a
@@ -72,6 +74,7 @@ def install() -> None:
                     "what they patch, but results of lm-eval's private code paths may differ", WRITTEN_FOR, found)
     register_backends()
     install_stderr_hook()
+    install_interval_hook()
     install_cache_hook()
     install_cpu_data_parallel_hook()
     install_generation_seed_hook()
@@ -119,6 +122,25 @@ def install_stderr_hook() -> None:
         return stderr_for_metric
 
     _patch(eu, "stderr_for_metric", make, "standard errors of custom aggregations")
+
+
+def install_interval_hook() -> None:
+    import lm_eval.evaluator_utils as eu
+
+    def make(original):
+        def _compute_task_aggregations(task, raw_metrics, bootstrap_iters=100000):
+            agg_metrics, sample_len = original(task, raw_metrics, bootstrap_iters)
+            aggregations = task.aggregation() or {}
+            for (metric, filter_key), items in raw_metrics.items():
+                interval = getattr(aggregations.get(metric), "interval", None)
+                found = interval(items) if interval is not None else None
+                if found is not None:
+                    agg_metrics[f"{metric}_ci95,{filter_key}"] = [found.low, found.high]
+            return agg_metrics, sample_len
+
+        return _compute_task_aggregations
+
+    _patch(eu, "_compute_task_aggregations", make, "intervals of budgeted runs")
 
 
 def _undefined_as_na(stderr: Callable[[list], float]) -> Callable[[list], Any]:
@@ -277,6 +299,7 @@ def install_tasks_before_model(on_bad_input: Callable[[BaseException, str], None
     from lm_eval.config.evaluate_config import EvaluatorConfig
 
     from belief_tasks import options
+    from belief_tasks.options import KnobError
     from belief_tasks.schema import SchemaError
     from belief_tasks.sources import DataSourceError
 
@@ -289,12 +312,24 @@ def install_tasks_before_model(on_bad_input: Callable[[BaseException, str], None
             except (SchemaError, DataSourceError) as e:
                 on_bad_input(e, _task_of(e))
                 raise
+            budgeted = _budgeted_tasks(built)
+            if budgeted and self.limit is not None:
+                on_bad_input(KnobError("budget", f"cannot be combined with --limit {self.limit:g}: a budgeted run "
+                                       "evaluates every fact the budget draws (the budget is the way to run fewer)"),
+                             budgeted[0])
             _serve_once(manager, list(self.tasks), built)
             return manager
 
         return process_tasks
 
     _patch(EvaluatorConfig, "process_tasks", make, "building tasks before the model (belief-eval)")
+
+
+def _budgeted_tasks(built) -> list[str]:
+    """Names of the built tasks whose metadata sets a budget."""
+    tasks = built.get("tasks", {}) if isinstance(built, dict) else {}
+    return [name for name, task in tasks.items()
+            if ((getattr(getattr(task, "config", None), "metadata", None) or {}).get("budget")) is not None]
 
 
 def _serve_once(manager, tasks: list, built) -> None:

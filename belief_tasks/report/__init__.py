@@ -13,6 +13,7 @@ records with the tasks' own aggregations and ``belief_tasks.metrics``, and write
 * ``monitor``     MONITOR (Tables 4, 11, 12)
 * ``agreement``   where the probes agree on which facts a model knows (Cohen's κ, per fact)
 * ``training``    headline metrics against the training step, for runs that differ only by checkpoint
+* ``paired``      differences between runs on the same facts, with paired 95 % intervals
 * ``card``        one knowledge card per model across families
 """
 
@@ -35,7 +36,8 @@ class Report:
 
 
 def build_report(paths, out, title: str = "Knowledge report", x_pattern: str | None = None) -> Report:
-    from belief_tasks.report import agreement, bear, belief_icl, belief_mlm, iclke, monitor, training, unclaimed_tasks
+    from belief_tasks.report import (agreement, bear, belief_icl, belief_mlm, iclke, monitor, paired, training,
+                                     unclaimed_tasks)
     from belief_tasks.report.base import Context
     from belief_tasks.report.card import render
     from belief_tasks.report.loading import load_runs
@@ -47,7 +49,7 @@ def build_report(paths, out, title: str = "Knowledge report", x_pattern: str | N
     runs = load_runs(paths)
     writer = ReportWriter(out)
     ctx = Context(runs, writer)
-    families = (belief_icl, belief_mlm, bear, iclke, monitor, agreement)
+    families = (belief_icl, belief_mlm, bear, iclke, monitor, agreement, paired)
     sections = [s for s in (mod.build(ctx) for mod in families) if s is not None]
     curves = training.build(ctx, x_pattern)
     if curves is not None:

@@ -30,6 +30,18 @@ def card_matrix(entries: list[CardEntry]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def budget_lines(run: ModelRun) -> list[str]:
+    """For a budgeted run: which tasks were estimated from how many facts."""
+    out = []
+    for name, task in sorted(run.tasks.items()):
+        d = task.budget_design
+        if d:
+            out.append(f"`{name}`: estimated from {d['facts_drawn']:,} of {d['facts_in_population']:,} facts "
+                       f"(budget {d['budget']:g}, seed {d['seed']}); values are estimates of the full run with 95 % "
+                       "intervals.")
+    return [("Budgeted run. " if out else "") + " ".join(out) + "\n"] if out else []
+
+
 def render(run: ModelRun, entries: list[CardEntry], writer: ReportWriter, heading: str = "##") -> str:
     """The card's Markdown; also writes ``cards/<model>.md`` and ``tables/card_<model>.csv``."""
     info = run.info
@@ -41,6 +53,7 @@ def render(run: ModelRun, entries: list[CardEntry], writer: ReportWriter, headin
     if run.date:
         meta.append(f"run {run.date}")
     lines.append(" · ".join(m for m in meta if m) + "\n")
+    lines += budget_lines(run)
     if entries:
         lines.append(markdown_table(card_matrix(entries)))
         lines.append("\n↑ higher is better, ↓ lower is better, →0 closer to zero is better. "

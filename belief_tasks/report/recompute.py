@@ -28,6 +28,7 @@ class Number:
     value: float
     stderr: float | None
     harness: float | None  # the results JSON's value (None: not there)
+    interval: tuple[float, float] | None = None  # a budgeted run's 95 % interval (``tasks.budgeted``)
 
     @property
     def matches(self) -> bool | None:
@@ -58,8 +59,10 @@ def aggregations(task: TaskRun) -> dict[str, Callable]:
     """``{metric: aggregation}`` of ``task``: its family's metric table (the one its YAML's
     ``metric_list`` wires, ``belief_tasks.tasks.<family>.METRICS``); {} when the task is not ours."""
     from belief_tasks.tasks import metric_table
+    from belief_tasks.tasks.budgeted import budget_aware
 
-    return {name: agg for name, (agg, _) in metric_table(task.family).items()}
+    # the functions lm-eval ran (``BeliefTask.aggregation``): estimates of the full run on a budgeted run
+    return {name: budget_aware(task.family, name, agg) for name, (agg, _) in metric_table(task.family).items()}
 
 
 def stderr_function(agg: Callable) -> Callable | None:
@@ -106,7 +109,9 @@ def recompute(task: TaskRun, metrics: list[str] | None = None) -> dict[str, Numb
                 se = float(se_fn(records))
             except Exception as e:  # noqa: BLE001  a stderr that cannot be computed is reported as such
                 log.warning("%s %s: stderr failed (%s)", task.name, m, e)
-        out[m] = Number(value, se, None if harness is None else float(harness))
+        found = agg.interval(records) if getattr(agg, "interval", None) is not None else None
+        out[m] = Number(value, se, None if harness is None else float(harness),
+                        None if found is None else (found.low, found.high))
     return out
 
 

@@ -68,6 +68,15 @@ class BeliefTask(ConfigurableTask):
         if drawn is not None:  # the results JSON's configs carry the task's metadata
             self.config.metadata["budget_design"] = drawn
 
+    def aggregation(self) -> dict:
+        """The YAML's aggregations, each made budget-aware (``tasks.budgeted``): unchanged on a full run, the
+        estimate of the full-data value with its interval on a budgeted run's records."""
+        if getattr(self, "_budget_aware", None) is None:
+            from belief_tasks.tasks.budgeted import budget_aware
+
+            self._budget_aware = {m: budget_aware(self.FAMILY, m, fn) for m, fn in super().aggregation().items()}
+        return self._budget_aware
+
     @property
     def options(self) -> Options:
         if getattr(self, "_options", None) is None:

@@ -20,6 +20,8 @@ from typing import Any, Mapping, Sequence
 
 from belief_tasks.data import load_facts
 from belief_tasks.metrics import bear as M
+from belief_tasks.metrics.budgeted import bear as budgeted_bear
+from belief_tasks.metrics.intervals import Units
 from belief_tasks.options import COMMON, Knob, KnobError, Options, parse_options
 from belief_tasks.prompts.bear import SCORING_MODES, OptionRequests, option_requests
 from belief_tasks.schema import Fact, FactSet, Relation, SchemaError
@@ -202,6 +204,12 @@ def ranks_of(records: Sequence[Mapping]) -> list[int]:
 
 def templates_of(records: Sequence[Mapping]) -> list[int]:
     return [int(r["template_index"]) for r in records]
+
+
+def budget_units(records: Sequence[Mapping]) -> Units:
+    """Per-fact columns of a run's records for its budgeted estimates (``metrics.budgeted.bear``)."""
+    return budgeted_bear.units([r["fact_id"] for r in records], [r["relation"] for r in records], templates_of(records),
+                               ranks_of(records), [r["cardinality"] == "1:1" for r in records])
 
 
 def _of_cardinality(records: Sequence[Mapping], cardinality: str) -> list[Mapping]:

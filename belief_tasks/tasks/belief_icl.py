@@ -49,6 +49,8 @@ from belief_tasks import seeding
 from belief_tasks.data import load_facts
 from belief_tasks.matching import contains_answer
 from belief_tasks.metrics import belief as M
+from belief_tasks.metrics.budgeted import belief as budgeted_belief
+from belief_tasks.metrics.intervals import Units
 from belief_tasks.prompts import belief as P
 from belief_tasks.options import COMMON, Knob, Options, parse_options
 from belief_tasks.records import belief_icl_prompts
@@ -443,6 +445,14 @@ def sampled_prompts(items: list) -> tuple[list[float], list[bool]]:
         conf.append(r["confidence"])
         correct.append(bool(r["correct"][r["sampled"]] if "answers" in r else r["correct"]))
     return conf, correct
+
+
+def budget_units(items: list) -> Units:
+    """Per-pair columns of a run's records for its budgeted estimates (``metrics.budgeted.belief``)."""
+    p = _prompts(items)
+    sampled = {r["fact_id"]: (r["confidence"], bool(r["correct"][r["sampled"]] if "answers" in r else r["correct"]))
+               for r in records_of(items) if r.get("confidence") is not None}
+    return budgeted_belief.units(p.fact_ids, p.relations, p.template_ids, p.correct, p.answers, sampled)
 
 
 def _setting(items: list, key: str) -> int:

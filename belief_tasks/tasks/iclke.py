@@ -25,6 +25,8 @@ import numpy as np
 
 from belief_tasks.data import load_facts
 from belief_tasks.metrics import iclke as M
+from belief_tasks.metrics.budgeted import iclke as budgeted_iclke
+from belief_tasks.metrics.intervals import Units
 from belief_tasks.metrics.stats import mean_stderr
 from belief_tasks.options import COMMON, Knob, Options, parse_options
 from belief_tasks.prompts import iclke as P
@@ -219,6 +221,11 @@ def process_results(doc, results) -> dict:
 def columns(records: Sequence[Mapping]) -> tuple[list[list[float]], list[int], list[str]]:
     """(option log-probabilities per fact, gold indices, relations): the arrays ``metrics.iclke`` takes."""
     return [r["logprobs"] for r in records], [int(r["gold_index"]) for r in records], [r["relation"] for r in records]
+
+
+def budget_units(records: Sequence[Mapping]) -> Units:
+    """Per-fact columns of a run's records for its budgeted estimates (``metrics.budgeted.iclke``)."""
+    return budgeted_iclke.units([r["fact_id"] for r in records], *columns(records))
 
 
 def _lp_gold(records):

@@ -25,6 +25,8 @@ from typing import Any, Mapping
 from belief_tasks.data import load_facts
 from belief_tasks.matching import contains_answer
 from belief_tasks.metrics import monitor as M
+from belief_tasks.metrics.budgeted import monitor as budgeted_monitor
+from belief_tasks.metrics.intervals import Units
 from belief_tasks.options import COMMON, Knob, KnobError, Options, parse_options
 from belief_tasks.prompts import monitor as P
 from belief_tasks.schema import FactSet, SchemaError
@@ -201,6 +203,14 @@ def _facts(records: list[dict]) -> list[dict]:
         "scored": (not r.get("only_correct_primary")) or bool(r["positive_correct"]),
         "alpha": tuple(r.get("alpha") or M.DEFAULT_ALPHA),
     } for r in records]
+
+
+def budget_units(records: list[dict]) -> Units:
+    """Per-fact columns of a run's records for its budgeted estimates (``metrics.budgeted.monitor``)."""
+    facts = _facts(records)
+    return budgeted_monitor.units([r["fact_id"] for r in records], [f["relation"] for f in facts], facts,
+                                  [f["correct"] for f in facts], [f["positive_correct"] for f in facts],
+                                  [f["scored"] for f in facts], _alpha(facts), MAX_FRAMES)
 
 
 def _column(facts: list[dict], key: str, anchors: bool = False) -> tuple[list, list]:

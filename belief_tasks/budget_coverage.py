@@ -1,0 +1,204 @@
+"""The coverage study behind the budgeted intervals (``scripts/budget_coverage.py``, docs/budget.md).
+
+A *population* is every fact of a full run as per-fact columns (``metrics.intervals.Units``) with the
+family's statistics (``metrics.budgeted.<family>.STATISTICS``); its full-data values are the statistics
+on every fact. ``simulate`` draws budgeted samples of it again and again with the project's own sampler
+(``belief_tasks.budget``: seed s ranks each relation's facts by their seeded hash, a budget keeps each
+relation's ``allocation`` first ones, so the budgets of one seed are nested as in real runs) and the
+project's own intervals, and reports per budget and metric how often the 95 % interval covers the
+full-data value, its mean half-width, the bias and the spread of the estimates.
+
+Populations come from the logged records of a full run (``belief_tasks.tasks.<family>.budget_units``)
+or from the synthetic generators below, in the MyriadLAMA and BEAR layouts with heterogeneous
+relations (sizes, difficulty), templates and subject aliases. The per-fact columns are computed once;
+each draw only indexes them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Mapping
+
+import numpy as np
+
+from belief_tasks import budget
+from belief_tasks.metrics.intervals import Design, Statistic, Totals, Units, intervals, totals
+
+BUDGETS = (0.01, 0.05, 0.2)
+
+
+@dataclass
+class Population:
+    """Every fact of a full run: per-fact columns, the family's statistics, what is not estimable."""
+
+    name: str
+    family: str
+    units: Units
+    statistics: Mapping[str, Statistic]
+    not_estimable: tuple = ()
+    note: str = ""
+    _truth: dict = field(default_factory=dict)
+
+    @property
+    def truth(self) -> dict[str, float]:
+        """The full-data value of every statistic (every fact drawn)."""
+        if not self._truth:
+            design, _ = Design.of(self.units.relations, self.sizes())
+            T = Totals(totals(design, self.units.values), self.units.columns)
+            self._truth.update({m: float(g(T)) for m, g in self.statistics.items()})
+        return self._truth
+
+    def sizes(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for r in self.units.relations:
+            out[r] = out.get(r, 0) + 1
+        return out
+
+
+def draws(pop: Population, budgets, seed: int):
+    """(budget, rows of the drawn units) for each budget, by the project's sampler with ``seed``."""
+    by_relation = budget.group_by_relation(range(len(pop.units.ids)), lambda i: pop.units.relations[i])
+    ranked = {r: [rows[j] for j in budget.ranked([pop.units.ids[i] for i in rows], seed)] for r, rows in by_relation.items()}
+    for b in budgets:
+        yield b, np.array(sorted(i for rows in ranked.values() for i in rows[: budget.allocation(b, len(rows))]))
+
+
+def simulate(pop: Population, budgets=BUDGETS, n_draws: int = 1000, method: str = "jackknife", first_seed: int = 0,
+             reps: int = 200) -> list[dict]:
+    """One row per (draw, budget, metric): estimate, standard error, interval, facts drawn."""
+    sizes = pop.sizes()
+    names = list(sizes)
+    index = {r: h for h, r in enumerate(names)}
+    strata = np.array([index[r] for r in pop.units.relations])
+    population = np.array([sizes[r] for r in names], dtype=float)
+    rows = []
+    for seed in range(first_seed, first_seed + n_draws):
+        for b, drawn in draws(pop, budgets, seed):
+            design = Design(strata[drawn], population)
+            sample = Units(pop.units.ids, pop.units.relations, pop.units.values[drawn], pop.units.columns)
+            for m, iv in intervals(design, sample, pop.statistics, method, reps=reps, seed=seed).items():
+                rows.append({"seed": seed, "budget": b, "metric": m, "estimate": iv.estimate, "se": iv.se,
+                             "low": iv.low, "high": iv.high, "facts": len(drawn)})
+    return rows
+
+
+def summarise(pop: Population, rows: list[dict]):
+    """Per budget and metric: coverage of the full-data value, mean half-width, bias, the estimates'
+    SD against the mean standard error, and the share of draws whose interval is undefined."""
+    import pandas as pd
+
+    df = pd.DataFrame(rows)
+    truth = df["metric"].map(pop.truth)
+    df["covered"] = (df["low"] <= truth) & (truth <= df["high"])
+    df["half_width"] = (df["high"] - df["low"]) / 2
+    df["error"] = df["estimate"] - truth
+    df["undefined"] = ~np.isfinite(df["se"])
+    out = df.groupby(["budget", "metric"], sort=False).agg(
+        draws=("seed", "size"), facts=("facts", "mean"), coverage=("covered", "mean"),
+        half_width=("half_width", "mean"), bias=("error", "mean"), sd=("estimate", "std"), mean_se=("se", "mean"),
+        undefined=("undefined", "mean")).reset_index()
+    out.insert(2, "full_value", out["metric"].map(pop.truth))
+    return out
+
+
+# --------------------------------------------------------------------------- synthetic populations
+
+
+def _relation_sizes(rng: np.random.Generator, relations: int, total: int, least: int) -> np.ndarray:
+    """Heterogeneous relation sizes (log-normal shares) summing to ``total``, each at least ``least``."""
+    share = rng.lognormal(0.0, 0.7, relations)
+    sizes = least + np.floor(share / share.sum() * (total - least * relations)).astype(int)
+    sizes[: total - sizes.sum()] += 1
+    return sizes
+
+
+def _sigmoid(x):
+    return 1.0 / (1.0 + np.exp(-x))
+
+
+def synthetic_myriadlama(scale: float = 1.0, seed: int = 0, templates: int = 5, confidence_prompts: int = 10_000,
+                         samples: int = 100) -> Population:
+    """A MyriadLAMA-sized BELIEF-ICL run (41 relations, 24,643 pairs at scale 1; 5 manual MP templates,
+    1-6 subject expressions per pair as MyriadLAMA's 2.6 on average) answered by a synthetic model.
+
+    P(prompt correct) = sigmoid(z_pair + t_template + a_alias): pair knowledge z ~ N(relation mean, 1.8),
+    relation means ~ N(-0.8, 1.2), template effects ~ N(0, 0.8) per relation, aliases below the label.
+    Wrong answers come from three per-pair candidates (so wrong prompts partly agree), some with two
+    words, 3 % empty. ``confidence_prompts`` pairs get a sampled prompt whose confidence is the share of
+    ``samples`` draws matching it, slightly above its chance of being right (overconfidence)."""
+    from belief_tasks.metrics.budgeted import belief as B
+
+    rng = np.random.default_rng(seed)
+    sizes = _relation_sizes(rng, 41, max(41 * 4, round(24_643 * scale)), 4 if scale < 0.2 else 40)
+    forms_p = np.array((0.275, 0.26, 0.2, 0.13, 0.09, 0.045))
+    cols: dict[str, list] = {k: [] for k in ("fact", "relation", "template", "correct", "answer")}
+    prob_of: dict[str, np.ndarray] = {}
+    for r, n in enumerate(sizes):
+        rel = f"P{100 + 7 * r}"
+        mu, tau = rng.normal(-0.8, 1.2), rng.normal(0, 0.8, templates)
+        z = rng.normal(mu, 1.8, n)
+        forms = rng.choice(np.arange(1, 7), n, p=forms_p)
+        for i in range(n):
+            fid = f"{rel}_{i:05d}"
+            alias = np.concatenate([[0.0], rng.normal(-0.5, 0.3, forms[i] - 1)])
+            p = _sigmoid(z[i] + tau[:, None] + alias[None, :])  # (templates, forms)
+            ok = rng.random(p.shape) < p
+            wrong = [f"wrong{r}x{rng.integers(0, 400)}" + (" Sal" if rng.random() < 0.15 else "") for _ in range(3)]
+            pick = rng.choice(3, p.shape, p=rng.dirichlet(np.ones(3) * 0.7))
+            empty = rng.random(p.shape) < 0.03
+            answers = np.where(ok, f"gold{r}x{i % 97}", np.where(empty, "", np.array(wrong)[pick]))
+            prob_of[fid] = p.ravel()
+            cols["fact"] += [fid] * p.size
+            cols["relation"] += [rel] * p.size
+            cols["template"] += [f"{rel}_t{t}" for t in range(templates) for _ in range(forms[i])]
+            cols["correct"] += ok.ravel().tolist()
+            cols["answer"] += answers.ravel().tolist()
+    sampled = _confidences(rng, cols, prob_of, confidence_prompts, samples)
+    units = B.units(cols["fact"], cols["relation"], cols["template"], cols["correct"], cols["answer"], sampled)
+    return Population(f"synthetic MyriadLAMA (scale {scale:g}, seed {seed})", "belief_icl", units, B.STATISTICS,
+                      B.NOT_ESTIMABLE, f"{len(units.ids):,} pairs, {len(sizes)} relations, {len(cols['fact']):,} prompts")
+
+
+def _confidences(rng, cols, prob_of, k: int, samples: int) -> dict[str, tuple[float, bool]]:
+    """pair -> (confidence, correct) of one sampled prompt, for ``k`` pairs."""
+    facts = list(prob_of)
+    first = {}
+    for j, f in enumerate(cols["fact"]):
+        first.setdefault(f, j)
+    out = {}
+    for f in rng.choice(facts, min(k, len(facts)), replace=False):
+        j = rng.integers(0, len(prob_of[f]))
+        p = prob_of[f][j]
+        q = np.clip(p + 0.08 + rng.normal(0, 0.1), 0.01, 0.99)
+        out[str(f)] = (rng.binomial(samples, q) / samples, bool(cols["correct"][first[f] + j]))
+    return out
+
+
+def synthetic_bear(scale: float = 1.0, seed: int = 0, templates: int = 3) -> Population:
+    """A BEAR-sized run (60 relations, 7,731 instances at scale 1, 3 templates, answer spaces of 5-100
+    options, 12 % of relations 1:1). P(gold first) = sigmoid(z + t_template); otherwise its rank is
+    skewed towards the top of the answer space."""
+    from belief_tasks.metrics.budgeted import bear as B
+
+    rng = np.random.default_rng(seed)
+    sizes = _relation_sizes(rng, 60, max(60 * 4, round(7_731 * scale)), 4 if scale < 0.2 else 20)
+    facts, relations, tpl, ranks, one = [], [], [], [], []
+    for r, n in enumerate(sizes):
+        rel, options = f"P{200 + 3 * r}", int(rng.integers(5, 101))
+        mu, tau = rng.normal(-0.6, 1.0), rng.normal(0, 0.6, templates)
+        z = rng.normal(mu, 1.5, n)
+        is_1to1 = rng.random() < 0.12
+        for i in range(n):
+            first = rng.random(templates) < _sigmoid(z[i] + tau)
+            rank = np.where(first, 0, 1 + np.floor(rng.random(templates) ** 2 * (options - 1))).astype(int)
+            facts += [f"{rel}_{i:05d}"] * templates
+            relations += [rel] * templates
+            tpl += list(range(templates))
+            ranks += rank.tolist()
+            one += [is_1to1] * templates
+    units = B.units(facts, relations, tpl, ranks, one)
+    return Population(f"synthetic BEAR (scale {scale:g}, seed {seed})", "bear", units, B.STATISTICS, (),
+                      f"{len(units.ids):,} instances, {len(sizes)} relations, {len(facts):,} (instance, template) docs")
+
+
+SYNTHETIC = {"myriadlama": synthetic_myriadlama, "bear": synthetic_bear}
