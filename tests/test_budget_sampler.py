@@ -105,3 +105,24 @@ def test_no_budget_keeps_the_selection_as_it_was():
     sel = select_facts(fs, _opts(max_facts_per_relation=3))
     assert sel.draw is None and sel.population is sel and sel.design(sel[0]) == {}
     assert len(sel) == 3 * len(fs.relations)
+
+
+def test_budget_is_refused_where_a_family_has_no_budgeted_estimators():
+    from belief_tasks.tasks.base import check_budget_supported
+
+    with pytest.raises(KnobError, match="belief_mlm"):
+        check_budget_supported("belief_mlm", {"budget": 0.1})
+    for family in ("belief_icl", "bear", "iclke", "monitor"):
+        check_budget_supported(family, {"budget": 0.1})
+    check_budget_supported("belief_mlm", {})
+
+
+def test_every_metric_of_a_budgeted_family_has_an_estimator_or_is_marked():
+    from belief_tasks.tasks import metric_table
+    from belief_tasks.tasks.budgeted import STATISTICS, budget_aware, family_estimators
+
+    for family in STATISTICS:
+        _, stats, not_estimable = family_estimators(family)
+        assert set(metric_table(family)) == set(stats) | set(not_estimable), family
+        for name, (agg, _) in metric_table(family).items():
+            budget_aware(family, name, agg)  # raises for a metric with neither

@@ -53,6 +53,7 @@ class BeliefTask(ConfigurableTask):
         harness.install()
         cfg = {k: v for k, v in (config or {}).items() if k != "class"}
         check_metadata(cfg.get("metadata"), self.KNOBS, cfg.get("task"))
+        check_budget_supported(self.FAMILY, cfg.get("metadata"))
         cfg["metadata"] = {**(cfg.get("metadata") or {}), **stamp(cfg, self.FAMILY)}
         if self.SCORES_ITSELF:
             cfg["process_results"] = _scored_by_task
@@ -110,6 +111,16 @@ def check_metadata(metadata: Mapping[str, Any] | None, knobs: Sequence[Knob], ta
         raise error
     log.warning("%s: %s (ignored: under a bare lm_eval a model argument cannot be told from a misspelt knob; "
                 "belief-eval refuses it)", task or "task", error)
+
+
+def check_budget_supported(family: str, metadata: Mapping[str, Any] | None) -> None:
+    """A budget only where the family's metrics have budgeted estimators (``tasks.budgeted``): elsewhere its
+    numbers would be the drawn facts' plain values, not estimates of the full run."""
+    from belief_tasks.tasks.budgeted import STATISTICS
+
+    if (metadata or {}).get("budget") not in (None, "", "none") and family not in STATISTICS:
+        raise KnobError("budget", f"is not available for the {family} tasks yet (their metrics have no budgeted "
+                        f"estimators); it is for {', '.join(sorted(STATISTICS))}")
 
 
 def probe(name: str, dataset: str) -> Callable[[Callable], Callable]:

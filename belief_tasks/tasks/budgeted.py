@@ -23,7 +23,7 @@ from typing import Callable, Sequence
 from belief_tasks.metrics.intervals import Design, Interval, difference, intervals, paired
 
 METHOD = "bootstrap"
-REPS = 1000
+REPS = 500
 SEED = 0
 #: family -> module of its budgeted statistics (``metrics.budgeted.<name>``)
 STATISTICS = {"belief_icl": "belief", "bear": "bear", "iclke": "iclke", "monitor": "monitor"}
