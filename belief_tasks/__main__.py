@@ -1,19 +1,28 @@
-"""``python -m belief_tasks <command>``.
-
-  path          print the task folder for ``lm_eval --include_path``
-  model-path    print the default model's folder (``fetch-model`` creates it)
-  fetch-model   download and convert the bundled default model (once)
-  demo          run the main job: every task family on the bundled sample with the default model
-"""
+"""``python -m belief_tasks <command>``: the main job and the paths a user needs (``USAGE``)."""
 
 from __future__ import annotations
 
 import sys
 
+USAGE = """\
+usage: python -m belief_tasks COMMAND
+
+commands:
+  demo [ARGS]     the main job: every probe family on the bundled sample with the bundled model, then
+                  its knowledge report (results/demo/); ARGS go to belief-eval (e.g. --model hf,
+                  --device cuda, --output_path DIR)
+  path            print our task folder (for lm_eval --include_path)
+  model-path      print the bundled model's folder
+  fetch-model     download and convert the bundled model once (--force: again)
+
+Evaluating any model: belief-eval --help. Reports from your runs: belief-report --help."""
+
+COMMANDS = ("demo", "path", "model-path", "fetch-model")
+
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    cmd = argv[0] if argv else "help"
+    cmd = argv[0] if argv else "--help"
     if cmd == "path":
         from belief_tasks.paths import task_yamls_dir
 
@@ -30,9 +39,14 @@ def main(argv: list[str] | None = None) -> int:
         from belief_tasks.cli import demo
 
         return demo(argv[1:])
+    elif cmd in ("help", "-h", "--help"):
+        print(USAGE)
     else:
-        print(__doc__.strip())
-        return 0 if cmd in ("help", "-h", "--help") else 2
+        from belief_tasks.command_checks import did_you_mean
+
+        print(f"python -m belief_tasks: no command {cmd!r}; {did_you_mean(cmd, COMMANDS)}the commands are "
+              f"{', '.join(COMMANDS)} (python -m belief_tasks --help)", file=sys.stderr)
+        return 2
     return 0
 
 

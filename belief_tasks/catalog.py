@@ -1,8 +1,9 @@
-"""Our tasks and groups with their one-line descriptions.
+"""Our tasks and groups with their one-line descriptions, families and data.
 
 lm-eval's ``ls tasks`` table has no description column, so each of our YAML files
 starts with a comment line ``# <description>`` (or carries ``metadata.description``);
-``belief-eval ls tasks`` prints them.
+``belief-eval ls belief`` prints them. Read from the YAMLs alone (no lm-eval import), so
+listing our tasks takes a fraction of a second.
 """
 
 from __future__ import annotations
@@ -16,10 +17,14 @@ from belief_tasks.paths import task_yamls_dir
 
 
 class _Loader(yaml.SafeLoader):
-    """Reads task YAMLs without resolving lm-eval's ``!function`` tags."""
+    """Reads task YAMLs without resolving lm-eval's ``!function`` tags: ``!function utils.f`` reads as
+    the string ``"utils.f"``."""
 
 
-_Loader.add_multi_constructor("!", lambda loader, suffix, node: None)
+_Loader.add_multi_constructor("!", lambda loader, suffix, node: getattr(node, "value", None))
+
+#: task folders that hold one family's YAMLs (the family our task classes stamp, ``tasks.FAMILIES``)
+FAMILY_FOLDERS = ("belief_icl", "belief_mlm", "bear", "iclke", "monitor")
 
 
 @dataclass(frozen=True)
@@ -28,6 +33,35 @@ class Entry:
     kind: str  # "task" | "group"
     description: str
     path: Path
+    family: str = ""  # a key of tasks.FAMILIES ("" for a group)
+    dataset_function: str = ""  # the name of its custom_dataset function in its family's tasks module
+
+    @property
+    def is_demo(self) -> bool:
+        """One of the main job's fixed-size variants (``task_yamls/demo``)."""
+        return self.path.parent.name == "demo"
+
+
+def _load(path: Path) -> dict:
+    text = path.read_text(encoding="utf-8")
+    return yaml.load(text, Loader=_Loader) or {}
+
+
+def _inherited(path: Path, config: dict) -> tuple[str, str]:
+    """(family, custom_dataset function name) of a task YAML, following its ``include`` chain."""
+    family, function = "", ""
+    seen: set[Path] = set()
+    while path not in seen:
+        seen.add(path)
+        if not family and path.parent.name in FAMILY_FOLDERS:
+            family = path.parent.name
+        function = function or str(config.get("custom_dataset") or "").rpartition(".")[2]
+        include = config.get("include")
+        if not include:
+            break
+        path = (path.parent / include).resolve()
+        config = _load(path) if path.is_file() else {}
+    return family, function
 
 
 def entries(root: Path | None = None) -> list[Entry]:
@@ -42,7 +76,7 @@ def entries(root: Path | None = None) -> list[Entry]:
         if "group" in config and "task" in config and isinstance(config["task"], list):
             out.append(Entry(str(config["group"]), "group", description, path))
         elif isinstance(config.get("task"), str):
-            out.append(Entry(config["task"], "task", description, path))
+            out.append(Entry(config["task"], "task", description, path, *_inherited(path, config)))
     return out
 
 

@@ -2,7 +2,9 @@
 
 Our tasks are found without flags when the wheel installed them under
 ``lm_eval/tasks/belief``; from a source checkout ``belief-eval`` adds
-``--include_path`` to our task folder itself.
+``--include_path`` to our task folder itself. Added to lm-eval's command line: a section in
+``--help`` (``command_help``), ``ls belief`` and ``ls knobs``, and checks of the command before
+the model loads (``command_checks``, ``check_limit``), each refused in one paragraph, exit 2.
 """
 
 from __future__ import annotations
@@ -24,28 +26,55 @@ def _tasks_installed() -> bool:
 
 
 def main(argv: list[str] | None = None) -> None:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args[:1] in (["ls"], ["list"]) and args[1:2] in (["belief"], ["knobs"]):
+        return print_ours(args[1])  # fast: no lm-eval import
+    from belief_tasks import command_checks
+
+    try:
+        command_checks.check_json_arguments(args)
+    except command_checks.CommandError as e:
+        refuse(e)
     import belief_tasks
     belief_tasks.install()  # our backends and hooks
     from belief_tasks.paths import task_yamls_dir
     from lm_eval.__main__ import cli_evaluate
 
-    args = list(sys.argv[1:] if argv is None else argv)
     if "--include_path" not in args and not _tasks_installed() and (not args or args[0] != "validate"):
         args += ["--include_path", str(task_yamls_dir())]
     check_limit(args)
     from belief_tasks.harness import install_tasks_before_model
 
-    install_tasks_before_model(refuse)
+    install_tasks_before_model(refuse, command_checks)
     sys.argv = ["belief-eval", *args]
-    if args[:1] in (["ls"], ["list"]) and (len(args) < 2 or args[1] in ("tasks", "groups")):
-        from belief_tasks.catalog import table
+    listing = args[:1] in (["ls"], ["list"]) and (len(args) < 2 or args[1] in ("tasks", "groups"))
+    try:
+        cli_evaluate()
+    finally:
+        if listing:  # lm-eval's table has no description column: add ours
+            print_ours("tasks")
+        elif wants_help(args):
+            from belief_tasks.command_help import section
 
-        try:
-            cli_evaluate()
-        finally:  # lm-eval's table has no description column: add ours
-            print(table())
+            print(section())
+
+
+def wants_help(args: list[str]) -> bool:
+    """lm-eval prints its main help or its ``run`` help here (no arguments, or -h / --help)."""
+    return not args or (args[0] not in ("ls", "list", "validate") and bool({"-h", "--help"} & set(args)))
+
+
+def print_ours(what: str) -> None:
+    """``belief-eval ls belief`` (our tasks and groups) or ``belief-eval ls knobs`` (every knob)."""
+    if what == "knobs":
+        from belief_tasks.command_help import knobs_listing
+
+        print(knobs_listing())
         return
-    cli_evaluate()
+    from belief_tasks.catalog import table
+
+    print(table())
+    print("\nEvery knob: belief-eval ls knobs. The main job: python -m belief_tasks demo.")
 
 
 def refuse(error: BaseException, task: str = "") -> None:
@@ -54,7 +83,7 @@ def refuse(error: BaseException, task: str = "") -> None:
     text = str(error).rstrip()
     text += "" if text.endswith(".") else "."
     print(f"belief-eval: stopped before loading the model. {where}{text} "
-          "Nothing was computed; fix the input and run the same command again (docs/data.md lists every check).",
+          "Nothing was computed; fix the command and run it again (docs/data.md lists every check).",
           file=sys.stderr)
     raise SystemExit(2)
 

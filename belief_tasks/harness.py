@@ -32,6 +32,11 @@ installed version differs; a patched attribute that no longer exists is a clear 
    seeded samples that path does not take (other kwargs, seq2seq, a subclass's own
    ``_model_generate``, or ``BELIEF_HF_SEEDED_SAMPLING=one-by-one``): it pops the seed (HF's
    ``generate`` rejects unknown kwargs) and draws under ``torch.manual_seed(seed)``.
+6. (``belief-eval`` only) the tasks are built before the model: ``install_tasks_before_model``.
+7. No git noise: lm-eval records the git commit of the working folder in its results JSON by running
+   ``git describe``, whose "fatal: not a git repository" reaches the terminal outside a checkout.
+   The call is unchanged (same value inside a checkout, same fallback outside); only git's stderr
+   is silenced while it runs.
 """
 
 from __future__ import annotations
@@ -78,6 +83,7 @@ def install() -> None:
     install_cache_hook()
     install_cpu_data_parallel_hook()
     install_generation_seed_hook()
+    install_quiet_git_hook()
     _installed = True
 
 
@@ -289,11 +295,13 @@ def make_one_seeded_generate(original):
 # --- 6. belief-eval builds the tasks before the model ----------------------------------------------
 
 
-def install_tasks_before_model(on_bad_input: Callable[[BaseException, str], None]) -> None:
+def install_tasks_before_model(on_bad_input: Callable[[BaseException, str], None], checks: Any) -> None:
     """``belief-eval`` only: lm-eval's ``run`` loads the model, then builds the tasks, so a bad knob or
     data file would surface after the model load. Here the tasks are built as soon as the task manager
     exists (before ``simple_evaluate``), bad input goes to ``on_bad_input``, and ``simple_evaluate``
-    then receives the tasks already built (nothing is built twice). The run's ``--model_args`` keys
+    then receives the tasks already built (nothing is built twice). Around the build, the command's own
+    ``checks`` (the module ``belief_tasks.command_checks``, passed in by ``belief-eval``): the backend's
+    name, the task names (closest names for a typo), and a knob of ours that no task of the command reads. The run's ``--model_args`` keys
     become ``options.declared_model_args``, so a metadata key that is neither a knob nor a model
     argument can be refused."""
     from lm_eval.config.evaluate_config import EvaluatorConfig
@@ -305,10 +313,22 @@ def install_tasks_before_model(on_bad_input: Callable[[BaseException, str], None
 
     def make(original):
         def process_tasks(self, metadata=None):
-            manager = original(self, metadata)
+            requested = self.tasks.split(",") if isinstance(self.tasks, str) else list(self.tasks or [])
+            try:
+                checks.check_backend(self.model)
+                manager = original(self, metadata)
+            except checks.CommandError as e:
+                on_bad_input(e, "")
+                raise
+            except ValueError:  # lm-eval's "Tasks not found", with no suggestion: say which names are close
+                unknown = checks.unknown_tasks(requested, self.include_path)
+                if unknown is not None:
+                    on_bad_input(unknown, "")
+                raise
             options.declared_model_args = frozenset(self.model_args or {})
             try:
                 built = manager.load(self.tasks)
+                checks.check_knobs_read(self.metadata, built["tasks"].values(), options.declared_model_args)
             except (SchemaError, DataSourceError) as e:
                 on_bad_input(e, _task_of(e))
                 raise
@@ -354,3 +374,31 @@ def _task_of(error: BaseException) -> str:
             name = config["task"]
         tb = tb.tb_next
     return name
+
+
+# --- 7. no git noise ---------------------------------------------------------------------------------
+
+
+def install_quiet_git_hook() -> None:
+    import lm_eval.evaluator
+
+    _patch(lm_eval.evaluator, "get_git_commit_hash", _without_stderr, "the git commit of the results JSON")
+
+
+def _without_stderr(function: Callable) -> Callable:
+    """``function`` with file descriptor 2 pointed at /dev/null while it runs (a child process such as
+    git inherits it); Python's own ``sys.stderr`` is flushed first so nothing of ours is lost."""
+    import sys
+
+    def quiet(*args, **kwargs):
+        sys.stderr.flush()
+        saved = os.dup(2)
+        try:
+            with open(os.devnull, "wb") as null:
+                os.dup2(null.fileno(), 2)
+            return function(*args, **kwargs)
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+
+    return quiet

@@ -429,3 +429,27 @@ def test_samples_pair_with_their_own_results_only(tmp_path, caplog):
     (run,) = load_runs([tmp_path / "other"])
     with pytest.raises(ReportInputError, match="come from different runs"):
         run.tasks["belief_mp_zeroshot"].records()
+
+
+def test_strict_fails_when_samples_are_missing_or_from_another_run(tmp_path, capsys):
+    """Under --strict a number that could not be recomputed is a failure, not a warning."""
+    runs = tmp_path / "runs"
+    write_run(runs, "m", {"belief_mp_zeroshot": ICL_A, "belief_bear": bear_records()},
+              {"belief_mp_zeroshot": ICL_A_HAND, "belief_bear": BEAR_HAND})
+    assert report_main([str(runs), "--out", str(tmp_path / "r"), "--strict"]) == 0  # complete: passes
+    full = build_report([runs], tmp_path / "r").checked
+    (runs / "m" / f"samples_belief_bear_{DATE}.jsonl").unlink()  # run without --log_samples
+    # BEAR's 3 numbers are shown from the results JSON, but not counted as checked: nothing recomputed them
+    assert build_report([runs], tmp_path / "r").checked == full - 3
+    assert report_main([str(runs), "--out", str(tmp_path / "r")]) == 0
+    capsys.readouterr()
+    assert report_main([str(runs), "--out", str(tmp_path / "r"), "--strict"]) == 1
+    err = capsys.readouterr().err
+    assert "--strict: 1 task(s) could not be recomputed" in err and "m / belief_bear: no samples file" in err
+    # the newest run's samples missing, an older run's present: not paired, and a failure under --strict
+    newer = "2026-02-02T00-00-00.000001"
+    write_run(runs, "m", {"belief_mp_zeroshot": ICL_B}, {"belief_mp_zeroshot": ICL_B_HAND}, date=newer)
+    (runs / "m" / f"samples_belief_mp_zeroshot_{newer}.jsonl").unlink()
+    assert report_main([str(runs), "--out", str(tmp_path / "r"), "--strict"]) == 1
+    err = capsys.readouterr().err
+    assert f"m / belief_mp_zeroshot: no samples file of run {newer} (only samples_belief_mp_zeroshot_{DATE}.jsonl" in err

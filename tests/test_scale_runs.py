@@ -37,14 +37,18 @@ METADATA = {
     "confidence_samples": 2,  # each sample carries its own seed: Ovconf must not depend on the layout
 }
 BEAR_REQUESTS = 84  # 2 docs x 42 answer options of P1303
-TOL = 1e-6  # batch 1 vs 8: padding changes the matmul shapes, not the numbers beyond float noise
+TOL = 1e-4  # batch 1 vs 8: padding changes the matmul shapes, so float32 rounding moves a summed log-likelihood by
+# up to ~5e-5 nats on some CPUs (scripts/bench_float_noise.py; 4.6e-5 measured here on the pre-change code too); the
+# predictions and generated texts stay identical (checked exactly below)
 
 
 def command(model_path, out: Path, *, batch_size: int = 1, tasks: str = TASKS, extra: list[str] = (),
             model: str = "hf") -> list[str]:
+    # only knobs some task of the command reads (belief-eval refuses the others)
+    metadata = METADATA if "belief_mp" in tasks else {k: v for k, v in METADATA.items() if k != "confidence_samples"}
     return [
         "--model", model, "--model_args", f"pretrained={model_path},dtype=float32", "--device", "cpu",
-        "--tasks", tasks, "--limit", LIMIT, "--metadata", json.dumps(METADATA),
+        "--tasks", tasks, "--limit", LIMIT, "--metadata", json.dumps(metadata),
         "--batch_size", str(batch_size), "--output_path", str(out), "--log_samples", *extra,
     ]
 

@@ -26,7 +26,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--out", "-o", required=True, metavar="REPORT_DIR", help="folder for report.md, tables/, figures/, cards/")
     p.add_argument("--title", default="Knowledge report", help="the report's heading")
     p.add_argument("--strict", action="store_true",
-                   help="exit with status 1 when a recomputed number differs from the harness's results JSON")
+                   help="exit with status 1 when a recomputed number differs from the harness's results JSON, "
+                        "or when a task's samples file is missing or belongs to another run")
     p.add_argument("--quiet", "-q", action="store_true", help="print only the report's path")
     p.add_argument("--x", metavar="REGEX", default=None,
                    help="training curves: a regular expression whose first group, searched in each run's model "
@@ -48,7 +49,13 @@ def main(argv: list[str] | None = None) -> int:
     if report.mismatched:
         print(f"belief-report: warning: {len(report.mismatched)} recomputed number(s) differ from the results JSON "
               "(were the tasks' code or settings changed since the run?)", file=sys.stderr)
-    return 1 if (report.mismatched and args.strict) else 0
+    unchecked = [f"{run.name} / {t.name}: {t.samples_missing}" for run in report.runs for t in run.tasks.values()
+                 if t.samples_path is None]
+    if unchecked and args.strict:
+        print(f"belief-report: --strict: {len(unchecked)} task(s) could not be recomputed, so their numbers are "
+              f"unchecked: {'; '.join(unchecked)}. Run them with --log_samples and keep each run's samples files "
+              "beside its results JSON.", file=sys.stderr)
+    return 1 if args.strict and (report.mismatched or unchecked) else 0
 
 
 if __name__ == "__main__":

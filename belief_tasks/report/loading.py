@@ -53,6 +53,8 @@ class TaskRun:
     samples_path: Path | None
     date_id: str
     _records: dict | None = field(default=None, repr=False)
+    #: why ``samples_path`` is None ("" when it is not): ``belief-report --strict`` fails on it
+    samples_missing: str = ""
 
     def metric_names(self) -> list[str]:
         """Metric names in the results JSON, in their order (without the filter or stderr keys)."""
@@ -187,17 +189,18 @@ def _date_id(f: Path) -> str:
     return m.group(1) if m else ""
 
 
-def _samples_file(folder: Path, task: str, date_id: str) -> Path | None:
-    """The samples file of the same run: lm-eval stamps a run's results and samples with one date id.
-    Never another run's (an older samples file would pair records with the wrong numbers)."""
+def _samples_file(folder: Path, task: str, date_id: str) -> tuple[Path | None, str]:
+    """The samples file of the same run, or None and why: lm-eval stamps a run's results and samples
+    with one date id. Never another run's (an older samples file would pair records with the wrong numbers)."""
     exact = folder / f"samples_{task}_{date_id}.jsonl"
     if exact.is_file():
-        return exact
+        return exact, ""
     others = sorted(folder.glob(f"samples_{task}_*.jsonl"))
     if others:
         log.warning("%s: no samples file of run %s for %s (only %s): its breakdowns are left out",
                     folder, date_id, task, ", ".join(p.name for p in others))
-    return None
+        return None, f"no samples file of run {date_id} (only {', '.join(p.name for p in others)}: other runs)"
+    return None, "no samples file (run without --log_samples?)"
 
 
 def load_runs(paths: Iterable[str | os.PathLike]) -> list[ModelRun]:
@@ -225,13 +228,15 @@ def load_runs(paths: Iterable[str | os.PathLike]) -> list[ModelRun]:
                 if task in group_names and task not in data.get("configs", {}):
                     groups[task] = res  # a group's summary row, not a task
                     continue
+                samples, missing = _samples_file(folder, task, date_id)
                 tasks[task] = TaskRun(
                     name=task,
                     results=res,
                     config=data.get("configs", {}).get(task, {}),
                     n_samples=data.get("n-samples", {}).get(task, {}),
-                    samples_path=_samples_file(folder, task, date_id),
+                    samples_path=samples,
                     date_id=date_id,
+                    samples_missing=missing,
                 )
         model_name = str(info.get("model_name") or folder.name)
         runs.append(ModelRun(name=_short_name(model_name, folder), model_name=model_name, folder=folder, tasks=tasks, groups=groups, info=info))

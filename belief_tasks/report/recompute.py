@@ -98,8 +98,8 @@ def recompute(task: TaskRun, metrics: list[str] | None = None) -> dict[str, Numb
         agg = aggs.get(m)
         records = task.records(m) if (agg is not None and task.has_records) else []
         if not records:
-            if harness is not None:
-                out[m] = Number(float(harness), harness_se, harness)
+            if harness is not None:  # shown, but not recomputed: nothing to compare, not counted as checked
+                out[m] = Number(float(harness), harness_se, None)
             continue
         value = float(agg(records))
         se_fn = stderr_function(agg)

@@ -95,7 +95,8 @@ def check_metadata(metadata: Mapping[str, Any] | None, knobs: Sequence[Knob], ta
     """Every knob parses (type, range), and no key is unknown, before any data is read.
 
     One ``--metadata`` serves every task of a command, so a knob of any family of ours is a known key
-    (only this family's are type-checked here). An unknown key is an error under ``belief-eval``, which
+    (only this family's are type-checked here; ``belief-eval`` then refuses a knob that no task of the
+    command reads: ``command_checks.check_knobs_read``). An unknown key is an error under ``belief-eval``, which
     knows the run's model arguments; under a bare ``lm_eval`` (model args merged into the metadata,
     indistinguishable) it is a warning."""
     from belief_tasks.tasks import knob_names

@@ -523,8 +523,8 @@ def agg_ovconf(items: list) -> float:
         return float("nan")
     bins = _setting(items, "bins")
     first = records_of(items[:1])[0]
-    for i, b in enumerate(M.calibration_bins(conf, correct, bins), start=1):
-        log.info("belief %s/%s calibration bin %d/%d: n=%d confidence=%.4f acc=%.4f",
+    for i, b in enumerate(M.calibration_bins(conf, correct, bins), start=1):  # the report tabulates them
+        log.debug("belief %s/%s calibration bin %d/%d: n=%d confidence=%.4f acc=%.4f",
                  first["style"], first["context"], i, bins, b["size"], b["confidence"], b["accuracy"])
     return M.overconfidence(conf, correct, bins)
 

@@ -1,0 +1,159 @@
+"""What ``belief-eval`` checks in a command line before the model loads, besides each task's own input
+(docs/data.md): JSON arguments, the backend's name, the task names, and that every knob of ours in
+``--metadata`` is read by some task of the command. A failure is a ``CommandError`` (or a ``KnobError``)
+whose text is the paragraph ``cli.refuse`` prints before exiting with status 2.
+"""
+
+from __future__ import annotations
+
+import difflib
+import glob
+import json
+from importlib import import_module
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+from belief_tasks.options import KnobError
+
+
+class CommandError(ValueError):
+    """A command line that cannot run as typed (bad JSON, unknown backend or task)."""
+
+
+#: lm-eval options that take a JSON object (lm-eval's ``MergeDictAction``), with a valid example each
+JSON_EXAMPLES = {
+    "--metadata": '\'{"source": "sample", "max_facts_per_relation": 5}\'',
+    "--model_args": '\'{"pretrained": "EleutherAI/pythia-160m", "dtype": "float32"}\' '
+                    "(or pretrained=EleutherAI/pythia-160m,dtype=float32)",
+    "--gen_kwargs": '\'{"temperature": 0}\' (or temperature=0)',
+}
+
+
+def did_you_mean(name: str, known: Iterable[str], n: int = 3) -> str:
+    """ "did you mean 'a' or 'b'? " for the closest known names ("" when none is close)."""
+    close = difflib.get_close_matches(name, list(known), n=n, cutoff=0.6)
+    return f"did you mean {' or '.join(repr(c) for c in close)}? " if close else ""
+
+
+# --- JSON arguments (before lm-eval parses the command line) ------------------------------------
+
+
+def _values(args: list[str], option: str) -> Iterable[str]:
+    for i, arg in enumerate(args):
+        if arg == option and i + 1 < len(args):
+            yield args[i + 1]
+        elif arg.startswith(option + "="):
+            yield arg.split("=", 1)[1]
+
+
+def check_json_arguments(args: list[str]) -> None:
+    """A value holding ``{`` must be JSON, as lm-eval reads it; lm-eval itself stops with a traceback."""
+    for option, example in JSON_EXAMPLES.items():
+        for value in _values(args, option):
+            if "{" not in value:
+                continue  # the key=value form: lm-eval's own parser reads it
+            try:
+                json.loads(value)
+            except json.JSONDecodeError as e:
+                raise CommandError(bad_json(option, value, e, example)) from None
+
+
+def bad_json(option: str, value: str, error: json.JSONDecodeError, example: str) -> str:
+    near = value[max(0, error.pos - 20):error.pos] + " >>>" + value[error.pos:error.pos + 20]
+    return (f"{option} is not valid JSON: {error.msg[0].lower() + error.msg[1:]} at character {error.pos + 1} of "
+            f"{value!r} (marked >>>: {near.strip()!r}). JSON wants double quotes around every key and text value, "
+            f"lowercase true / false / null and no trailing comma; a valid example: {option} {example}")
+
+
+# --- backend and task names (before the tasks are built) --------------------------------------------
+
+
+def check_backend(name: str | None) -> None:
+    from lm_eval.api.registry import model_registry
+
+    from belief_tasks.harness import BACKENDS
+
+    if (name or "hf") in model_registry:
+        return
+    known = sorted(model_registry.keys())
+    theirs = [k for k in known if k not in BACKENDS]
+    raise CommandError(f"--model {name}: no backend of that name; {did_you_mean(name, known)}ours are "
+                       f"{', '.join(BACKENDS)}; lm-eval's are {', '.join(theirs)}")
+
+
+def unknown_tasks(requested: Iterable[Any], include_path: str | None) -> CommandError | None:
+    """The error for the names in ``requested`` that lm-eval does not know (None when it knows them all)."""
+    from lm_eval.tasks import TaskManager
+
+    names = [t for t in requested if isinstance(t, str)]
+    manager = TaskManager(include_path=include_path)
+    missing = []
+    for name in names:
+        if name.endswith(".yaml"):
+            if not glob.glob(name):
+                missing.append(f"{name!r} (no such file)")
+        elif not manager.match_tasks([name]) and not Path(name).is_dir():
+            hint = did_you_mean(name, manager.all_tasks).rstrip()
+            missing.append(f"{name!r}" + (f" ({hint})" if hint else ""))
+    if not missing:
+        return None
+    return CommandError(f"--tasks: no task or group named {', '.join(missing)}. `belief-eval ls belief` lists our "
+                        "tasks and groups with one line each; `belief-eval ls tasks` every task lm-eval knows")
+
+
+# --- every knob of ours is read by a task of the command (after the tasks are built) ---------------
+
+
+def knobs_of(task) -> set[str]:
+    """The ``--metadata`` keys a built task of ours reads: its family's knobs, ``source``, and the path
+    and revision knobs of the dataset it reads (``bear_path`` only for tasks on BEAR)."""
+    names = {k.name for k in getattr(task, "KNOBS", ())} | {"source"}
+    dataset = getattr(getattr(task.config, "custom_dataset", None), "dataset", None)
+    return names | ({f"{dataset}_path", f"{dataset}_revision"} if dataset else set())
+
+
+def _our_knob_names() -> set[str]:
+    from belief_tasks.sources import SOURCE_KNOBS
+    from belief_tasks.tasks import knob_names
+
+    return knob_names() | {k.name for k in SOURCE_KNOBS}
+
+
+def check_knobs_read(metadata: Mapping[str, Any] | None, tasks: Iterable[Any], model_args: Iterable[str]) -> None:
+    """Refuse a knob of ours that no task of the command reads (it would be silently ignored). Keys that
+    are not ours (model arguments, other harness tasks' metadata) are left to their readers."""
+    from belief_tasks.tasks.base import BeliefTask
+
+    ours = [t for t in tasks if isinstance(t, BeliefTask)]
+    read = set().union(*(knobs_of(t) for t in ours)) if ours else set()
+    for key in sorted(set(metadata or {}) - set(model_args)):
+        if key in _our_knob_names() and key not in read:
+            run = ", ".join(t.config.task for t in ours) or "no task of ours"
+            raise KnobError(key, f"no task of this command reads it (it runs {run}); {readers(key)}. "
+                                 f"Add such a task to --tasks or leave the key out{_env_hint(key)}")
+
+
+def _env_hint(key: str) -> str:
+    """For a data path: where to keep it for every command (the environment, read only where needed)."""
+    from belief_tasks.sources import DATASETS
+
+    info = next((i for i in DATASETS.values() if i.metadata_key == key), None)
+    return f" (a path you keep for every command belongs in {info.env_var}, read only by the tasks on {info.title})" \
+        if info else ""
+
+
+def readers(key: str) -> str:
+    """Which of our tasks read ``key``, for the error (the main job's fixed variants left out)."""
+    from belief_tasks.catalog import entries
+    from belief_tasks.tasks import FAMILIES
+
+    names = []
+    for e in entries():
+        if e.kind != "task" or e.is_demo or e.family not in FAMILIES:
+            continue
+        module = import_module(FAMILIES[e.family])
+        dataset = getattr(getattr(module, e.dataset_function, None), "dataset", None)
+        if key in {k.name for k in module.KNOBS} or key in (f"{dataset}_path", f"{dataset}_revision"):
+            names.append(e.name)
+    shown = ", ".join(names[:8]) + (f" and {len(names) - 8} more" if len(names) > 8 else "")
+    return f"it is read by {shown}" if names else "no task of ours reads it"

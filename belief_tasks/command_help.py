@@ -1,0 +1,86 @@
+"""What ``belief-eval`` adds to lm-eval's help, and its two fast listings of ours.
+
+``belief-eval --help``: lm-eval's help, then ``section()``: our backends, our tasks, the knobs of
+every family (names generated from the ``KNOBS`` tables), ``belief-report`` and the docs.
+``belief-eval ls belief``: our tasks and groups, one line each, from the YAMLs alone (no lm-eval
+import). ``belief-eval ls knobs``: every knob with what it accepts, its default and its meaning.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from importlib import import_module
+
+#: family (a key of ``tasks.FAMILIES``) -> (its name in the papers, the page that documents its knobs)
+FAMILY_DOCS = {
+    "belief_icl": ("BELIEF-ICL", "docs/belief.md"),
+    "bear": ("BEAR", "docs/bear.md"),
+    "iclke": ("IC-LKE / EIC-LKE", "docs/iclke.md"),
+    "monitor": ("MONITOR", "docs/monitor.md"),
+    "belief_mlm": ("BELIEF, masked LMs", "docs/mlm.md"),
+}
+
+#: our backends (``harness.BACKENDS``), one line each
+BACKEND_LINES = {
+    "hf-shared": "lm-eval's hf with shared prefixes: the same model args and numbers, faster on IC-LKE, BEAR, "
+                 "BELIEF's sampled answers and MONITOR (docs/backends.md)",
+    "hf-mlm": "masked LMs (BERT family): BEAR by pseudo-log-likelihood and the belief_mlm_* tasks (docs/mlm.md)",
+}
+
+
+def knob_groups() -> list[tuple[str, list[str], str]]:
+    """(who reads them, knob names, where they are documented), from the knob tables themselves."""
+    from belief_tasks.options import COMMON
+    from belief_tasks.sources import SOURCE_KNOBS
+    from belief_tasks.tasks import FAMILIES
+
+    common = [k.name for k in COMMON]
+    groups = [("every task", common, "docs/data.md"),
+              ("data source", [k.name for k in SOURCE_KNOBS], "docs/data.md")]
+    for family, (title, page) in FAMILY_DOCS.items():
+        names = [k.name for k in import_module(FAMILIES[family]).KNOBS if k.name not in common]
+        groups.append((title, names, page))
+    return groups
+
+
+def _wrapped(label: str, text: str, width: int = 100, indent: int = 22) -> str:
+    return textwrap.fill(text, width=width, initial_indent=f"  {label:<{indent - 2}}",
+                         subsequent_indent=" " * indent, break_on_hyphens=False)
+
+
+def section() -> str:
+    """The part of ``belief-eval --help`` that lm-eval's help does not have."""
+    fill = lambda text: textwrap.fill(text, width=100, break_on_hyphens=False)  # noqa: E731
+    lines = ["", fill("belief-tasks: belief-eval is the lm-eval command line above (shown as 'lm-eval'), with "
+                      "our backends registered and every input checked before the model loads."),
+             "", "backends (--model):"]
+    lines += [_wrapped(name, text) for name, text in BACKEND_LINES.items()]
+    lines += ["", "our tasks:", _wrapped("list", "belief-eval ls belief: our tasks and groups, one line each"),
+              _wrapped("main job", "python -m belief_tasks demo: every family on the bundled sample, then its "
+                                   "report (results/demo/)")]
+    lines += ["", fill("knobs: --metadata '{\"source\": \"sample\", \"max_facts_per_relation\": 5}'; "
+                       "`belief-eval ls knobs` shows what each accepts, its default and its meaning:")]
+    lines += [_wrapped(who, f"{', '.join(names)} ({page})") for who, names, page in knob_groups()]
+    lines += ["", "report:", _wrapped("belief-report", "OUTPUT_DIR --out REPORT_DIR: the papers' tables, figures "
+                                      "and a knowledge card per model from runs made with --output_path and "
+                                      "--log_samples (belief-report --help; how to read it: docs/report.md)")]
+    lines += ["", fill("docs: README.md and docs/ of the belief-tasks source: docs/data.md (data, sources, "
+                       "every input check), docs/scale.md (large runs), docs/benchmarks.md (timings).")]
+    return "\n".join(lines)
+
+
+def knobs_listing() -> str:
+    """``belief-eval ls knobs``: every knob of every family, from the knob tables."""
+    from belief_tasks.options import COMMON
+    from belief_tasks.sources import SOURCE_KNOBS
+    from belief_tasks.tasks import FAMILIES
+
+    tables = [("every task", COMMON), ("data source (environment variables as named)", SOURCE_KNOBS)]
+    tables += [(title, [k for k in import_module(FAMILIES[f]).KNOBS if k not in COMMON])
+               for f, (title, _) in FAMILY_DOCS.items()]
+    out = []
+    for title, knobs in tables:
+        out.append(f"{title}:")
+        out += [_wrapped(k.name, f"{k.doc}. Accepts {k.accepts()}; default {k.default!r}.", indent=26) for k in knobs]
+        out.append("")
+    return "\n".join(out).rstrip()
