@@ -332,24 +332,17 @@ def install_tasks_before_model(on_bad_input: Callable[[BaseException, str], None
             except (SchemaError, DataSourceError) as e:
                 on_bad_input(e, _task_of(e))
                 raise
-            budgeted = _budgeted_tasks(built)
-            if budgeted and self.limit is not None:
-                on_bad_input(KnobError("budget", f"cannot be combined with --limit {self.limit:g}: a budgeted run "
-                                       "evaluates every fact the budget draws (the budget is the way to run fewer)"),
-                             budgeted[0])
+            try:
+                checks.check_budget_without_limit(built["tasks"], self.limit)
+            except KnobError as e:
+                on_bad_input(e, "")
+                raise
             _serve_once(manager, list(self.tasks), built)
             return manager
 
         return process_tasks
 
     _patch(EvaluatorConfig, "process_tasks", make, "building tasks before the model (belief-eval)")
-
-
-def _budgeted_tasks(built) -> list[str]:
-    """Names of the built tasks whose metadata sets a budget."""
-    tasks = built.get("tasks", {}) if isinstance(built, dict) else {}
-    return [name for name, task in tasks.items()
-            if ((getattr(getattr(task, "config", None), "metadata", None) or {}).get("budget")) is not None]
 
 
 def _serve_once(manager, tasks: list, built) -> None:

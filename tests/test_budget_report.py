@@ -9,7 +9,7 @@ import pytest
 from belief_tasks.report import build_report
 from belief_tasks.tasks import budgeted
 from belief_tasks.tasks.bear import METRICS
-from tests.test_report_synthetic import read_csv, write_run
+from test_report_synthetic import read_csv, write_run
 
 POPULATION = {"P1": 40, "P2": 12}
 
@@ -86,3 +86,37 @@ def test_training_curve_of_budgeted_checkpoints_has_interval_bands(tmp_path):
     table = next((tmp_path / "report" / "tables").glob("training_*.csv"))
     rows = read_csv(table)
     assert len(rows) == 2 and all(float(r["low"]) < float(r["value"]) < float(r["high"]) for r in rows)
+
+
+def test_a_budgeted_run_end_to_end_writes_estimates_intervals_and_the_draw(tmp_path):
+    """belief-eval with lm-eval's dummy model on the sample at 20 %: the results JSON holds the draw,
+    every estimate with its standard error and interval, NaN for what a sample cannot estimate, and
+    belief-report recomputes every number from the records."""
+    import json
+    import math
+
+    from harness import read_results, run_cli
+
+    metadata = {"source": "sample", "budget": 0.2, "confidence_prompts": 100, "confidence_samples": 2}
+    done = run_cli(["--model", "dummy", "--tasks", "belief_mp_4template,belief_bear", "--metadata",
+                    json.dumps(metadata), "--output_path", str(tmp_path / "out"), "--log_samples"],
+                   timeout=900, HF_HUB_OFFLINE="1")
+    assert done.returncode == 0, done.stderr[-3000:]
+    data = read_results(tmp_path / "out")
+    design = data["configs"]["belief_bear"]["metadata"]["budget_design"]
+    assert design["budget"] == 0.2 and design["facts_in_population"] == 671
+    assert design["facts_drawn"] == sum(r["drawn"] for r in design["relations"].values())
+    res = data["results"]["belief_mp_4template"]
+    assert math.isnan(res["acc_range,none"]) and "acc_range_ci95,none" not in res
+    for metric in ("acc", "consist", "ovconf", "coverage_oracle"):
+        low, high = res[f"{metric}_ci95,none"]
+        assert low <= res[f"{metric},none"] <= high and res[f"{metric}_stderr,none"] >= 0
+    report = build_report([tmp_path / "out"], tmp_path / "report")
+    assert report.checked > 10 and not report.mismatched
+    from belief_tasks.budget import allocation
+    from belief_tasks.data import load_facts
+
+    fs = load_facts("bear", {"source": "sample"})
+    drawn = sum(allocation(0.2, len(fs.facts_of(r))) for r in fs.relations)
+    assert design["facts_drawn"] == drawn
+    assert f"`belief_bear`: estimated from {drawn} of 671 facts (budget 0.2" in report.path.read_text()

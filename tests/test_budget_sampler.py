@@ -126,3 +126,19 @@ def test_every_metric_of_a_budgeted_family_has_an_estimator_or_is_marked():
         assert set(metric_table(family)) == set(stats) | set(not_estimable), family
         for name, (agg, _) in metric_table(family).items():
             budget_aware(family, name, agg)  # raises for a metric with neither
+
+
+def test_belief_eval_refuses_bad_budgets_before_the_model():
+    import json
+
+    from harness import run_cli
+
+    base = ["--model", "dummy", "--tasks", "belief_bear", "--output_path", "/nonexistent/never-written"]
+    cases = [({"source": "sample", "budget": 0.05}, ["--limit", "3"], "--limit 3"),
+             ({"source": "sample", "budget": 1.5}, [], "a fraction in (0, 1]"),
+             ({"source": "sample", "budget": 0.05, "max_facts_per_relation": 2}, [], "max_facts_per_relation")]
+    for metadata, extra, says in cases:
+        done = run_cli([*base, "--metadata", json.dumps(metadata), *extra], timeout=300)
+        assert done.returncode == 2, done.stderr[-2000:]
+        assert "stopped before loading the model" in done.stderr and says in done.stderr, done.stderr[-2000:]
+        assert "Traceback" not in done.stderr
