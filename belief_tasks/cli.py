@@ -48,8 +48,12 @@ def main(argv: list[str] | None = None) -> None:
     install_tasks_before_model(refuse, command_checks)
     sys.argv = ["belief-eval", *args]
     listing = args[:1] in (["ls"], ["list"]) and (len(args) < 2 or args[1] in ("tasks", "groups"))
+    from belief_tasks.truncation import TruncationError
+
     try:
         cli_evaluate()
+    except TruncationError as e:  # raised once the requests are built, before the model scores any
+        refuse(e, stage="scoring")
     finally:
         if listing:  # lm-eval's table has no description column: add ours
             print_ours("tasks")
@@ -77,12 +81,12 @@ def print_ours(what: str) -> None:
     print("\nEvery knob: belief-eval ls knobs. The main job: python -m belief_tasks demo.")
 
 
-def refuse(error: BaseException, task: str = "") -> None:
+def refuse(error: BaseException, task: str = "", stage: str = "loading the model") -> None:
     """Bad input: one paragraph (what, where, how to fix), no traceback, exit code 2."""
     where = f"task {task}: " if task else ""
     text = str(error).rstrip()
     text += "" if text.endswith(".") else "."
-    print(f"belief-eval: stopped before loading the model. {where}{text} "
+    print(f"belief-eval: stopped before {stage}. {where}{text} "
           "Nothing was computed; fix the command and run it again (docs/data.md lists every check).",
           file=sys.stderr)
     raise SystemExit(2)

@@ -37,6 +37,11 @@ installed version differs; a patched attribute that no longer exists is a clear 
    ``git describe``, whose "fatal: not a git repository" reaches the terminal outside a checkout.
    The call is unchanged (same value inside a checkout, same fallback outside); only git's stderr
    is silenced while it runs.
+8. The evaluated model, seen by the tasks while they build their requests: lm-eval's ``evaluate``
+   hands the model to no task, and ``hf`` / ``hf-shared`` cut a request longer than ``max_length``
+   from the left with only a log line. ``evaluated_model()`` is the model of the ``evaluate`` call
+   in progress, so ``BeliefTask`` measures its requests before any is scored
+   (``belief_tasks.truncation``: recorded in the results JSON, or refused).
 """
 
 from __future__ import annotations
@@ -84,6 +89,7 @@ def install() -> None:
     install_cpu_data_parallel_hook()
     install_generation_seed_hook()
     install_quiet_git_hook()
+    install_evaluated_model_hook()
     _installed = True
 
 
@@ -395,3 +401,32 @@ def _without_stderr(function: Callable) -> Callable:
             os.close(saved)
 
     return quiet
+
+
+# --- 8. the evaluated model, while requests are built ------------------------------------------------
+
+_evaluating: list = []  # the models of the evaluate calls in progress (innermost last)
+
+
+def evaluated_model():
+    """The model of the lm-eval ``evaluate`` call in progress, or None outside one."""
+    return _evaluating[-1] if _evaluating else None
+
+
+def install_evaluated_model_hook() -> None:
+    import functools
+
+    import lm_eval.evaluator as evaluator
+
+    def make(original):
+        @functools.wraps(original)
+        def evaluate(*args, **kwargs):
+            _evaluating.append(kwargs["lm"] if "lm" in kwargs else args[0])
+            try:
+                return original(*args, **kwargs)
+            finally:
+                _evaluating.pop()
+
+        return evaluate
+
+    _patch(evaluator, "evaluate", make, "the evaluated model, seen while requests are built (truncation check)")

@@ -195,6 +195,8 @@ COMMON: tuple[Knob, ...] = (
     Knob("budget", "fraction", None, "fraction of each relation's facts to evaluate, drawn by seeded hash and "
          "nested across budgets; metrics are then estimates of the full-data value with 95% intervals "
          "(docs/budget.md; default: every fact)", unset=(None, "", "none")),
+    Knob("allow_truncation", "bool", False, "run a probe that needs its whole context (IC-LKE, BELIEF-ICL) although "
+         "some requests exceed the model's max_length and are cut from the left; the results JSON records the cut"),
 )
 
 

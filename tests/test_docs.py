@@ -10,6 +10,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from belief_tasks import truncation
+
 ROOT = Path(__file__).resolve().parent.parent
 USER_DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
 
@@ -55,7 +57,10 @@ NOT_KNOBS = {
     "do_sample": "lm-eval generation kwarg", "max_gen_toks": "lm-eval generation kwarg", "temperature": "lm-eval generation kwarg",
     "top_k": "lm-eval generation kwarg", "until": "lm-eval generation kwarg", "doc_to_text": "lm-eval task YAML key",
     "target_delimiter": "lm-eval task YAML key", "example_seperator": "the IC-LKE reference code's key",
+    "truncation": "results JSON metadata entry (docs/data.md)",
 }
+# the fields of that entry, as the code writes them (allow_truncation is also a knob)
+NOT_KNOBS.update(dict.fromkeys(truncation.Truncation(0, 0, 0, 0, 0, 0).record(False, False), "a truncation field"))
 TASK_NAME = re.compile(r"(?<![\w./-])belief_[a-z0-9_]+\*?(?![\w/.(])")
 JSON_KEY = re.compile(r'"([A-Za-z_]+)"\s*:')
 YAML_SETTING = re.compile(r"`([a-z_]+): [^`]+`")

@@ -184,6 +184,19 @@ class HFMaskedLM(LM):
         return self.tokenizer(text, add_special_tokens=True, return_offsets_mapping=True,
                               return_special_tokens_mask=True)
 
+    def request_tokens(self, request_type: str, args: list[tuple]) -> list[int | None]:
+        """Per request, the tokens (specials included) of the text it puts in the model, which ``_fit``
+        cuts to ``max_length`` (``belief_tasks.truncation``); None for requests never cut."""
+        if request_type == "loglikelihood":
+            texts = [a[0] + a[1] for a in args]
+        elif request_type == LOGLIKELIHOOD_SPAN:
+            texts = [a[0] for a in args]
+        elif request_type == MASK_TOPK:
+            texts = [a[0].replace(MASK, self.tokenizer.mask_token) for a in args]
+        else:  # loglikelihood_rolling scores every token: a long text is refused, never cut
+            return [None] * len(args)
+        return [len(ids) for ids in self.tokenizer(texts, add_special_tokens=True)["input_ids"]] if texts else []
+
     def _fit(self, ids: list, keep: Iterable[int], *aligned: list) -> tuple[int, list, tuple]:
         """Drop tokens from the left of the text (after leading specials) until it fits ``max_length``.
 

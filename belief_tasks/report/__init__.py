@@ -37,7 +37,7 @@ class Report:
 
 def build_report(paths, out, title: str = "Knowledge report", x_pattern: str | None = None) -> Report:
     from belief_tasks.report import (agreement, bear, belief_icl, belief_mlm, iclke, monitor, paired, training,
-                                     unclaimed_tasks)
+                                     truncation, unclaimed_tasks)
     from belief_tasks.report.base import Context
     from belief_tasks.report.card import render
     from belief_tasks.report.loading import load_runs
@@ -83,6 +83,7 @@ def build_report(paths, out, title: str = "Knowledge report", x_pattern: str | N
                              "Run": r.date, "Folder": "/".join(r.folder.parts[-2:])} for r in runs])
     md.append("## Runs\n")
     md.append(markdown_table(runs_df) + "\n")
+    md.append(truncation.markdown(runs))
     md.append("## Contents\n")
     md.append("\n".join([f"- [Knowledge cards](#knowledge-cards)"] + [f"- [{s.title}](#{_anchor(s.title)})" for s in sections]) + "\n")
     md.append("## Knowledge cards\n")
@@ -97,6 +98,7 @@ def build_report(paths, out, title: str = "Knowledge report", x_pattern: str | N
     if checked:
         summary.append(f"check: {checked - len(mismatched)}/{checked} recomputed numbers equal the results JSON"
                        + ("" if not mismatched else f" (differing: {', '.join(mismatched[:10])})"))
+    summary += [f"truncated: {line}" for line in truncation.notes(runs)]
     for s in sections:
         if s.summary:
             summary.append(f"[{s.title}]")

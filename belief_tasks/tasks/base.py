@@ -22,7 +22,7 @@ from lm_eval.api.task import ConfigurableTask
 
 import logging
 
-from belief_tasks import budget, harness, options, seeding
+from belief_tasks import budget, harness, options, seeding, truncation
 from belief_tasks.budget import Draw
 from belief_tasks.options import COMMON, MODEL_ARGS, Knob, KnobError, Options, parse_options
 from belief_tasks.schema import Fact, FactSet
@@ -48,6 +48,9 @@ class BeliefTask(ConfigurableTask):
     #: True when the class scores a doc itself (several request types per doc): lm-eval then needs
     #: a ``process_results`` in the config so that it does not look our metric names up on the hub.
     SCORES_ITSELF = False
+    #: what a request cut to the model's context would lose, for a probe defined by its whole context
+    #: ("" when a cut is only recorded): such a task refuses to run unless ``allow_truncation`` is set
+    WHOLE_CONTEXT = ""
 
     def __init__(self, config: dict | None = None, **kwargs: Any) -> None:
         harness.install()
@@ -77,6 +80,12 @@ class BeliefTask(ConfigurableTask):
 
             self._budget_aware = {m: budget_aware(self.FAMILY, m, fn) for m, fn in super().aggregation().items()}
         return self._budget_aware
+
+    def build_all_requests(self, *args: Any, **kwargs: Any) -> None:
+        """lm-eval's, then the requests measured against the evaluated model's context, before it scores
+        any of them (``belief_tasks.truncation``)."""
+        super().build_all_requests(*args, **kwargs)
+        truncation.check(self, harness.evaluated_model())
 
     @property
     def options(self) -> Options:

@@ -44,6 +44,7 @@ class BearTask(BeliefTask):
     """``belief_bear*``: a ``multiple_choice`` task over every answer option (knobs: ``KNOBS``)."""
 
     FAMILY = "bear"
+    WHOLE_CONTEXT = "its statements (each answer option's filled template)"
     KNOBS = KNOBS
 
     def __init__(self, config: dict | None = None, **kwargs: Any) -> None:

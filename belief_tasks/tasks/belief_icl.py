@@ -299,6 +299,7 @@ class BeliefICLTask(BeliefTask):
 
     FAMILY = "belief_icl"
     KNOBS = KNOBS
+    WHOLE_CONTEXT = "its few-shot context and prompt"
 
     _multiturn: tuple | None = None  # (chat template, system instruction) under --fewshot_as_multiturn
 

@@ -177,6 +177,7 @@ class BeliefMLMTask(BeliefTask):
     """``belief_mlm_*``: one ``mask_topk`` request per doc (lm-eval dispatches it by name to ``hf-mlm``)."""
 
     FAMILY = "belief_mlm"
+    WHOLE_CONTEXT = "its prompt (the subject before the mask)"
     KNOBS = KNOBS
 
     def __init__(self, config: dict | None = None, **kwargs: Any) -> None:

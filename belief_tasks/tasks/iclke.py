@@ -176,6 +176,7 @@ class IclkeTask(BeliefTask):
 
     FAMILY = "iclke"
     KNOBS = KNOBS
+    WHOLE_CONTEXT = "its in-context examples"
 
 
 class EICLKETask(IclkeTask):

@@ -125,6 +125,8 @@ class MonitorTask(BeliefTask):
     FAMILY = "monitor"
     KNOBS = KNOBS
     SCORES_ITSELF = True
+    # a left cut removes an anchor's leading misleading context or part of its frame: another anchor
+    WHOLE_CONTEXT = "its anchors' contexts (the misleading context placed before a frame)"
 
     def _plan(self, doc) -> S.Plan:
         """The fact's subword plan, computed once for its requests and its results."""
