@@ -88,6 +88,7 @@ def summarise(pop: Population, rows: list[dict]):
     import pandas as pd
 
     df = pd.DataFrame(rows)
+    df = df[df["metric"].map(lambda m: np.isfinite(pop.truth[m]))]  # undefined on the full data (no 1:1 relation)
     truth = df["metric"].map(pop.truth)
     df["covered"] = (df["low"] <= truth) & (truth <= df["high"])
     df["half_width"] = (df["high"] - df["low"]) / 2

@@ -34,22 +34,25 @@ def populations(args) -> list[C.Population]:
         return [C.SYNTHETIC[args.synthetic](args.scale, args.seed)]
     from belief_tasks.report.loading import load_runs
 
-    out = []
+    found: dict[str, list] = {}  # population name -> (family, records)
     for run in load_runs(args.records):
         for name, task in sorted(run.tasks.items()):
-            found = budgeted.family_estimators(task.family) if task.has_records else None
-            if found is None or (args.task and name not in args.task):
+            if not task.has_records or budgeted.family_estimators(task.family) is None or (args.task and name not in args.task):
                 continue
             records = budgeted.unwrap(task.records())
             if budgeted.is_budgeted(records):
                 print(f"{run.name} {name}: a budgeted run; the study needs a full run's records", file=sys.stderr)
                 continue
-            units_of, stats, not_estimable = found
-            units = units_of(records)
-            out.append(C.Population(f"{run.name}: {name}", task.family, units, stats, not_estimable,
-                                    f"{len(units.ids):,} facts, {len(set(units.relations))} relations"))
-    if not out:
+            key = f"{run.model_name.rstrip('/').split('/')[-1]}: {name}" if args.pool else f"{run.name}: {name}"
+            found.setdefault(key, [task.family, []])[1].extend(records)
+    if not found:
         raise SystemExit(f"no full run of a task with budgeted statistics below {args.records}")
+    out = []
+    for key, (family, records) in found.items():
+        units_of, stats, not_estimable = budgeted.family_estimators(family)
+        units = units_of(records)
+        out.append(C.Population(key, family, units, stats, not_estimable,
+                                f"{len(units.ids):,} facts, {len(set(units.relations))} relations"))
     return out
 
 
@@ -66,15 +69,33 @@ def table(pop: C.Population, args) -> pd.DataFrame:
     return out
 
 
+def covers_from(rows: pd.DataFrame) -> str:
+    """The smallest budget from which the coverage is at least the band's lower end at every larger budget."""
+    ok = [(b, c >= BAND[0] or (sd == 0 and hw == 0))
+          for b, c, sd, hw in zip(rows["budget"], rows["coverage"], rows["sd"], rows["half_width"])]
+    ok.sort()
+    start = None
+    for b, good in ok:
+        start = (start if start is not None else b) if good else None
+    return "-" if start is None else f"{start:.0%}"
+
+
 def markdown(df: pd.DataFrame) -> str:
-    cols = {"budget": "budget", "metric": "metric", "facts": "facts drawn", "full_value": "full-data value",
-            "coverage": "coverage", "half_width": "mean half-width", "bias": "bias", "sd": "SD of estimate",
-            "mean_se": "mean SE", "undefined": "undefined"}
-    shown = df[list(cols)].rename(columns=cols)
-    fmt = {"budget": "{:.0%}", "facts drawn": "{:,.0f}", "coverage": "{:.3f}", "undefined": "{:.3f}"}
-    lines = ["| " + " | ".join(shown.columns) + " |", "|" + "---|" * len(shown.columns)]
-    for _, r in shown.iterrows():
-        cells = [fmt.get(c, "{:.4f}").format(v) if isinstance(v, float) else str(v) for c, v in r.items()]
+    """One row per metric; per budget: coverage / mean half-width / bias (a metric that is the same on every
+    draw, e.g. always 0, is marked "constant": its zero-width interval covers trivially)."""
+    budgets = list(dict.fromkeys(df["budget"]))
+    facts = {b: df.loc[df["budget"] == b, "facts"].iloc[0] for b in budgets}
+    head = (["metric", "full-data value"] + [f"{b:.0%} ({facts[b]:,.0f} facts): coverage / half-width / bias" for b in budgets]
+            + ["covers from"])
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for metric, rows in df.groupby("metric", sort=False):
+        cells = [f"`{metric}`", f"{rows['full_value'].iloc[0]:.4f}"]
+        for b in budgets:
+            r = rows[rows["budget"] == b].iloc[0]
+            mark = "" if r["within_band"] else " *"
+            cells.append("constant" if r["sd"] == 0 and r["half_width"] == 0 else
+                         f"{r['coverage']:.3f}{mark} / {r['half_width']:.4f} / {r['bias']:+.4f}")
+        cells.append(covers_from(rows))
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -85,6 +106,8 @@ def main(argv=None) -> None:
     src.add_argument("--records", nargs="+", help="output folders of full runs (with --log_samples)")
     src.add_argument("--synthetic", choices=sorted(C.SYNTHETIC), help="a synthetic population in this layout")
     ap.add_argument("--task", nargs="*", help="only these tasks of the records")
+    ap.add_argument("--pool", action="store_true", help="one population per model and task from several runs "
+                    "(e.g. runs of disjoint relations)")
     ap.add_argument("--scale", type=float, default=1.0, help="synthetic size relative to the real dataset")
     ap.add_argument("--seed", type=int, default=0, help="seed of the synthetic population")
     ap.add_argument("--budgets", type=lambda s: tuple(float(x) for x in s.split(",")), default=C.BUDGETS)
