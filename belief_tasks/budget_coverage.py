@@ -118,7 +118,7 @@ def _sigmoid(x):
 
 
 def synthetic_myriadlama(scale: float = 1.0, seed: int = 0, templates: int = 5, confidence_prompts: int = 10_000,
-                         samples: int = 100) -> Population:
+                         samples: int = 100, model: int = 0, shift: float = 0.0) -> Population:
     """A MyriadLAMA-sized BELIEF-ICL run (41 relations, 24,643 pairs at scale 1; 5 manual MP templates,
     1-6 subject expressions per pair as MyriadLAMA's 2.6 on average) answered by a synthetic model.
 
@@ -126,53 +126,74 @@ def synthetic_myriadlama(scale: float = 1.0, seed: int = 0, templates: int = 5, 
     relation means ~ N(-0.8, 1.2), template effects ~ N(0, 0.8) per relation, aliases below the label.
     Wrong answers come from three per-pair candidates (so wrong prompts partly agree), some with two
     words, 3 % empty. ``confidence_prompts`` pairs get a sampled prompt whose confidence is the share of
-    ``samples`` draws matching it, slightly above its chance of being right (overconfidence)."""
+    ``samples`` draws matching it, slightly above its chance of being right (overconfidence).
+
+    The facts, relations, templates and knowledge come from ``seed``; the answers from (``seed``,
+    ``model``). Another ``model`` answers the same facts: its knowledge is z + ``shift`` + N(0, 0.5) per
+    pair, so two models of one seed are a paired comparison on the same facts."""
     from belief_tasks.metrics.budgeted import belief as B
 
-    rng = np.random.default_rng(seed)
+    rng, out = np.random.default_rng(seed), np.random.default_rng([seed, model])
     sizes = _relation_sizes(rng, 41, max(41 * 4, round(24_643 * scale)), 4 if scale < 0.2 else 40)
-    forms_p = np.array((0.275, 0.26, 0.2, 0.13, 0.09, 0.045))
     cols: dict[str, list] = {k: [] for k in ("fact", "relation", "template", "correct", "answer")}
     prob_of: dict[str, np.ndarray] = {}
     for r, n in enumerate(sizes):
         rel = f"P{100 + 7 * r}"
-        mu, tau = rng.normal(-0.8, 1.2), rng.normal(0, 0.8, templates)
-        z = rng.normal(mu, 1.8, n)
-        forms = rng.choice(np.arange(1, 7), n, p=forms_p)
-        for i in range(n):
+        for i, p in enumerate(_myriadlama_relation(rng, out, n, templates, model, shift)):
             fid = f"{rel}_{i:05d}"
-            alias = np.concatenate([[0.0], rng.normal(-0.5, 0.3, forms[i] - 1)])
-            p = _sigmoid(z[i] + tau[:, None] + alias[None, :])  # (templates, forms)
-            ok = rng.random(p.shape) < p
-            wrong = [f"wrong{r}x{rng.integers(0, 400)}" + (" Sal" if rng.random() < 0.15 else "") for _ in range(3)]
-            pick = rng.choice(3, p.shape, p=rng.dirichlet(np.ones(3) * 0.7))
-            empty = rng.random(p.shape) < 0.03
+            ok = out.random(p.shape) < p
+            wrong = [f"wrong{r}x{out.integers(0, 400)}" + (" Sal" if out.random() < 0.15 else "") for _ in range(3)]
+            pick = out.choice(3, p.shape, p=out.dirichlet(np.ones(3) * 0.7))
+            empty = out.random(p.shape) < 0.03
             answers = np.where(ok, f"gold{r}x{i % 97}", np.where(empty, "", np.array(wrong)[pick]))
             prob_of[fid] = p.ravel()
             cols["fact"] += [fid] * p.size
             cols["relation"] += [rel] * p.size
-            cols["template"] += [f"{rel}_t{t}" for t in range(templates) for _ in range(forms[i])]
+            cols["template"] += [f"{rel}_t{t}" for t in range(templates) for _ in range(p.shape[1])]
             cols["correct"] += ok.ravel().tolist()
             cols["answer"] += answers.ravel().tolist()
-    sampled = _confidences(rng, cols, prob_of, confidence_prompts, samples)
+    sampled = _confidences(rng, out, cols, prob_of, confidence_prompts, samples)
     units = B.units(cols["fact"], cols["relation"], cols["template"], cols["correct"], cols["answer"], sampled)
-    return Population(f"synthetic MyriadLAMA (scale {scale:g}, seed {seed})", "belief_icl", units, B.STATISTICS,
-                      B.NOT_ESTIMABLE, f"{len(units.ids):,} pairs, {len(sizes)} relations, {len(cols['fact']):,} prompts")
+    name = f"synthetic MyriadLAMA (scale {scale:g}, seed {seed}" + (f", model {model})" if model else ")")
+    return Population(name, "belief_icl", units, B.STATISTICS, B.NOT_ESTIMABLE,
+                      f"{len(units.ids):,} pairs, {len(sizes)} relations, {len(cols['fact']):,} prompts")
 
 
-def _confidences(rng, cols, prob_of, k: int, samples: int) -> dict[str, tuple[float, bool]]:
-    """pair -> (confidence, correct) of one sampled prompt, for ``k`` pairs."""
+def _myriadlama_relation(rng, out, n: int, templates: int, model: int, shift: float):
+    """Each pair's (templates x subject expressions) chances of a right prompt; the relation's structure
+    from ``rng``, a second model's own knowledge from ``out``."""
+    mu, tau = rng.normal(-0.8, 1.2), rng.normal(0, 0.8, templates)
+    z = rng.normal(mu, 1.8, n)
+    forms = rng.choice(np.arange(1, 7), n, p=np.array((0.275, 0.26, 0.2, 0.13, 0.09, 0.045)))
+    aliases = [np.concatenate([[0.0], rng.normal(-0.5, 0.3, k - 1)]) for k in forms]
+    if model:
+        z = z + shift + out.normal(0, 0.5, n)
+    return [_sigmoid(z[i] + tau[:, None] + aliases[i][None, :]) for i in range(n)]
+
+
+def paired_population(a: Population, b: Population) -> Population:
+    """Two runs on the same facts as one population whose statistics are the differences A - B (the
+    paired intervals of ``belief-report``)."""
+    from belief_tasks.metrics.intervals import difference, paired
+
+    return Population(f"{a.name} minus {b.name}", a.family, paired(a.units, b.units),
+                      {m: difference(g, b.statistics[m]) for m, g in a.statistics.items()}, a.not_estimable,
+                      f"{a.note}; paired")
+
+
+def _confidences(rng, out, cols, prob_of, k: int, samples: int) -> dict[str, tuple[float, bool]]:
+    """pair -> (confidence, correct) of one sampled prompt, for ``k`` pairs: which pairs and prompts from
+    ``rng`` (the run's, not the model's), the confidences from ``out``."""
     facts = list(prob_of)
     first = {}
     for j, f in enumerate(cols["fact"]):
         first.setdefault(f, j)
-    out = {}
+    out_ = {}
     for f in rng.choice(facts, min(k, len(facts)), replace=False):
         j = rng.integers(0, len(prob_of[f]))
-        p = prob_of[f][j]
-        q = np.clip(p + 0.08 + rng.normal(0, 0.1), 0.01, 0.99)
-        out[str(f)] = (rng.binomial(samples, q) / samples, bool(cols["correct"][first[f] + j]))
-    return out
+        q = np.clip(prob_of[f][j] + 0.08 + out.normal(0, 0.1), 0.01, 0.99)
+        out_[str(f)] = (out.binomial(samples, q) / samples, bool(cols["correct"][first[f] + j]))
+    return out_
 
 
 def synthetic_bear(scale: float = 1.0, seed: int = 0, templates: int = 3) -> Population:
@@ -202,4 +223,9 @@ def synthetic_bear(scale: float = 1.0, seed: int = 0, templates: int = 3) -> Pop
                       f"{len(units.ids):,} instances, {len(sizes)} relations, {len(facts):,} (instance, template) docs")
 
 
-SYNTHETIC = {"myriadlama": synthetic_myriadlama, "bear": synthetic_bear}
+def synthetic_paired(scale: float = 1.0, seed: int = 0) -> Population:
+    """Two synthetic models on the same MyriadLAMA facts (the second slightly better), their differences."""
+    return paired_population(synthetic_myriadlama(scale, seed), synthetic_myriadlama(scale, seed, model=1, shift=0.3))
+
+
+SYNTHETIC = {"myriadlama": synthetic_myriadlama, "bear": synthetic_bear, "myriadlama_paired": synthetic_paired}

@@ -76,3 +76,19 @@ def test_belief_intervals_cover_on_a_small_myriadlama():
         row = table[table["metric"] == metric].iloc[0]
         assert low <= row["coverage"] <= high, row.to_dict()
     assert set(pop.not_estimable) == {"acc_range", "acc_sd"}
+
+
+def test_paired_differences_cover_on_a_small_myriadlama():
+    """Two synthetic models on the same facts: the paired interval of A - B covers the full-data difference,
+    and is narrower than the two runs' own intervals would make it (they share the facts' difficulty)."""
+    a = C.synthetic_myriadlama(scale=0.05, seed=4, confidence_prompts=600)
+    b = C.synthetic_myriadlama(scale=0.05, seed=4, confidence_prompts=600, model=1, shift=0.3)
+    pop = C.paired_population(a, b)
+    table = C.summarise(pop, C.simulate(pop, budgets=(0.2,), n_draws=DRAWS, reps=200))
+    single = C.summarise(a, C.simulate(a, budgets=(0.2,), n_draws=DRAWS, reps=200))
+    low, high = _band()
+    for metric in ("acc", "consist", "coverage_oracle"):
+        row = table[table["metric"] == metric].iloc[0]
+        assert low <= row["coverage"] <= high, row.to_dict()
+        alone = single[single["metric"] == metric].iloc[0]
+        assert row["half_width"] < math.sqrt(2) * alone["half_width"]
