@@ -223,9 +223,57 @@ def synthetic_bear(scale: float = 1.0, seed: int = 0, templates: int = 3) -> Pop
                       f"{len(units.ids):,} instances, {len(sizes)} relations, {len(facts):,} (instance, template) docs")
 
 
+def synthetic_monitor(scale: float = 1.0, seed: int = 0) -> Population:
+    """An FKTC-sized MONITOR run (20 relations, 16,198 facts at scale 1; 7 frames, 6 for two relations; 5
+    negative contexts; objects of 1-3 subwords). A fact's knowledge k ~ N(relation mean, 1.2) sets its
+    per-subword probabilities: sigmoid(k + 1.5) under the positive context, sigmoid(k + frame effect)
+    under each frame, sigmoid(k - 1) under each negative, each with noise; greedy answers are right with
+    the frames' and the positive context's probabilities."""
+    from belief_tasks.metrics import monitor as MM
+    from belief_tasks.metrics.budgeted import monitor as B
+
+    rng = np.random.default_rng(seed)
+    sizes = _relation_sizes(rng, 20, max(20 * 4, round(16_198 * scale)), 4 if scale < 0.2 else 200)
+    ids, relations, quantities, correct, positive = [], [], [], [], []
+    for r, n in enumerate(sizes):
+        mu, frames = rng.normal(-0.5, 1.0), 6 if r in (7, 13) else 7
+        effect = rng.normal(0, 0.7, frames)
+        for i in range(n):
+            k, units = rng.normal(mu, 1.2), int(rng.integers(1, 4))
+            noisy = lambda shift: _sigmoid(k + shift + rng.normal(0, 0.4, units))  # noqa: E731
+            quantities.append(MM.fact_quantities(noisy(1.5), [noisy(e) for e in effect], [noisy(-1.0) for _ in range(5)]))
+            correct.append((rng.random(frames) < _sigmoid(k + effect)).astype(int).tolist())
+            positive.append(int(rng.random() < _sigmoid(k + 1.5)))
+            ids.append(f"F{r}_{i:05d}"), relations.append(f"P{300 + r}")
+    units = B.units(ids, relations, quantities, correct, positive, [True] * len(ids), MM.DEFAULT_ALPHA, 7)
+    return Population(f"synthetic FKTC (scale {scale:g}, seed {seed})", "monitor", units, B.STATISTICS, (),
+                      f"{len(ids):,} facts, {len(sizes)} relations")
+
+
+def synthetic_iclke(scale: float = 1.0, seed: int = 0, options: int = 100) -> Population:
+    """A T-REx-MC-sized IC-LKE run (50 relations, 20,000 test facts at scale 1, 100 options). The gold
+    option's log-probability is k + N(0, 1) with k ~ N(relation mean, 1.5), the others N(0, 1.5)."""
+    from belief_tasks.metrics.budgeted import iclke as B
+
+    rng = np.random.default_rng(seed)
+    sizes = _relation_sizes(rng, 50, max(50 * 4, round(20_000 * scale)), 4 if scale < 0.2 else 100)
+    ids, relations, logprobs, gold = [], [], [], []
+    for r, n in enumerate(sizes):
+        mu = rng.normal(1.5, 1.5)
+        for i in range(n):
+            lp = rng.normal(0, 1.5, options)
+            g = int(rng.integers(0, options))
+            lp[g] = rng.normal(mu, 1.5) + rng.normal(0, 1.0)
+            ids.append(f"T{r}_{i:05d}"), relations.append(f"P{500 + r}"), logprobs.append(lp.tolist()), gold.append(g)
+    units = B.units(ids, logprobs, gold, relations)
+    return Population(f"synthetic T-REx-MC (scale {scale:g}, seed {seed})", "iclke", units, B.STATISTICS, (),
+                      f"{len(ids):,} test facts, {len(sizes)} relations, {options} options")
+
+
 def synthetic_paired(scale: float = 1.0, seed: int = 0) -> Population:
     """Two synthetic models on the same MyriadLAMA facts (the second slightly better), their differences."""
     return paired_population(synthetic_myriadlama(scale, seed), synthetic_myriadlama(scale, seed, model=1, shift=0.3))
 
 
-SYNTHETIC = {"myriadlama": synthetic_myriadlama, "bear": synthetic_bear, "myriadlama_paired": synthetic_paired}
+SYNTHETIC = {"myriadlama": synthetic_myriadlama, "bear": synthetic_bear, "myriadlama_paired": synthetic_paired,
+             "fktc": synthetic_monitor, "trex_mc": synthetic_iclke}
