@@ -209,3 +209,28 @@ def test_monitor_statistics_equal_the_metrics_on_the_full_run():
             **{f"acc_relation_{w}": MM.accuracy_across_relations(rels, correct, w) for w in ("max", "min")},
             **{f"acc_frame_{j}": MM.frame_accuracy_over_relations(rels, correct, j) for j in range(7)}}
     assert got == pytest.approx(want, rel=1e-12)
+
+
+def test_a_selecting_statistic_is_bias_corrected_and_its_standard_error_covers_the_correction():
+    """A maximum over estimates (the best of two equal templates): the plug-in is biased upwards, the
+    bootstrap estimate is 2 g(T^) - mean of the replicates, and its standard error is that of the
+    corrected estimate (larger than the plain replicates' SD)."""
+    from belief_tasks.metrics.intervals import bootstrap_totals, selecting
+
+    @selecting
+    def best(T):
+        return T.block("t").max(-1).sum(-1) / T["one"].sum(-1)
+
+    rng = np.random.default_rng(0)
+    strata = ["a"] * 30 + ["b"] * 30
+    ids = [f"f{i}" for i in range(60)]
+    units = Units.of(ids, strata, {"one": np.ones(60), "t0": rng.random(60) < 0.5, "t1": rng.random(60) < 0.5})
+    design, _ = Design.of(strata, {"a": 300, "b": 300})
+    plain = estimate(design, units, best)
+    iv = intervals(design, units, {"best": best}, "bootstrap", reps=400, seed=3)["best"]
+    reps = best(Totals(bootstrap_totals(design, units, 400, 3), units.columns))
+    assert iv.estimate == pytest.approx(2 * plain - reps.mean())
+    assert iv.estimate < plain  # the correction lowers a maximum
+    assert iv.se > reps.std(ddof=1)
+    unmarked = intervals(design, units, {"best": lambda T: best(T)}, "bootstrap", reps=400, seed=3)["best"]
+    assert unmarked.estimate == pytest.approx(plain) and unmarked.se == pytest.approx(reps.std(ddof=1))

@@ -240,16 +240,43 @@ def bootstrap_totals(design: Design, units: Units, reps: int = 1000, seed: int =
     return out
 
 
+#: second-level draws per replicate for the standard error of a bias-corrected estimate
+PARTNERS = 20
+
+
 def bootstrap_moments(design: Design, units: Units, stats: Mapping[str, Statistic], reps: int = 1000,
                       seed: int = 0) -> dict[str, tuple[float, float]]:
-    """(mean, SD) of each statistic over the bootstrap replicates (undefined ones left out)."""
-    T = Totals(bootstrap_totals(design, units, reps, seed), units.columns)
+    """(mean, SD) of each statistic over the bootstrap replicates (undefined ones left out). For a
+    ``selecting`` statistic the SD is that of the bias-corrected estimate (``corrected_replicates``)."""
+    totals_b = bootstrap_totals(design, units, reps, seed)
+    T = Totals(totals_b, units.columns)
+    base = totals(design, units.values)
     out = {}
     for name, stat in stats.items():
         values = np.asarray(stat(T), dtype=float)
-        values = values[np.isfinite(values)]
-        out[name] = (float(values.mean()), float(values.std(ddof=1))) if values.size > 1 else (float("nan"),) * 2
+        spread = values
+        if getattr(stat, "selects", False):
+            spread = corrected_replicates(stat, totals_b, base, units.columns, values, seed)
+        ok = np.isfinite(values) & np.isfinite(spread)
+        out[name] = ((float(values[ok].mean()), float(spread[ok].std(ddof=1))) if ok.sum() > 1
+                     else (float("nan"),) * 2)
     return out
+
+
+def corrected_replicates(stat: Statistic, totals_b: np.ndarray, base: np.ndarray, columns, values: np.ndarray,
+                         seed: int) -> np.ndarray:
+    """Each replicate's own bias-corrected value, 2 g(T*_b) - mean_j g(T*_b + T*_j - T^), so that their SD is
+    the standard error of the corrected estimate (which varies more than g(T^): the correction is itself
+    estimated). The second level reuses ``PARTNERS`` other replicates' deviations as draws around T*_b
+    (the deviations of totals are nearly additive), instead of a bootstrap of every replicate."""
+    rng = np.random.default_rng([seed, 1])
+    partners = rng.integers(0, len(totals_b), (len(totals_b), PARTNERS))
+    second = np.empty(len(totals_b))
+    for lo in range(0, len(totals_b), 64):
+        block = slice(lo, lo + 64)
+        shifted = totals_b[block, None] + (totals_b[partners[block]] - base)
+        second[block] = np.nanmean(np.asarray(stat(Totals(shifted, columns)), dtype=float), axis=1)
+    return 2 * values - second
 
 
 def t_quantile(df: int, level: float = LEVEL) -> float:
