@@ -26,9 +26,11 @@ Variance, two methods, both with the finite-population correction (1 - f_h), f_h
       (N_h / n_h) * (1 - lambda_h + lambda_h * n_h / (n_h - 1) * m_i),   lambda_h = sqrt(1 - f_h),
   which makes the bootstrap variance of a linear g equal the stratified variance above, FPC included.
 
-An interval is estimate +- t_{df, 0.975} * se, df = sum over sampled strata of (n_h - 1). Which method
-the tasks use, and the coverage that backs the 95 %, is measured by ``scripts/budget_coverage.py``
-(docs/budget.md). Pure numpy / scipy.
+A ``selecting`` statistic (a maximum or minimum over estimates) is biased; under the bootstrap its
+estimate is corrected, 2 g(T^) - mean_b g(T*_b), with the standard error of the corrected estimate
+(``corrected_replicates``). An interval is estimate +- t_{df, 0.975} * se, df = sum over sampled strata
+of (n_h - 1). The tasks use the bootstrap (``tasks.budgeted``); the coverage that backs the 95 %, for
+both methods, is measured by ``scripts/budget_coverage.py`` (docs/budget.md). Pure numpy / scipy.
 """
 
 from __future__ import annotations
@@ -296,10 +298,6 @@ class Interval:
     high: float
     method: str
     level: float = LEVEL
-
-    def as_dict(self) -> dict:
-        return {"estimate": self.estimate, "se": self.se, "low": self.low, "high": self.high,
-                "method": self.method, "level": self.level}
 
 
 def intervals(design: Design, units: Units, stats: Mapping[str, Statistic], method: str = "bootstrap",
