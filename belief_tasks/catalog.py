@@ -23,8 +23,6 @@ class _Loader(yaml.SafeLoader):
 
 _Loader.add_multi_constructor("!", lambda loader, suffix, node: getattr(node, "value", None))
 
-#: task folders that hold one family's YAMLs (the family our task classes stamp, ``tasks.FAMILIES``)
-FAMILY_FOLDERS = ("belief_icl", "belief_mlm", "bear", "iclke", "monitor")
 
 
 @dataclass(frozen=True)
@@ -33,7 +31,7 @@ class Entry:
     kind: str  # "task" | "group"
     description: str
     path: Path
-    family: str = ""  # a key of tasks.FAMILIES ("" for a group)
+    family: str = ""  # a key of belief_tasks.families.FAMILIES ("" for a group)
     dataset_function: str = ""  # the name of its custom_dataset function in its family's tasks module
 
     @property
@@ -48,12 +46,15 @@ def _load(path: Path) -> dict:
 
 
 def _inherited(path: Path, config: dict) -> tuple[str, str]:
-    """(family, custom_dataset function name) of a task YAML, following its ``include`` chain."""
+    """(family, custom_dataset function name) of a task YAML, following its ``include`` chain: a family's
+    YAMLs sit in ``task_yamls/<family>/``."""
+    from belief_tasks.families import FAMILIES
+
     family, function = "", ""
     seen: set[Path] = set()
     while path not in seen:
         seen.add(path)
-        if not family and path.parent.name in FAMILY_FOLDERS:
+        if not family and path.parent.name in FAMILIES:
             family = path.parent.name
         function = function or str(config.get("custom_dataset") or "").rpartition(".")[2]
         include = config.get("include")

@@ -9,7 +9,6 @@ from __future__ import annotations
 import difflib
 import glob
 import json
-from importlib import import_module
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
@@ -113,8 +112,8 @@ def knobs_of(task) -> set[str]:
 
 
 def _our_knob_names() -> set[str]:
+    from belief_tasks.families import knob_names
     from belief_tasks.sources import SOURCE_KNOBS
-    from belief_tasks.tasks import knob_names
 
     return knob_names() | {k.name for k in SOURCE_KNOBS}
 
@@ -145,15 +144,16 @@ def _env_hint(key: str) -> str:
 def readers(key: str) -> str:
     """Which of our tasks read ``key``, for the error (the main job's fixed variants left out)."""
     from belief_tasks.catalog import entries
-    from belief_tasks.tasks import FAMILIES
+    from belief_tasks.families import FAMILIES
+    from belief_tasks.tasks import glue_modules
 
+    glue = glue_modules()
     names = []
     for e in entries():
         if e.kind != "task" or e.is_demo or e.family not in FAMILIES:
             continue
-        module = import_module(FAMILIES[e.family])
-        dataset = getattr(getattr(module, e.dataset_function, None), "dataset", None)
-        if key in {k.name for k in module.KNOBS} or key in (f"{dataset}_path", f"{dataset}_revision"):
+        dataset = getattr(getattr(glue[e.family], e.dataset_function, None), "dataset", None)
+        if key in {k.name for k in FAMILIES[e.family].knobs} or key in (f"{dataset}_path", f"{dataset}_revision"):
             names.append(e.name)
     shown = ", ".join(names[:8]) + (f" and {len(names) - 8} more" if len(names) > 8 else "")
     return f"it is read by {shown}" if names else "no task of ours reads it"

@@ -1,7 +1,7 @@
 """What ``belief-eval`` adds to lm-eval's help, and its two fast listings of ours.
 
 ``belief-eval --help``: lm-eval's help, then ``section()``: our backends, our tasks, the knobs of
-every family (names generated from the ``KNOBS`` tables), ``belief-report`` and the docs.
+every family (names generated from the knob tables of ``belief_tasks.families``), ``belief-report`` and the docs.
 ``belief-eval ls belief``: our tasks and groups, one line each, from the YAMLs alone (no lm-eval
 import). ``belief-eval ls knobs``: every knob with what it accepts, its default and its meaning.
 """
@@ -9,16 +9,6 @@ import). ``belief-eval ls knobs``: every knob with what it accepts, its default 
 from __future__ import annotations
 
 import textwrap
-from importlib import import_module
-
-#: family (a key of ``tasks.FAMILIES``) -> (its name in the papers, the page that documents its knobs)
-FAMILY_DOCS = {
-    "belief_icl": ("BELIEF-ICL", "docs/belief.md"),
-    "bear": ("BEAR", "docs/bear.md"),
-    "iclke": ("IC-LKE / EIC-LKE", "docs/iclke.md"),
-    "monitor": ("MONITOR", "docs/monitor.md"),
-    "belief_mlm": ("BELIEF, masked LMs", "docs/mlm.md"),
-}
 
 #: our backends (``harness.BACKENDS``), one line each
 BACKEND_LINES = {
@@ -30,16 +20,15 @@ BACKEND_LINES = {
 
 def knob_groups() -> list[tuple[str, list[str], str]]:
     """(who reads them, knob names, where they are documented), from the knob tables themselves."""
+    from belief_tasks.families import FAMILIES
     from belief_tasks.options import COMMON
     from belief_tasks.sources import SOURCE_KNOBS
-    from belief_tasks.tasks import FAMILIES
 
     common = [k.name for k in COMMON]
     groups = [("every task", common, "docs/data.md"),
               ("data source", [k.name for k in SOURCE_KNOBS], "docs/data.md")]
-    for family, (title, page) in FAMILY_DOCS.items():
-        names = [k.name for k in import_module(FAMILIES[family]).KNOBS if k.name not in common]
-        groups.append((title, names, page))
+    for family in FAMILIES.values():
+        groups.append((family.title, [k.name for k in family.knobs if k.name not in common], family.doc))
     return groups
 
 
@@ -71,13 +60,12 @@ def section() -> str:
 
 def knobs_listing() -> str:
     """``belief-eval ls knobs``: every knob of every family, from the knob tables."""
+    from belief_tasks.families import FAMILIES
     from belief_tasks.options import COMMON
     from belief_tasks.sources import SOURCE_KNOBS
-    from belief_tasks.tasks import FAMILIES
 
     tables = [("every task", COMMON), ("data source (environment variables as named)", SOURCE_KNOBS)]
-    tables += [(title, [k for k in import_module(FAMILIES[f]).KNOBS if k not in COMMON])
-               for f, (title, _) in FAMILY_DOCS.items()]
+    tables += [(family.title, [k for k in family.knobs if k not in COMMON]) for family in FAMILIES.values()]
     out = []
     for title, knobs in tables:
         out.append(f"{title}:")

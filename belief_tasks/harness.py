@@ -9,9 +9,10 @@ installed version differs; a patched attribute that no longer exists is a clear 
    every built-in model.
 2. Standard errors for corpus-level aggregations: lm-eval asks ``stderr_for_metric(agg_fn)`` and
    knows only its own functions, so our aggregations (consistency, fluctuation, MONITOR, ...)
-   would always print "N/A". An aggregation that carries a ``stderr`` attribute
-   (``tasks.base.with_stderr``) gets that function. ``--bootstrap_iters 0`` still turns all off.
-   A budgeted run's aggregations also carry an ``interval`` (``tasks.budgeted``): each task's
+   would always print "N/A". An aggregation of ours (``scoring.common.with_stderr``) gets the function
+   ``scoring.common.stderr_function`` names, the one ``belief-report`` recomputes with (None: "N/A").
+   ``--bootstrap_iters 0`` still turns all off.
+   A budgeted run's aggregations also carry an ``interval`` (``scoring.budgeted``): each task's
    aggregated metrics then gain ``<metric>_ci95`` = [low, high] beside ``<metric>_stderr``.
 3. ``--use_cache`` for our own request types, and the one home of our cache reads
    (``read_through``): lm-eval's ``CachingLM`` reads its cache only for ``loglikelihood``,
@@ -26,7 +27,7 @@ installed version differs; a patched attribute that no longer exists is a clear 
    generation kwargs (vLLM's ``SamplingParams`` and OpenAI-style servers take it as is), which
    makes every one distinct, so stock ``generate_until`` (it batches identical kwargs only)
    would run each alone. ``generate_until`` hands seeded samples to
-   ``backends.seeded_sampling``: grouped by their kwargs without the seed, decoded in shared
+   ``belief_tasks.hf_sampling``: grouped by their kwargs without the seed, decoded in shared
    ``generate`` calls, each row drawing from its own generator seeded with its seed, so its
    text depends on that seed only. ``_model_generate`` keeps the one-request path for the
    seeded samples that path does not take (other kwargs, seq2seq, a subclass's own
@@ -124,12 +125,14 @@ def _patch(owner: Any, attr: str, make: Callable[[Any], Any], what: str) -> None
 def install_stderr_hook() -> None:
     import lm_eval.evaluator_utils as eu
 
+    from belief_tasks.scoring.common import has_stderr_decision, stderr_function
+
     def make(original):
         def stderr_for_metric(metric, bootstrap_iters):
-            own = getattr(metric, "stderr", None)
-            if own is not None:
-                return _undefined_as_na(own) if bootstrap_iters > 0 else None
-            return original(metric=metric, bootstrap_iters=bootstrap_iters)
+            if not has_stderr_decision(metric):
+                return original(metric=metric, bootstrap_iters=bootstrap_iters)
+            own = stderr_function(metric)
+            return _undefined_as_na(own) if own is not None and bootstrap_iters > 0 else None
 
         return stderr_for_metric
 
@@ -207,16 +210,13 @@ def install_cache_hook() -> None:
     _patch(CachingLM, "__getattr__", make, "--use_cache with our request types")
 
 
-def is_seeded_sample(args) -> bool:
-    kwargs = args[1] if len(args) > 1 and isinstance(args[1], dict) else {}
-    return bool(kwargs.get("do_sample")) and kwargs.get("seed") is not None
-
-
 def _seeded_samples_first(caching_lm, generate):
     """lm-eval never reads sampled generations back from the cache (unseeded samples would all
     come out the same), though it writes them. A sample that carries its own ``seed`` is
     deterministic, so a resumed run reads it back like a greedy answer."""
     from lm_eval.api.model import hash_args
+
+    from belief_tasks.requests import is_seeded_sample
 
     def cached(requests, **kwargs):
         db = caching_lm.dbdict
@@ -270,9 +270,9 @@ def install_generation_seed_hook() -> None:
 
     def make_generate_until(original):
         def generate_until(self, requests, disable_tqdm: bool = False):
-            from belief_tasks.backends import seeded_sampling  # at call time: that package installs us
+            from belief_tasks import hf_sampling  # at call time: it imports torch and transformers
 
-            return seeded_sampling.generate_until(
+            return hf_sampling.generate_until(
                 self, requests, disable_tqdm, stock=lambda reqs: original(self, reqs, disable_tqdm=disable_tqdm))
 
         return generate_until

@@ -1,7 +1,7 @@
 """Task knobs: declared once per family, read by one parser, refused by one error.
 
 Every knob a task reads from ``--metadata`` (or the YAML's ``metadata:``) is a ``Knob`` row
-in its family's table (``KNOBS`` in ``belief_tasks/tasks/<family>.py``, plus ``COMMON``
+in its family's table (``<FAMILY>_KNOBS`` in ``belief_tasks/families.py``, plus ``COMMON``
 here). ``parse_options(table, metadata)`` checks each value's type and range and returns an
 ``Options`` object with attribute access; a bad value raises ``KnobError``, which names the
 knob and what it accepts. Pure Python: no lm-eval, no torch.

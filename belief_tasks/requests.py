@@ -20,7 +20,9 @@ name                        arguments                      response
 =========================== ============================== ==============================================
 
 Pure: no lm-eval, no torch (``object_token_id`` takes any transformers tokenizer). ``effective_stops`` says
-which stop strings of a ``generate_until`` request can ever matter (``hf-shared`` and stock ``hf`` group by them).
+which stop strings of a ``generate_until`` request can ever matter (``hf-shared`` and stock ``hf`` group by them);
+``is_seeded_sample`` which ``generate_until`` requests carry their own sampling seed (the cache hook and the
+batched sampler on stock ``hf`` read them).
 """
 
 from __future__ import annotations
@@ -31,6 +33,10 @@ LOGLIKELIHOOD_SPAN = "loglikelihood_span"
 
 #: request types that are methods of our backends, not of lm-eval's ``LM`` (the cache hook reads them)
 CUSTOM_REQUEST_TYPES = frozenset({PER_TOKEN_LOGLIKELIHOOD, MASK_TOPK, LOGLIKELIHOOD_SPAN})
+
+#: how MONITOR asks for a gold object's per-subword probabilities: ``loglikelihood`` on growing prefixes
+#: (any backend; exact on ``hf``), or one ``per_token_loglikelihood`` per anchor (``hf-shared``)
+SUBWORD_ROUTES = ("prefix", "per_token")
 
 #: the marker every masked prompt carries exactly once; ``hf-mlm`` swaps in its tokenizer's own
 #: mask token, so one prompt text serves BERT (``[MASK]``) and RoBERTa (``<mask>``)
@@ -77,3 +83,9 @@ def effective_stops(until: list[str]) -> list[str]:
             continue
         kept.append(s)
     return kept
+
+
+def is_seeded_sample(args) -> bool:
+    """Whether the ``generate_until`` arguments ``(context, kwargs)`` sample with their own ``seed``."""
+    kwargs = args[1] if len(args) > 1 and isinstance(args[1], dict) else {}
+    return bool(kwargs.get("do_sample")) and kwargs.get("seed") is not None

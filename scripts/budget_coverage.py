@@ -23,7 +23,9 @@ import pandas as pd
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the checkout's belief_tasks, as other scripts do
 
 from belief_tasks import budget_coverage as C  # noqa: E402
-from belief_tasks.tasks import budgeted  # noqa: E402
+from belief_tasks.families import budget_estimators  # noqa: E402
+from belief_tasks.scoring import budgeted  # noqa: E402
+from belief_tasks.scoring.common import unwrap  # noqa: E402
 
 #: coverage a 95 % interval should reach over the draws (the must-hold band of docs/budget.md)
 BAND = (0.93, 0.97)
@@ -37,9 +39,9 @@ def populations(args) -> list[C.Population]:
     found: dict[str, list] = {}  # population name -> (family, records)
     for run in load_runs(args.records):
         for name, task in sorted(run.tasks.items()):
-            if not task.has_records or budgeted.family_estimators(task.family) is None or (args.task and name not in args.task):
+            if not task.has_records or budget_estimators(task.family) is None or (args.task and name not in args.task):
                 continue
-            records = budgeted.unwrap(task.records())
+            records = unwrap(task.records())
             if budgeted.is_budgeted(records):
                 print(f"{run.name} {name}: a budgeted run; the study needs a full run's records", file=sys.stderr)
                 continue
@@ -49,9 +51,9 @@ def populations(args) -> list[C.Population]:
         raise SystemExit(f"no full run of a task with budgeted statistics below {args.records}")
     out = []
     for key, (family, records) in found.items():
-        units_of, stats, not_estimable = budgeted.family_estimators(family)
-        units = units_of(records)
-        out.append(C.Population(key, family, units, stats, not_estimable,
+        est = budget_estimators(family)
+        units = est.units(records)
+        out.append(C.Population(key, family, units, est.statistics, est.not_estimable,
                                 f"{len(units.ids):,} facts, {len(set(units.relations))} relations"))
     return out
 

@@ -48,7 +48,7 @@ def main() -> None:
     from harness import evaluate
 
     from belief_tasks.metrics import iclke as M
-    from belief_tasks.tasks.iclke import columns
+    from belief_tasks.scoring.iclke import columns
     from belief_tasks.model import default_model_path
 
     model_args = args.model_args or f"pretrained={default_model_path()},device=cpu,dtype=float32"

@@ -128,7 +128,7 @@ def run_ours(kind: str, model_path: Path, subset: Path, *, batch_size: int, redu
     """{(relation, row, template): (scores, gold)}, seconds, the harness's metrics."""
     import belief_tasks
     belief_tasks.install()  # our backends and hooks
-    from belief_tasks.tasks.bear import record_scores
+    from belief_tasks.scoring.bear import record_scores
     from belief_tasks.paths import task_yamls_dir
     from lm_eval import simple_evaluate
     from lm_eval.tasks import TaskManager

@@ -8,7 +8,7 @@ import math
 import pytest
 
 from belief_tasks.metrics.agreement import agreement_table, cohen_kappa, kappa_interval
-from belief_tasks.records import KNOWN_RULES
+from belief_tasks.families import FAMILIES
 
 
 def test_kappa_by_hand():
@@ -49,15 +49,15 @@ def test_known_rules_per_family():
     icl = [_icl("f1", ["t0", "t1", "t2"], ["a", "b"], [False, True, True, True, False, False]),
            _icl("f2", ["t0", "t1"], ["a"], [True, False])]
     # f1: t0 right (one of two subject forms), t1 right, t2 wrong -> 2 of 3: known; f2: 1 of 2 is not most
-    assert KNOWN_RULES["belief_icl"](icl) == {"f1": True, "f2": False}
+    assert FAMILIES["belief_icl"].known(icl) == {"f1": True, "f2": False}
     bear = [{"fact_id": "f1", "template_id": f"t{i}", "ll": ll, "gold": [0]} for i, ll in
             enumerate(([-1.0, -2.0], [-1.0, -3.0], [-4.0, -3.0]))]  # gold first under t0 and t1, not t2
-    assert KNOWN_RULES["bear"](bear) == {"f1": True}
+    assert FAMILIES["bear"].known(bear) == {"f1": True}
     iclke = [{"fact_id": "f1", "logprobs": [-1.0, -0.5], "gold_index": 1}, {"fact_id": "f2", "logprobs": [-1.0, -3.0], "gold_index": 1}]
-    assert KNOWN_RULES["iclke"](iclke) == {"f1": True, "f2": False}
-    assert KNOWN_RULES["monitor"]([{"fact_id": "f1", "positive_correct": 1}, {"fact_id": "f2", "positive_correct": 0}]) == {"f1": True, "f2": False}
+    assert FAMILIES["iclke"].known(iclke) == {"f1": True, "f2": False}
+    assert FAMILIES["monitor"].known([{"fact_id": "f1", "positive_correct": 1}, {"fact_id": "f2", "positive_correct": 0}]) == {"f1": True, "f2": False}
     mlm = [{"fact_id": "f1", "template_id": "t0", "gold_rank": 1}, {"fact_id": "f1", "template_id": "t1", "gold_rank": 2}]
-    assert KNOWN_RULES["belief_mlm"](mlm) == {"f1": False}
+    assert FAMILIES["belief_mlm"].known(mlm) == {"f1": False}
 
 
 def test_report_section_on_synthetic_runs(tmp_path):

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from belief_tasks.metrics import bear as M
-from belief_tasks.records import BearRecord
+from belief_tasks.scoring import bear as S
+from belief_tasks.scoring.bear import BearRecord
 from belief_tasks.tasks import bear as T
 
 
@@ -48,16 +49,16 @@ def test_bear_score_is_the_mean_over_templates_with_its_stderr():
         rec([-1, -2], 0, t=1), rec([-1, -2], 1, t=1),
         rec([-2, -1], 0, t=2), rec([-1, -2], 1, t=2),
     ]
-    ranks, templates = T.ranks_of(records), T.templates_of(records)
+    ranks, templates = S.ranks_of(records), S.templates_of(records)
     assert ranks == [0, 0, 0, 1, 1, 1]  # gold option first, or behind the other one
     assert M.template_scores(ranks, templates) == {0: 1.0, 1: 0.5, 2: 0.0}
     assert M.bear_score(ranks, templates) == pytest.approx(0.5)
     # sample std of (1, .5, 0) is .5; / sqrt(3)
     assert M.bear_score_stderr(ranks, templates) == pytest.approx(0.5 / math.sqrt(3))
-    assert T.agg_bear(records) == pytest.approx(0.5)
-    assert T.agg_bear.stderr(records) == pytest.approx(0.5 / math.sqrt(3))
-    assert T.agg_bear_t1(records) == pytest.approx(0.5)
-    assert T.agg_bear_t1.stderr(records) == pytest.approx(np.std([1, 0], ddof=1) / math.sqrt(2))
+    assert S.agg_bear(records) == pytest.approx(0.5)
+    assert S.agg_bear.stderr(records) == pytest.approx(0.5 / math.sqrt(3))
+    assert S.agg_bear_t1(records) == pytest.approx(0.5)
+    assert S.agg_bear_t1.stderr(records) == pytest.approx(np.std([1, 0], ddof=1) / math.sqrt(2))
     assert math.isnan(M.bear_score_stderr(ranks[:2], templates[:2]))  # one template: no spread to measure
     assert math.isnan(M.bear_score([], []))
 
@@ -69,14 +70,14 @@ def test_cardinality_split_relation_and_domain_accuracy():
         rec([-1, -2], 0, rel="P27", card="1:N", domains=["Biographical", "Political"]),
         rec([-1, -2, -3], 2, rel="P6", card="1:N", domains=["Political"]),
     ]
-    assert T.agg_bear_1to1(records) == pytest.approx(0.5)
-    assert T.agg_bear_1toN(records) == pytest.approx(0.5)
-    ranks = T.ranks_of(records)
+    assert S.agg_bear_1to1(records) == pytest.approx(0.5)
+    assert S.agg_bear_1toN(records) == pytest.approx(0.5)
+    ranks = S.ranks_of(records)
     assert M.accuracy_by(ranks, [r["relation"] for r in records]) == {"P27": 1.0, "P36": 0.5, "P6": 0.0}
     # a record counts in each of its domains
     assert M.accuracy_by(ranks, [r["domains"] for r in records]) == {"Biographical": 1.0, "Geographic": 0.5, "Political": 0.5}
-    assert T.agg_p_at_1(records) == pytest.approx(0.5)
-    assert T.agg_p_at_5(records) == pytest.approx(1.0)
+    assert S.agg_p_at_1(records) == pytest.approx(0.5)
+    assert S.agg_p_at_5(records) == pytest.approx(1.0)
 
 
 def doc(**over):
@@ -89,7 +90,7 @@ def doc(**over):
 
 def test_process_results_record():
     out = T.process_results(doc(), [(-9.0, False), (-4.0, True), (-6.0, False)])
-    assert set(out) == set(T.METRICS)
+    assert set(out) == set(S.METRICS)
     assert set(out["bear"]) == set(BearRecord.__annotations__)
     r = out["bear"]
     assert r["pred"] == 1 and r["pred_label"] == "Rome" and r["gold_label"] == "Rome" and r["rank"] == 0
@@ -106,7 +107,7 @@ def test_mean_reduction_switch_changes_the_winner():
     by_mean = T.process_results(doc(gold="[0]", reduction="mean", n_tokens="[1, 4, 4]"), results)["bear"]
     assert by_sum["pred"] == 0 and by_sum["correct"] == 1
     assert by_mean["pred"] == 1 and by_mean["correct"] == 0 and by_mean["rank"] == 1
-    assert T.agg_bear([by_sum]) == 1.0 and T.agg_bear([by_mean]) == 0.0
+    assert S.agg_bear([by_sum]) == 1.0 and S.agg_bear([by_mean]) == 0.0
 
 
 def test_mean_reduction_counts_tokens_like_lm_pub_quiz(model_path):

@@ -12,6 +12,7 @@ import pytest
 from harness import evaluate
 
 from belief_tasks.matching import contains_answer
+from belief_tasks.scoring import belief_icl as SC
 from belief_tasks.tasks import belief_icl as B
 
 TASKS = [f"belief_{s}_{c}" for s in ("mp", "qa") for c in ("zeroshot", "4random", "4relation", "4template")]
@@ -34,7 +35,7 @@ def test_all_eight_tasks_report_every_metric(icl_run):
     assert {"belief_icl", "belief_mp", "belief_qa"} <= set(results)
     for task in TASKS:
         r = results[task]
-        for metric in B.METRICS:
+        for metric in SC.METRICS:
             assert isinstance(r[f"{metric},none"], float), (task, metric)
         assert r["acc_range_stderr,none"] == "N/A" and isinstance(r["acc_stderr,none"], float)
         assert len(icl_run["samples"][task]) == 2  # France and Germany
@@ -87,7 +88,7 @@ def test_metrics_recompute_offline_from_logged_records(icl_run):
     for task in ("belief_mp_4template", "belief_qa_4random"):
         records = [s["acc"] for s in icl_run["samples"][task]]
         r = icl_run["results"][task]
-        for metric, (agg, _) in B.METRICS.items():
+        for metric, (agg, _) in SC.METRICS.items():
             assert agg(records) == pytest.approx(r[f"{metric},none"], nan_ok=True), metric
 
 

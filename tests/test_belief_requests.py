@@ -7,6 +7,8 @@ import math
 
 import pytest
 
+from belief_tasks.scoring import belief_icl as SC
+from belief_tasks.scoring.common import SameRecord
 from belief_tasks.tasks import belief_icl as B
 from belief_tasks.tasks.base import unpack
 
@@ -157,19 +159,19 @@ def test_records_and_aggregations():
     assert f["correct"] == [True, False] and g["correct"] == [True, True]
     assert f["confidence"] == pytest.approx(2 / 3) and f["n_samples"] == 3 and f["sampled"] == 0
     assert g["confidence"] == 0.0 and g["sampled"] == 1
-    assert B.agg_acc(recs) == pytest.approx(0.75, abs=0.03)  # f: 1/2, g: 1
-    assert B.agg_coverage_average(recs) == pytest.approx(0.75)
-    assert B.agg_coverage_oracle(recs) == 1.0
-    assert B.agg_acc_range(recs) == 0.5  # template t1 -> 0.5, t0 -> 1.0
-    assert B.agg_consist(recs) == pytest.approx(0.5)  # f disagrees, g agrees ("the city of Berlin" contains "Berlin")
-    assert B.agg_ovconf(recs) == pytest.approx((2 / 3 + 0) / 2 - 1.0)
-    assert B.agg_one_word(recs) == 0.75
-    assert B.agg_acc.stderr(recs) == pytest.approx(0.25)  # pairs .5 and 1
-    assert B.agg_acc_range.stderr is None and B.agg_acc_sd.stderr is None
+    assert SC.agg_acc(recs) == pytest.approx(0.75, abs=0.03)  # f: 1/2, g: 1
+    assert SC.agg_coverage_average(recs) == pytest.approx(0.75)
+    assert SC.agg_coverage_oracle(recs) == 1.0
+    assert SC.agg_acc_range(recs) == 0.5  # template t1 -> 0.5, t0 -> 1.0
+    assert SC.agg_consist(recs) == pytest.approx(0.5)  # f disagrees, g agrees ("the city of Berlin" contains "Berlin")
+    assert SC.agg_ovconf(recs) == pytest.approx((2 / 3 + 0) / 2 - 1.0)
+    assert SC.agg_one_word(recs) == 0.75
+    assert SC.agg_acc.stderr(recs) == pytest.approx(0.25)  # pairs .5 and 1
+    assert SC.agg_acc_range.stderr is None and SC.agg_acc_sd.stderr is None
     # lm-eval hands each metric its own list: the record under "acc", references under the others
-    for name, (agg, _) in B.METRICS.items():
+    for name, (agg, _) in SC.METRICS.items():
         items = [x[name] for x in logged]
-        assert all(isinstance(x, B.SameRecord) and x.record is r for x, r in zip(items, recs)) or name == "acc"
+        assert all(isinstance(x, SameRecord) and x.record is r for x, r in zip(items, recs)) or name == "acc"
         assert agg(items) == agg(recs) or math.isnan(agg(recs))
     assert str(logged[0]["consist"]) == "<same as acc>"
 
@@ -183,7 +185,7 @@ def test_one_prompt_records_of_earlier_logs_aggregate_to_the_same_numbers():
                            "subject_form": r["subjects"][0], "answer": a, "correct": c, "style": "mp",
                            "context": "zeroshot", "confidence": r["confidence"] if k == r["sampled"] else None,
                            "seed": 1, "draws": 2000, "bins": 10})
-    for name, (agg, _) in B.METRICS.items():
+    for name, (agg, _) in SC.METRICS.items():
         assert agg(legacy) == pytest.approx(agg(recs), nan_ok=True), name
         if agg.stderr is not None:
             assert agg.stderr(legacy) == pytest.approx(agg.stderr(recs), nan_ok=True), name

@@ -118,14 +118,16 @@ def test_budget_is_refused_where_a_family_has_no_budgeted_estimators():
 
 
 def test_every_metric_of_a_budgeted_family_has_an_estimator_or_is_marked():
-    from belief_tasks.tasks import metric_table
-    from belief_tasks.tasks.budgeted import STATISTICS, budget_aware, family_estimators
+    from belief_tasks.families import FAMILIES
+    from belief_tasks.scoring.budgeted import budget_aware
 
-    for family in STATISTICS:
-        _, stats, not_estimable = family_estimators(family)
-        assert set(metric_table(family)) == set(stats) | set(not_estimable), family
-        for name, (agg, _) in metric_table(family).items():
-            budget_aware(family, name, agg)  # raises for a metric with neither
+    budgeted = [f for f in FAMILIES.values() if f.budgeted is not None]
+    assert {f.name for f in budgeted} == {"belief_icl", "bear", "iclke", "monitor"}
+    for family in budgeted:
+        est = family.budgeted
+        assert set(family.metrics) == set(est.statistics) | set(est.not_estimable), family.name
+        for name, (agg, _) in family.metrics.items():
+            budget_aware(est, name, agg)  # raises for a metric with neither
 
 
 def test_belief_eval_refuses_bad_budgets_before_the_model():

@@ -176,7 +176,7 @@ def test_no_git_noise_outside_a_checkout_and_the_same_hash_inside(tmp_path, capf
 
 
 def test_calibration_bins_are_not_logged_at_info(caplog):
-    from belief_tasks.tasks import belief_icl as B
+    from belief_tasks.scoring import belief_icl as B
     from test_report_synthetic import ICL_A
 
     with caplog.at_level(logging.INFO, logger=B.log.name):

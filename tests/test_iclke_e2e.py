@@ -11,7 +11,7 @@ import math
 import pytest
 
 from belief_tasks.metrics import iclke as M
-from belief_tasks.tasks.iclke import columns
+from belief_tasks.scoring.iclke import columns
 from harness import evaluate
 from test_iclke_prompts import write_trex_fixture
 

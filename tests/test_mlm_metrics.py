@@ -8,7 +8,7 @@ import pytest
 
 from belief_tasks.metrics import belief as B
 from belief_tasks.metrics import belief_mlm as M
-from belief_tasks.tasks import belief_mlm as T
+from belief_tasks.scoring import belief_mlm as S
 
 
 def rec(fact, template, form, rank, pred="x", conf=0.5, relation="R", top10=None):
@@ -37,12 +37,12 @@ def test_acc_at_k_and_mrr_per_prompt():
 
 def test_fact_expectations_follow_the_belief_draw():
     # A: mean(t1 = (1+0)/2, t2 = 1) = 0.75; B: 0 (falls back to its own prompts); C: t1 = 0, t2 missing -> 0
-    ids = T.prompt_ids(RECORDS)
+    ids = S.prompt_ids(RECORDS)
     assert ids[0] == ["A", "A", "A", "B", "C", "C"] and ids[2] == ["t1", "t1", "t2", "t1", "t1", "t1"]
-    ranks = T.ranks_of(RECORDS)
+    ranks = S.ranks_of(RECORDS)
     acc1 = M.fact_expectations(*ids, [M.hit(r, 1) for r in ranks])
     assert acc1.tolist() == [0.75, 0.0, 0.0]
-    cols = T.draw_columns(RECORDS, 1)
+    cols = S.draw_columns(RECORDS, 1)
     assert B.expected_accuracy(*cols) == pytest.approx(acc1.mean())  # the shared implementation agrees
     # MRR: A: mean((1 + 1/4)/2, 1) = 0.8125; B: 0; C: 1/2
     rr = M.fact_expectations(*ids, [M.reciprocal(r) for r in ranks])
@@ -52,7 +52,7 @@ def test_fact_expectations_follow_the_belief_draw():
 
 def test_token_consistency():
     # A: predictions x, x, y -> 1 of 3 pairs agree; B: one prompt, left out; C: x, x -> 1
-    facts, relations, _ = T.prompt_ids(RECORDS)
+    facts, relations, _ = S.prompt_ids(RECORDS)
     preds = [r["pred"] for r in RECORDS]
     assert M.fact_consistencies(facts, relations, preds).tolist() == pytest.approx([1 / 3, 1.0])
     assert M.token_consistency(facts, relations, preds) == pytest.approx(2 / 3)
@@ -82,7 +82,7 @@ def test_bias_single_and_multi_by_hand():
         cf("t2", "na", {"a": 0.1, "b": 0.3, "c": 0.1}),  # c is not shared by t2's prompts: dropped
         cf("t2", "qmark", {"a": 0.1, "b": 0.3}),  # ensemble (.25, .75): bias 0.188722
     ]
-    cols = T.bias_columns(records)
+    cols = S.bias_columns(records)
     dists = M.template_distributions(*cols)
     assert dists[("R", "t1")] == pytest.approx({"a": 0.625, "b": 0.375})
     assert dists[("R", "t2")] == pytest.approx({"a": 0.25, "b": 0.75})
@@ -90,37 +90,37 @@ def test_bias_single_and_multi_by_hand():
     # multi-prompt: average the two templates' distributions first -> (.4375, .5625): bias 0.011301
     assert M.bias_multi(*cols) == pytest.approx(0.011301, abs=1e-5)
     assert M.bias_multi(*cols) < M.bias_single(*cols)  # averaging prompts lowers the bias
-    assert T.bias_single(records) == M.bias_single(*cols) and T.bias_multi(records) == M.bias_multi(*cols)
+    assert S.bias_single(records) == M.bias_single(*cols) and S.bias_multi(records) == M.bias_multi(*cols)
 
 
 def test_task_aggregations_on_records():
     # Acc@1: mean of 20,000 draws, close to the exact expectation 0.25
-    assert T.acc_at_1(RECORDS) == pytest.approx(0.25, abs=0.01)
+    assert S.acc_at_1(RECORDS) == pytest.approx(0.25, abs=0.01)
     # Acc@10: A 1, B 0, C 1 -> 2/3
-    assert T.acc_at_10(RECORDS) == pytest.approx(2 / 3, abs=0.01)
-    assert T.mrr(RECORDS) == pytest.approx((0.8125 + 0 + 0.5) / 3)
-    assert T.consist(RECORDS) == pytest.approx(2 / 3)
+    assert S.acc_at_10(RECORDS) == pytest.approx(2 / 3, abs=0.01)
+    assert S.mrr(RECORDS) == pytest.approx((0.8125 + 0 + 0.5) / 3)
+    assert S.consist(RECORDS) == pytest.approx(2 / 3)
     # Overconf@1: mean confidence 0.5 - mean hit@1 (2/6) = 1/6; Overconf@10: 0.5 - 5/6
-    assert T.overconf_at_1(RECORDS) == pytest.approx(0.5 - 2 / 6)
+    assert S.overconf_at_1(RECORDS) == pytest.approx(0.5 - 2 / 6)
     # Overconf@10 with the top-10 mass as confidence (each record: max prob + 0.05): 0.55 - 5/6;
     # with the maximum probability (v1's text): 0.5 - 5/6, never above Overconf@1
-    assert T.overconf_at_10(RECORDS) == pytest.approx(0.55 - 5 / 6)
-    assert T.overconf_at_10_maxprob(RECORDS) == pytest.approx(0.5 - 5 / 6)
-    assert T.overconf_at_10_maxprob(RECORDS) <= T.overconf_at_1(RECORDS)
+    assert S.overconf_at_10(RECORDS) == pytest.approx(0.55 - 5 / 6)
+    assert S.overconf_at_10_maxprob(RECORDS) == pytest.approx(0.5 - 5 / 6)
+    assert S.overconf_at_10_maxprob(RECORDS) <= S.overconf_at_1(RECORDS)
     # fluctuation: A is right in a draw with probability 3/4 (t1: 1/2, t2: 1), the others never
     # -> the draw's accuracy is 1/3 or 0; the range is 1/3, SD = sqrt(p (1 - p)) / 3 with p = 3/4
-    assert T.acc_at_1_range(RECORDS) == pytest.approx(1 / 3)
-    assert T.acc_at_1_sd(RECORDS) == pytest.approx(math.sqrt(0.75 * 0.25) / 3, abs=0.005)
-    assert T.prompts_kept(RECORDS) == 6 and T.prompts_dropped(RECORDS) == 2
+    assert S.acc_at_1_range(RECORDS) == pytest.approx(1 / 3)
+    assert S.acc_at_1_sd(RECORDS) == pytest.approx(math.sqrt(0.75 * 0.25) / 3, abs=0.005)
+    assert S.prompts_kept(RECORDS) == 6 and S.prompts_dropped(RECORDS) == 2
     two_relations = RECORDS + [dict(rec("D", "t1", "label", 1, relation="S"), relation_kept=3, relation_dropped=0)]
-    assert T.prompts_kept(two_relations) == 9
+    assert S.prompts_kept(two_relations) == 9
     # stderrs exist where the records are a sample of facts; none for range, SD and counts
-    assert T.acc_at_1.stderr(RECORDS) > 0 and T.mrr.stderr(RECORDS) > 0
-    assert T.acc_at_1_range.stderr is None and T.prompts_kept.stderr is None
+    assert S.acc_at_1.stderr(RECORDS) > 0 and S.mrr.stderr(RECORDS) > 0
+    assert S.acc_at_1_range.stderr is None and S.prompts_kept.stderr is None
 
 
 def test_draws_are_seeded_and_reproducible():
-    a = T.accuracy_values(RECORDS)
+    a = S.accuracy_values(RECORDS)
     other_seed = [dict(r, seed=8) for r in RECORDS]
-    assert (a == T.accuracy_values(list(RECORDS))).all()
-    assert not (a == T.accuracy_values(other_seed)).all()
+    assert (a == S.accuracy_values(list(RECORDS))).all()
+    assert not (a == S.accuracy_values(other_seed)).all()

@@ -130,7 +130,7 @@ def test_harness_run_on_a_tiny_bert(favour_paris):
     for s in res["samples"]["belief_mlm_bias_myriadlama"]:
         per_rel.setdefault(s["bias_single"]["relation"], []).append(s["bias_single"])
     from belief_tasks.metrics.belief_mlm import bias_single
-    from belief_tasks.tasks.belief_mlm import bias_columns
+    from belief_tasks.scoring.belief_mlm import bias_columns
 
     assert bias_single(*bias_columns(per_rel["P36"])) > 0.95
 

@@ -7,7 +7,8 @@ import json
 import pytest
 
 from belief_tasks.options import KnobError, parse_options
-from belief_tasks.records import MonitorRecord
+from belief_tasks.scoring import monitor as SC
+from belief_tasks.scoring.monitor import MonitorRecord
 from belief_tasks.tasks import monitor as T
 from belief_tasks.tasks import monitor_subwords as S
 
@@ -42,9 +43,9 @@ def test_metric_list_is_the_metric_table():
     from belief_tasks.paths import task_yamls_dir
 
     cfg = yaml.load((task_yamls_dir() / "monitor" / "_monitor_common_yaml").read_text(), Loader=_Loader)
-    assert [(m["metric"], m["higher_is_better"]) for m in cfg["metric_list"]] == [(k, v[1]) for k, v in T.METRICS.items()]
-    assert len(T.METRICS) == 12 + T.MAX_FRAMES
-    assert {k for k, (_, better) in T.METRICS.items() if not better} == {"monitor", "pfd", "ird"}
+    assert [(m["metric"], m["higher_is_better"]) for m in cfg["metric_list"]] == [(k, v[1]) for k, v in SC.METRICS.items()]
+    assert len(SC.METRICS) == 12 + SC.MAX_FRAMES
+    assert {k for k, (_, better) in SC.METRICS.items() if not better} == {"monitor", "pfd", "ird"}
 
 
 def test_tasks_are_indexed():
@@ -127,49 +128,49 @@ RECORDS = [
 
 def test_aggregations_score_each_relation_then_average():
     p1 = 0.41511  # hand-computed in test_monitor_metrics
-    assert T.agg_monitor(RECORDS) == pytest.approx((p1 + 0.0) / 2, abs=1e-5)
-    assert T.agg_pfd(RECORDS) == pytest.approx(((0.4 + 0.2) / 2 + 0) / 2)
-    assert T.agg_primary_prob(RECORDS) == pytest.approx(((0.8 + 0.7) / 2 + 0.5) / 2)
-    assert T.agg_acc_avg(RECORDS) == pytest.approx(((1 + 0.5) / 2 + 0) / 2)
-    assert T.agg_acc_max(RECORDS) == pytest.approx((1 + 0) / 2)
-    assert T.agg_acc_frame_1(RECORDS) == pytest.approx((0.5 + 0) / 2)
-    assert T.agg_acc_positive(RECORDS) == pytest.approx((0.5 + 1) / 2)
-    assert T.agg_monitor.stderr(RECORDS) > 0
+    assert SC.agg_monitor(RECORDS) == pytest.approx((p1 + 0.0) / 2, abs=1e-5)
+    assert SC.agg_pfd(RECORDS) == pytest.approx(((0.4 + 0.2) / 2 + 0) / 2)
+    assert SC.agg_primary_prob(RECORDS) == pytest.approx(((0.8 + 0.7) / 2 + 0.5) / 2)
+    assert SC.agg_acc_avg(RECORDS) == pytest.approx(((1 + 0.5) / 2 + 0) / 2)
+    assert SC.agg_acc_max(RECORDS) == pytest.approx((1 + 0) / 2)
+    assert SC.agg_acc_frame_1(RECORDS) == pytest.approx((0.5 + 0) / 2)
+    assert SC.agg_acc_positive(RECORDS) == pytest.approx((0.5 + 1) / 2)
+    assert SC.agg_monitor.stderr(RECORDS) > 0
 
 
 def test_only_correct_primary_drops_facts_from_anchor_metrics_only():
     flagged = [dict(r, only_correct_primary=True) for r in RECORDS]
     # P1 keeps fact A only: sqrt(.33 (.4^2 + (.7/3)^2 + .4 * .7/3)) / .8
     fact_a = (0.33 * (0.16 + (0.7 / 3) ** 2 + 0.4 * 0.7 / 3)) ** 0.5 / 0.8
-    assert T.agg_monitor(flagged) == pytest.approx((fact_a + 0.0) / 2)
-    assert T.agg_acc_avg(flagged) == T.agg_acc_avg(RECORDS)
+    assert SC.agg_monitor(flagged) == pytest.approx((fact_a + 0.0) / 2)
+    assert SC.agg_acc_avg(flagged) == SC.agg_acc_avg(RECORDS)
 
 
 def test_frame_accuracies_skip_relations_without_the_frame():
     # a 6-frame relation (as P264, P276) beside a 3-frame one: frame 5 is averaged over the first only
     six = _record("P276", [0.5], [[0.5]] * 6, [[0.5]], [0, 1, 0, 1, 0, 1])
     three = _record("P17", [0.5], [[0.5]] * 3, [[0.5]], [1, 1, 0])
-    assert T.agg_acc_frame_5([six, three]) == 1.0
-    assert T.agg_acc_frame_0([six, three]) == pytest.approx((0 + 1) / 2)
-    assert T.agg_acc_avg([six, three]) == pytest.approx((0.5 + 2 / 3) / 2)
+    assert SC.agg_acc_frame_5([six, three]) == 1.0
+    assert SC.agg_acc_frame_0([six, three]) == pytest.approx((0 + 1) / 2)
+    assert SC.agg_acc_avg([six, three]) == pytest.approx((0.5 + 2 / 3) / 2)
 
 
-def test_fact_quantities_are_memoised_on_anchor_values_not_ids():
-    """The 19 aggregations share one computation per fact (keyed on its anchors): a second run's records
-    with the same ids but other anchors get their own numbers."""
-    first = T.agg_pfd(RECORDS)
+def test_fact_quantities_are_memoised_per_run_records_not_fact_ids():
+    """The 19 aggregations share one computation of the per-fact quantities per run's records: a second
+    run's records with the same fact ids but other anchors get their own numbers."""
+    first = SC.agg_pfd(RECORDS)
     moved = [dict(r, frames=[[min(1.0, p + 0.1) for p in f] for f in r["frames"]]) for r in RECORDS]
     # P1: fact A |0.8-0.7|, |0.8-0.3| -> 0.3; fact B frames (0.6, 0.6), (1.0, 0.2) -> (0.2 + 0.2) / 2 = 0.2; P2: 0.1
-    assert T.agg_pfd(moved) == pytest.approx(((0.3 + 0.2) / 2 + 0.1) / 2)
-    assert T.agg_pfd(RECORDS) == first
+    assert SC.agg_pfd(moved) == pytest.approx(((0.3 + 0.2) / 2 + 0.1) / 2)
+    assert SC.agg_pfd(RECORDS) == first
 
 
 def test_records_with_different_alphas_are_refused():
     mixed = [RECORDS[0], dict(RECORDS[2], alpha=[1, 0, 0])]
     with pytest.raises(ValueError, match="monitor_alpha"):
-        T.agg_monitor(mixed)
+        SC.agg_monitor(mixed)
     # a1 = 1 alone: MONITOR = sum PFD / sum probs, per relation: P1 fact A 0.4 / 0.8, P2 0
-    assert T.agg_monitor([dict(r, alpha=[1, 0, 0]) for r in (RECORDS[0], RECORDS[2])]) == pytest.approx((0.5 + 0) / 2)
+    assert SC.agg_monitor([dict(r, alpha=[1, 0, 0]) for r in (RECORDS[0], RECORDS[2])]) == pytest.approx((0.5 + 0) / 2)
 
 
 def _sample_run(model_path, model: str, route: str) -> dict:
@@ -203,7 +204,7 @@ def test_sample_end_to_end(prefix_run):
     assert all(len(a) == len(rec["units"]) for a in [rec["primary"], *rec["frames"], *rec["negatives"]])
     assert "".join(rec["units"]) == " " + rec["object"]
     # recomputable from the logged records
-    assert T.agg_monitor([s["monitor"] for s in samples]) == pytest.approx(r["monitor,none"])
+    assert SC.agg_monitor([s["monitor"] for s in samples]) == pytest.approx(r["monitor,none"])
 
 
 def _cli_run(tmp_path, metadata: dict, model_path) -> dict:
@@ -225,7 +226,7 @@ def _report_per_relation(tmp_path) -> tuple[dict, dict, list]:
     from belief_tasks.report import build_report
 
     report = build_report([tmp_path / "out"], tmp_path / "report")
-    assert report.mismatched == [] and report.checked >= len(T.METRICS) - 1
+    assert report.mismatched == [] and report.checked >= len(SC.METRICS) - 1
     tables = tmp_path / "report" / "tables"
     with (tables / "monitor_table4_belief_monitor.csv").open() as fh:
         t4 = list(csv.DictReader(fh))[0]
@@ -250,9 +251,9 @@ def test_belief_monitor_on_the_sample_through_the_cli_and_the_report(model_path,
     assert float(t4["monitor"]) == pytest.approx(r["monitor,none"], rel=1e-12)
     per_relation = {rel: _cell(row, " MONITOR") for rel, row in t11.items()}
     for rel, v in per_relation.items():  # each relation alone, with the task's aggregation
-        assert v == pytest.approx(T.agg_monitor([x for x in records if x["relation"] == rel]), rel=1e-12)
+        assert v == pytest.approx(SC.agg_monitor([x for x in records if x["relation"] == rel]), rel=1e-12)
     assert sum(per_relation.values()) / 2 == pytest.approx(r["monitor,none"], rel=1e-12)  # Table 4 = mean of Table 11
-    assert _cell(t11["P36"], " avg acc") == pytest.approx(T.agg_acc_avg([x for x in records if x["relation"] == "P36"]))
+    assert _cell(t11["P36"], " avg acc") == pytest.approx(SC.agg_acc_avg([x for x in records if x["relation"] == "P36"]))
 
 
 @pytest.mark.e2e

@@ -18,7 +18,7 @@ import pytest
 from belief_tasks.report import build_report
 from belief_tasks.report.cli import main as report_main
 from belief_tasks.report.loading import ReportInputError, load_runs
-from belief_tasks.tasks import metric_table
+from belief_tasks.families import metric_table
 
 DATE = "2026-01-02T03-04-05.000001"
 FAMILY_OF_PROBE = (("belief_mp_", "belief_icl"), ("belief_qa_", "belief_icl"), ("belief_mlm_", "belief_mlm"),
@@ -30,7 +30,7 @@ def task_metrics(task: str) -> list[str]:
     """The metric names of ``task``'s YAML: its family's table (the encoder family has two kinds of task)."""
     family = stamp(task)["family"]
     if family == "belief_mlm":
-        from belief_tasks.tasks import belief_mlm
+        from belief_tasks.scoring import belief_mlm
 
         return list(belief_mlm.BIAS_METRICS if "_bias_" in task else belief_mlm.PROMPT_METRICS)
     return list(metric_table(family))
@@ -453,3 +453,31 @@ def test_strict_fails_when_samples_are_missing_or_from_another_run(tmp_path, cap
     assert report_main([str(runs), "--out", str(tmp_path / "r"), "--strict"]) == 1
     err = capsys.readouterr().err
     assert f"m / belief_mp_zeroshot: no samples file of run {newer} (only samples_belief_mp_zeroshot_{DATE}.jsonl" in err
+
+
+def test_card_and_report_stamp_facts_backend_and_limit(tmp_path, monkeypatch):
+    """The card says how many facts stand behind each family's numbers, which backend ran, and a --limit;
+    the report's runs table says the same; a model path under the home folder is written with ~."""
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    model = str(tmp_path / "home" / "models" / "m")
+    folder = write_run(tmp_path / "runs", model, {"belief_mp_zeroshot": ICL_A, "belief_qa_zeroshot": ICL_B[:1]},
+                       {"belief_mp_zeroshot": ICL_A_HAND, "belief_qa_zeroshot": {}})
+    path = next(folder.glob("results_*.json"))
+    data = json.loads(path.read_text())
+    data["config"] = {"model": "hf-shared", "limit": 2.0}
+    path.write_text(json.dumps(data))
+    report = build_report([tmp_path / "runs"], tmp_path / "r")
+    card = next((tmp_path / "r" / "cards").glob("*.md")).read_text()
+    assert "model `~/models/m`" in card and str(tmp_path) not in card
+    assert "backend `hf-shared`" in card
+    assert "**--limit 2: each task scored only its first 2 documents, so these numbers are not the tasks' values" in card
+    assert "| facts | mp: 2<br>qa: 1 |" in card.replace("belief_mp_zeroshot", "mp").replace("belief_qa_zeroshot", "qa")
+    text = report.path.read_text()
+    assert "| ~/models/m | hf-shared | 2 |" in text
+    assert any("--limit 2" in line for line in report.summary)
+
+
+def test_card_without_limit_says_nothing_of_it_and_counts_equal_facts_once(icl_report):
+    _, out = icl_report
+    card = (out / "cards" / "model-A.md").read_text()
+    assert "--limit" not in card and "| facts | 2 |" in card

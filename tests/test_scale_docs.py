@@ -112,11 +112,11 @@ def test_the_samples_file_holds_each_record_once(synthetic, tmp_path):
         assert all(s[n] == "<same as acc>" for n in names[1:])
     # docs/scale.md's merge recipe on one shard: the records read back give the harness's numbers
     from belief_tasks.report.loading import read_samples
-    from belief_tasks.tasks import belief_icl as B
+    from belief_tasks.scoring import belief_icl as SC
 
     results = json.loads(next(tmp_path.rglob("results_*.json")).read_text())["results"]["belief_mp_zeroshot"]
     records = read_samples(path)["acc"]
-    for name, (agg, _) in B.METRICS.items():
+    for name, (agg, _) in SC.METRICS.items():
         assert agg(records) == pytest.approx(results[f"{name},none"], nan_ok=True), name
     # the report reads every metric's records back and recomputes the harness's numbers
     from belief_tasks.report import build_report
@@ -131,6 +131,7 @@ def test_relation_shards_pooled_in_any_order_give_the_numbers_of_one_run():
     (records carry their place in the data). Answers are made up per prompt (no model): right for
     two thirds of the prompts."""
     from belief_tasks.data import load_facts
+    from belief_tasks.scoring import belief_icl as SC
     from belief_tasks.seeding import derive_seed
     from belief_tasks.tasks import belief_icl as B
 
@@ -156,13 +157,13 @@ def test_relation_shards_pooled_in_any_order_give_the_numbers_of_one_run():
     assert first + second == whole
     # any order: shards pooled the other way round, or gathered rank by rank (documents i mod 2)
     for pooled in (first + second, second + first, whole[0::2] + whole[1::2]):
-        for name, (agg, _) in B.METRICS.items():
+        for name, (agg, _) in SC.METRICS.items():
             if name == "ovconf":
                 continue  # no samples asked for
             assert agg(pooled) == agg(whole), name
             if agg.stderr is not None:
                 assert agg.stderr(pooled) == agg.stderr(whole), name
-    assert 0.5 < B.agg_acc(whole) < 0.8
+    assert 0.5 < SC.agg_acc(whole) < 0.8
 
 
 def test_as_split_gives_lm_eval_a_plain_list_shaped_like_dataset_rows():

@@ -121,7 +121,7 @@ def test_an_empty_continuation_stops_the_hf_backend(short_window_lm):
 
 def test_empty_answers_are_counted_in_their_own_metric(caplog):
     from belief_tasks.metrics.belief import empty_answer_rate, empty_answer_stderr
-    from belief_tasks.tasks.belief_icl import agg_empty_answer_rate
+    from belief_tasks.scoring.belief_icl import agg_empty_answer_rate
 
     recs = [make_record(belief_doc(fact_id=f"p{i}"), [out], []) for i, out in enumerate(["", " Paris.", " ?!", " Lyon"])]
     answers = [r["answers"][0] for r in recs]

@@ -2,7 +2,7 @@
 
 One *instance* is a (fact, template) pair: the log-likelihood of every answer option,
 the index of its correct option(s), and ids such as its template index, relation or
-domains. ``belief_tasks.tasks.bear`` turns the harness's records into these arrays.
+domains. ``belief_tasks.scoring.bear`` turns the harness's records into these arrays.
 
 Ranking follows lm-pub-quiz 0.3.3 exactly: options sorted by score, descending,
 with a stable sort, so a tie goes to the option listed first in the answer space

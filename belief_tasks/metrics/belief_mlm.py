@@ -7,7 +7,7 @@ one prompt per pair and their fluctuation (``accuracy_draws``, ``fluctuation``),
 |P^(i)|/|P| weights). This module adds what only a prediction over the vocabulary
 has: ranks (Acc@K, MRR), consistency by token identity, and the bias level.
 
-Functions take arrays, one entry per masked prompt (``belief_tasks.tasks.belief_mlm``
+Functions take arrays, one entry per masked prompt (``belief_tasks.scoring.belief_mlm``
 turns the harness's records into them):
 
 * ``fact_ids``, ``relation_ids``, ``template_ids``: which prompt (its fact, relation and

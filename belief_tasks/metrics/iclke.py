@@ -3,7 +3,7 @@
 Pure numpy/scipy functions, arrays in. A *choice* c is one test fact with M options;
 its input is the list of option log-probabilities log P(y | σ) and the gold option's
 index. Corpus-level functions take one such list per choice (``logprobs_list``), the
-gold indices and, per relation, the relation of each choice; ``belief_tasks.tasks.iclke``
+gold indices and, per relation, the relation of each choice; ``belief_tasks.scoring.iclke``
 turns the harness's records into these arrays.
 """
 

@@ -29,7 +29,7 @@ Variance, two methods, both with the finite-population correction (1 - f_h), f_h
 A ``selecting`` statistic (a maximum or minimum over estimates) is biased; under the bootstrap its
 estimate is corrected, 2 g(T^) - mean_b g(T*_b), with the standard error of the corrected estimate
 (``corrected_replicates``). An interval is estimate +- t_{df, 0.975} * se, df = sum over sampled strata
-of (n_h - 1). The tasks use the bootstrap (``tasks.budgeted``); the coverage that backs the 95 %, for
+of (n_h - 1). The tasks use the bootstrap (``scoring.budgeted``); the coverage that backs the 95 %, for
 both methods, is measured by ``scripts/budget_coverage.py`` (docs/budget.md). Pure numpy / scipy.
 """
 

@@ -4,7 +4,8 @@
 ``--log_samples`` files beside it), recomputes each number from the per-doc
 records with the tasks' own aggregations and ``belief_tasks.metrics``, and writes
 ``out/report.md``, ``out/tables/*.csv``, ``out/figures/*.png`` and
-``out/cards/<model>.md``. Sections appear for the families whose tasks are present:
+``out/cards/<model>.md``. Sections appear for the families whose tasks are present (``family_sections``:
+one per family of ``belief_tasks.families``):
 
 * ``belief_icl``  BELIEF-ICL (v3 Table 17, calibration, coverage, knowledge sharing)
 * ``belief_mlm``  BELIEF for masked LMs
@@ -35,12 +36,19 @@ class Report:
     mismatched: list[str]  # task/metric whose recomputed value differs
 
 
+def family_sections() -> dict:
+    """family name (``belief_tasks.families``) -> its section module (``build(ctx)``; ``PROBES``: the probe
+    patterns of the tasks it shows)."""
+    from belief_tasks.report import bear, belief_icl, belief_mlm, iclke, monitor
+
+    return {"belief_icl": belief_icl, "belief_mlm": belief_mlm, "bear": bear, "iclke": iclke, "monitor": monitor}
+
+
 def build_report(paths, out, title: str = "Knowledge report", x_pattern: str | None = None) -> Report:
-    from belief_tasks.report import (agreement, bear, belief_icl, belief_mlm, iclke, monitor, paired, training,
-                                     truncation, unclaimed_tasks)
+    from belief_tasks.report import agreement, paired, training, truncation, unclaimed_tasks
     from belief_tasks.report.base import Context
     from belief_tasks.report.card import render
-    from belief_tasks.report.loading import load_runs
+    from belief_tasks.report.loading import home_relative, limit_note, load_runs
     from belief_tasks.report.output import ReportWriter, markdown_table
     from belief_tasks.report.recompute import mismatches
 
@@ -49,14 +57,14 @@ def build_report(paths, out, title: str = "Knowledge report", x_pattern: str | N
     runs = load_runs(paths)
     writer = ReportWriter(out)
     ctx = Context(runs, writer)
-    families = (belief_icl, belief_mlm, bear, iclke, monitor, agreement, paired)
-    sections = [s for s in (mod.build(ctx) for mod in families) if s is not None]
+    families = family_sections()
+    sections = [s for s in (mod.build(ctx) for mod in (*families.values(), agreement, paired)) if s is not None]
     curves = training.build(ctx, x_pattern)
     if curves is not None:
         sections.append(curves)
     claimed = {r.name: set() for r in runs}
-    for mod in (belief_icl, belief_mlm, bear, iclke, monitor):
-        for pat in [getattr(mod, a) for a in ("TASK_RE", "PROMPT_RE", "BIAS_RE") if hasattr(mod, a)]:
+    for mod in families.values():
+        for pat in mod.PROBES:
             for run, task in ctx.tasks(pat):
                 claimed[run.name].add(task.name)
     rest = unclaimed_tasks.build(ctx, claimed)
@@ -78,23 +86,26 @@ def build_report(paths, out, title: str = "Knowledge report", x_pattern: str | N
     if checked:
         md.append(f"**Check:** {checked - len(mismatched)} of {checked} recomputed numbers equal the harness's results JSON"
                   + ("." if not mismatched else f"; differing: {', '.join(mismatched[:20])}.") + "\n")
-    runs_df = pd.DataFrame([{"Model": r.name, "lm-eval model name": r.model_name, "Tasks": len(r.tasks),
+    runs_df = pd.DataFrame([{"Model": r.name, "lm-eval model name": home_relative(r.model_name), "Backend": r.backend,
+                             "Limit": "–" if r.limit is None else f"{r.limit:g}", "Tasks": len(r.tasks),
                              "Per-sample files": sum(t.has_records for t in r.tasks.values()),
                              "Run": r.date, "Folder": "/".join(r.folder.parts[-2:])} for r in runs])
     md.append("## Runs\n")
     md.append(markdown_table(runs_df) + "\n")
+    md += [f"- **{r.name}**: {limit_note(r)}.\n" for r in runs if limit_note(r)]
     md.append(truncation.markdown(runs))
     md.append("## Contents\n")
     md.append("\n".join([f"- [Knowledge cards](#knowledge-cards)"] + [f"- [{s.title}](#{_anchor(s.title)})" for s in sections]) + "\n")
     md.append("## Knowledge cards\n")
     for run in runs:
         entries = [e for s in sections for e in s.card.get(run.name, [])]
-        md.append(render(run, entries, writer, heading="###"))
+        md.append(render(run, entries, writer, heading="###", column={m.FAMILY: name for name, m in families.items()}))
     for s in sections:
         md.append(s.markdown)
     path = writer.write("report.md", "\n".join(md))
 
     summary = [f"belief-report: {len(runs)} model run(s), {len(sections)} section(s) -> {path}"]
+    summary += [f"{r.name}: {limit_note(r)}" for r in runs if limit_note(r)]
     if checked:
         summary.append(f"check: {checked - len(mismatched)}/{checked} recomputed numbers equal the results JSON"
                        + ("" if not mismatched else f" (differing: {', '.join(mismatched[:10])})"))

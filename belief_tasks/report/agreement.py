@@ -3,7 +3,7 @@
 No paper can ask this: each probes its own dataset. Our tasks share one fact schema, so where two
 probes of one model run read the same dataset (the bundled sample for every family; BEAR for
 ``belief_bear`` and ``belief_mlm_bear``), each fact is known or not under each probe's own rule
-(``belief_tasks.records.KNOWN_RULES``), and the probes can be compared fact by fact.
+(``belief_tasks.families``: each family's ``known``), and the probes can be compared fact by fact.
 
 Facts are joined by (dataset, fact id), never by position. Probes on different datasets are never
 joined, even when the datasets overlap (BEAR and BEAR-big number their instances differently).
@@ -17,8 +17,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from belief_tasks.families import FAMILIES
 from belief_tasks.metrics.agreement import agreement_table, cohen_kappa, kappa_interval
-from belief_tasks.records import KNOWN_RULES
 from belief_tasks.report.base import CardEntry, Context, Section
 from belief_tasks.report.output import fmt, heatmap, slug
 
@@ -41,12 +41,12 @@ class Probe:
 def probes_of(run) -> list[Probe]:
     out = []
     for name, task in sorted(run.tasks.items()):
-        rule = KNOWN_RULES.get(task.family)
-        if rule is None or not task.has_records:
+        family = FAMILIES.get(task.family)
+        if family is None or not task.has_records:
             continue
         records = [r for r in task.records() if isinstance(r, dict) and r.get("fact_id") is not None]
         if records:
-            out.append(Probe(name, task.dataset, rule(records), {r["fact_id"]: r["relation"] for r in records}))
+            out.append(Probe(name, task.dataset, family.known(records), {r["fact_id"]: r["relation"] for r in records}))
     return out
 
 

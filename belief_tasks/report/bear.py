@@ -2,8 +2,8 @@
 scores, a per-relation bar chart and a per-domain table.
 
 Tasks ``belief_bear`` / ``belief_bear_big`` (and any ``belief_bear*`` variant with the same
-records, ``belief_tasks.records.BearRecord``). Breakdowns call ``belief_tasks.metrics.bear`` on
-the arrays ``belief_tasks.tasks.bear`` reads out of the records.
+records, ``belief_tasks.scoring.bear.BearRecord``). Breakdowns call ``belief_tasks.metrics.bear`` on
+the arrays ``belief_tasks.scoring.bear`` reads out of the records.
 """
 
 from __future__ import annotations
@@ -11,13 +11,14 @@ from __future__ import annotations
 import pandas as pd
 
 from belief_tasks.metrics import bear as MB
-from belief_tasks.tasks.bear import ranks_of, templates_of
 from belief_tasks.metrics.belief import fluctuation
 from belief_tasks.report.base import CardEntry, Context, Section, stderr, value
 from belief_tasks.report.output import fmt, grouped_bars, pm
+from belief_tasks.scoring.bear import ranks_of, templates_of
 
 FAMILY = "BEAR"
 TASK_RE = r"belief_bear\w*"
+PROBES = (TASK_RE,)
 
 
 def _label(run, task, many_tasks: bool) -> str:

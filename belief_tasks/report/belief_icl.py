@@ -1,8 +1,8 @@
 """BELIEF-ICL section (Zhao et al., v3): Table 17, calibration (Figures 2-3), coverage (Table 19),
 knowledge sharing between models and settings (Figure 4, section 6.4).
 
-Tasks ``belief_{mp,qa}_{zeroshot,4random,4relation,4template}``; records from
-``belief_tasks.tasks.belief_icl.make_record`` (one per pair, columns per prompt; read through
+Tasks ``belief_{mp,qa}_{zeroshot,4random,4relation,4template}``; records
+``belief_tasks.scoring.belief_icl.BeliefICLRecord`` (one per pair, columns per prompt; read through
 ``prompt_columns`` / ``sampled_prompts``, which also take the one-prompt records of older logs). Headline numbers are the tasks' own
 aggregations (``recompute``); the bins and the sharing matrix call
 ``belief_tasks.metrics.belief`` / ``belief_tasks.metrics.comparison``.
@@ -16,11 +16,11 @@ from belief_tasks.metrics import belief as MB
 from belief_tasks.metrics.comparison import subsumption_rate
 from belief_tasks.report.base import CardEntry, Context, Section, stderr, value
 from belief_tasks.report.output import fmt, heatmap, line_plot, pm
-from belief_tasks.records import belief_icl_covered
-from belief_tasks.tasks.belief_icl import prompt_columns, records_of, sampled_prompts
+from belief_tasks.scoring.belief_icl import covered, prompt_columns, records_of, sampled_prompts
 
 FAMILY = "BELIEF-ICL"
 TASK_RE = r"belief_(mp|qa)_([a-z0-9]+)"
+PROBES = (TASK_RE,)
 SETTINGS = ("zeroshot", "4random", "4relation", "4template")
 SETTING_LABEL = {"zeroshot": "zero-shot", "4random": "4-random", "4relation": "4-relation", "4template": "4-template"}
 STYLE_LABEL = {"mp": "MP", "qa": "QA"}
@@ -142,7 +142,7 @@ def plot_bins(n_bins: int, n_prompts: int) -> int:
 
 def covered_facts(records: list) -> set:
     """v3 section 6.4's covered facts: (fact, template) combinations answered correctly (any subject expression)."""
-    return belief_icl_covered(records_of(records))
+    return covered(records_of(records))
 
 
 def sharing_matrix(units: dict[str, set]) -> pd.DataFrame:

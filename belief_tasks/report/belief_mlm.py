@@ -1,7 +1,7 @@
 """BELIEF for masked LMs (Zhao et al., v3 sections 2, 5.4; v1): the encoder rows of Table 17,
 calibration, and the prompt-bias tasks.
 
-Tasks ``belief_mlm_<dataset>`` (records ``belief_tasks.records.MlmPromptRecord``) and
+Tasks ``belief_mlm_<dataset>`` (records ``belief_tasks.scoring.belief_mlm.MlmPromptRecord``) and
 ``belief_mlm_bias_<dataset>``. Headline numbers are the tasks' aggregations.
 """
 
@@ -13,11 +13,12 @@ from belief_tasks.metrics import belief as MB
 from belief_tasks.report.belief_icl import plot_bins
 from belief_tasks.report.base import CardEntry, Context, Section, stderr, value
 from belief_tasks.report.output import fmt, line_plot, pm
-from belief_tasks.tasks.belief_mlm import hits
+from belief_tasks.scoring.belief_mlm import hits
 
 FAMILY = "BELIEF (masked LMs)"
 PROMPT_RE = r"belief_mlm_(?!bias_)\w+"
 BIAS_RE = r"belief_mlm_bias_\w+"
+PROBES = (PROMPT_RE, BIAS_RE)
 COLUMNS = (("acc@1", "Acc@1 ↑"), ("acc@10", "Acc@10 ↑"), ("mrr", "MRR ↑"), ("acc@1_range", "Range ↓"),
            ("acc@1_sd", "SD ↓"), ("consist", "Consist ↑"), ("overconf@1", "Ovconf@1"))
 

@@ -12,15 +12,34 @@ from __future__ import annotations
 import pandas as pd
 
 from belief_tasks.report.base import DIMENSIONS, CardEntry
-from belief_tasks.report.loading import ModelRun
+from belief_tasks.report.loading import ModelRun, home_relative, limit_note
 from belief_tasks.report.output import ReportWriter, markdown_table, slug
 
 ARROW = {"higher": "↑", "lower": "↓", "closer to 0": "→0"}
+HOW_TO_READ = ("↑ higher is better, ↓ lower is better, →0 closer to zero is better; *facts*: how many facts each "
+               "family's numbers come from (BELIEF: subject-relation pairs). Families differ in data and scale: "
+               "compare within a row's family, not across. How to read each row: docs/report.md of belief-tasks.")
 
 
-def card_matrix(entries: list[CardEntry]) -> pd.DataFrame:
+def facts_row(run: ModelRun, families: list[str], column: dict[str, str]) -> dict[str, str]:
+    """The card's *facts* row: per family column, the facts its tasks' records cover (``column``: a column's
+    title -> the family name its tasks stamp)."""
+    row = {"": "facts"}
+    for fam in families:
+        counts = {t.name: t.fact_count() for t in run.tasks.values() if t.family and t.family == column.get(fam)}
+        known = {n: c for n, c in counts.items() if c is not None}
+        if not counts:
+            row[fam] = "–"
+        elif len(set(known.values())) == 1 and len(known) == len(counts):
+            row[fam] = f"{next(iter(known.values()))}" + (f" per task ({len(counts)} tasks)" if len(counts) > 1 else "")
+        else:
+            row[fam] = "<br>".join(f"{n}: {c if c is not None else '? (no samples file)'}" for n, c in sorted(counts.items()))
+    return row
+
+
+def card_matrix(entries: list[CardEntry], run: ModelRun | None = None, column: dict[str, str] | None = None) -> pd.DataFrame:
     families = list(dict.fromkeys(e.family for e in entries))
-    rows = []
+    rows = [facts_row(run, families, column)] if run is not None and column is not None else []
     for dim in DIMENSIONS:
         row = {"": dim}
         for fam in families:
@@ -42,22 +61,27 @@ def budget_lines(run: ModelRun) -> list[str]:
     return [("Budgeted run. " if out else "") + " ".join(out) + "\n"] if out else []
 
 
-def render(run: ModelRun, entries: list[CardEntry], writer: ReportWriter, heading: str = "##") -> str:
-    """The card's Markdown; also writes ``cards/<model>.md`` and ``tables/card_<model>.csv``."""
+def render(run: ModelRun, entries: list[CardEntry], writer: ReportWriter, heading: str = "##",
+           column: dict[str, str] | None = None) -> str:
+    """The card's Markdown; also writes ``cards/<model>.md`` and ``tables/card_<model>.csv``. ``column``
+    (a family column's title -> its family name) adds the *facts* row."""
     info = run.info
     lines = [f"{heading} Knowledge card: {run.name}\n"]
-    meta = [f"model `{run.model_name}`"]
+    meta = [f"model `{home_relative(run.model_name)}`"]
     if info.get("model_args"):
-        meta.append(f"args `{info['model_args']}`")
+        meta.append(f"args `{home_relative(str(info['model_args']))}`")
+    if run.backend:
+        meta.append(f"backend `{run.backend}`")
     meta.append(f"{len(run.tasks)} tasks")
     if run.date:
         meta.append(f"run {run.date}")
     lines.append(" · ".join(m for m in meta if m) + "\n")
+    if limit_note(run):
+        lines.append(f"**{limit_note(run)}.**\n")
     lines += budget_lines(run)
     if entries:
-        lines.append(markdown_table(card_matrix(entries)))
-        lines.append("\n↑ higher is better, ↓ lower is better, →0 closer to zero is better. "
-                     "Families differ in data and scale: compare within a row's family, not across.\n")
+        lines.append(markdown_table(card_matrix(entries, run, column)))
+        lines.append("\n" + HOW_TO_READ + "\n")
         long = pd.DataFrame([{"model": run.name, "dimension": e.dimension, "family": e.family, "measure": e.measure,
                               "value": e.text, "better": e.better} for e in entries])
         long.to_csv(writer.out / "tables" / f"card_{slug(run.name)}.csv", index=False)

@@ -2,9 +2,9 @@
 (Figure 5), subsumption rate η between models (section 4.2.2, Tables 1 and 10), Accuracy@K
 curves (Figure 8).
 
-Tasks ``belief_iclke*`` / ``belief_eiclke*``; records ``belief_tasks.records.IclkeRecord``, read
-into arrays by ``belief_tasks.tasks.iclke.columns``. Breakdowns call ``belief_tasks.metrics.iclke``
-and ``belief_tasks.metrics.comparison``; the known facts are ``belief_tasks.records.iclke_known``.
+Tasks ``belief_iclke*`` / ``belief_eiclke*``; records ``belief_tasks.scoring.iclke.IclkeRecord``, read
+into arrays by ``belief_tasks.scoring.iclke.columns``. Breakdowns call ``belief_tasks.metrics.iclke``
+and ``belief_tasks.metrics.comparison``; the known facts are ``belief_tasks.scoring.iclke.known_by_relation``.
 """
 
 from __future__ import annotations
@@ -13,13 +13,13 @@ import pandas as pd
 
 from belief_tasks.metrics import iclke as MI
 from belief_tasks.metrics.comparison import mean_subsumption_rate
-from belief_tasks.records import iclke_known
 from belief_tasks.report.base import CardEntry, Context, Section, stderr, value
 from belief_tasks.report.output import fmt, heatmap, line_plot, pm
-from belief_tasks.tasks.iclke import columns
+from belief_tasks.scoring.iclke import columns, known_by_relation
 
 FAMILY = "IC-LKE"
 TASK_RE = r"belief_e?iclke\w*"
+PROBES = (TASK_RE,)
 
 
 def build(ctx: Context) -> Section | None:
@@ -68,7 +68,7 @@ def build(ctx: Context) -> Section | None:
 
         # ---- subsumption rate (section 4.2.2)
         if len(with_records) > 1:
-            known = {r.name: iclke_known(t.records()) for r, t in with_records}
+            known = {r.name: known_by_relation(t.records()) for r, t in with_records}
             names = list(known)
             eta = pd.DataFrame([[mean_subsumption_rate(known[a], known[b]) for b in names] for a in names], index=names, columns=names)
             md.append("#### Subsumption rate η (cf. section 4.2.2, Tables 1 and 10)\n")

@@ -31,6 +31,8 @@ from typing import Iterable, Iterator
 
 from tqdm.auto import tqdm
 
+from belief_tasks.scoring.common import SAME_AS
+
 log = logging.getLogger("belief_tasks.report")
 
 #: sample files larger than this show a progress bar while they are read
@@ -124,6 +126,13 @@ class TaskRun:
             raise ReportInputError(f"{self.samples_path}: {most} records, but its results JSON "
                                    f"counts {effective} samples of {self.name}: the two files come from different runs")
 
+    def fact_count(self) -> int | None:
+        """How many facts the task's records cover (distinct ``fact_id``: a subject-relation pair for
+        BELIEF, an instance for BEAR and IC-LKE, a fact for MONITOR); None without a samples file."""
+        if not self.has_records:
+            return None
+        return len({r["fact_id"] for r in self.records() if isinstance(r, dict) and "fact_id" in r}) or None
+
     def logged_metrics(self) -> list[str]:
         """The metric names the samples file holds values for."""
         self.records()
@@ -147,9 +156,35 @@ class ModelRun:
         ids = sorted(t.date_id for t in self.tasks.values() if t.date_id)
         return f"{ids[-1][:10]} {ids[-1][11:19].replace('-', ':')}" if ids else ""
 
+    @property
+    def backend(self) -> str:
+        """The lm-eval model type the run used (``hf``, ``hf-shared``, ...): Ovconf's samples differ by it."""
+        return str((self.info.get("config") or {}).get("model") or "")
+
+    @property
+    def limit(self) -> float | None:
+        """lm-eval's ``--limit`` of the run (None: every document)."""
+        return (self.info.get("config") or {}).get("limit")
+
     def tasks_matching(self, prefix_re: str) -> dict[str, TaskRun]:
         pat = re.compile(prefix_re)
         return {n: t for n, t in self.tasks.items() if pat.match(n)}
+
+
+def home_relative(text: str) -> str:
+    """``text`` with the user's home folder written ``~`` (cards and reports are shared beyond the machine)."""
+    home = os.path.expanduser("~")
+    return text.replace(home + os.sep, "~" + os.sep) if home not in ("", "/", "~") else text
+
+
+def limit_note(run: ModelRun) -> str:
+    """What ``--limit`` means for a run's numbers ("" without a limit)."""
+    if run.limit is None:
+        return ""
+    n = float(run.limit)
+    share = f"{n:.0%} of its documents" if n < 1 else f"its first {int(n)} document{'s' if int(n) != 1 else ''}"
+    return (f"--limit {n:g}: each task scored only {share}, so these numbers are not the tasks' values "
+            "(lm-eval: 'only for testing')")
 
 
 # --------------------------------------------------------------------------- discovery
@@ -281,11 +316,6 @@ def iter_samples(path: Path, desc: str | None = None) -> Iterator[dict]:
             except json.JSONDecodeError as e:
                 raise ReportInputError(f"{path}, line {line_no}: not JSON ({e.msg})") from e
     bar.close()
-
-
-#: a metric value that stands for the value logged under another metric of the same line (our
-#: tasks log their record once: ``belief_tasks.tasks.belief_icl.SameRecord``)
-SAME_AS = re.compile(r"<same as ([^<>]+)>")
 
 
 def read_samples(path: Path) -> dict[str, list]:

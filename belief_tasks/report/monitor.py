@@ -5,7 +5,7 @@ Table 12 (the correlation per relation).
 Tasks ``belief_monitor`` (FKTC, or the run's source; relations chosen with ``relations``),
 ``belief_monitor_sample`` and their variants (e.g. ``belief_demo_monitor``). A task's numbers
 are its recomputed results (``Context.numbers``, checked against the results JSON); per-relation
-numbers are the task's own aggregations (``belief_tasks.tasks.monitor.METRICS``) on the records
+numbers are the task's own aggregations (``belief_tasks.scoring.monitor.per_relation``) on the records
 of one relation. The aggregations average per-relation values without weights, as Table 4 does,
 so the mean of Table 11's column is Table 4's value.
 """
@@ -17,21 +17,13 @@ import pandas as pd
 from belief_tasks.metrics.comparison import correlation
 from belief_tasks.report.base import CardEntry, Context, Section, stderr, value
 from belief_tasks.report.output import fmt, heatmap, pm
+from belief_tasks.scoring.monitor import per_relation
 
 FAMILY = "MONITOR"
 TASK_RE = r"belief_monitor\w*"
+PROBES = (TASK_RE,)
 TABLE4 = (("monitor", "MONITOR ↓"), ("acc_avg", "avg acc ↑"), ("acc_max", "max acc ↑"), ("acc_min", "min acc ↑"),
           ("primary_prob", "probs ↑"), ("pfd", "PFD ↓"), ("ird", "IRD ↓"))
-
-
-def relation_number(records: list[dict], metric: str, relation: str) -> float:
-    """``metric`` on the records of one relation, with the task's own aggregation."""
-    from belief_tasks.tasks.monitor import METRICS
-
-    recs = [r for r in records if r["relation"] == relation]
-    if metric not in METRICS or not recs:
-        return float("nan")
-    return float(METRICS[metric][0](recs))
 
 
 def _pid_order(rel: str):
@@ -88,13 +80,19 @@ def _table4(ctx: Context, tname: str, runs: list, md: list[str]) -> list[dict]:
     return raw
 
 
+def _relation_table(records: dict[str, list[dict]], metric: str, relations: list[str]) -> pd.DataFrame:
+    """``metric`` per relation (rows) and model (columns); NaN where a model has no record of a relation."""
+    values = {m: per_relation(recs, metric) for m, recs in records.items()}
+    return pd.DataFrame({m: {rel: v.get(rel, float("nan")) for rel in relations} for m, v in values.items()}).loc[relations]
+
+
 def _per_relation(ctx: Context, tname: str, runs: list, md: list[str]) -> None:
     """Table 11 (MONITOR and avg acc per relation x model, with a heatmap) and, with >= 3 models, Table 12."""
     w = ctx.writer
     records = {run.name: task.records("monitor") for run, task in runs}
     relations = sorted({rel for recs in records.values() for rel in relations_of(recs)}, key=_pid_order)
-    mon = pd.DataFrame({m: {rel: relation_number(recs, "monitor", rel) for rel in relations} for m, recs in records.items()}).loc[relations]
-    acc = pd.DataFrame({m: {rel: relation_number(recs, "acc_avg", rel) for rel in relations} for m, recs in records.items()}).loc[relations]
+    mon = _relation_table(records, "monitor", relations)
+    acc = _relation_table(records, "acc_avg", relations)
     mon.index.name = acc.index.name = "relation"
     md.append("#### MONITOR per relation (cf. Table 11)\n")
     vmax = max(1.0, float(pd.to_numeric(mon.stack(), errors="coerce").max() if mon.size else 1.0))

@@ -3,7 +3,7 @@
 
 Runs are models, checkpoints or settings that evaluated the same facts: two budgeted runs with the same
 draw (budget, seed, data), or two full runs. A fact's values in both runs form one unit of the
-stratified bootstrap (``belief_tasks.tasks.budgeted.paired_estimates``), so what the runs share
+stratified bootstrap (``belief_tasks.scoring.budgeted.paired_estimates``), so what the runs share
 cancels and the interval is much narrower than the two runs' own intervals side by side. For two full
 runs there is no sampling of facts: the difference is exact for those facts and printed as such.
 """
@@ -16,7 +16,9 @@ import math
 import pandas as pd
 
 from belief_tasks.report.base import Context, Section, value
-from belief_tasks.tasks.budgeted import BudgetError, family_estimators, is_budgeted, paired_estimates, unwrap
+from belief_tasks.families import budget_estimators
+from belief_tasks.scoring.budgeted import BudgetError, is_budgeted, paired_estimates
+from belief_tasks.scoring.common import unwrap
 
 TITLE = "Paired differences"
 
@@ -36,7 +38,7 @@ def _pairs(ctx: Context):
     """(task name, family, [(run, task)]) for every task of ours logged by two or more runs."""
     by_task: dict[str, list] = {}
     for run, task in ctx.tasks(r".*"):
-        if task.has_records and family_estimators(task.family) is not None:
+        if task.has_records and budget_estimators(task.family) is not None:
             by_task.setdefault(task.name, []).append((run, task))
     return [(name, found[0][1].family, found) for name, found in sorted(by_task.items()) if len(found) > 1]
 
@@ -44,7 +46,7 @@ def _pairs(ctx: Context):
 def _rows(ctx: Context, family: str, a, b, notes: list[str]) -> list[dict]:
     (run_a, task_a), (run_b, task_b) = a, b
     try:
-        diffs = paired_estimates(family, task_a.records(), task_b.records())
+        diffs = paired_estimates(budget_estimators(family), task_a.records(), task_b.records())
     except (BudgetError, ValueError) as e:
         notes.append(f"`{task_a.name}`: {run_a.name} and {run_b.name} are not paired ({e}).")
         return []

@@ -1,9 +1,10 @@
 """Recompute a task's results from its logged records with the task's own aggregations.
 
-The aggregation of each metric comes from the task family's metric table
-(``belief_tasks.tasks.<family>.METRICS``, the table its YAMLs' ``metric_list`` is checked
-against), which calls ``belief_tasks.metrics.<family>``. The report therefore never
-re-implements a metric, and every headline number can be checked against the results JSON.
+The aggregation of each metric, and its standard error, come from the task family's metric table
+(``belief_tasks.scoring.<family>.METRICS``, the table its YAMLs' ``metric_list`` is checked
+against, found through ``belief_tasks.families``), which calls ``belief_tasks.metrics.<family>``.
+The report therefore never re-implements a metric, and every headline number can be checked
+against the results JSON.
 """
 
 from __future__ import annotations
@@ -13,7 +14,9 @@ import math
 from dataclasses import dataclass
 from typing import Callable
 
+from belief_tasks.families import metric_table
 from belief_tasks.report.loading import TaskRun
+from belief_tasks.scoring.common import stderr_function
 
 log = logging.getLogger("belief_tasks.report")
 
@@ -28,7 +31,7 @@ class Number:
     value: float
     stderr: float | None
     harness: float | None  # the results JSON's value (None: not there)
-    interval: tuple[float, float] | None = None  # a budgeted run's 95 % interval (``tasks.budgeted``)
+    interval: tuple[float, float] | None = None  # a budgeted run's 95 % interval (``scoring.budgeted``)
 
     @property
     def matches(self) -> bool | None:
@@ -57,25 +60,13 @@ def _f(x):
 
 def aggregations(task: TaskRun) -> dict[str, Callable]:
     """``{metric: aggregation}`` of ``task``: its family's metric table (the one its YAML's
-    ``metric_list`` wires, ``belief_tasks.tasks.<family>.METRICS``); {} when the task is not ours."""
-    from belief_tasks.tasks import metric_table
-    from belief_tasks.tasks.budgeted import budget_aware
+    ``metric_list`` wires), each as lm-eval ran it (``BeliefTask.aggregation``: budget-aware, the estimates of
+    the full run on a budgeted run's records); {} when the task is not ours."""
+    from belief_tasks.families import budget_estimators
+    from belief_tasks.scoring.budgeted import budget_aware
 
-    # the functions lm-eval ran (``BeliefTask.aggregation``): estimates of the full run on a budgeted run
-    return {name: budget_aware(task.family, name, agg) for name, (agg, _) in metric_table(task.family).items()}
-
-
-def stderr_function(agg: Callable) -> Callable | None:
-    """The standard error lm-eval reports for ``agg`` (ours: ``agg.stderr``; lm-eval's own otherwise)."""
-    own = getattr(agg, "stderr", None)
-    if own is not None or hasattr(agg, "stderr"):
-        return own
-    try:
-        from lm_eval.api.metrics import stderr_for_metric
-
-        return stderr_for_metric(metric=agg, bootstrap_iters=100_000)
-    except Exception:  # noqa: BLE001
-        return None
+    est = budget_estimators(task.family)
+    return {name: budget_aware(est, name, agg) for name, (agg, _) in metric_table(task.family).items()}
 
 
 # --------------------------------------------------------------------------- recomputing

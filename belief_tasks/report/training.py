@@ -15,14 +15,13 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from belief_tasks.families import FAMILIES
 from belief_tasks.report.base import Context, Section, value
 from belief_tasks.report.output import line_plot, slug
 
 TITLE = "Knowledge over training"
 #: in a revision or a folder name: step1000, step-1000, checkpoint-500, ckpt_20, iter3000, global_step7
 STEP = re.compile(r"(?:global_step|step|checkpoint|ckpt|iter)[-_]?(\d+)", re.IGNORECASE)
-#: the headline metric of each family
-HEADLINE = {"belief_icl": "acc", "belief_mlm": "acc@1", "bear": "bear", "iclke": "acc", "monitor": "monitor"}
 
 
 @dataclass(frozen=True)
@@ -75,9 +74,10 @@ def curve_table(ctx: Context, points: list[tuple[float, object]]) -> pd.DataFram
     rows = []
     for step, run in points:
         for name, task in sorted(run.tasks.items()):
-            metric = HEADLINE.get(task.family)
-            if metric is None:
+            family = FAMILIES.get(task.family)
+            if family is None:
                 continue
+            metric = family.headline
             number = ctx.numbers(run, name).get(metric)
             low, high = number.interval if number is not None and number.interval else (float("nan"),) * 2
             rows.append({"step": step, "model": run.name, "task": name, "metric": metric,

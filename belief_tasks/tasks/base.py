@@ -7,7 +7,6 @@
 * ``as_split`` / ``unpack``: docs (plain dicts) into the ``{"test": DocList}`` that
   ``custom_dataset`` returns (a list lm-eval reads like a ``datasets.Dataset``), and nested values
   back out.
-* ``with_stderr``: a corpus-level aggregation's own standard error (``belief_tasks.harness``).
 * ``model_tokenizer``: the evaluated model's tokenizer, for the tasks that count or cut its tokens.
 """
 
@@ -24,7 +23,9 @@ import logging
 
 from belief_tasks import budget, harness, options, seeding, truncation
 from belief_tasks.budget import Draw
+from belief_tasks.families import FAMILIES, budget_estimators, knob_names
 from belief_tasks.options import COMMON, MODEL_ARGS, Knob, KnobError, Options, parse_options
+from belief_tasks.scoring.budgeted import budget_aware
 from belief_tasks.schema import Fact, FactSet
 from belief_tasks.sources import SOURCE_KNOBS
 
@@ -73,12 +74,11 @@ class BeliefTask(ConfigurableTask):
             self.config.metadata["budget_design"] = drawn
 
     def aggregation(self) -> dict:
-        """The YAML's aggregations, each made budget-aware (``tasks.budgeted``): unchanged on a full run, the
+        """The YAML's aggregations, each made budget-aware (``scoring.budgeted``): unchanged on a full run, the
         estimate of the full-data value with its interval on a budgeted run's records."""
         if getattr(self, "_budget_aware", None) is None:
-            from belief_tasks.tasks.budgeted import budget_aware
-
-            self._budget_aware = {m: budget_aware(self.FAMILY, m, fn) for m, fn in super().aggregation().items()}
+            est = budget_estimators(self.FAMILY)
+            self._budget_aware = {m: budget_aware(est, m, fn) for m, fn in super().aggregation().items()}
         return self._budget_aware
 
     def build_all_requests(self, *args: Any, **kwargs: Any) -> None:
@@ -108,8 +108,6 @@ def check_metadata(metadata: Mapping[str, Any] | None, knobs: Sequence[Knob], ta
     command reads: ``command_checks.check_knobs_read``). An unknown key is an error under ``belief-eval``, which
     knows the run's model arguments; under a bare ``lm_eval`` (model args merged into the metadata,
     indistinguishable) it is a warning."""
-    from belief_tasks.tasks import knob_names
-
     table = tuple(knobs) + SOURCE_KNOBS
     options.check_combinations(parse_options(table, metadata))
     known = sorted(knob_names() | {k.name for k in table})
@@ -124,13 +122,12 @@ def check_metadata(metadata: Mapping[str, Any] | None, knobs: Sequence[Knob], ta
 
 
 def check_budget_supported(family: str, metadata: Mapping[str, Any] | None) -> None:
-    """A budget only where the family's metrics have budgeted estimators (``tasks.budgeted``): elsewhere its
+    """A budget only where the family's metrics have budgeted estimators (``Family.budgeted``): elsewhere its
     numbers would be the drawn facts' plain values, not estimates of the full run."""
-    from belief_tasks.tasks.budgeted import STATISTICS
-
-    if (metadata or {}).get("budget") not in (None, "", "none") and family not in STATISTICS:
+    if (metadata or {}).get("budget") not in (None, "", "none") and budget_estimators(family) is None:
+        which = sorted(name for name, f in FAMILIES.items() if f.budgeted is not None)
         raise KnobError("budget", f"is not available for the {family} tasks yet (their metrics have no budgeted "
-                        f"estimators); it is for {', '.join(sorted(STATISTICS))}")
+                        f"estimators); it is for {', '.join(which)}")
 
 
 def probe(name: str, dataset: str) -> Callable[[Callable], Callable]:
@@ -282,16 +279,6 @@ def unpack(doc: Mapping[str, Any], key: str):
     not such a string is returned as it is)."""
     value = doc[key]
     return json.loads(value) if isinstance(value, str) and value[:1] in "[{" else value
-
-
-def with_stderr(stderr: Callable[[list], float] | None) -> Callable[[Callable], Callable]:
-    """Attach a standard-error function to an aggregation (``None`` marks "has none")."""
-
-    def deco(agg: Callable) -> Callable:
-        agg.stderr = stderr
-        return agg
-
-    return deco
 
 
 # --- the evaluated model's tokenizer -------------------------------------------------------------------

@@ -5,45 +5,34 @@ One doc per (fact, template). ``BearTask`` is a plain ``multiple_choice`` task: 
 (an empty ``doc_to_text`` in the default scoring), so it runs on lm-eval's ``hf``, on
 ``hf-mlm`` (PLL for masked LMs) and on ``hf-shared`` (prefix sharing).
 
-``--metadata`` knobs: ``KNOBS`` below (the common ones plus BEAR's), and the data
+``--metadata`` knobs: ``belief_tasks.families.BEAR_KNOBS`` (the common ones plus BEAR's), and the data
 source's (``source`` / ``bear_path`` / ``bear_big_path``). ``reduction: mean`` counts
 scored tokens with the evaluated model's tokenizer (``tokenizer=`` or ``pretrained=``
 from the model args).
 
-Records (``belief_tasks.records.BearRecord``) -> arrays for ``belief_tasks.metrics.bear``:
-``record_scores``, ``record_rank``, ``ranks_of``.
+Records, their scoring and the metric table: ``belief_tasks.scoring.bear``.
 """
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping
 
 from belief_tasks.data import load_facts
+from belief_tasks.families import BEAR
 from belief_tasks.metrics import bear as M
-from belief_tasks.metrics.budgeted import bear as budgeted_bear
-from belief_tasks.metrics.intervals import Units
-from belief_tasks.options import COMMON, Knob, KnobError, Options, parse_options
-from belief_tasks.prompts.bear import SCORING_MODES, OptionRequests, option_requests
+from belief_tasks.options import KnobError, Options, parse_options
+from belief_tasks.prompts.bear import OptionRequests, option_requests
 from belief_tasks.schema import Fact, FactSet, Relation, SchemaError
-from belief_tasks.tasks.base import BeliefTask, as_split, design_of, model_tokenizer, probe, select_facts, unpack, with_stderr
+from belief_tasks.scoring.bear import METRICS, record_scores
+from belief_tasks.tasks.base import BeliefTask, as_split, design_of, model_tokenizer, probe, select_facts, unpack
 
-PRECISION_KS = (1, 5, 10)
-TEMPLATE_METRICS = (0, 1, 2)  # bear_t0 .. bear_t2: BEAR has three templates per relation
-
-KNOBS: tuple[Knob, ...] = COMMON + (
-    Knob("reduction", "str", "sum", "statement score: summed log-likelihood (eq. 1) or its mean per scored token",
-         choices=M.REDUCTIONS),
-    Knob("scoring", "str", "statement", "what is scored: the whole statement, only the answer, or the answer "
-         "to the end of the sentence (lm-pub-quiz's conditional_score)", choices=SCORING_MODES),
-    Knob("templates", "ints", None, "template indices to use, comma-separated (default: all)", minimum=0,
-         unset=(None, "", "all")),
-)
+KNOBS = BEAR.knobs
 
 
 class BearTask(BeliefTask):
     """``belief_bear*``: a ``multiple_choice`` task over every answer option (knobs: ``KNOBS``)."""
 
-    FAMILY = "bear"
+    FAMILY = BEAR.name
     WHOLE_CONTEXT = "its statements (each answer option's filled template)"
     KNOBS = KNOBS
 
@@ -185,92 +174,3 @@ def process_results(doc, results) -> dict[str, dict]:
     rank = M.gold_rank(scores, gold)
     record.update(pred=pred, pred_label=options[pred], gold_label=options[gold[0]], rank=rank, correct=int(rank == 0))
     return {name: record for name in METRICS}
-
-
-# --- records -> arrays ----------------------------------------------------------
-
-def record_scores(record: Mapping):
-    """A record's option scores under its own reduction (eq. 1, or per token)."""
-    return M.reduce_scores(record["ll"], record.get("n_tokens"), record.get("reduction", "sum"))
-
-
-def record_rank(record: Mapping) -> int:
-    """0-based rank of the record's correct option, recomputed from its log-likelihoods."""
-    return M.gold_rank(record_scores(record), record["gold"])
-
-
-def ranks_of(records: Sequence[Mapping]) -> list[int]:
-    return [record_rank(r) for r in records]
-
-
-def templates_of(records: Sequence[Mapping]) -> list[int]:
-    return [int(r["template_index"]) for r in records]
-
-
-def budget_units(records: Sequence[Mapping]) -> Units:
-    """Per-fact columns of a run's records for its budgeted estimates (``metrics.budgeted.bear``)."""
-    return budgeted_bear.units([r["fact_id"] for r in records], [r["relation"] for r in records], templates_of(records),
-                               ranks_of(records), [r["cardinality"] == "1:1" for r in records])
-
-
-def _of_cardinality(records: Sequence[Mapping], cardinality: str) -> list[Mapping]:
-    """Records of "1:1" or "1:N" relations (BEAR_1:1 / BEAR_1:N in Table 3)."""
-    return [r for r in records if r["cardinality"] == cardinality]
-
-
-def _of_template(records: Sequence[Mapping], t: int) -> list[Mapping]:
-    return [r for r in records if int(r["template_index"]) == t]
-
-
-# --- aggregations (lm-eval passes the list of records) ---------------------------
-
-def _bear_stderr(records) -> float:
-    return M.bear_score_stderr(ranks_of(records), templates_of(records))
-
-
-@with_stderr(_bear_stderr)
-def agg_bear(records):
-    """BEAR score: per-template P@1 averaged over templates; stderr across templates (Table 3)."""
-    return M.bear_score(ranks_of(records), templates_of(records))
-
-
-def _cardinality_agg(cardinality: str, name: str):
-    @with_stderr(lambda rs: _bear_stderr(_of_cardinality(rs, cardinality)))
-    def agg(records):
-        return agg_bear(_of_cardinality(records, cardinality))
-
-    agg.__name__ = agg.__qualname__ = name
-    return agg
-
-
-agg_bear_1to1 = _cardinality_agg("1:1", "agg_bear_1to1")
-agg_bear_1toN = _cardinality_agg("1:N", "agg_bear_1toN")
-
-
-def _p_at_k_agg(k: int, template: int | None, name: str):
-    def pick(records):
-        return records if template is None else _of_template(records, template)
-
-    @with_stderr(lambda rs: M.mean_stderr([int(r < k) for r in ranks_of(pick(rs))]))
-    def agg(records):
-        return M.precision_at_k(ranks_of(pick(records)), k)
-
-    agg.__name__ = agg.__qualname__ = name
-    return agg
-
-
-agg_bear_t0, agg_bear_t1, agg_bear_t2 = (_p_at_k_agg(1, t, f"agg_bear_t{t}") for t in TEMPLATE_METRICS)
-agg_p_at_1, agg_p_at_5, agg_p_at_10 = (_p_at_k_agg(k, None, f"agg_p_at_{k}") for k in PRECISION_KS)
-
-#: metric name -> (aggregation, higher is better); ``_bear_common_yaml`` lists the same names
-METRICS = {
-    "bear": (agg_bear, True),
-    "bear_1to1": (agg_bear_1to1, True),
-    "bear_1toN": (agg_bear_1toN, True),
-    "bear_t0": (agg_bear_t0, True),
-    "bear_t1": (agg_bear_t1, True),
-    "bear_t2": (agg_bear_t2, True),
-    "p_at_1": (agg_p_at_1, True),
-    "p_at_5": (agg_p_at_5, True),
-    "p_at_10": (agg_p_at_10, True),
-}

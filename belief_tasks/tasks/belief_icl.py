@@ -1,4 +1,4 @@
-"""BELIEF-ICL harness glue: documents, requests, per-pair records, aggregations.
+"""BELIEF-ICL harness glue: documents, requests, the task class, building one per-pair record.
 
 One document = one subject-relation pair. Its prompts are the grid (template x subject
 expression), templates first, and ``BeliefICLTask.construct_requests`` renders them from the
@@ -15,8 +15,9 @@ carry ids only and the prompts are rendered for this rank's documents alone, so 
 ``accelerate launch`` a rank builds only its own share of prompts. Every metric is defined per
 pair or per prompt, so the numbers do not depend on this layout.
 
-``--metadata`` knobs: ``KNOBS`` below (the common ones plus the family's), and the data
-source's (``belief_tasks.sources``).
+``--metadata`` knobs: ``belief_tasks.families.BELIEF_ICL_KNOBS`` (the common ones plus the family's),
+and the data source's (``belief_tasks.sources``). Records, their scoring and the metric table:
+``belief_tasks.scoring.belief_icl``.
 
 Cache note: lm-eval's ``--use_cache`` keys a request by its arguments, so K
 identical sampling requests would share one cached answer. Sample ``i`` therefore
@@ -37,27 +38,24 @@ natively; on ``hf`` our hook pops it and seeds the draw (``belief_tasks.harness`
 from __future__ import annotations
 
 import json
-import logging
 import re
 import sys
 from copy import deepcopy
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any, Mapping, NamedTuple
+from typing import Any, Mapping
 
 from belief_tasks import seeding
 from belief_tasks.data import load_facts
+from belief_tasks.families import BELIEF_ICL
 from belief_tasks.matching import contains_answer
 from belief_tasks.metrics import belief as M
-from belief_tasks.metrics.budgeted import belief as budgeted_belief
-from belief_tasks.metrics.intervals import Units
+from belief_tasks.options import Options, parse_options
 from belief_tasks.prompts import belief as P
-from belief_tasks.options import COMMON, Knob, Options, parse_options
-from belief_tasks.records import belief_icl_prompts
 from belief_tasks.schema import Fact, SchemaError, Template
-from belief_tasks.tasks.base import STAMPED, BeliefTask, Selection, as_split, design_of, select_facts, unpack, with_stderr
-
-log = logging.getLogger("lm_eval.belief_icl")
+from belief_tasks.scoring.belief_icl import METRICS, RECORD_METRIC
+from belief_tasks.scoring.common import SameRecord
+from belief_tasks.tasks.base import STAMPED, BeliefTask, Selection, as_split, design_of, select_facts, unpack
 
 SAMPLE_TAG = "<belief-sample {i}>"
 #: sampling at temperature 1 over the full vocabulary (top_k=0 and top_p=1 switch both filters off)
@@ -66,21 +64,7 @@ SAMPLING = {"do_sample": True, "temperature": 1.0, "top_k": 0, "top_p": 1.0}
 #: pair, and each prompt of the pair takes its place
 PROMPT_SLOT = "\x00belief-prompt\x00"
 
-
-# --------------------------------------------------------------------------- knobs
-
-_TEMPLATE_SETS = ("manual", "all")
-KNOBS: tuple[Knob, ...] = COMMON + (
-    Knob("mp_templates", "str", "manual", "MP templates: the manual ones (the paper's choice for cost) or all",
-         choices=_TEMPLATE_SETS),
-    Knob("qa_templates", "str", "all", "QA templates: every question-style template, or the manual ones only",
-         choices=_TEMPLATE_SETS),
-    Knob("confidence_samples", "int", 100, "K sampled answers per sampled prompt, for Ovconf (0: none)", minimum=0),
-    Knob("confidence_prompts", "int", 10_000, "pairs that get one sampled prompt each", minimum=0),
-    Knob("accuracy_draws", "int", M.DEFAULT_DRAWS, "N draws of one prompt per pair for Acc@1 and its fluctuation",
-         minimum=1),
-    Knob("calibration_bins", "int", M.DEFAULT_BINS, "M equal-size bins of Ovconf", minimum=1),
-)
+KNOBS = BELIEF_ICL.knobs
 
 
 # --------------------------------------------------------------------------- the prompts of a run
@@ -297,7 +281,7 @@ class BeliefICLTask(BeliefTask):
     """A ``generate_until`` task over pair documents: one greedy request per prompt, K sampled
     ones after the greedy request of the pair's sampled prompt (instances ordered by ``idx``)."""
 
-    FAMILY = "belief_icl"
+    FAMILY = BELIEF_ICL.name
     KNOBS = KNOBS
     WHOLE_CONTEXT = "its few-shot context and prompt"
 
@@ -344,7 +328,7 @@ def process_results(doc: dict, results: list) -> dict:
     else:
         greedy, samples = results[: j + 1] + results[j + 1 + k :], results[j + 1 : j + 1 + k]
     record = make_record(doc, greedy, samples)
-    return {name: record if name == RECORD_METRIC else SameRecord(record) for name in METRICS}
+    return {name: record if name == RECORD_METRIC else SameRecord(record, RECORD_METRIC) for name in METRICS}
 
 
 def make_record(doc: Mapping[str, Any], greedy: list[str], samples: list[str]) -> dict:
@@ -380,204 +364,3 @@ def make_record(doc: Mapping[str, Any], greedy: list[str], samples: list[str]) -
         "order": unpack(doc, "order") if doc.get("order") is not None else None,
         **design_of(doc),
     }
-
-
-class SameRecord:
-    """The record under every metric name but ``RECORD_METRIC``: the same object for the
-    aggregations, and in the samples file (lm-eval writes ``str()`` of what JSON cannot hold)
-    one short reference instead of a copy; ``belief_tasks.report.loading`` resolves it."""
-
-    __slots__ = ("record",)
-
-    def __init__(self, record: dict) -> None:
-        self.record = record
-
-    def __str__(self) -> str:
-        return f"<same as {RECORD_METRIC}>"
-
-    __repr__ = __str__
-
-
-# --------------------------------------------------------------------------- per-prompt columns
-
-
-class Prompts(NamedTuple):
-    """Per-prompt columns of a run's records: pairs in the data's order, each pair's grid in order."""
-
-    fact_ids: list
-    relations: list
-    template_ids: list
-    subjects: list
-    answers: list
-    correct: list
-
-
-def records_of(items: list) -> list[dict]:
-    """The records, in the data's order (``order``: the order of a run's documents), whatever order
-    they come in: records gathered rank by rank or pooled from relation shards aggregate exactly as
-    one process's. Records of older logs (no ``order``) keep their order."""
-    recs = [x.record if isinstance(x, SameRecord) else x for x in items]
-    if recs and all(r.get("order") is not None for r in recs):
-        recs.sort(key=lambda r: tuple(r["order"]))
-    return recs
-
-
-def prompt_columns(items: list) -> Prompts:
-    """Flatten pair records to prompts. A record logged before pair documents (one prompt, with
-    ``template_id`` and ``answer``) is one prompt, so older sample files aggregate as before."""
-    cols = Prompts([], [], [], [], [], [])
-    for r in records_of(items):
-        for t, s, a, c in belief_icl_prompts(r):
-            cols.fact_ids.append(r["fact_id"])
-            cols.relations.append(r["relation"])
-            cols.template_ids.append(t)
-            cols.subjects.append(s)
-            cols.answers.append(a)
-            cols.correct.append(bool(c))
-    return cols
-
-
-def sampled_prompts(items: list) -> tuple[list[float], list[bool]]:
-    """(confidence, correct) of every sampled prompt, in record order."""
-    conf, correct = [], []
-    for r in records_of(items):
-        if r.get("confidence") is None:
-            continue
-        conf.append(r["confidence"])
-        correct.append(bool(r["correct"][r["sampled"]] if "answers" in r else r["correct"]))
-    return conf, correct
-
-
-def budget_units(items: list) -> Units:
-    """Per-pair columns of a run's records for its budgeted estimates (``metrics.budgeted.belief``)."""
-    p = _prompts(items)
-    sampled = {r["fact_id"]: (r["confidence"], bool(r["correct"][r["sampled"]] if "answers" in r else r["correct"]))
-               for r in records_of(items) if r.get("confidence") is not None}
-    return budgeted_belief.units(p.fact_ids, p.relations, p.template_ids, p.correct, p.answers, sampled)
-
-
-def _setting(items: list, key: str) -> int:
-    """A run-wide setting (``seed``, ``draws``, ``bins``) that every record carries."""
-    return int(records_of(items[:1])[0][key])
-
-
-# --------------------------------------------------------------------------- aggregations
-
-#: lm-eval hands every metric its own list of the same records; the flattened columns, the N
-#: draws and the coverage table are computed once per run ("derived", keyed by what they are).
-#: The entry holds the records, so their identity is a safe key.
-_cache: dict = {"records": [], "prompts": None, "derived": {}}
-
-
-def _prompts(items: list) -> Prompts:
-    recs = records_of(items)
-    old = _cache["records"]
-    if len(recs) != len(old) or any(a is not b for a, b in zip(recs, old)):
-        _cache.update(records=recs, prompts=prompt_columns(recs), derived={})
-    return _cache["prompts"]
-
-
-def _columns(items: list) -> tuple:
-    p = _prompts(items)
-    return p.fact_ids, p.relations, p.template_ids, p.correct
-
-
-def accuracy_values(items: list):
-    """V_Acc@1: the N draws' accuracies (same records, same numbers)."""
-    columns = _columns(items)
-    key = (_setting(items, "draws"), _setting(items, "seed"))
-    if key not in _cache["derived"]:
-        _cache["derived"][key] = M.accuracy_draws(*columns, n_draws=key[0],
-                                                seed=seeding.derive_seed(key[1], "belief_icl", "accuracy_draws"))
-    return _cache["derived"][key]
-
-
-def _answers(items: list) -> list:
-    return _prompts(items).answers
-
-
-@with_stderr(lambda items: M.accuracy_stderr(*_columns(items)))
-def agg_acc(items: list) -> float:
-    """Acc@1: mean of the N draws."""
-    return float(accuracy_values(items).mean())
-
-
-@with_stderr(None)
-def agg_acc_range(items: list) -> float:
-    return M.fluctuation(accuracy_values(items))[0]
-
-
-@with_stderr(None)
-def agg_acc_sd(items: list) -> float:
-    return M.fluctuation(accuracy_values(items))[1]
-
-
-@with_stderr(lambda items: M.consistency_stderr(_prompts(items).fact_ids, _answers(items)))
-def agg_consist(items: list) -> float:
-    return M.consistency(_prompts(items).fact_ids, _answers(items))
-
-
-@with_stderr(lambda items: M.overconfidence_stderr(*sampled_prompts(items)))
-def agg_ovconf(items: list) -> float:
-    conf, correct = sampled_prompts(items)
-    if not conf:
-        return float("nan")
-    bins = _setting(items, "bins")
-    first = records_of(items[:1])[0]
-    for i, b in enumerate(M.calibration_bins(conf, correct, bins), start=1):  # the report tabulates them
-        log.debug("belief %s/%s calibration bin %d/%d: n=%d confidence=%.4f acc=%.4f",
-                 first["style"], first["context"], i, bins, b["size"], b["confidence"], b["accuracy"])
-    return M.overconfidence(conf, correct, bins)
-
-
-@with_stderr(lambda items: M.one_word_stderr(_answers(items)))
-def agg_one_word(items: list) -> float:
-    return M.one_word_ratio(_answers(items))
-
-
-@with_stderr(lambda items: M.empty_answer_stderr(_answers(items)))
-def agg_empty_answer_rate(items: list) -> float:
-    answers = _answers(items)
-    rate = M.empty_answer_rate(answers)
-    if rate:
-        log.warning("%s: %d of %d greedy answers are empty or punctuation only; they are scored wrong, not dropped",
-                    records_of(items[:1])[0]["style"], round(rate * len(answers)), len(answers))
-    return rate
-
-
-def _once(name: str, fn, items: list):
-    """``fn(columns)`` once per run: the three coverage metrics share one computation."""
-    cols = _columns(items)
-    if name not in _cache["derived"]:
-        _cache["derived"][name] = fn(*cols)
-    return _cache["derived"][name]
-
-
-def _coverage(key: str):
-    @with_stderr(lambda items: _once("coverage_stderr", M.coverage_stderr, items)[key])
-    def agg(items: list) -> float:
-        return _once("coverage", M.knowledge_coverage, items)[key]
-
-    agg.__name__ = agg.__qualname__ = f"agg_coverage_{key}"
-    return agg
-
-
-agg_coverage_average = _coverage("average")
-agg_coverage_maximum = _coverage("maximum")
-agg_coverage_oracle = _coverage("oracle")
-
-#: metric name -> (aggregation, higher is better); the YAMLs list the same names
-METRICS = {
-    "acc": (agg_acc, True),
-    "acc_range": (agg_acc_range, False),
-    "acc_sd": (agg_acc_sd, False),
-    "consist": (agg_consist, True),
-    "ovconf": (agg_ovconf, False),
-    "one_word_ratio": (agg_one_word, True),
-    "empty_answer_rate": (agg_empty_answer_rate, False),
-    "coverage_average": (agg_coverage_average, True),
-    "coverage_maximum": (agg_coverage_maximum, True),
-    "coverage_oracle": (agg_coverage_oracle, True),
-}
-#: the metric whose logged value is the record itself (the others log a ``SameRecord``)
-RECORD_METRIC = "acc"

@@ -9,44 +9,29 @@ Tasks (task_yamls/iclke/):
   test fact too, but option k of a fact is scored inside sequence k of its group,
   still as plain ``loglikelihood`` requests.
 
-``--metadata`` knobs: ``KNOBS`` below (the common ones, where ``max_facts_per_relation``
+``--metadata`` knobs: ``belief_tasks.families.ICLKE_KNOBS`` (the common ones, where ``max_facts_per_relation``
 caps *test* facts, plus the family's), and the data source's (``belief_tasks.sources``).
 
-Records (``belief_tasks.records.IclkeRecord``) -> arrays for ``belief_tasks.metrics.iclke``:
-``columns``.
+Records, their scoring and the metric table: ``belief_tasks.scoring.iclke``.
 """
 
 from __future__ import annotations
 
 import logging
-from typing import Any, Mapping, Sequence
-
-import numpy as np
+from typing import Any, Mapping
 
 from belief_tasks.data import load_facts
+from belief_tasks.families import ICLKE
 from belief_tasks.metrics import iclke as M
-from belief_tasks.metrics.budgeted import iclke as budgeted_iclke
-from belief_tasks.metrics.intervals import Units
-from belief_tasks.metrics.stats import mean_stderr
-from belief_tasks.options import COMMON, Knob, Options, parse_options
+from belief_tasks.options import Options, parse_options
 from belief_tasks.prompts import iclke as P
 from belief_tasks.schema import FactSet
-from belief_tasks.tasks.base import BeliefTask, as_split, check_relations, design_of, probe, select_facts, unpack, with_stderr
+from belief_tasks.scoring.iclke import METRICS
+from belief_tasks.tasks.base import BeliefTask, as_split, check_relations, design_of, probe, select_facts, unpack
 
 log = logging.getLogger(__name__)
 
-KNOBS: tuple[Knob, ...] = COMMON + (
-    Knob("n_examples", "int", 50, "n in-context examples per test fact (eq. 1, appendix C.1)", minimum=0),
-    Knob("max_options", "int", 100, "options per test fact: the gold object + up to max_options - 1 alternatives",
-         minimum=1),
-    Knob("train_size", "int", 100, "training facts per relation, for datasets without a train split", minimum=1),
-    Knob("format", "str", None, "how pairs are joined (default: the method's own, 'space' for IC-LKE, section 2.2, "
-         "'space_comma' for EIC-LKE, appendix C.2; 'colon_comma': the reference code)", choices=tuple(P.FORMATS)),
-    Knob("demos", "str", "relation", "examples: one seeded order per relation, or drawn per test fact",
-         choices=P.DEMOS),
-    Knob("eic_lead", "int", 50, "EIC-LKE: training facts before the first test fact (appendix C.2)", minimum=1),
-    Knob("eic_every", "int", 5, "EIC-LKE: training facts between two test facts", minimum=1),
-)
+KNOBS = ICLKE.knobs
 
 
 def params(opts: Options) -> P.Params:
@@ -174,7 +159,7 @@ def eic_context(doc, k: int) -> str:
 class IclkeTask(BeliefTask):
     """``belief_iclke*``: a ``multiple_choice`` task, every option after the same σ(x, r)."""
 
-    FAMILY = "iclke"
+    FAMILY = ICLKE.name
     KNOBS = KNOBS
     WHOLE_CONTEXT = "its in-context examples"
 
@@ -188,7 +173,7 @@ class EICLKETask(IclkeTask):
                 for k, option in enumerate(doc_to_choice(doc))]
 
 
-# ---------------------------------------------------------------- records and aggregations
+# ---------------------------------------------------------------- records
 
 
 def process_results(doc, results) -> dict:
@@ -217,54 +202,3 @@ def process_results(doc, results) -> dict:
         record.update(group=doc["group"], slot=int(doc["slot"]))
     record.update(design_of(doc))
     return {name: record for name in METRICS}
-
-
-def columns(records: Sequence[Mapping]) -> tuple[list[list[float]], list[int], list[str]]:
-    """(option log-probabilities per fact, gold indices, relations): the arrays ``metrics.iclke`` takes."""
-    return [r["logprobs"] for r in records], [int(r["gold_index"]) for r in records], [r["relation"] for r in records]
-
-
-def budget_units(records: Sequence[Mapping]) -> Units:
-    """Per-fact columns of a run's records for its budgeted estimates (``metrics.budgeted.iclke``)."""
-    return budgeted_iclke.units([r["fact_id"] for r in records], *columns(records))
-
-
-def _lp_gold(records):
-    lps, gold, _ = columns(records)
-    return lps, gold
-
-
-@with_stderr(lambda records: M.accuracy_stderr(*_lp_gold(records)))
-def acc(records) -> float:
-    return M.accuracy(*_lp_gold(records))
-
-
-@with_stderr(lambda records: M.macro_accuracy_stderr(*columns(records)))
-def acc_macro(records) -> float:
-    return M.macro_accuracy(*columns(records))
-
-
-@with_stderr(lambda records: mean_stderr(M.gold_confidences(*_lp_gold(records))))
-def gold_prob(records) -> float:
-    return float(np.mean(M.gold_confidences(*_lp_gold(records))))
-
-
-def _acc_at(k: float):
-    @with_stderr(lambda records: M.accuracy_at_k_stderr(*_lp_gold(records), k))
-    def agg(records) -> float:
-        return M.accuracy_at_k(*_lp_gold(records), k)
-
-    agg.__name__ = agg.__qualname__ = f"acc_at_{int(round(k * 100))}"
-    return agg
-
-
-_ACC_AT = tuple(_acc_at(k) for k in M.THRESHOLDS)
-acc_at_10, acc_at_20, acc_at_30, acc_at_40, acc_at_50, acc_at_60, acc_at_70, acc_at_80, acc_at_90 = _ACC_AT
-
-#: metric name -> (aggregation, higher is better); ``_iclke_common.yaml`` lists the same names
-METRICS = {
-    "acc": (acc, True),
-    "acc_macro": (acc_macro, True),
-    "gold_prob": (gold_prob, True),
-    **{f"acc@{k}": (agg, True) for k, agg in zip(M.THRESHOLDS, _ACC_AT)},
-}

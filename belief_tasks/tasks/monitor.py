@@ -1,5 +1,5 @@
-"""MONITOR harness glue (``belief_monitor``, ``belief_monitor_sample``): documents, requests,
-per-fact records, aggregations.
+"""MONITOR harness glue (``belief_monitor``, ``belief_monitor_sample``): documents, requests, the task
+class, building one per-fact record.
 
 One document per fact. ``MonitorTask.construct_requests`` sends, in this order:
 
@@ -10,44 +10,29 @@ One document per fact. ``MonitorTask.construct_requests`` sends, in this order:
 
 Scoring requests come first, so a backend without them fails before any generation.
 
-``--metadata`` knobs: ``KNOBS`` below (the common ones, e.g. ``relations``, plus the family's)
-and the data source's (``belief_tasks.sources``: ``source``, ``fktc_path``). Each record names
-its relation; every aggregation scores each relation alone, then averages relations without
-weights (Table 4), so per-relation numbers are the same aggregations on one relation's records.
+``--metadata`` knobs: ``belief_tasks.families.MONITOR_KNOBS`` (the common ones, e.g. ``relations``,
+plus the family's) and the data source's (``belief_tasks.sources``: ``source``, ``fktc_path``).
+Records, their scoring and the metric table: ``belief_tasks.scoring.monitor``.
 """
 
 from __future__ import annotations
 
 import logging
-from functools import lru_cache
 from typing import Any, Mapping
 
 from belief_tasks.data import load_facts
+from belief_tasks.families import MONITOR
 from belief_tasks.matching import contains_answer
-from belief_tasks.metrics import monitor as M
-from belief_tasks.metrics.budgeted import monitor as budgeted_monitor
-from belief_tasks.metrics.intervals import Units
-from belief_tasks.options import COMMON, Knob, KnobError, Options, parse_options
+from belief_tasks.options import KnobError, Options, parse_options
 from belief_tasks.prompts import monitor as P
 from belief_tasks.schema import FactSet, SchemaError
+from belief_tasks.scoring.monitor import FRAME_METRICS, MAX_FRAMES, METRICS
 from belief_tasks.tasks import monitor_subwords as S
-from belief_tasks.tasks.base import BeliefTask, as_split, design_of, probe, select_facts, unpack, with_stderr
+from belief_tasks.tasks.base import BeliefTask, as_split, design_of, probe, select_facts, unpack
 
 log = logging.getLogger(__name__)
 
-MAX_FRAMES = 7  # FKTC: 7 frames, 6 for P264 and P276
-
-# --------------------------------------------------------------------------- knobs
-
-KNOBS: tuple[Knob, ...] = COMMON + (
-    Knob("monitor_route", "str", "prefix", "how anchors are scored: loglikelihood on growing prefixes, or "
-         "per_token_loglikelihood (hf-shared)", choices=S.ROUTES),
-    Knob("answer_format", "str", P.DEFAULT_ANSWER_FORMAT, "qa (\"Question: {prompt}\\nAnswer:\"), bare (the "
-         "question alone, as Table 1) or a string holding {prompt}"),
-    Knob("monitor_alpha", "floats", M.DEFAULT_ALPHA, "a1,a2,a3 of eq. 3", minimum=0, length=3),
-    Knob("only_correct_primary", "bool", False, "score MONITOR, PFD, IRD and the probabilities only on facts whose "
-         "positive-context greedy answer is correct (the reference code's filter)"),
-)
+KNOBS = MONITOR.knobs
 
 
 def answer_format(opts: Options) -> str:
@@ -122,7 +107,7 @@ def requests_of(pl: S.Plan, route: str, gen_kwargs: Mapping[str, Any]) -> list[t
 class MonitorTask(BeliefTask):
     """Builds each fact's anchor and answer requests itself (several request types per doc)."""
 
-    FAMILY = "monitor"
+    FAMILY = MONITOR.name
     KNOBS = KNOBS
     SCORES_ITSELF = True
     # a left cut removes an anchor's leading misleading context or part of its frame: another anchor
@@ -151,7 +136,7 @@ class MonitorTask(BeliefTask):
 
 
 def make_record(doc, results: list, opts: Options, pl: S.Plan) -> dict:
-    """The fact's record (``belief_tasks.records.MonitorRecord``) from its results in request order."""
+    """The fact's record (``belief_tasks.scoring.monitor.MonitorRecord``) from its results in request order."""
     route = opts.monitor_route
     n_score = S.n_scoring_requests(pl, route)
     probs = S.unit_probabilities(results[:n_score], pl, route)
@@ -182,115 +167,3 @@ def make_record(doc, results: list, opts: Options, pl: S.Plan) -> dict:
         "only_correct_primary": opts.only_correct_primary,
         **design_of(doc),
     }
-
-
-# --------------------------------------------------------------------------- aggregations
-# records -> per-fact rows (``_facts``) -> columns -> ``metrics.monitor``'s per-relation functions
-
-
-@lru_cache(maxsize=1 << 17)
-def _quantities(primary: tuple, frames: tuple, negatives: tuple) -> dict[str, float]:
-    """``M.fact_quantities`` memoised on the anchors' values: every metric (19, each with a bootstrap)
-    reads the same records, and recomputing them took 8 s per call on all of FKTC."""
-    return M.fact_quantities(primary, frames, negatives)
-
-
-def _facts(records: list[dict]) -> list[dict]:
-    """Per-fact quantities of eqs. 1-3 (``M.fact_quantities``) with what the statistics group by."""
-    return [{
-        **_quantities(tuple(r["primary"]), tuple(map(tuple, r["frames"])), tuple(map(tuple, r["negatives"]))),
-        "relation": r["relation"],
-        "correct": r["correct"],
-        "positive_correct": r["positive_correct"],
-        "scored": (not r.get("only_correct_primary")) or bool(r["positive_correct"]),
-        "alpha": tuple(r.get("alpha") or M.DEFAULT_ALPHA),
-    } for r in records]
-
-
-def budget_units(records: list[dict]) -> Units:
-    """Per-fact columns of a run's records for its budgeted estimates (``metrics.budgeted.monitor``)."""
-    facts = _facts(records)
-    return budgeted_monitor.units([r["fact_id"] for r in records], [f["relation"] for f in facts], facts,
-                                  [f["correct"] for f in facts], [f["positive_correct"] for f in facts],
-                                  [f["scored"] for f in facts], _alpha(facts), MAX_FRAMES)
-
-
-def _column(facts: list[dict], key: str, anchors: bool = False) -> tuple[list, list]:
-    """(relations, values of ``key``); ``anchors``: only the facts the anchor metrics score."""
-    rows = [f for f in facts if f["scored"]] if anchors else facts
-    return [f["relation"] for f in rows], [f[key] for f in rows]
-
-
-def _alpha(facts: list[dict]) -> tuple:
-    alphas = {f["alpha"] for f in facts}
-    if len(alphas) > 1:
-        raise ValueError(f"records mix monitor_alpha settings {sorted(alphas)}")
-    return alphas.pop() if alphas else M.DEFAULT_ALPHA
-
-
-def _monitor(facts: list[dict]) -> float:
-    scored = [f for f in facts if f["scored"]]
-    pfd, ird, prob = ([f[key] for f in scored] for key in ("pfd", "ird", "primary_prob"))
-    return M.monitor_over_relations([f["relation"] for f in scored], pfd, ird, prob, _alpha(scored))
-
-
-def _mean_of(key: str, anchors: bool):
-    return lambda facts: M.mean_over_relations(*_column(facts, key, anchors))
-
-
-def _accuracy(which: str):
-    return lambda facts: M.accuracy_over_relations(*_column(facts, "correct"), which)
-
-
-def _relation_extreme(which: str):
-    return lambda facts: M.accuracy_across_relations(*_column(facts, "correct"), which)
-
-
-def _frame_accuracy(j: int):
-    return lambda facts: M.frame_accuracy_over_relations(*_column(facts, "correct"), j)
-
-
-def _aggregation(stat, name: str):
-    """An aggregation over records with a bootstrap standard error over facts (100 resamples, seed 0)."""
-
-    @with_stderr(lambda records: M.bootstrap_stderr(_facts(records), stat, iters=100, seed=0))
-    def agg(records):
-        return stat(_facts(records))
-
-    agg.__name__ = agg.__qualname__ = f"agg_{name}"
-    return agg
-
-
-agg_monitor = _aggregation(_monitor, "monitor")
-agg_pfd = _aggregation(_mean_of("pfd", True), "pfd")
-agg_ird = _aggregation(_mean_of("ird", True), "ird")
-agg_primary_prob = _aggregation(_mean_of("primary_prob", True), "primary_prob")
-agg_frame_prob = _aggregation(_mean_of("frame_prob", True), "frame_prob")
-agg_negative_prob = _aggregation(_mean_of("negative_prob", True), "negative_prob")
-agg_acc_avg = _aggregation(_accuracy("avg"), "acc_avg")
-agg_acc_max = _aggregation(_accuracy("max"), "acc_max")
-agg_acc_min = _aggregation(_accuracy("min"), "acc_min")
-agg_acc_positive = _aggregation(_mean_of("positive_correct", False), "acc_positive")
-agg_acc_relation_max = _aggregation(_relation_extreme("max"), "acc_relation_max")
-agg_acc_relation_min = _aggregation(_relation_extreme("min"), "acc_relation_min")
-
-FRAME_METRICS = tuple(f"acc_frame_{j}" for j in range(MAX_FRAMES))
-_FRAME_AGGS = tuple(_aggregation(_frame_accuracy(j), name) for j, name in enumerate(FRAME_METRICS))
-agg_acc_frame_0, agg_acc_frame_1, agg_acc_frame_2, agg_acc_frame_3, agg_acc_frame_4, agg_acc_frame_5, agg_acc_frame_6 = _FRAME_AGGS
-
-#: metric name -> (aggregation, higher is better); the YAMLs list the same names
-METRICS = {
-    "monitor": (agg_monitor, False),
-    "pfd": (agg_pfd, False),
-    "ird": (agg_ird, False),
-    "primary_prob": (agg_primary_prob, True),
-    "frame_prob": (agg_frame_prob, True),
-    "negative_prob": (agg_negative_prob, True),
-    "acc_avg": (agg_acc_avg, True),
-    "acc_max": (agg_acc_max, True),
-    "acc_min": (agg_acc_min, True),
-    "acc_positive": (agg_acc_positive, True),
-    "acc_relation_max": (agg_acc_relation_max, True),
-    "acc_relation_min": (agg_acc_relation_min, True),
-    **{name: (agg, True) for name, agg in zip(FRAME_METRICS, _FRAME_AGGS)},
-}

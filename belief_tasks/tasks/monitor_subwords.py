@@ -24,8 +24,6 @@ from belief_tasks.prompts import monitor as P
 from belief_tasks.requests import PER_TOKEN_LOGLIKELIHOOD
 from belief_tasks.tasks.base import model_tokenizer, unpack
 
-ROUTES = ("prefix", "per_token")
-
 #: why MONITOR needs the model's tokenizer, for ``model_tokenizer``'s errors
 NEEDED_FOR = (
     "MONITOR (it scores the gold object subword by subword, P(o_l | prompt, o_<l), so it needs per-token "

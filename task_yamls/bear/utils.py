@@ -1,7 +1,7 @@
-"""Shim: lm-eval loads `!function utils.<name>` from this folder; the code lives in belief_tasks.tasks.bear."""
+"""Shim: lm-eval loads `!function utils.<name>` from this folder. The glue lives in belief_tasks.tasks.bear,
+the aggregations in belief_tasks.scoring.bear (tests/test_metric_tables.py checks them against its METRICS)."""
 
-from belief_tasks.tasks.bear import (  # noqa: F401  the names the YAMLs look up
-    BearTask,
+from belief_tasks.scoring.bear import (  # noqa: F401  the aggregations the YAMLs' metric_list names
     agg_bear,
     agg_bear_1to1,
     agg_bear_1toN,
@@ -11,6 +11,9 @@ from belief_tasks.tasks.bear import (  # noqa: F401  the names the YAMLs look up
     agg_p_at_1,
     agg_p_at_5,
     agg_p_at_10,
+)
+from belief_tasks.tasks.bear import (  # noqa: F401  the names the YAMLs look up
+    BearTask,
     bear_big_dataset,
     bear_dataset,
     doc_to_choice,

@@ -2,7 +2,7 @@
 
     python task_yamls/monitor/_generate_configs.py
 
-The metric list comes from ``belief_tasks.tasks.monitor.METRICS`` (19 metrics), so the YAMLs and the
+The metric list comes from ``belief_tasks.scoring.monitor.METRICS`` (19 metrics), so the YAMLs and the
 task module cannot drift apart; ``tests/test_monitor_tasks.py`` checks the files are up to date.
 lm-eval reads only the ``*.yaml`` files here (and ``utils.py`` through ``!function``), never this script.
 """
@@ -31,7 +31,7 @@ def _task(name: str, dataset: str, version: str, description: str) -> str:
 
 def render_yamls() -> dict[str, str]:
     """File name -> text of every MONITOR task YAML: the shared part, ``belief_monitor``, ``belief_monitor_sample``."""
-    from belief_tasks.tasks.monitor import METRICS
+    from belief_tasks.scoring.monitor import METRICS
 
     common = (
         HEADER + "# Shared settings of the MONITOR tasks (docs/monitor.md). One doc per fact; MonitorTask\n"
@@ -59,4 +59,7 @@ def write_yamls(folder: Path) -> None:
 
 
 if __name__ == "__main__":
+    # run as a script, Python puts this folder first on sys.path, so an installed (older) belief_tasks would
+    # answer the import: the checkout this script sits in must write its own METRICS
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
     write_yamls(Path(sys.argv[1]) if len(sys.argv) > 1 else Path(__file__).resolve().parent)

@@ -1,7 +1,7 @@
-"""Thin shim: lm-eval loads `!function utils.<name>` from this folder; the code lives in belief_tasks.tasks.monitor."""
+"""Thin shim: lm-eval loads `!function utils.<name>` from this folder. The glue lives in belief_tasks.tasks.monitor,
+the aggregations in belief_tasks.scoring.monitor (tests/test_metric_tables.py checks them against its METRICS)."""
 
-from belief_tasks.tasks.monitor import (  # noqa: F401
-    MonitorTask,
+from belief_tasks.scoring.monitor import (  # noqa: F401  the aggregations the generated YAMLs' metric_list names
     agg_acc_avg,
     agg_acc_frame_0,
     agg_acc_frame_1,
@@ -21,6 +21,9 @@ from belief_tasks.tasks.monitor import (  # noqa: F401
     agg_negative_prob,
     agg_pfd,
     agg_primary_prob,
+)
+from belief_tasks.tasks.monitor import (  # noqa: F401
+    MonitorTask,
     doc_to_target,
     doc_to_text,
     fktc_dataset,

@@ -38,8 +38,7 @@ from tqdm import tqdm
 from transformers import LogitsProcessor, LogitsProcessorList, StoppingCriteria, StoppingCriteriaList
 from transformers.generation import logits_process as lp
 
-from belief_tasks.requests import effective_stops
-from belief_tasks.harness import is_seeded_sample
+from belief_tasks.requests import effective_stops, is_seeded_sample
 
 log = logging.getLogger(__name__)
 

@@ -9,34 +9,41 @@ method and its measured coverage: docs/budget.md). Metrics whose full-data value
 estimate (BELIEF's ``acc_range``, ``acc_sd``) are NaN with no standard error. On a full run's records
 nothing changes.
 
-``budget_aware(family, metric, agg)`` wraps one aggregation: ``BeliefTask.aggregation`` hands lm-eval
-the wrapped functions, ``belief-report`` recomputes with the same ones, and the harness writes each
-interval into the results JSON as ``<metric>_ci95`` (``belief_tasks.harness``).
+A family's ``Estimators`` (its ``Family.budgeted`` in ``belief_tasks.families``) say how its records
+become per-fact units and which statistic each metric is. ``budget_aware(estimators, metric, agg)``
+wraps one aggregation: ``BeliefTask.aggregation`` hands lm-eval the wrapped functions, ``belief-report``
+recomputes with the same ones, and the harness writes each interval into the results JSON as
+``<metric>_ci95``. ``paired_estimates`` gives the difference of two runs on the same facts.
+
+Pure: numpy through ``belief_tasks.metrics``; no lm-eval.
 """
 
 from __future__ import annotations
 
 import math
-from importlib import import_module
-from typing import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Callable, Mapping, Sequence
 
-from belief_tasks.metrics.intervals import Design, Interval, difference, intervals, paired
+from belief_tasks.metrics.intervals import Design, Interval, Statistic, Units, difference, intervals, paired
+from belief_tasks.scoring.common import unwrap
 
 METHOD = "bootstrap"
 REPS = 500
 SEED = 0
-#: family -> module of its budgeted statistics (``metrics.budgeted.<name>``)
-STATISTICS = {"belief_icl": "belief", "bear": "bear", "iclke": "iclke", "monitor": "monitor"}
+
+
+@dataclass(frozen=True)
+class Estimators:
+    """How a family's budgeted run is estimated: its records -> per-fact units, metric -> statistic of the
+    stratum totals (``metrics.budgeted.<family>``), and the metrics a sample cannot estimate."""
+
+    units: Callable[[list], Units]
+    statistics: Mapping[str, Statistic]
+    not_estimable: tuple[str, ...] = field(default=())
 
 
 class BudgetError(ValueError):
     """Records of a budgeted run that cannot be estimated from (a drawn fact missing, mixed designs)."""
-
-
-def unwrap(items: Sequence) -> list:
-    """The records behind an aggregation's items (a reference to a record logged under another metric
-    name is resolved)."""
-    return [getattr(x, "record", x) for x in items]
 
 
 def is_budgeted(records: Sequence) -> bool:
@@ -61,58 +68,43 @@ def design_of(records: Sequence[dict], relations: Sequence[str]) -> Design:
     return design
 
 
-def family_estimators(family: str):
-    """(records -> per-fact units, metric -> statistic, metrics not estimable) of ``family``; None when the
-    family has no budgeted statistics."""
-    from belief_tasks.tasks import FAMILIES
-
-    if family not in STATISTICS:
-        return None
-    stats = import_module(f"belief_tasks.metrics.budgeted.{STATISTICS[family]}")
-    return import_module(FAMILIES[family]).budget_units, stats.STATISTICS, getattr(stats, "NOT_ESTIMABLE", ())
+_memo: dict = {"records": [], "estimators": None, "intervals": None}
 
 
-_memo: dict = {"records": [], "family": None, "intervals": None}
-
-
-def estimates(family: str, records: Sequence[dict]) -> dict[str, Interval]:
-    """Every budgeted statistic of ``family`` on ``records``, computed once per run's records (lm-eval asks
+def estimates(est: Estimators, records: Sequence[dict]) -> dict[str, Interval]:
+    """Every budgeted statistic of ``est`` on ``records``, computed once per run's records (lm-eval asks
     each metric and each standard error in turn, with the same record objects)."""
     old = _memo["records"]
-    if _memo["family"] != family or len(old) != len(records) or any(a is not b for a, b in zip(old, records)):
-        units_of, stats, _ = family_estimators(family)
-        units = units_of(list(records))
-        _memo.update(records=list(records), family=family,
-                     intervals=intervals(design_of(records, units.relations), units, stats, METHOD, reps=REPS, seed=SEED))
+    if _memo["estimators"] is not est or len(old) != len(records) or any(a is not b for a, b in zip(old, records)):
+        units = est.units(list(records))
+        found = intervals(design_of(records, units.relations), units, est.statistics, METHOD, reps=REPS, seed=SEED)
+        _memo.update(records=list(records), estimators=est, intervals=found)
     return _memo["intervals"]
 
 
-def budget_aware(family: str, metric: str, agg: Callable) -> Callable:
+def budget_aware(est: Estimators | None, metric: str, agg: Callable) -> Callable:
     """``agg`` as it is on a full run's records; on a budgeted run's, the estimate of the full-data value
-    (NaN for a metric not estimable from a sample), with the matching ``stderr`` and an ``interval``."""
-    found = family_estimators(family)
-    if found is None:
+    (NaN for a metric not estimable from a sample), with the matching ``stderr`` and an ``interval``.
+    ``est`` None (a family without estimators): ``agg`` itself."""
+    if est is None:
         return agg
-    _, stats, not_estimable = found
-    if metric not in stats and metric not in not_estimable:
-        raise KeyError(f"{family}: metric {metric} has no budgeted statistic and is not marked not estimable")
+    if metric not in est.statistics and metric not in est.not_estimable:
+        raise KeyError(f"metric {metric} has no budgeted statistic and is not marked not estimable")
     own_stderr = getattr(agg, "stderr", None)
 
     def value(items: list):
         records = unwrap(items)
         if not is_budgeted(records):
             return agg(items)
-        return math.nan if metric in not_estimable else estimates(family, records)[metric].estimate
+        return math.nan if metric in est.not_estimable else estimates(est, records)[metric].estimate
 
     def stderr(items: list):
         records = unwrap(items)
-        if not is_budgeted(records):
-            return own_stderr(items)
-        return estimates(family, records)[metric].se
+        return own_stderr(items) if not is_budgeted(records) else estimates(est, records)[metric].se
 
     def interval(items: list) -> Interval | None:
         records = unwrap(items)
-        return estimates(family, records)[metric] if is_budgeted(records) and metric in stats else None
+        return estimates(est, records)[metric] if is_budgeted(records) and metric in est.statistics else None
 
     value.stderr = stderr if own_stderr is not None else None
     value.interval = interval
@@ -121,7 +113,7 @@ def budget_aware(family: str, metric: str, agg: Callable) -> Callable:
     return value
 
 
-def census_design(records: Sequence[dict], relations: Sequence[str]) -> Design:
+def census_design(relations: Sequence[str]) -> Design:
     """A full run's design: every fact of every relation drawn (no sampling error)."""
     sizes: dict[str, int] = {}
     for r in relations:
@@ -129,23 +121,21 @@ def census_design(records: Sequence[dict], relations: Sequence[str]) -> Design:
     return Design.of(relations, sizes)[0]
 
 
-def paired_estimates(family: str, records_a: Sequence[dict], records_b: Sequence[dict]) -> dict[str, Interval]:
+def paired_estimates(est: Estimators, records_a: Sequence[dict], records_b: Sequence[dict]) -> dict[str, Interval]:
     """Run A minus run B on the same facts, per metric: the difference of the two estimates of the
     full-data values and its paired interval (a fact's values in both runs form one unit, so what the
     runs share cancels). Two budgeted runs must share their draw (same budget, seed, data); two full
     runs give the exact difference on their facts (a zero-width interval)."""
-    units_of, stats, _ = family_estimators(family)
     a, b = unwrap(records_a), unwrap(records_b)
     if is_budgeted(a) != is_budgeted(b):
         raise BudgetError("a budgeted run can be paired only with a run at the same budget")
-    ua, ub = units_of(a), units_of(b)
+    ua, ub = est.units(a), est.units(b)
     both = paired(ua, ub)
     if is_budgeted(a):
         design = design_of(a, ua.relations)
-        other = design_of(b, ub.relations)
-        if design.population.tolist() != other.population.tolist():
+        if design.population.tolist() != design_of(b, ub.relations).population.tolist():
             raise BudgetError("the two runs were drawn from different populations")
     else:
-        design = census_design(a, ua.relations)
-    diffs = {m: difference(g, g) for m, g in stats.items()}
+        design = census_design(ua.relations)
+    diffs = {m: difference(g, g) for m, g in est.statistics.items()}
     return intervals(design, both, diffs, METHOD, reps=REPS, seed=SEED)

@@ -1,0 +1,137 @@
+"""The task families, one registry: each family's knobs and its scoring, by the name its tasks stamp.
+
+A ``BeliefTask`` stamps its family's ``name`` into the results JSON (``metadata.family``); from that
+name the harness glue finds the family's knob table, and ``belief-report`` its metric table and
+known-fact rule, without reading a YAML or importing lm-eval. The knob tables live here: every task
+of a command shares one ``--metadata``, so every family's knob names must be known to each task.
+
+Pure: no lm-eval, no torch (the report imports it).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Mapping
+
+from belief_tasks.metrics import bear as bear_metrics
+from belief_tasks.metrics import belief as belief_metrics
+from belief_tasks.metrics import monitor as monitor_metrics
+from belief_tasks.options import COMMON, Knob
+from belief_tasks.prompts import iclke as iclke_prompts
+from belief_tasks.prompts import monitor as monitor_prompts
+from belief_tasks.prompts.bear import SCORING_MODES
+from belief_tasks.prompts.belief_mlm import TEMPLATE_SETS as MLM_TEMPLATE_SETS
+from belief_tasks.requests import SUBWORD_ROUTES
+from belief_tasks.metrics.budgeted import bear as bear_budgeted
+from belief_tasks.metrics.budgeted import belief as belief_budgeted
+from belief_tasks.metrics.budgeted import iclke as iclke_budgeted
+from belief_tasks.metrics.budgeted import monitor as monitor_budgeted
+from belief_tasks.scoring import bear, belief_icl, belief_mlm, iclke, monitor
+from belief_tasks.scoring.budgeted import Estimators
+
+
+@dataclass(frozen=True)
+class Family:
+    """What the rest of the package asks of a family."""
+
+    name: str  # what its tasks stamp into the results JSON
+    title: str  # its name in the papers
+    doc: str  # the page that documents its knobs and metrics
+    knobs: tuple[Knob, ...]  # its ``--metadata`` table: ``COMMON`` + its own rows
+    metrics: Mapping[str, tuple[Callable, bool]]  # metric name -> (aggregation over records, higher is better)
+    known: Callable[[list], dict[str, bool]]  # records -> {fact id: known}, the family's known-fact rule
+    record: type  # the TypedDict of one logged record
+    headline: str  # the metric the report's training curves plot
+    budgeted: Estimators | None = None  # a budgeted run's estimators (``scoring.budgeted``); None: no budget
+
+
+# --- knob tables --------------------------------------------------------------------------------------
+
+_TEMPLATE_SETS = ("manual", "all")
+
+BELIEF_ICL_KNOBS: tuple[Knob, ...] = COMMON + (
+    Knob("mp_templates", "str", "manual", "MP templates: the manual ones (the paper's choice for cost) or all",
+         choices=_TEMPLATE_SETS),
+    Knob("qa_templates", "str", "all", "QA templates: every question-style template, or the manual ones only",
+         choices=_TEMPLATE_SETS),
+    Knob("confidence_samples", "int", 100, "K sampled answers per sampled prompt, for Ovconf (0: none)", minimum=0),
+    Knob("confidence_prompts", "int", 10_000, "pairs that get one sampled prompt each", minimum=0),
+    Knob("accuracy_draws", "int", belief_metrics.DEFAULT_DRAWS, "N draws of one prompt per pair for Acc@1 and its "
+         "fluctuation", minimum=1),
+    Knob("calibration_bins", "int", belief_metrics.DEFAULT_BINS, "M equal-size bins of Ovconf", minimum=1),
+)
+
+BELIEF_MLM_KNOBS: tuple[Knob, ...] = COMMON + (
+    Knob("accuracy_draws", "int", belief_metrics.DEFAULT_DRAWS, "N draws of one prompt per pair for Acc@K and its "
+         "fluctuation", minimum=1),
+    Knob("mlm_templates", "str", "all", "templates: every one, question-style ones with the mask after the question "
+         "(v1's MyriadLAMA prompts), or statements only", choices=MLM_TEMPLATE_SETS),
+)
+
+BEAR_KNOBS: tuple[Knob, ...] = COMMON + (
+    Knob("reduction", "str", "sum", "statement score: summed log-likelihood (eq. 1) or its mean per scored token",
+         choices=bear_metrics.REDUCTIONS),
+    Knob("scoring", "str", "statement", "what is scored: the whole statement, only the answer, or the answer "
+         "to the end of the sentence (lm-pub-quiz's conditional_score)", choices=SCORING_MODES),
+    Knob("templates", "ints", None, "template indices to use, comma-separated (default: all)", minimum=0,
+         unset=(None, "", "all")),
+)
+
+ICLKE_KNOBS: tuple[Knob, ...] = COMMON + (
+    Knob("n_examples", "int", 50, "n in-context examples per test fact (eq. 1, appendix C.1)", minimum=0),
+    Knob("max_options", "int", 100, "options per test fact: the gold object + up to max_options - 1 alternatives",
+         minimum=1),
+    Knob("train_size", "int", 100, "training facts per relation, for datasets without a train split", minimum=1),
+    Knob("format", "str", None, "how pairs are joined (default: the method's own, 'space' for IC-LKE, section 2.2, "
+         "'space_comma' for EIC-LKE, appendix C.2; 'colon_comma': the reference code)",
+         choices=tuple(iclke_prompts.FORMATS)),
+    Knob("demos", "str", "relation", "examples: one seeded order per relation, or drawn per test fact",
+         choices=iclke_prompts.DEMOS),
+    Knob("eic_lead", "int", 50, "EIC-LKE: training facts before the first test fact (appendix C.2)", minimum=1),
+    Knob("eic_every", "int", 5, "EIC-LKE: training facts between two test facts", minimum=1),
+)
+
+MONITOR_KNOBS: tuple[Knob, ...] = COMMON + (
+    Knob("monitor_route", "str", "prefix", "how anchors are scored: loglikelihood on growing prefixes, or "
+         "per_token_loglikelihood (hf-shared)", choices=SUBWORD_ROUTES),
+    Knob("answer_format", "str", monitor_prompts.DEFAULT_ANSWER_FORMAT, "qa (\"Question: {prompt}\\nAnswer:\"), bare "
+         "(the question alone, as Table 1) or a string holding {prompt}"),
+    Knob("monitor_alpha", "floats", monitor_metrics.DEFAULT_ALPHA, "a1,a2,a3 of eq. 3", minimum=0, length=3),
+    Knob("only_correct_primary", "bool", False, "score MONITOR, PFD, IRD and the probabilities only on facts whose "
+         "positive-context greedy answer is correct (the reference code's filter)"),
+)
+
+# --- the registry -------------------------------------------------------------------------------------
+
+BELIEF_ICL = Family("belief_icl", "BELIEF-ICL", "docs/belief.md", BELIEF_ICL_KNOBS, belief_icl.METRICS, belief_icl.known,
+                    belief_icl.BeliefICLRecord, "acc", Estimators(belief_icl.budget_units, belief_budgeted.STATISTICS,
+                                                                  belief_budgeted.NOT_ESTIMABLE))
+BEAR = Family("bear", "BEAR", "docs/bear.md", BEAR_KNOBS, bear.METRICS, bear.known, bear.BearRecord, "bear",
+              Estimators(bear.budget_units, bear_budgeted.STATISTICS))
+ICLKE = Family("iclke", "IC-LKE / EIC-LKE", "docs/iclke.md", ICLKE_KNOBS, iclke.METRICS, iclke.known, iclke.IclkeRecord,
+               "acc", Estimators(iclke.budget_units, iclke_budgeted.STATISTICS))
+MONITOR = Family("monitor", "MONITOR", "docs/monitor.md", MONITOR_KNOBS, monitor.METRICS, monitor.known,
+                 monitor.MonitorRecord, "monitor", Estimators(monitor.budget_units, monitor_budgeted.STATISTICS))
+BELIEF_MLM = Family("belief_mlm", "BELIEF, masked LMs", "docs/mlm.md", BELIEF_MLM_KNOBS, belief_mlm.METRICS,
+                    belief_mlm.known, belief_mlm.MlmPromptRecord, "acc@1")
+
+#: family name -> Family (in the order ``belief-eval --help`` lists them)
+FAMILIES: dict[str, Family] = {f.name: f for f in (BELIEF_ICL, BEAR, ICLKE, MONITOR, BELIEF_MLM)}
+
+
+def budget_estimators(name: str) -> Estimators | None:
+    """The estimators of a budgeted run of family ``name`` (None: the family takes no budget, or is not ours)."""
+    family = FAMILIES.get(name)
+    return family.budgeted if family else None
+
+
+def metric_table(name: str) -> dict[str, tuple[Callable, bool]]:
+    """The metric table of family ``name`` ({} for a family we do not have, e.g. another harness task)."""
+    family = FAMILIES.get(name)
+    return dict(family.metrics) if family else {}
+
+
+def knob_names() -> set[str]:
+    """Every family's knob names: one ``--metadata`` serves every task of a command (``--tasks
+    belief_bear,belief_mp_zeroshot``), so a knob of one family is not an unknown key for another."""
+    return {k.name for family in FAMILIES.values() for k in family.knobs}

@@ -1,0 +1,154 @@
+"""BEAR scoring (Wiland et al., 2024): records -> arrays -> ``belief_tasks.metrics.bear``.
+
+One record per (fact, template): the log-likelihood of every answer option (``BearRecord``). Every
+number is recomputed from ``ll`` under the record's own reduction, never read from ``rank`` or
+``correct``, so a record scores the same in the harness and in the report. Known fact: the gold
+option ranks first under most of the fact's templates.
+
+Pure: numpy through ``belief_tasks.metrics``; no lm-eval, no torch.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Mapping, Optional, Sequence, TypedDict
+
+from belief_tasks.metrics import bear as M
+from belief_tasks.metrics.budgeted import bear as budgeted
+from belief_tasks.metrics.intervals import Units
+from belief_tasks.scoring.common import Memo, most_templates, with_stderr
+
+PRECISION_KS = (1, 5, 10)
+TEMPLATE_METRICS = (0, 1, 2)  # bear_t0 .. bear_t2: BEAR has three templates per relation
+
+
+class BearRecord(TypedDict):
+    """One BEAR (fact, template): the log-likelihood of every answer option."""
+
+    fact_id: str
+    relation: str
+    template_id: str
+    template_index: int
+    subject_form: str
+    cardinality: str  # "1:1" | "1:N"
+    domains: list
+    scoring: str
+    reduction: str
+    gold: list  # indices of the correct options
+    ll: list  # one log-likelihood per option
+    n_tokens: Optional[list]  # scored tokens per option (reduction "mean")
+    pred: int
+    pred_label: str
+    gold_label: str
+    rank: int  # 0-based rank of the best gold option
+    correct: int
+
+
+# --- records -> arrays ------------------------------------------------------------------------------
+
+_memo = Memo()
+
+
+def record_scores(record: Mapping):
+    """A record's option scores under its own reduction (eq. 1, or per token)."""
+    return M.reduce_scores(record["ll"], record.get("n_tokens"), record.get("reduction", "sum"))
+
+
+def record_rank(record: Mapping) -> int:
+    """0-based rank of the record's correct option, recomputed from its log-likelihoods."""
+    return M.gold_rank(record_scores(record), record["gold"])
+
+
+def ranks_of(records: Sequence[Mapping]) -> list[int]:
+    """0-based gold ranks, computed once per run's records (every metric and its stderr read them)."""
+    return _memo.get(records, "ranks", lambda: [record_rank(r) for r in records])
+
+
+def templates_of(records: Sequence[Mapping]) -> list[int]:
+    return [int(r["template_index"]) for r in records]
+
+
+def _ranks_where(records: Sequence[Mapping], keep: Callable[[Mapping], bool]) -> tuple[list[int], list[int]]:
+    """(ranks, template indices) of the records ``keep`` selects, in record order."""
+    ranks = ranks_of(records)
+    rows = [i for i, r in enumerate(records) if keep(r)]
+    return [ranks[i] for i in rows], [int(records[i]["template_index"]) for i in rows]
+
+
+# --- which facts a model knows -------------------------------------------------------------------------
+
+
+def correct(record: Mapping) -> bool:
+    """The gold option ranks first (P@1's summand)."""
+    return record_rank(record) == 0
+
+
+def known(records: Sequence[Mapping]) -> dict[str, bool]:
+    """fact -> known: ``correct`` under most of its templates (the paper scores templates separately and
+    has no per-fact rule)."""
+    return most_templates(records, correct)
+
+
+# --- aggregations (lm-eval passes the list of records) ---------------------------------------------------
+
+
+def _bear_stderr(records) -> float:
+    return M.bear_score_stderr(ranks_of(records), templates_of(records))
+
+
+@with_stderr(_bear_stderr)
+def agg_bear(records):
+    """BEAR score: per-template P@1 averaged over templates; stderr across templates (Table 3)."""
+    return M.bear_score(ranks_of(records), templates_of(records))
+
+
+def _cardinality_agg(cardinality: str, name: str):
+    """BEAR_1:1 / BEAR_1:N of Table 3: the BEAR score on the records of "1:1" or "1:N" relations."""
+
+    def of(records):
+        return _ranks_where(records, lambda r: r["cardinality"] == cardinality)
+
+    @with_stderr(lambda records: M.bear_score_stderr(*of(records)), name)
+    def agg(records):
+        return M.bear_score(*of(records))
+
+    return agg
+
+
+agg_bear_1to1 = _cardinality_agg("1:1", "agg_bear_1to1")
+agg_bear_1toN = _cardinality_agg("1:N", "agg_bear_1toN")
+
+
+def _p_at_k_agg(k: int, template: int | None, name: str):
+    """P@k (eq. 2) pooled over all records, or over one template index's."""
+
+    def ranks(records):
+        return ranks_of(records) if template is None else _ranks_where(records, lambda r: int(r["template_index"]) == template)[0]
+
+    @with_stderr(lambda records: M.mean_stderr([int(r < k) for r in ranks(records)]), name)
+    def agg(records):
+        return M.precision_at_k(ranks(records), k)
+
+    return agg
+
+
+agg_bear_t0, agg_bear_t1, agg_bear_t2 = (_p_at_k_agg(1, t, f"agg_bear_t{t}") for t in TEMPLATE_METRICS)
+agg_p_at_1, agg_p_at_5, agg_p_at_10 = (_p_at_k_agg(k, None, f"agg_p_at_{k}") for k in PRECISION_KS)
+
+def budget_units(records: Sequence[Mapping]) -> Units:
+    """A budgeted run's per-fact columns (``metrics.budgeted.bear``: its estimates of the full run)."""
+    return budgeted.units([r["fact_id"] for r in records], [r["relation"] for r in records], templates_of(records),
+                          ranks_of(records), [r["cardinality"] == "1:1" for r in records])
+
+
+#: metric name -> (aggregation, higher is better): what ``_bear_common_yaml`` wires and the report recomputes
+METRICS = {
+    "bear": (agg_bear, True),
+    "bear_1to1": (agg_bear_1to1, True),
+    "bear_1toN": (agg_bear_1toN, True),
+    "bear_t0": (agg_bear_t0, True),
+    "bear_t1": (agg_bear_t1, True),
+    "bear_t2": (agg_bear_t2, True),
+    "p_at_1": (agg_p_at_1, True),
+    "p_at_5": (agg_p_at_5, True),
+    "p_at_10": (agg_p_at_10, True),
+}

@@ -1,0 +1,224 @@
+"""BELIEF for encoders scoring (Zhao et al., v3 sections 2 and 5.4; v1): records -> arrays ->
+``belief_tasks.metrics.belief_mlm`` and ``belief_tasks.metrics.belief``.
+
+Two kinds of record: one per masked prompt (``MlmPromptRecord``: the top of the mask distribution and
+the gold token's rank) and one per content-free prompt (``MlmBiasRecord``: the candidates'
+probabilities). Known fact: the object ranked first at the mask under most of the fact's templates
+(any subject expression), v3 section 6.4's covered facts.
+
+Pure: numpy through ``belief_tasks.metrics``; no lm-eval, no torch.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable, Mapping, Optional, Sequence, TypedDict
+
+from belief_tasks import seeding
+from belief_tasks.metrics import belief as B
+from belief_tasks.metrics import belief_mlm as M
+from belief_tasks.metrics.stats import mean_stderr
+from belief_tasks.scoring.common import Memo, most_templates, with_stderr
+
+
+class MlmPromptRecord(TypedDict):
+    """One encoder BELIEF prompt: the top of the mask distribution and the gold token's rank."""
+
+    fact_id: str
+    relation: str
+    template_id: str
+    subject_form: str
+    pred: str
+    confidence: float  # probability of the top token
+    confidence_top10: float  # probability mass of the top 10 tokens (Overconf@10's default confidence)
+    gold: Optional[str]
+    gold_rank: Optional[int]  # 1-based; None: no accepted token
+    top: list
+    seed: int
+    draws: int
+    relation_kept: int
+    relation_dropped: int
+
+
+class MlmBiasRecord(TypedDict):
+    """One content-free prompt: the probabilities of the relation's candidate objects."""
+
+    relation: str
+    template_id: str
+    subject_form: str
+    candidate_probs: dict
+
+
+# --- records -> arrays ------------------------------------------------------------------------------
+
+_memo = Memo()
+
+
+def prompt_ids(records: Sequence[Mapping]) -> tuple[list, list, list]:
+    """(fact ids, relation ids, template ids) of prompt records."""
+    return [r["fact_id"] for r in records], [r["relation"] for r in records], [r["template_id"] for r in records]
+
+
+def ranks_of(records: Sequence[Mapping]) -> list:
+    return [r["gold_rank"] for r in records]
+
+
+def hits(records: Sequence[Mapping], k: int = 1) -> list[bool]:
+    """Per prompt: is the golden object in the top k (Acc@k's summand)?"""
+    return [bool(M.hit(r["gold_rank"], k)) for r in records]
+
+
+def draw_columns(records: Sequence[Mapping], k: int) -> tuple:
+    """(pair ids, relations, templates, Acc@k hits): the arrays ``metrics.belief``'s draws take."""
+    return _memo.get(records, ("draw_columns", k), lambda: (
+        tuple(f"{r['relation']}\x1f{r['fact_id']}" for r in records),
+        tuple(r["relation"] for r in records),
+        tuple(r["template_id"] for r in records),
+        tuple(hits(records, k)),
+    ))
+
+
+def bias_columns(records: Sequence[Mapping]) -> tuple[list, list, list]:
+    """(relation ids, template ids, candidate probabilities) of content-free records."""
+    return [r["relation"] for r in records], [r["template_id"] for r in records], [r["candidate_probs"] for r in records]
+
+
+# --- which facts a model knows -------------------------------------------------------------------------
+
+
+def correct(record: Mapping) -> bool:
+    """The object ranked first at the mask (Acc@1's summand)."""
+    return bool(M.hit(record.get("gold_rank"), 1))
+
+
+def covered(records: Iterable[Mapping]) -> set[tuple[str, str]]:
+    """v3 section 6.4's covered facts for encoders: the (fact, template) combinations ``correct`` under any
+    subject expression."""
+    return {(r["fact_id"], r["template_id"]) for r in records if correct(r)}
+
+
+def known(records: Iterable[Mapping]) -> dict[str, bool]:
+    """fact -> known: covered (above) under most of its templates."""
+    return most_templates(records, correct)
+
+
+# --- aggregations (lm-eval passes the list of records) ---------------------------------------------------
+
+
+def accuracy_values(records: list, k: int = 1):
+    """V_Acc@k: the accuracies of the N draws of one prompt per pair (``accuracy_draws`` knob, default 50,000)."""
+    n_draws, seed = int(records[0]["draws"]), int(records[0]["seed"])
+    return _memo.get(records, ("draws", k, n_draws, seed), lambda: B.accuracy_draws(
+        *draw_columns(records, k), n_draws=n_draws, seed=seeding.derive_seed(seed, "belief_mlm", "accuracy_draws", k)))
+
+
+def _acc(k: int):
+    @with_stderr(lambda records: B.accuracy_stderr(*draw_columns(records, k)), f"acc_at_{k}")
+    def agg(records: list) -> float:
+        """Acc@k: the mean of the N draws' accuracies (BELIEF v1 eq. 1, v3 section 2.2)."""
+        return float(accuracy_values(records, k).mean())
+
+    return agg
+
+
+acc_at_1 = _acc(1)
+acc_at_10 = _acc(10)
+
+
+def _reciprocal_expectations(records: list):
+    return M.fact_expectations(*prompt_ids(records), [M.reciprocal(r) for r in ranks_of(records)])
+
+
+@with_stderr(lambda records: mean_stderr(_reciprocal_expectations(records)))
+def mrr(records: list) -> float:
+    """MRR (v1 eq. 2): the exact expectation over draws (what the mean of V_MRR estimates)."""
+    return M.expected_mrr(*prompt_ids(records), ranks_of(records))
+
+
+@with_stderr(None)
+def acc_at_1_range(records: list) -> float:
+    return B.fluctuation(accuracy_values(records, 1))[0]
+
+
+@with_stderr(None)
+def acc_at_1_sd(records: list) -> float:
+    return B.fluctuation(accuracy_values(records, 1))[1]
+
+
+def _consistency_inputs(records: list):
+    fact_ids, relation_ids, _ = prompt_ids(records)
+    return fact_ids, relation_ids, [r["pred"] for r in records]
+
+
+@with_stderr(lambda records: mean_stderr(M.fact_consistencies(*_consistency_inputs(records))))
+def consist(records: list) -> float:
+    return M.token_consistency(*_consistency_inputs(records))
+
+
+def _overconf(k: int, confidence: str, name: str):
+    def inputs(records):
+        return [r[confidence] for r in records], hits(records, k)
+
+    @with_stderr(lambda records: B.overconfidence_stderr(*inputs(records)), name)
+    def agg(records: list) -> float:
+        """Overconf@k (v1 eq. 6) with the record's ``confidence`` field as o_max (see docs/mlm.md)."""
+        return B.overconfidence(*inputs(records), B.DEFAULT_BINS)
+
+    return agg
+
+
+# Overconf@10, two readings of v1 (docs/mlm.md): the text takes the maximum probability as the confidence for
+# every K, which forces Overconf@10 <= Overconf@1; v1 Table 3 has Overconf@10 > Overconf@1 for every BERT, which
+# the probability mass of the top 10 tokens (the default) can give. At K = 1 the two readings are one.
+overconf_at_1 = _overconf(1, "confidence", "overconf_at_1")
+overconf_at_10 = _overconf(10, "confidence_top10", "overconf_at_10")
+overconf_at_10_maxprob = _overconf(10, "confidence", "overconf_at_10_maxprob")
+
+
+def _relation_counts(records: list, key: str) -> float:
+    return float(sum({r["relation"]: r[key] for r in records}.values()))
+
+
+@with_stderr(None)
+def prompts_kept(records: list) -> float:
+    """Prompts whose objects are single tokens, summed over the relations evaluated."""
+    return _relation_counts(records, "relation_kept")
+
+
+@with_stderr(None)
+def prompts_dropped(records: list) -> float:
+    return _relation_counts(records, "relation_dropped")
+
+
+@with_stderr(None)
+def bias_single(records: list) -> float:
+    return M.bias_single(*bias_columns(records))
+
+
+@with_stderr(None)
+def bias_multi(records: list) -> float:
+    return M.bias_multi(*bias_columns(records))
+
+
+#: metric name -> (aggregation, higher is better) of the prompt tasks (``_belief_mlm_prompts.yaml``)
+PROMPT_METRICS = {
+    "acc@1": (acc_at_1, True),
+    "acc@10": (acc_at_10, True),
+    "mrr": (mrr, True),
+    "acc@1_range": (acc_at_1_range, False),
+    "acc@1_sd": (acc_at_1_sd, False),
+    "consist": (consist, True),
+    "overconf@1": (overconf_at_1, False),
+    "overconf@10": (overconf_at_10, False),
+    "overconf@10_maxprob": (overconf_at_10_maxprob, False),
+    "prompts_kept": (prompts_kept, True),
+    "prompts_dropped": (prompts_dropped, False),
+}
+
+#: the same for the content-free tasks (``belief_mlm_bias_*.yaml``)
+BIAS_METRICS = {
+    "bias_single": (bias_single, False),
+    "bias_multi": (bias_multi, False),
+}
+
+#: the family's metric table: both kinds of task
+METRICS = {**PROMPT_METRICS, **BIAS_METRICS}

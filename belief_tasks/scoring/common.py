@@ -1,0 +1,95 @@
+"""What every family's scoring shares: an aggregation's standard error, the one memo of what is
+derived from a run's records, the record logged once under several metric names, and the
+"most templates" form of a known-fact rule.
+
+Pure Python: no lm-eval, no torch.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Callable, Hashable, Iterable, Sequence
+
+#: the attribute ``with_stderr`` sets on an aggregation
+STDERR = "stderr"
+
+
+def with_stderr(stderr: Callable[[list], float] | None, name: str | None = None) -> Callable[[Callable], Callable]:
+    """Mark an aggregation over records with its standard error (``None``: it has none, as a spread has
+    none) and, for aggregations built in a loop, its name (what the YAMLs' ``!function utils.<name>`` finds)."""
+
+    def deco(agg: Callable) -> Callable:
+        setattr(agg, STDERR, stderr)
+        if name:
+            agg.__name__ = agg.__qualname__ = name
+        return agg
+
+    return deco
+
+
+def has_stderr_decision(agg: Callable) -> bool:
+    """Whether ``agg`` is one of ours, marked by ``with_stderr`` (lm-eval's own aggregations are not)."""
+    return hasattr(agg, STDERR)
+
+
+def stderr_function(agg: Callable) -> Callable[[list], float] | None:
+    """The standard error an aggregation of ours gets: the one decision that lm-eval's results (through
+    ``belief_tasks.harness``) and ``belief-report``'s recomputed numbers both read. None: it has none."""
+    return getattr(agg, STDERR, None)
+
+
+class Memo:
+    """What a family derives from one run's records (columns, draws, per-fact quantities), computed once.
+
+    lm-eval hands every metric, and then its standard error, its own list of the same record objects;
+    the report asks for every metric of a task in turn. While the records are the same objects in the
+    same order, ``get`` returns what was computed for them; other records start afresh. The memo keeps
+    the records it was computed for, so their identity is a safe key."""
+
+    def __init__(self) -> None:
+        self._records: list = []
+        self._values: dict = {}
+
+    def get(self, records: Sequence, key: Hashable, compute: Callable[[], Any]) -> Any:
+        if len(records) != len(self._records) or any(a is not b for a, b in zip(records, self._records)):
+            self._records, self._values = list(records), {}
+        if key not in self._values:
+            self._values[key] = compute()
+        return self._values[key]
+
+
+class SameRecord:
+    """A record under every metric name but the one that logs it: the same object for the aggregations,
+    and in the samples file (lm-eval writes ``str()`` of what JSON cannot hold) one short reference
+    ``<same as METRIC>`` instead of a copy, which ``belief_tasks.report.loading`` resolves."""
+
+    __slots__ = ("record", "logged_under")
+
+    def __init__(self, record: dict, logged_under: str) -> None:
+        self.record = record
+        self.logged_under = logged_under
+
+    def __str__(self) -> str:
+        return f"<same as {self.logged_under}>"
+
+    __repr__ = __str__
+
+
+#: how a ``SameRecord`` reads in the samples file: a metric value that stands for the value logged under
+#: another metric of the same line
+SAME_AS = re.compile(r"<same as ([^<>]+)>")
+
+
+def unwrap(items: Iterable) -> list:
+    """The records behind ``items`` (``SameRecord`` references resolved)."""
+    return [x.record if isinstance(x, SameRecord) else x for x in items]
+
+
+def most_templates(records: Iterable[dict], correct: Callable[[dict], bool]) -> dict[str, bool]:
+    """fact -> known when the fact is right under more than half of its templates; a template counts as
+    right when any of its records (prompts: subject expressions) is ``correct``."""
+    right: dict[str, dict[str, bool]] = {}
+    for r in records:
+        per_template = right.setdefault(r["fact_id"], {})
+        per_template[r["template_id"]] = per_template.get(r["template_id"], False) or bool(correct(r))
+    return {f: sum(t.values()) * 2 > len(t) for f, t in right.items()}

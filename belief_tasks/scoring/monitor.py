@@ -1,0 +1,185 @@
+"""MONITOR scoring (Wang et al., 2024): records -> per-fact quantities -> ``belief_tasks.metrics.monitor``.
+
+One record per fact (``MonitorRecord``): the gold object's per-subword probabilities under every
+anchor (positive context, R frames, M negative contexts) and the greedy answers' correctness. Each
+aggregation scores every relation alone, then averages relations without weights (Table 4), so a
+per-relation number is the same aggregation on one relation's records (``per_relation``). Standard
+errors: bootstrap over facts (100 resamples, seed 0). Known fact: the greedy answer under the
+primary anchor (positive context) is correct (the reference code's filter for its primary anchor;
+the paper has no per-fact rule).
+
+Pure: numpy through ``belief_tasks.metrics``; no lm-eval, no torch.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Mapping, Sequence, TypedDict
+
+from belief_tasks.metrics import monitor as M
+from belief_tasks.metrics.budgeted import monitor as budgeted
+from belief_tasks.metrics.intervals import Units
+from belief_tasks.scoring.common import Memo, with_stderr
+
+MAX_FRAMES = 7  # FKTC: 7 frames, 6 for P264 and P276
+BOOTSTRAP_ITERS = 100
+
+
+class MonitorRecord(TypedDict):
+    """One MONITOR fact: per-subword probabilities of the gold object under every anchor."""
+
+    fact_id: str
+    relation: str
+    template_id: str
+    subject_form: str
+    object: str
+    route: str
+    units: list
+    n_tokens: int
+    primary: list  # per-unit probabilities under the positive context
+    frame_ids: list
+    frames: list  # per frame, per-unit probabilities
+    negative_labels: list
+    negatives: list  # per misleading context, per-unit probabilities
+    positive_answer: str
+    positive_correct: int
+    answers: list
+    correct: list  # per frame, 0/1
+    alpha: list
+    only_correct_primary: bool
+
+
+# --- records -> per-fact rows -> columns -------------------------------------------------------------
+
+_memo = Memo()
+
+
+def facts_of(records: Sequence[Mapping]) -> list[dict]:
+    """Per-fact quantities of eqs. 1-3 (``M.fact_quantities``) with what the statistics group by, once per
+    run's records: every metric (19, each with a bootstrap) reads them, and computing them takes seconds
+    on all of FKTC."""
+    return _memo.get(records, "facts", lambda: [{
+        **M.fact_quantities(r["primary"], r["frames"], r["negatives"]),
+        "relation": r["relation"],
+        "correct": r["correct"],
+        "positive_correct": r["positive_correct"],
+        "scored": (not r.get("only_correct_primary")) or bool(r["positive_correct"]),
+        "alpha": tuple(r.get("alpha") or M.DEFAULT_ALPHA),
+    } for r in records])
+
+
+def _column(facts: list[dict], key: str, anchors: bool = False) -> tuple[list, list]:
+    """(relations, values of ``key``); ``anchors``: only the facts the anchor metrics score."""
+    rows = [f for f in facts if f["scored"]] if anchors else facts
+    return [f["relation"] for f in rows], [f[key] for f in rows]
+
+
+def _alpha(facts: list[dict]) -> tuple:
+    alphas = {f["alpha"] for f in facts}
+    if len(alphas) > 1:
+        raise ValueError(f"records mix monitor_alpha settings {sorted(alphas)}")
+    return alphas.pop() if alphas else M.DEFAULT_ALPHA
+
+
+# --- which facts a model knows -------------------------------------------------------------------------
+
+
+def correct(record: Mapping) -> bool:
+    """The greedy answer under the positive context contains the object."""
+    return bool(record["positive_correct"])
+
+
+def known(records: Sequence[Mapping]) -> dict[str, bool]:
+    """fact -> known (``correct``)."""
+    return {r["fact_id"]: correct(r) for r in records}
+
+
+# --- statistics over per-fact rows, and the aggregations over records built from them --------------------
+
+
+def _monitor(facts: list[dict]) -> float:
+    scored = [f for f in facts if f["scored"]]
+    pfd, ird, prob = ([f[key] for f in scored] for key in ("pfd", "ird", "primary_prob"))
+    return M.monitor_over_relations([f["relation"] for f in scored], pfd, ird, prob, _alpha(scored))
+
+
+def _mean_of(key: str, anchors: bool):
+    return lambda facts: M.mean_over_relations(*_column(facts, key, anchors))
+
+
+def _accuracy(which: str):
+    return lambda facts: M.accuracy_over_relations(*_column(facts, "correct"), which)
+
+
+def _relation_extreme(which: str):
+    return lambda facts: M.accuracy_across_relations(*_column(facts, "correct"), which)
+
+
+def _frame_accuracy(j: int):
+    return lambda facts: M.frame_accuracy_over_relations(*_column(facts, "correct"), j)
+
+
+def _aggregation(stat: Callable[[list[dict]], float], name: str):
+    """An aggregation over records with a bootstrap standard error over facts; its ``statistic`` (the same
+    number from per-fact rows) gives ``per_relation`` a relation's value without recomputing the rows."""
+
+    @with_stderr(lambda records: M.bootstrap_stderr(facts_of(records), stat, iters=BOOTSTRAP_ITERS, seed=0),
+                 f"agg_{name}")
+    def agg(records):
+        return stat(facts_of(records))
+
+    agg.statistic = stat
+    return agg
+
+
+agg_monitor = _aggregation(_monitor, "monitor")
+agg_pfd = _aggregation(_mean_of("pfd", True), "pfd")
+agg_ird = _aggregation(_mean_of("ird", True), "ird")
+agg_primary_prob = _aggregation(_mean_of("primary_prob", True), "primary_prob")
+agg_frame_prob = _aggregation(_mean_of("frame_prob", True), "frame_prob")
+agg_negative_prob = _aggregation(_mean_of("negative_prob", True), "negative_prob")
+agg_acc_avg = _aggregation(_accuracy("avg"), "acc_avg")
+agg_acc_max = _aggregation(_accuracy("max"), "acc_max")
+agg_acc_min = _aggregation(_accuracy("min"), "acc_min")
+agg_acc_positive = _aggregation(_mean_of("positive_correct", False), "acc_positive")
+agg_acc_relation_max = _aggregation(_relation_extreme("max"), "acc_relation_max")
+agg_acc_relation_min = _aggregation(_relation_extreme("min"), "acc_relation_min")
+
+FRAME_METRICS = tuple(f"acc_frame_{j}" for j in range(MAX_FRAMES))
+_FRAME_AGGS = tuple(_aggregation(_frame_accuracy(j), name) for j, name in enumerate(FRAME_METRICS))
+agg_acc_frame_0, agg_acc_frame_1, agg_acc_frame_2, agg_acc_frame_3, agg_acc_frame_4, agg_acc_frame_5, agg_acc_frame_6 = _FRAME_AGGS
+
+def budget_units(records: Sequence[Mapping]) -> Units:
+    """A budgeted run's per-fact columns (``metrics.budgeted.monitor``: its estimates of the full run)."""
+    facts = facts_of(records)
+    return budgeted.units([r["fact_id"] for r in records], [f["relation"] for f in facts], facts,
+                          [f["correct"] for f in facts], [f["positive_correct"] for f in facts],
+                          [f["scored"] for f in facts], _alpha(facts), MAX_FRAMES)
+
+
+#: metric name -> (aggregation, higher is better): what the generated YAMLs wire and the report recomputes
+METRICS = {
+    "monitor": (agg_monitor, False),
+    "pfd": (agg_pfd, False),
+    "ird": (agg_ird, False),
+    "primary_prob": (agg_primary_prob, True),
+    "frame_prob": (agg_frame_prob, True),
+    "negative_prob": (agg_negative_prob, True),
+    "acc_avg": (agg_acc_avg, True),
+    "acc_max": (agg_acc_max, True),
+    "acc_min": (agg_acc_min, True),
+    "acc_positive": (agg_acc_positive, True),
+    "acc_relation_max": (agg_acc_relation_max, True),
+    "acc_relation_min": (agg_acc_relation_min, True),
+    **{name: (agg, True) for name, agg in zip(FRAME_METRICS, _FRAME_AGGS)},
+}
+
+
+def per_relation(records: Sequence[Mapping], metric: str) -> dict[str, float]:
+    """relation -> ``metric`` on that relation's records alone (Table 11's cells): the metric's statistic on
+    the relation's per-fact rows, which are the rows of the whole run computed once."""
+    stat = METRICS[metric][0].statistic
+    facts = facts_of(records)
+    by_relation: dict[str, list[dict]] = {}
+    for f in facts:
+        by_relation.setdefault(f["relation"], []).append(f)
+    return {rel: float(stat(rows)) for rel, rows in by_relation.items()}

@@ -1,0 +1,440 @@
+"""docs/architecture.md's "How to add ..." recipes, followed step by step on a copy of the checkout, then run.
+
+Each test copies the checkout, makes exactly the edits its recipe lists (an edit whose anchor text is gone
+fails loudly: the recipe and the code drifted apart), runs the layout checks of ``tests/layout_checks.py``
+on the copy in a process that imports the copy's ``belief_tasks`` (before the last step they name what is
+missing; after it, nothing), and then runs what it added: through lm-eval (its ``dummy`` model, no weights)
+and ``belief-report`` where the recipe touches what a run reports.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness import ROOT, env_with_checkout
+
+IGNORE = shutil.ignore_patterns(".venv", "build", ".git", "*.egg-info", "__pycache__", "results", ".pytest_cache")
+
+
+def checkout_copy(tmp_path: Path) -> Path:
+    dest = tmp_path / "checkout"
+    shutil.copytree(ROOT, dest, symlinks=True, ignore=IGNORE)
+    return dest
+
+
+def edit(path: Path, anchor: str, new: str) -> None:
+    """Replace the one occurrence of ``anchor`` in ``path`` by ``new``."""
+    text = path.read_text(encoding="utf-8")
+    assert text.count(anchor) == 1, f"{path.name}: the recipe's anchor {anchor!r} occurs {text.count(anchor)} times"
+    path.write_text(text.replace(anchor, new), encoding="utf-8")
+
+
+def append(path: Path, text: str) -> None:
+    path.write_text(path.read_text(encoding="utf-8") + text, encoding="utf-8")
+
+
+def python(root: Path, code: str, *args: str, timeout: int = 600) -> subprocess.CompletedProcess:
+    """``python -c code`` in ``root`` (so ``belief_tasks`` is the copy's), or ``python -m ...`` with ``args``."""
+    cmd = [sys.executable, *args] if args else [sys.executable, "-c", code]
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=str(root), env=env_with_checkout(), timeout=timeout)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc
+
+
+def problems(root: Path) -> dict[str, list[str]]:
+    code = "import sys\nsys.path.insert(0, 'tests')\nimport layout_checks\nlayout_checks.main('.')\n"
+    return json.loads(python(root, code).stdout.splitlines()[-1])
+
+
+def no_problems(root: Path) -> dict[str, list[str]]:
+    return {name: [] for name in ("metric_wiring", "doc_tables", "layers", "sample_relations")}
+
+
+def add_table_row(page: Path, header: str, row: str) -> None:
+    """``row`` at the end of the table whose header line is ``header``."""
+    lines = page.read_text(encoding="utf-8").split("\n")
+    i = lines.index(header) + 2
+    while i < len(lines) and lines[i].startswith("|"):
+        i += 1
+    page.write_text("\n".join(lines[:i] + [row] + lines[i:]), encoding="utf-8")
+
+
+def lm_eval_dummy(root: Path, tasks: str, metadata: dict) -> dict:
+    """``lm_eval --model dummy`` (random log-likelihoods, no weights) on the copy's task folder; its results JSON."""
+    python(root, "", "-m", "lm_eval", "--model", "dummy", "--tasks", tasks, "--include_path", "task_yamls",
+           "--metadata", json.dumps(metadata), "--output_path", "out", "--log_samples")
+    return json.loads(next((root / "out").rglob("results_*.json")).read_text())
+
+
+def report(root: Path) -> str:
+    """``belief-report --strict`` on the run's output: every recomputed number equals the harness's."""
+    python(root, "", "-m", "belief_tasks.report.cli", "out", "--out", "report", "--strict", "--quiet")
+    return (root / "report" / "report.md").read_text(encoding="utf-8")
+
+
+KNOB_HEADER = "| knob | accepts | default | what |"
+
+
+# --- a knob ---------------------------------------------------------------------------------------------
+
+
+def test_add_a_knob(tmp_path):
+    co = checkout_copy(tmp_path)
+    # one Knob(...) row in the family's table in belief_tasks/families.py
+    edit(co / "belief_tasks" / "families.py", "BEAR_KNOBS: tuple[Knob, ...] = COMMON + (\n",
+         'BEAR_KNOBS: tuple[Knob, ...] = COMMON + (\n    Knob("toy_knob", "int", 3, "a toy knob", minimum=1),\n')
+    assert problems(co)["doc_tables"] == ["docs/bear.md: knob table lacks toy_knob"]
+    # its row in the knob table of the family's doc, as options.knob_table writes it
+    from belief_tasks.options import Knob, knob_table
+
+    add_table_row(co / "docs" / "bear.md", KNOB_HEADER, knob_table([Knob("toy_knob", "int", 3, "a toy knob", minimum=1)]).split("\n")[-1])
+    assert problems(co) == no_problems(co)
+    # read with parse_options(KNOBS, metadata); refused by the table out of range; known to every task of a command
+    out = json.loads(python(co, """
+import json
+from belief_tasks import options
+from belief_tasks.data import load_facts
+from belief_tasks.families import ICLKE_KNOBS
+from belief_tasks.tasks import bear
+from belief_tasks.tasks.base import check_metadata
+md = {"source": "sample", "relations": "P36", "max_facts_per_relation": 1, "templates": "0", "toy_knob": "5"}
+out = {"read": options.parse_options(bear.KNOBS, md).toy_knob, "default": options.parse_options(bear.KNOBS, {}).toy_knob,
+       "docs": len(bear.build_docs(load_facts("bear", md), md))}
+for value in (0, "many"):
+    try:
+        options.parse_options(bear.KNOBS, {"toy_knob": value})
+    except options.KnobError as e:
+        out.setdefault("refused", []).append(str(e))
+options.declared_model_args = frozenset()  # as under belief-eval: an unknown key is an error
+check_metadata({"toy_knob": 5}, ICLKE_KNOBS)
+try:
+    check_metadata({"toy_knobs": 5}, ICLKE_KNOBS)
+except options.KnobError as e:
+    out["unknown"] = str(e)
+print(json.dumps(out))
+""").stdout)
+    assert out["read"] == 5 and out["default"] == 3 and out["docs"] == 1
+    assert len(out["refused"]) == 2 and all("'toy_knob'" in e for e in out["refused"])
+    assert "'toy_knobs'" in out["unknown"] and "did you mean 'toy_knob'?" in out["unknown"]
+
+
+# --- a metric -------------------------------------------------------------------------------------------
+
+TOP_TWO = '''
+
+def top_two_rate(ranks) -> float:
+    """Share of instances whose gold option ranks first or second: (1/N) sum_i 1[rank_i < 2] (0-based ranks)."""
+    r = np.asarray(list(ranks))
+    return float(np.mean(r < 2)) if r.size else float("nan")
+'''
+
+AGG_TOP_TWO = '''
+
+@with_stderr(lambda records: M.mean_stderr([int(r < 2) for r in ranks_of(records)]))
+def agg_top_two(records):
+    """The share of records whose gold option ranks first or second."""
+    return M.top_two_rate(ranks_of(records))
+
+
+#: metric name -> (aggregation, higher is better)'''
+
+
+def test_add_a_metric(tmp_path):
+    co = checkout_copy(tmp_path)
+    # a pure function in metrics/<family>.py, its equation in the docstring (tested below on hand values)
+    append(co / "belief_tasks" / "metrics" / "bear.py", TOP_TWO)
+    # an aggregation with its standard error, and its entry in METRICS, in scoring/<family>.py
+    scoring = co / "belief_tasks" / "scoring" / "bear.py"
+    edit(scoring, "\n\n#: metric name -> (aggregation, higher is better)", AGG_TOP_TWO)
+    edit(scoring, '    "p_at_10": (agg_p_at_10, True),\n}', '    "p_at_10": (agg_p_at_10, True),\n    "top_two": (agg_top_two, True),\n}')
+    assert problems(co)["metric_wiring"] == ["bear: metric top_two of METRICS is wired by no task YAML",
+                                             "bear/utils.py: does not re-export agg_top_two"]
+    # the same entry in the YAMLs' metric_list, and the aggregation's name in task_yamls/<family>/utils.py
+    append(co / "task_yamls" / "bear" / "_bear_common_yaml",
+           "  - metric: top_two\n    aggregation: !function utils.agg_top_two\n    higher_is_better: true\n")
+    edit(co / "task_yamls" / "bear" / "utils.py", "    agg_p_at_10,\n)", "    agg_p_at_10,\n    agg_top_two,\n)")
+    assert problems(co)["doc_tables"] == ["docs/bear.md: metric table lacks top_two"]
+    # a row in the metric table of the family's doc
+    add_table_row(co / "docs" / "bear.md", "| metric | definition | stderr |", "| `top_two` | the gold option ranks first or second | over instances |")
+    assert problems(co) == no_problems(co)
+    # hand values, then a run: lm-eval reports it, belief-report recomputes it from the records
+    python(co, "from belief_tasks.metrics.bear import top_two_rate as t\nassert t([0, 1, 2, 5]) == 0.5 and t([3]) == 0.0\n")
+    results = lm_eval_dummy(co, "belief_demo_bear", {"source": "sample", "max_facts_per_relation": 1})
+    bear = results["results"]["belief_demo_bear"]
+    samples = [json.loads(line) for line in next((co / "out").rglob("samples_belief_demo_bear_*.jsonl")).open()]
+    assert bear["top_two,none"] == pytest.approx(sum(s["top_two"]["rank"] < 2 for s in samples) / len(samples))
+    assert isinstance(bear["top_two_stderr,none"], float)
+    report(co)
+
+
+MONITOR_TOTAL = '''
+agg_acc_frames_total = _aggregation(lambda facts: float(sum(sum(f["correct"]) for f in facts)), "acc_frames_total")
+'''
+
+
+def test_add_a_monitor_metric_through_its_generated_yamls(tmp_path):
+    co = checkout_copy(tmp_path)
+    scoring = co / "belief_tasks" / "scoring" / "monitor.py"
+    edit(scoring, "\nFRAME_METRICS = ", MONITOR_TOTAL + "\nFRAME_METRICS = ")
+    edit(scoring, '    "acc_relation_min": (agg_acc_relation_min, True),\n',
+         '    "acc_relation_min": (agg_acc_relation_min, True),\n    "acc_frames_total": (agg_acc_frames_total, True),\n')
+    # MONITOR's YAMLs are written from METRICS: run the generator instead of editing them
+    python(co, "", "task_yamls/monitor/_generate_configs.py")
+    edit(co / "task_yamls" / "monitor" / "utils.py", "    agg_acc_avg,\n", "    agg_acc_avg,\n    agg_acc_frames_total,\n")
+    add_table_row(co / "docs" / "monitor.md", "| metric | definition | better |", "| `acc_frames_total` | right frame answers, summed | higher |")
+    assert problems(co) == no_problems(co)
+
+
+# --- a relation -----------------------------------------------------------------------------------------
+
+
+def test_add_a_relation(tmp_path):
+    co = checkout_copy(tmp_path)
+    sample = co / "belief_tasks" / "sample_data"
+    # one belief_tasks/sample_data/P*.json file ...
+    text = (sample / "P36.json").read_text(encoding="utf-8").replace('"P36', '"P9999').replace('"capital"', '"toy capital"')
+    (sample / "P9999.json").write_text(text, encoding="utf-8")
+    assert problems(co)["sample_relations"] == ["sample_data/README.md: no row for P9999"]
+    # ... and its row in the README's relation table
+    row = next(line for line in (sample / "README.md").read_text().splitlines() if line.startswith("| P36 |"))
+    add_table_row(sample / "README.md", "| id | name | cardinality | domains | facts | answer space |", row.replace("P36", "P9999"))
+    assert problems(co) == no_problems(co)
+    # every family selects it with the relations knob
+    out = json.loads(python(co, """
+import json
+from belief_tasks.data import load_facts
+from belief_tasks.families import MONITOR_KNOBS
+from belief_tasks.options import parse_options
+from belief_tasks.tasks import bear, belief_icl, iclke, monitor
+md = {"source": "sample", "relations": "P9999", "max_facts_per_relation": 3}
+print(json.dumps({
+    "relations": len(load_facts("bear", md).relations),
+    "bear": sorted({d["relation"] for d in bear.build_docs(load_facts("bear", md), md)}),
+    "monitor": sorted({d["relation"] for d in monitor.build_docs(load_facts("fktc", md), parse_options(MONITOR_KNOBS, md))}),
+    "iclke": sorted({d["relation"] for d in iclke.iclke_docs(load_facts("trex_mc", md), md)}),
+    "belief_icl": sorted({d["relation"] for d in belief_icl.build_docs("mp", "4template", md)}),
+}))
+""").stdout)
+    assert out == {"relations": 13, "bear": ["P9999"], "monitor": ["P9999"], "iclke": ["P9999"], "belief_icl": ["P9999"]}
+
+
+# --- a family -------------------------------------------------------------------------------------------
+
+TOY_FILES = {
+    "belief_tasks/prompts/toy.py": '''
+"""Toy prompts: "<subject> <separator> <relation name>:" and the relation's answer space as the options."""
+
+from belief_tasks.schema import Fact, Relation
+
+
+def context(fact: Fact, relation: Relation, separator: str) -> str:
+    return f"{fact.subject.label} {separator} {relation.name}:"
+
+
+def options(relation: Relation) -> list[str]:
+    return [e.label for e in relation.answer_space]
+''',
+    "belief_tasks/metrics/toy.py": '''
+"""Toy metric: hit@1 = (1/N) sum_i 1[argmax_j s_ij = g_i]."""
+
+import numpy as np
+
+
+def hit_rate(scores, gold) -> float:
+    """hit@1 = (1/N) sum_i 1[argmax_j s_ij = g_i] (ties go to the first option)."""
+    return float(np.mean([int(np.argmax(s)) == g for s, g in zip(scores, gold)])) if len(gold) else float("nan")
+''',
+    "belief_tasks/scoring/toy.py": '''
+"""Toy scoring: records -> (scores, gold) -> ``belief_tasks.metrics.toy``. Known fact: the gold option first."""
+
+from typing import TypedDict
+
+from belief_tasks.metrics import toy as M
+from belief_tasks.metrics.stats import binomial_stderr
+from belief_tasks.scoring.common import Memo, with_stderr
+
+
+class ToyRecord(TypedDict):
+    fact_id: str
+    relation: str
+    template_id: str
+    subject_form: str
+    ll: list
+    gold: int
+
+
+_memo = Memo()
+
+
+def columns(records):
+    return _memo.get(records, "columns", lambda: ([r["ll"] for r in records], [r["gold"] for r in records]))
+
+
+def correct(record) -> bool:
+    return M.hit_rate([record["ll"]], [record["gold"]]) == 1.0
+
+
+def known(records) -> dict:
+    return {r["fact_id"]: correct(r) for r in records}
+
+
+@with_stderr(lambda records: binomial_stderr([correct(r) for r in records]))
+def agg_hit(records) -> float:
+    return M.hit_rate(*columns(records))
+
+
+METRICS = {"hit": (agg_hit, True)}
+''',
+    "belief_tasks/tasks/toy.py": '''
+"""Toy harness glue: one multiple-choice doc per fact of the bundled sample."""
+
+from belief_tasks.data import load_facts
+from belief_tasks.families import TOY
+from belief_tasks.options import parse_options
+from belief_tasks.prompts import toy as P
+from belief_tasks.scoring.toy import METRICS
+from belief_tasks.tasks.base import BeliefTask, as_split, probe, select_facts, unpack
+
+KNOBS = TOY.knobs
+
+
+class ToyTask(BeliefTask):
+    FAMILY = TOY.name
+    KNOBS = KNOBS
+
+
+@probe("belief_toy", "sample")
+def toy_dataset(**metadata):
+    metadata = {**metadata, "source": "sample"}
+    opts = parse_options(KNOBS, metadata)
+    fs = load_facts("bear", metadata)
+    docs = []
+    for fact in select_facts(fs, opts):
+        rel = fs.relations[fact.relation]
+        options = P.options(rel)
+        docs.append({"fact_id": fact.id, "relation": rel.id, "context": P.context(fact, rel, opts.toy_separator),
+                     "options": options, "gold": options.index(fact.object.label)})
+    return as_split(docs)
+
+
+def doc_to_text(doc):
+    return doc["context"]
+
+
+def doc_to_choice(doc):
+    return unpack(doc, "options")
+
+
+def doc_to_target(doc):
+    return int(doc["gold"])
+
+
+def process_results(doc, results):
+    record = {"fact_id": doc["fact_id"], "relation": doc["relation"], "template_id": "toy", "subject_form": "label",
+              "ll": [float(r[0]) for r in results], "gold": int(doc["gold"])}
+    return {name: record for name in METRICS}
+''',
+    "task_yamls/toy/belief_toy.yaml": '''
+task: belief_toy
+class: !function utils.ToyTask
+custom_dataset: !function utils.toy_dataset
+test_split: test
+output_type: multiple_choice
+doc_to_text: !function utils.doc_to_text
+doc_to_choice: !function utils.doc_to_choice
+doc_to_target: !function utils.doc_to_target
+target_delimiter: " "
+process_results: !function utils.process_results
+metric_list:
+  - metric: hit
+    aggregation: !function utils.agg_hit
+    higher_is_better: true
+metadata:
+  version: 1.0
+''',
+    "task_yamls/toy/utils.py": '''
+from belief_tasks.scoring.toy import agg_hit  # noqa: F401
+from belief_tasks.tasks.toy import ToyTask, doc_to_choice, doc_to_target, doc_to_text, process_results, toy_dataset  # noqa: F401
+''',
+    "belief_tasks/report/toy.py": '''
+"""Toy section: hit@1 per task."""
+
+from belief_tasks.report.base import CardEntry, Context, Section, stderr, value
+from belief_tasks.report.output import pm
+
+FAMILY = "Toy"
+TASK_RE = r"belief_toy\\w*"
+PROBES = (TASK_RE,)
+
+
+def build(ctx: Context):
+    found = ctx.tasks(TASK_RE)
+    if not found:
+        return None
+    rows = {(run.name, task.name): ctx.numbers(run, task.name) for run, task in found}
+    lines = [f"## {FAMILY}\\n"] + [f"- {m} {t}: hit@1 {pm(value(n, 'hit'), stderr(n, 'hit'))}" for (m, t), n in rows.items()]
+    card = {m: [CardEntry("accuracy", FAMILY, "hit@1", pm(value(n, "hit"), stderr(n, "hit")))] for (m, _), n in rows.items()}
+    return Section(FAMILY, "\\n".join(lines) + "\\n", card=card)
+''',
+    "docs/toy.md": '''
+# Toy
+
+Knobs (`belief_tasks.families.TOY_KNOBS`): the common ones and
+
+| knob | accepts | default | what |
+| --- | --- | --- | --- |
+| `toy_separator` | a string | '->' | what joins the subject and the relation's name |
+
+| metric | definition |
+| --- | --- |
+| `hit` | hit@1 |
+''',
+}
+
+TOY_REGISTRY = '''
+TOY_KNOBS: tuple[Knob, ...] = COMMON + (
+    Knob("toy_separator", "str", "->", "what joins the subject and the relation's name"),
+)
+
+# --- the registry'''
+
+
+def test_add_a_family(tmp_path):
+    co = checkout_copy(tmp_path)
+    for rel, text in TOY_FILES.items():  # 1, 2, 4 (the module), 5, 6 (the section), 7: the new files
+        (co / rel).parent.mkdir(parents=True, exist_ok=True)
+        (co / rel).write_text(text.lstrip("\n"), encoding="utf-8")
+    # 3: TOY_KNOBS and a Family in FAMILIES
+    families = co / "belief_tasks" / "families.py"
+    edit(families, "from belief_tasks.scoring import bear, belief_icl, belief_mlm, iclke, monitor",
+         "from belief_tasks.scoring import bear, belief_icl, belief_mlm, iclke, monitor, toy")
+    edit(families, "\n# --- the registry", TOY_REGISTRY)
+    edit(families, "\n#: family name -> Family",
+         '\nTOY = Family("toy", "Toy", "docs/toy.md", TOY_KNOBS, toy.METRICS, toy.known, toy.ToyRecord, "hit")\n\n'
+         '#: family name -> Family')
+    edit(families, "(BELIEF_ICL, BEAR, ICLKE, MONITOR, BELIEF_MLM)}", "(BELIEF_ICL, BEAR, ICLKE, MONITOR, BELIEF_MLM, TOY)}")
+    # 4: the glue module's entry in belief_tasks.tasks.glue_modules
+    glue = co / "belief_tasks" / "tasks" / "__init__.py"
+    edit(glue, "    from belief_tasks.tasks import bear, belief_icl, belief_mlm, iclke, monitor\n",
+         "    from belief_tasks.tasks import bear, belief_icl, belief_mlm, iclke, monitor, toy\n")
+    edit(glue, '"monitor": monitor}', '"monitor": monitor, "toy": toy}')
+    # 6: the section's entry in belief_tasks.report.family_sections
+    sections = co / "belief_tasks" / "report" / "__init__.py"
+    edit(sections, "from belief_tasks.report import bear, belief_icl, belief_mlm, iclke, monitor\n",
+         "from belief_tasks.report import bear, belief_icl, belief_mlm, iclke, monitor, toy\n")
+    edit(sections, '"monitor": monitor}', '"monitor": monitor, "toy": toy}')
+    assert problems(co) == no_problems(co)
+    # run it: lm-eval with the dummy model, then belief-report (its check: every number recomputed and equal)
+    results = lm_eval_dummy(co, "belief_toy", {"source": "sample", "max_facts_per_relation": 2, "toy_separator": "=>"})
+    assert results["configs"]["belief_toy"]["metadata"]["family"] == "toy"
+    samples = [json.loads(line) for line in next((co / "out").rglob("samples_belief_toy_*.jsonl")).open()]
+    assert len(samples) == 24 and all(" => " in s["doc"]["context"] for s in samples)
+    text = report(co)
+    assert "## Toy" in text and re.search(r"Check:\*\* 1 of 1 recomputed numbers", text)
