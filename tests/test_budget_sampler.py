@@ -119,15 +119,17 @@ def test_budget_is_refused_where_a_family_has_no_budgeted_estimators():
 
 def test_every_metric_of_a_budgeted_family_has_an_estimator_or_is_marked():
     from belief_tasks.families import FAMILIES
-    from belief_tasks.scoring.budgeted import budget_aware
+    from belief_tasks.scoring.budgeted import missing
 
     budgeted = [f for f in FAMILIES.values() if f.budgeted is not None]
     assert {f.name for f in budgeted} == {"belief_icl", "bear", "iclke", "monitor"}
     for family in budgeted:
         est = family.budgeted
         assert set(family.metrics) == set(est.statistics) | set(est.not_estimable), family.name
-        for name, (agg, _) in family.metrics.items():
-            budget_aware(est, name, agg)  # raises for a metric with neither
+        assert missing(est, family.metrics) == []
+    # a metric added without its statistic: a budget is refused for the family (before the model)
+    bear = FAMILIES["bear"]
+    assert missing(bear.budgeted, {**bear.metrics, "top_two": None}) == ["top_two"]
 
 
 def test_belief_eval_refuses_bad_budgets_before_the_model():

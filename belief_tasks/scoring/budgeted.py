@@ -88,15 +88,17 @@ def budget_aware(est: Estimators | None, metric: str, agg: Callable) -> Callable
     ``est`` None (a family without estimators): ``agg`` itself."""
     if est is None:
         return agg
-    if metric not in est.statistics and metric not in est.not_estimable:
-        raise KeyError(f"metric {metric} has no budgeted statistic and is not marked not estimable")
     own_stderr = getattr(agg, "stderr", None)
 
     def value(items: list):
         records = unwrap(items)
         if not is_budgeted(records):
             return agg(items)
-        return math.nan if metric in est.not_estimable else estimates(est, records)[metric].estimate
+        if metric in est.not_estimable:
+            return math.nan
+        if metric not in est.statistics:  # refused before the model (``missing``); records read back later
+            raise BudgetError(f"metric {metric} has no budgeted statistic (metrics.budgeted): it cannot be estimated")
+        return estimates(est, records)[metric].estimate
 
     def stderr(items: list):
         records = unwrap(items)
@@ -111,6 +113,11 @@ def budget_aware(est: Estimators | None, metric: str, agg: Callable) -> Callable
     value.__name__ = value.__qualname__ = getattr(agg, "__name__", metric)
     value.__wrapped__ = agg
     return value
+
+
+def missing(est: Estimators, metrics) -> list[str]:
+    """The metrics that have neither a budgeted statistic nor a place among the not estimable ones."""
+    return sorted(m for m in metrics if m not in est.statistics and m not in est.not_estimable)
 
 
 def census_design(relations: Sequence[str]) -> Design:

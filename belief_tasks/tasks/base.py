@@ -25,7 +25,7 @@ from belief_tasks import budget, harness, options, seeding, truncation
 from belief_tasks.budget import Draw
 from belief_tasks.families import FAMILIES, budget_estimators, knob_names
 from belief_tasks.options import COMMON, MODEL_ARGS, Knob, KnobError, Options, parse_options
-from belief_tasks.scoring.budgeted import budget_aware
+from belief_tasks.scoring.budgeted import budget_aware, missing
 from belief_tasks.schema import Fact, FactSet
 from belief_tasks.sources import SOURCE_KNOBS
 
@@ -124,10 +124,17 @@ def check_metadata(metadata: Mapping[str, Any] | None, knobs: Sequence[Knob], ta
 def check_budget_supported(family: str, metadata: Mapping[str, Any] | None) -> None:
     """A budget only where the family's metrics have budgeted estimators (``Family.budgeted``): elsewhere its
     numbers would be the drawn facts' plain values, not estimates of the full run."""
-    if (metadata or {}).get("budget") not in (None, "", "none") and budget_estimators(family) is None:
+    if (metadata or {}).get("budget") in (None, "", "none"):
+        return
+    est = budget_estimators(family)
+    if est is None:
         which = sorted(name for name, f in FAMILIES.items() if f.budgeted is not None)
         raise KnobError("budget", f"is not available for the {family} tasks yet (their metrics have no budgeted "
                         f"estimators); it is for {', '.join(which)}")
+    lacking = missing(est, FAMILIES[family].metrics)
+    if lacking:
+        raise KnobError("budget", f"{family}: metrics {lacking} have no budgeted statistic yet "
+                        "(metrics/budgeted/); a budgeted run could not estimate them")
 
 
 def probe(name: str, dataset: str) -> Callable[[Callable], Callable]:
