@@ -55,10 +55,11 @@ def rank_value(seed: int, key: str) -> int:
 
 
 def ranked(keys: Sequence[str], seed: int) -> list[int]:
-    """Indices of ``keys`` from the lowest seeded hash to the highest (ties, never seen in
-    practice with 64-bit hashes, by key)."""
+    """Indices of ``keys`` from the lowest seeded hash to the highest. Facts with one key (namesakes,
+    for a key built from labels) hash alike and are drawn together, save at the cut, where the data
+    order decides."""
     values = [rank_value(seed, k) for k in keys]
-    return sorted(range(len(keys)), key=lambda i: (values[i], keys[i]))
+    return sorted(range(len(keys)), key=lambda i: (values[i], i))
 
 
 @dataclass(frozen=True)
@@ -79,26 +80,29 @@ class Draw:
                 "relations": {r: {"population": self.population[r], "drawn": self.drawn[r]} for r in self.population}}
 
 
-def draw_keys(keys_by_relation: Mapping[str, Sequence[str]], budget: float, seed: int) -> Draw:
-    """The draw over sampling keys, relation by relation (``allocation`` best-ranked keys of each)."""
-    population, drawn, chosen = {}, {}, set()
+def drawn_rows(keys_by_relation: Mapping[str, Sequence[str]], budget: float, seed: int) -> tuple[dict, Draw]:
+    """Per relation, the positions of its drawn facts (the ``allocation`` best-ranked, in data order),
+    and the ``Draw`` (its ``keys``: the drawn facts' keys)."""
+    population, drawn, rows, chosen = {}, {}, {}, set()
     for rel, keys in keys_by_relation.items():
-        if len(set(keys)) != len(keys):
-            dup = sorted({k for k in keys if list(keys).count(k) > 1})[:3]
-            raise ValueError(f"relation {rel}: sampling keys must be unique within a relation, repeated: {dup}")
         n = allocation(budget, len(keys)) if keys else 0
         population[rel], drawn[rel] = len(keys), n
-        chosen.update(keys[i] for i in ranked(keys, seed)[:n])
-    return Draw(budget, seed, population, drawn, frozenset(chosen))
+        rows[rel] = sorted(ranked(keys, seed)[:n])
+        chosen.update(keys[i] for i in rows[rel])
+    return rows, Draw(budget, seed, population, drawn, frozenset(chosen))
+
+
+def draw_keys(keys_by_relation: Mapping[str, Sequence[str]], budget: float, seed: int) -> Draw:
+    """The draw over sampling keys, relation by relation."""
+    return drawn_rows(keys_by_relation, budget, seed)[1]
 
 
 def draw_facts(facts_by_relation: Mapping[str, Sequence[T]], budget: float, seed: int,
                key: Callable[[T], str] = fact_key) -> tuple[dict[str, list[T]], Draw]:
-    """Each relation's drawn facts (in their data order) and the ``Draw``."""
+    """Each relation's drawn facts (in their data order) and the ``Draw``; ``key``: a fact's sampling key."""
     keys = {rel: [key(f) for f in facts] for rel, facts in facts_by_relation.items()}
-    d = draw_keys(keys, budget, seed)
-    kept = {rel: [f for f, k in zip(facts, keys[rel]) if k in d.keys] for rel, facts in facts_by_relation.items()}
-    return kept, d
+    rows, d = drawn_rows(keys, budget, seed)
+    return {rel: [facts[i] for i in rows[rel]] for rel, facts in facts_by_relation.items()}, d
 
 
 def group_by_relation(facts: Iterable[T], relation: Callable[[T], str] = lambda f: f.relation) -> dict[str, list[T]]:

@@ -146,3 +146,14 @@ def test_belief_eval_refuses_bad_budgets_before_the_model():
         assert done.returncode == 2, done.stderr[-2000:]
         assert "stopped before loading the model" in done.stderr and says in done.stderr, done.stderr[-2000:]
         assert "Traceback" not in done.stderr
+
+
+def test_facts_with_one_sampling_key_are_drawn_together_and_budgets_stay_nested():
+    """A key built from labels can repeat (namesakes): such facts share a rank, so they are drawn
+    together unless the cut falls between them, and the draw is still nested."""
+    keys = {"P1": [f"k{i // 2}" for i in range(40)]}  # 20 keys, each twice
+    rows = [budget.drawn_rows(keys, b, 5)[0]["P1"] for b in (0.1, 0.2, 0.5)]
+    assert [len(r) for r in rows] == [4, 8, 20]
+    for small, large in zip(rows, rows[1:]):
+        assert set(small) <= set(large)
+    assert all(i ^ 1 in rows[1] for i in rows[1])  # 8 rows of 4 whole pairs of namesakes
