@@ -76,6 +76,7 @@ def test_report_prints_paired_differences_and_the_budget(tmp_path):
     assert want.high - want.low < np.hypot(*widths)
     text = report.path.read_text()
     assert "estimated from 10 of 52 facts (budget 0.2" in text
+    assert "| facts | 10 of 52 (budget 0.2) |" in text  # the card's facts row
     assert any("model-a − model-b: " in line and "[" in line for line in report.summary)
     assert not report.mismatched
 

@@ -26,7 +26,7 @@ def facts_row(run: ModelRun, families: list[str], column: dict[str, str]) -> dic
     title -> the family name its tasks stamp)."""
     row = {"": "facts"}
     for fam in families:
-        counts = {t.name: t.fact_count() for t in run.tasks.values() if t.family and t.family == column.get(fam)}
+        counts = {t.name: _facts_of(t) for t in run.tasks.values() if t.family and t.family == column.get(fam)}
         known = {n: c for n, c in counts.items() if c is not None}
         if not counts:
             row[fam] = "–"
@@ -35,6 +35,14 @@ def facts_row(run: ModelRun, families: list[str], column: dict[str, str]) -> dic
         else:
             row[fam] = "<br>".join(f"{n}: {c if c is not None else '? (no samples file)'}" for n, c in sorted(counts.items()))
     return row
+
+
+def _facts_of(task):
+    """A task's fact count; for a budgeted task "N of M (budget b)": its numbers estimate the M facts' run."""
+    d = task.budget_design
+    if d:
+        return f"{d['facts_drawn']:,} of {d['facts_in_population']:,} (budget {d['budget']:g})"
+    return task.fact_count()
 
 
 def card_matrix(entries: list[CardEntry], run: ModelRun | None = None, column: dict[str, str] | None = None) -> pd.DataFrame:
