@@ -6,7 +6,8 @@ only the facts are sampled. The draw is a stratified simple random sample withou
 one stratum per relation:
 
 * each fact gets a rank within its relation, the seeded hash ``derive_seed(seed, "budget", key)``
-  of its sampling key (``fact_key``), so the draw depends on the seed and the keys only: never on
+  of its sampling key (``schema.sampling_key``: relation and folded subject label, the same across
+  datasets), so the draw depends on the seed and the keys only: never on
   the model, the process, the order of the data or on which other relations are run;
 * relation ``r`` with ``N_r`` facts keeps its ``allocation(b, N_r)`` best-ranked facts. The
   allocation grows with ``b``, so the facts at 1 % are among those at 5 % (nested), and a larger
@@ -25,7 +26,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Mapping, Sequence, TypeVar
 
-from belief_tasks.seeding import derive_seed
+from belief_tasks.seeding import derive_seed, hash_order
 
 T = TypeVar("T")
 
@@ -33,12 +34,6 @@ T = TypeVar("T")
 MIN_PER_RELATION = 2
 #: ``b * N_r`` is rounded up after this slack, so 0.05 * 100 is 5 facts, not 6 from float noise
 _SLACK = 1e-9
-
-
-def fact_key(fact) -> str:
-    """A fact's sampling key: the string its rank is hashed from. The fact id, which every loader
-    sets and which is stable across runs of one dataset."""
-    return str(fact.id)
 
 
 def allocation(budget: float, population: int) -> int:
@@ -58,8 +53,7 @@ def ranked(keys: Sequence[str], seed: int) -> list[int]:
     """Indices of ``keys`` from the lowest seeded hash to the highest. Facts with one key (namesakes,
     for a key built from labels) hash alike and are drawn together, save at the cut, where the data
     order decides."""
-    values = [rank_value(seed, k) for k in keys]
-    return sorted(range(len(keys)), key=lambda i: (values[i], i))
+    return hash_order(keys, seed, "budget")
 
 
 @dataclass(frozen=True)
@@ -98,7 +92,7 @@ def draw_keys(keys_by_relation: Mapping[str, Sequence[str]], budget: float, seed
 
 
 def draw_facts(facts_by_relation: Mapping[str, Sequence[T]], budget: float, seed: int,
-               key: Callable[[T], str] = fact_key) -> tuple[dict[str, list[T]], Draw]:
+               key: Callable[[T], str]) -> tuple[dict[str, list[T]], Draw]:
     """Each relation's drawn facts (in their data order) and the ``Draw``; ``key``: a fact's sampling key."""
     keys = {rel: [key(f) for f in facts] for rel, facts in facts_by_relation.items()}
     rows, d = drawn_rows(keys, budget, seed)

@@ -24,8 +24,9 @@ TEMPLATE_METRICS = (0, 1, 2)  # bear_t0 .. bear_t2: BEAR has three templates per
 class BearRecord(TypedDict):
     """One BEAR (fact, template): the log-likelihood of every answer option."""
 
-    fact_id: str
+    fact_id: str  # local to its dataset
     relation: str
+    fact_key: dict  # the cross-dataset key, schema.FactKey.as_record(): the report joins datasets on it
     template_id: str
     template_index: int
     subject_form: str

@@ -33,8 +33,9 @@ class BeliefICLRecord(TypedDict):
     (Records logged before pair documents held one prompt: ``template_id``, ``subject_form``, ``answer``,
     ``correct``; ``record_prompts`` reads both.)"""
 
-    fact_id: str
+    fact_id: str  # local to its dataset
     relation: str
+    fact_key: dict  # the cross-dataset key, schema.FactKey.as_record(): the report joins datasets on it
     style: str  # "mp" | "qa"
     context: str  # "zeroshot" | "4random" | "4relation" | "4template"
     templates: list  # template ids

@@ -23,8 +23,9 @@ from belief_tasks.scoring.common import Memo, with_stderr
 class IclkeRecord(TypedDict, total=False):
     """One IC-LKE / EIC-LKE test fact: the log-probability of every option."""
 
-    fact_id: str
+    fact_id: str  # local to its dataset
     relation: str
+    fact_key: dict  # the cross-dataset key, schema.FactKey.as_record(): the report joins datasets on it
     template_id: str
     subject_form: str
     method: str  # "iclke" | "eiclke"

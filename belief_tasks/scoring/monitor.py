@@ -27,8 +27,9 @@ BOOTSTRAP_ITERS = 100
 class MonitorRecord(TypedDict):
     """One MONITOR fact: per-subword probabilities of the gold object under every anchor."""
 
-    fact_id: str
+    fact_id: str  # local to its dataset
     relation: str
+    fact_key: dict  # the cross-dataset key, schema.FactKey.as_record(): the report joins datasets on it
     template_id: str
     subject_form: str
     object: str

@@ -26,7 +26,7 @@ from belief_tasks.budget import Draw
 from belief_tasks.families import FAMILIES, budget_estimators, knob_names
 from belief_tasks.options import COMMON, MODEL_ARGS, Knob, KnobError, Options, parse_options
 from belief_tasks.scoring.budgeted import budget_aware, missing
-from belief_tasks.schema import Fact, FactSet
+from belief_tasks.schema import Fact, FactSet, sampling_key
 from belief_tasks.sources import SOURCE_KNOBS
 
 log = logging.getLogger(__name__)
@@ -223,20 +223,24 @@ def budget_summary(docs: Sequence[Mapping[str, Any]], seed: int) -> dict | None:
 
 def select_facts(fs: FactSet, opts: Options) -> Selection:
     """The facts this run evaluates: relation filter, then either a seeded per-relation cap or a
-    budget (``belief_tasks.budget``); facts keep their data order."""
+    budget (``belief_tasks.budget``); facts keep their data order.
+
+    Both rank a relation's facts by a seeded hash of their cross-dataset key (``schema.sampling_key``),
+    so probes on two datasets keep the facts they share alike wherever they keep the same share of a
+    relation (docs/data.md, "One fact across datasets")."""
     check_relations(fs, opts.relations)
     by_relation = {rid: facts for rid, facts in budget.group_by_relation(fs.facts).items()
                    if opts.relations is None or rid in opts.relations}
     by_relation = {rid: by_relation[rid] for rid in fs.relations if rid in by_relation}
     population = [f for facts in by_relation.values() for f in facts]
+    key = lambda f: sampling_key(f, fs.relations[f.relation])  # noqa: E731
     if getattr(opts, "budget", None) is not None:
-        kept, draw = budget.draw_facts(by_relation, opts.budget, opts.seed)
+        kept, draw = budget.draw_facts(by_relation, opts.budget, opts.seed, key)
         return Selection([f for facts in kept.values() for f in facts], population, draw)
     out: list[Fact] = []
     for rid, facts in by_relation.items():
         if opts.max_facts_per_relation is not None and len(facts) > opts.max_facts_per_relation:
-            keep = {f.id for f in seeding.sample(facts, opts.max_facts_per_relation, opts.seed, "facts", rid)}
-            facts = [f for f in facts if f.id in keep]
+            facts = seeding.smallest_hashes(facts, opts.max_facts_per_relation, opts.seed, key, "facts")
         out.extend(facts)
     return Selection(out)
 

@@ -22,7 +22,7 @@ from belief_tasks.families import BEAR
 from belief_tasks.metrics import bear as M
 from belief_tasks.options import KnobError, Options, parse_options
 from belief_tasks.prompts.bear import OptionRequests, option_requests
-from belief_tasks.schema import Fact, FactSet, Relation, SchemaError
+from belief_tasks.schema import Fact, FactSet, Relation, SchemaError, fact_key
 from belief_tasks.scoring.bear import METRICS, record_scores
 from belief_tasks.tasks.base import BeliefTask, as_split, design_of, model_tokenizer, probe, select_facts, unpack
 
@@ -81,6 +81,7 @@ def _doc(fs: FactSet, rel: Relation, fact: Fact, t_index: int, template_id: str,
         "doc_id": f"{fact.id}/{template_id}",
         "relation": rel.id,
         "fact_id": fact.id,
+        "fact_key": fact_key(fact, rel).as_record(),
         "template_id": template_id,
         "template_index": t_index,
         "subject": fact.subject.label,
@@ -157,6 +158,7 @@ def process_results(doc, results) -> dict[str, dict]:
     record = {
         "relation": doc["relation"],
         "fact_id": doc["fact_id"],
+        "fact_key": unpack(doc, "fact_key"),
         "template_id": doc["template_id"],
         "template_index": int(doc["template_index"]),
         "subject_form": "label",

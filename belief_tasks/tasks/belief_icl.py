@@ -52,7 +52,7 @@ from belief_tasks.matching import contains_answer
 from belief_tasks.metrics import belief as M
 from belief_tasks.options import Options, parse_options
 from belief_tasks.prompts import belief as P
-from belief_tasks.schema import Fact, SchemaError, Template
+from belief_tasks.schema import Fact, SchemaError, Template, fact_key
 from belief_tasks.scoring.belief_icl import METRICS, RECORD_METRIC
 from belief_tasks.scoring.common import SameRecord
 from belief_tasks.tasks.base import STAMPED, BeliefTask, Selection, as_split, design_of, select_facts, unpack
@@ -174,6 +174,7 @@ def build_docs(style: str, context: str, metadata: Mapping[str, Any] | None) -> 
         docs.append({
             "fact_id": fact.id,
             "relation": fact.relation,
+            "fact_key": fact_key(fact).as_record(),  # BELIEF's datasets use Wikidata relation ids
             "style": style,
             "context": context,
             "templates": [t.id for t in ps.templates[fact.relation]],
@@ -348,6 +349,7 @@ def make_record(doc: Mapping[str, Any], greedy: list[str], samples: list[str]) -
     return {
         "fact_id": doc["fact_id"],
         "relation": doc["relation"],
+        "fact_key": unpack(doc, "fact_key"),
         "style": doc["style"],
         "context": doc["context"],
         "templates": templates,

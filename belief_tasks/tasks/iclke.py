@@ -25,7 +25,7 @@ from belief_tasks.families import ICLKE
 from belief_tasks.metrics import iclke as M
 from belief_tasks.options import Options, parse_options
 from belief_tasks.prompts import iclke as P
-from belief_tasks.schema import FactSet
+from belief_tasks.schema import FactSet, fact_key
 from belief_tasks.scoring.iclke import METRICS
 from belief_tasks.tasks.base import BeliefTask, as_split, check_relations, design_of, probe, select_facts, unpack
 
@@ -59,10 +59,11 @@ def _splits(fs: FactSet, opts: Options):
     return out
 
 
-def _base_doc(fact, options, gold_index, opts: Options, method: str) -> dict:
+def _base_doc(fact, rel, options, gold_index, opts: Options, method: str) -> dict:
     return {
         "fact_id": fact.id,
         "relation": fact.relation,
+        "fact_key": fact_key(fact, rel).as_record(),
         "subject": fact.subject.label,
         "gold": fact.object.label,
         "gold_index": gold_index,
@@ -81,7 +82,7 @@ def iclke_docs(fs: FactSet, metadata: Mapping[str, Any] | None) -> list[dict]:
         for fact in test:
             examples = P.choose_examples(fact, train, par)
             options, gold = P.option_set(fact, rel, opts.seed, opts.max_options)
-            doc = _base_doc(fact, options, gold, opts, "iclke")
+            doc = _base_doc(fact, rel, options, gold, opts, "iclke")
             doc.update(context=fmt.render(P.as_pairs(examples), fact.subject.label), n_examples=len(examples),
                        example_ids=[f.id for f in examples], **test.design(fact))
             docs.append(doc)
@@ -100,7 +101,7 @@ def eiclke_docs(fs: FactSet, metadata: Mapping[str, Any] | None) -> list[dict]:
         drawn = {f.id for f in test}
         for group in P.eic_groups(rel, train, test.population, params(opts)):
             for slot in (s for s in group if s.fact.id in drawn):
-                doc = _base_doc(slot.fact, slot.options, slot.gold_index, opts, "eiclke")
+                doc = _base_doc(slot.fact, rel, slot.options, slot.gold_index, opts, "eiclke")
                 doc.update(group=slot.group, slot=slot.index, examples=slot.examples,
                            prior=[list(p) for p in slot.prior], n_examples=len(slot.examples) + len(slot.prior),
                            **test.design(slot.fact))
@@ -184,6 +185,7 @@ def process_results(doc, results) -> dict:
     record = {
         "relation": doc["relation"],
         "fact_id": doc["fact_id"],
+        "fact_key": unpack(doc, "fact_key"),
         "template_id": f"{doc['method']}-{doc['format']}",
         "subject_form": "label",
         "method": doc["method"],

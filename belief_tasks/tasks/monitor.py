@@ -25,7 +25,7 @@ from belief_tasks.families import MONITOR
 from belief_tasks.matching import contains_answer
 from belief_tasks.options import KnobError, Options, parse_options
 from belief_tasks.prompts import monitor as P
-from belief_tasks.schema import FactSet, SchemaError
+from belief_tasks.schema import FactSet, SchemaError, fact_key
 from belief_tasks.scoring.monitor import FRAME_METRICS, MAX_FRAMES, METRICS
 from belief_tasks.tasks import monitor_subwords as S
 from belief_tasks.tasks.base import BeliefTask, as_split, design_of, probe, select_facts, unpack
@@ -58,6 +58,7 @@ def build_docs(fs: FactSet, opts: Options) -> list[dict]:
         docs.append({
             "fact_id": fact.id,
             "relation": fact.relation,
+            "fact_key": fact_key(fact, rel).as_record(),
             "template_id": rel.frames[0].id,  # the base question
             "subject": fact.subject.label,
             "object": fact.object.label,
@@ -148,6 +149,7 @@ def make_record(doc, results: list, opts: Options, pl: S.Plan) -> dict:
     return {
         "relation": doc["relation"],
         "fact_id": doc["fact_id"],
+        "fact_key": unpack(doc, "fact_key"),
         "template_id": doc["template_id"],
         "subject_form": "label",
         "object": doc["object"],
