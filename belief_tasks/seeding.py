@@ -48,6 +48,13 @@ def hash_unit(seed: int, *keys: object) -> float:
     return derive_seed(seed, *keys) / 2**64
 
 
+def hash_order(keys: Sequence[str], seed: int, *tag: object) -> list[int]:
+    """Indices of ``keys`` from the smallest seeded hash ``derive_seed(seed, *tag, key)`` to the
+    largest; equal keys hash alike, and the data order breaks ties."""
+    values = [derive_seed(seed, *tag, k) for k in keys]
+    return sorted(range(len(keys)), key=lambda i: (values[i], i))
+
+
 def smallest_hashes(items: Sequence[T], k: int, seed: int, key: Callable[[T], str], *tag: object) -> list[T]:
     """The ``k`` items whose seeded hash of ``key(item)`` is smallest, in their own order.
 
@@ -56,6 +63,5 @@ def smallest_hashes(items: Sequence[T], k: int, seed: int, key: Callable[[T], st
     (coordinated sampling, a "bottom-k" sketch). Items with one key are kept or dropped together,
     save at the cut."""
     items = list(items)
-    ranked = sorted(range(len(items)), key=lambda i: (derive_seed(seed, *tag, key(items[i])), i))
-    keep = set(ranked[:k])
+    keep = set(hash_order([key(x) for x in items], seed, *tag)[:k])
     return [x for i, x in enumerate(items) if i in keep]

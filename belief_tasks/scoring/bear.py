@@ -13,6 +13,8 @@ from __future__ import annotations
 from typing import Callable, Mapping, Optional, Sequence, TypedDict
 
 from belief_tasks.metrics import bear as M
+from belief_tasks.metrics.budgeted import bear as budgeted
+from belief_tasks.metrics.intervals import Units
 from belief_tasks.scoring.common import Memo, most_templates, with_stderr
 
 PRECISION_KS = (1, 5, 10)
@@ -132,6 +134,12 @@ def _p_at_k_agg(k: int, template: int | None, name: str):
 
 agg_bear_t0, agg_bear_t1, agg_bear_t2 = (_p_at_k_agg(1, t, f"agg_bear_t{t}") for t in TEMPLATE_METRICS)
 agg_p_at_1, agg_p_at_5, agg_p_at_10 = (_p_at_k_agg(k, None, f"agg_p_at_{k}") for k in PRECISION_KS)
+
+def budget_units(records: Sequence[Mapping]) -> Units:
+    """A budgeted run's per-fact columns (``metrics.budgeted.bear``: its estimates of the full run)."""
+    return budgeted.units([r["fact_id"] for r in records], [r["relation"] for r in records], templates_of(records),
+                          ranks_of(records), [r["cardinality"] == "1:1" for r in records])
+
 
 #: metric name -> (aggregation, higher is better): what ``_bear_common_yaml`` wires and the report recomputes
 METRICS = {

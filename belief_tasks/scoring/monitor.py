@@ -16,6 +16,8 @@ from __future__ import annotations
 from typing import Callable, Mapping, Sequence, TypedDict
 
 from belief_tasks.metrics import monitor as M
+from belief_tasks.metrics.budgeted import monitor as budgeted
+from belief_tasks.metrics.intervals import Units
 from belief_tasks.scoring.common import Memo, with_stderr
 
 MAX_FRAMES = 7  # FKTC: 7 frames, 6 for P264 and P276
@@ -146,6 +148,14 @@ agg_acc_relation_min = _aggregation(_relation_extreme("min"), "acc_relation_min"
 FRAME_METRICS = tuple(f"acc_frame_{j}" for j in range(MAX_FRAMES))
 _FRAME_AGGS = tuple(_aggregation(_frame_accuracy(j), name) for j, name in enumerate(FRAME_METRICS))
 agg_acc_frame_0, agg_acc_frame_1, agg_acc_frame_2, agg_acc_frame_3, agg_acc_frame_4, agg_acc_frame_5, agg_acc_frame_6 = _FRAME_AGGS
+
+def budget_units(records: Sequence[Mapping]) -> Units:
+    """A budgeted run's per-fact columns (``metrics.budgeted.monitor``: its estimates of the full run)."""
+    facts = facts_of(records)
+    return budgeted.units([r["fact_id"] for r in records], [f["relation"] for f in facts], facts,
+                          [f["correct"] for f in facts], [f["positive_correct"] for f in facts],
+                          [f["scored"] for f in facts], _alpha(facts), MAX_FRAMES)
+
 
 #: metric name -> (aggregation, higher is better): what the generated YAMLs wire and the report recomputes
 METRICS = {

@@ -28,7 +28,7 @@ from belief_tasks.prompts import monitor as P
 from belief_tasks.schema import FactSet, SchemaError, fact_key
 from belief_tasks.scoring.monitor import FRAME_METRICS, MAX_FRAMES, METRICS
 from belief_tasks.tasks import monitor_subwords as S
-from belief_tasks.tasks.base import BeliefTask, as_split, probe, select_facts, unpack
+from belief_tasks.tasks.base import BeliefTask, as_split, design_of, probe, select_facts, unpack
 
 log = logging.getLogger(__name__)
 
@@ -50,7 +50,8 @@ def build_docs(fs: FactSet, opts: Options) -> list[dict]:
     """One doc per selected fact: its ids, object, accepted answers and anchor prompts."""
     fmt = answer_format(opts)
     docs = []
-    for fact in select_facts(fs, opts):
+    selection = select_facts(fs, opts)
+    for fact in selection:
         rel = fs.relations[fact.relation]
         if len(rel.frames) > MAX_FRAMES:
             raise SchemaError(f"{len(rel.frames)} frames; MONITOR reports at most {MAX_FRAMES}", row=rel.id, field="frames")
@@ -64,6 +65,7 @@ def build_docs(fs: FactSet, opts: Options) -> list[dict]:
             "accepted": list(fact.object_expressions),
             "negatives": [n.label for n in fact.negatives],
             "anchors": [{"key": a.key, "kind": a.kind, "text": a.text} for a in P.anchor_prompts(fact, rel, fmt)],
+            **selection.design(fact),
         })
     return docs
 
@@ -165,4 +167,5 @@ def make_record(doc, results: list, opts: Options, pl: S.Plan) -> dict:
         "correct": [int(contains_answer(answers[f], accepted)) for f in frame_ids],
         "alpha": list(opts.monitor_alpha),
         "only_correct_primary": opts.only_correct_primary,
+        **design_of(doc),
     }
