@@ -157,3 +157,16 @@ def readers(key: str) -> str:
             names.append(e.name)
     shown = ", ".join(names[:8]) + (f" and {len(names) - 8} more" if len(names) > 8 else "")
     return f"it is read by {shown}" if names else "no task of ours reads it"
+
+
+# --- a budget evaluates every fact it draws --------------------------------------------------------
+
+
+def check_budget_without_limit(tasks: Mapping[str, Any], limit: float | None) -> None:
+    """``--limit`` would cut a budgeted task's drawn facts, and its estimates need every one of them."""
+    if limit is None:
+        return
+    for name, task in tasks.items():
+        if ((getattr(getattr(task, "config", None), "metadata", None) or {}).get("budget")) is not None:
+            raise KnobError("budget", f"task {name}: a budget cannot be combined with --limit {limit:g}: a budgeted "
+                            "run evaluates every fact the budget draws (the budget is the way to run fewer)")

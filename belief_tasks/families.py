@@ -22,7 +22,12 @@ from belief_tasks.prompts import monitor as monitor_prompts
 from belief_tasks.prompts.bear import SCORING_MODES
 from belief_tasks.prompts.belief_mlm import TEMPLATE_SETS as MLM_TEMPLATE_SETS
 from belief_tasks.requests import SUBWORD_ROUTES
+from belief_tasks.metrics.budgeted import bear as bear_budgeted
+from belief_tasks.metrics.budgeted import belief as belief_budgeted
+from belief_tasks.metrics.budgeted import iclke as iclke_budgeted
+from belief_tasks.metrics.budgeted import monitor as monitor_budgeted
 from belief_tasks.scoring import bear, belief_icl, belief_mlm, iclke, monitor
+from belief_tasks.scoring.budgeted import Estimators
 
 
 @dataclass(frozen=True)
@@ -37,6 +42,7 @@ class Family:
     known: Callable[[list], dict[str, bool]]  # records -> {fact id: known}, the family's known-fact rule
     record: type  # the TypedDict of one logged record
     headline: str  # the metric the report's training curves plot
+    budgeted: Estimators | None = None  # a budgeted run's estimators (``scoring.budgeted``); None: no budget
 
 
 # --- knob tables --------------------------------------------------------------------------------------
@@ -101,17 +107,25 @@ MONITOR_KNOBS: tuple[Knob, ...] = COMMON + (
 # --- the registry -------------------------------------------------------------------------------------
 
 BELIEF_ICL = Family("belief_icl", "BELIEF-ICL", "docs/belief.md", BELIEF_ICL_KNOBS, belief_icl.METRICS, belief_icl.known,
-                    belief_icl.BeliefICLRecord, "acc")
-BEAR = Family("bear", "BEAR", "docs/bear.md", BEAR_KNOBS, bear.METRICS, bear.known, bear.BearRecord, "bear")
+                    belief_icl.BeliefICLRecord, "acc", Estimators(belief_icl.budget_units, belief_budgeted.STATISTICS,
+                                                                  belief_budgeted.NOT_ESTIMABLE))
+BEAR = Family("bear", "BEAR", "docs/bear.md", BEAR_KNOBS, bear.METRICS, bear.known, bear.BearRecord, "bear",
+              Estimators(bear.budget_units, bear_budgeted.STATISTICS, bear_budgeted.NOT_ESTIMABLE))
 ICLKE = Family("iclke", "IC-LKE / EIC-LKE", "docs/iclke.md", ICLKE_KNOBS, iclke.METRICS, iclke.known, iclke.IclkeRecord,
-               "acc")
+               "acc", Estimators(iclke.budget_units, iclke_budgeted.STATISTICS))
 MONITOR = Family("monitor", "MONITOR", "docs/monitor.md", MONITOR_KNOBS, monitor.METRICS, monitor.known,
-                 monitor.MonitorRecord, "monitor")
+                 monitor.MonitorRecord, "monitor", Estimators(monitor.budget_units, monitor_budgeted.STATISTICS))
 BELIEF_MLM = Family("belief_mlm", "BELIEF, masked LMs", "docs/mlm.md", BELIEF_MLM_KNOBS, belief_mlm.METRICS,
                     belief_mlm.known, belief_mlm.MlmPromptRecord, "acc@1")
 
 #: family name -> Family (in the order ``belief-eval --help`` lists them)
 FAMILIES: dict[str, Family] = {f.name: f for f in (BELIEF_ICL, BEAR, ICLKE, MONITOR, BELIEF_MLM)}
+
+
+def budget_estimators(name: str) -> Estimators | None:
+    """The estimators of a budgeted run of family ``name`` (None: the family takes no budget, or is not ours)."""
+    family = FAMILIES.get(name)
+    return family.budgeted if family else None
 
 
 def metric_table(name: str) -> dict[str, tuple[Callable, bool]]:

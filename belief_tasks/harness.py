@@ -12,6 +12,8 @@ installed version differs; a patched attribute that no longer exists is a clear 
    would always print "N/A". An aggregation of ours (``scoring.common.with_stderr``) gets the function
    ``scoring.common.stderr_function`` names, the one ``belief-report`` recomputes with (None: "N/A").
    ``--bootstrap_iters 0`` still turns all off.
+   A budgeted run's aggregations also carry an ``interval`` (``scoring.budgeted``): each task's
+   aggregated metrics then gain ``<metric>_ci95`` = [low, high] beside ``<metric>_stderr``.
 3. ``--use_cache`` for our own request types, and the one home of our cache reads
    (``read_through``): lm-eval's ``CachingLM`` reads its cache only for ``loglikelihood``,
    ``loglikelihood_rolling`` and ``generate_until`` and passes every other method through, so a
@@ -83,6 +85,7 @@ def install() -> None:
                     "what they patch, but results of lm-eval's private code paths may differ", WRITTEN_FOR, found)
     register_backends()
     install_stderr_hook()
+    install_interval_hook()
     install_cache_hook()
     install_cpu_data_parallel_hook()
     install_generation_seed_hook()
@@ -134,6 +137,25 @@ def install_stderr_hook() -> None:
         return stderr_for_metric
 
     _patch(eu, "stderr_for_metric", make, "standard errors of custom aggregations")
+
+
+def install_interval_hook() -> None:
+    import lm_eval.evaluator_utils as eu
+
+    def make(original):
+        def _compute_task_aggregations(task, raw_metrics, bootstrap_iters=100000):
+            agg_metrics, sample_len = original(task, raw_metrics, bootstrap_iters)
+            aggregations = task.aggregation() or {}
+            for (metric, filter_key), items in raw_metrics.items():
+                interval = getattr(aggregations.get(metric), "interval", None)
+                found = interval(items) if interval is not None else None
+                if found is not None:
+                    agg_metrics[f"{metric}_ci95,{filter_key}"] = [found.low, found.high]
+            return agg_metrics, sample_len
+
+        return _compute_task_aggregations
+
+    _patch(eu, "_compute_task_aggregations", make, "intervals of budgeted runs")
 
 
 def _undefined_as_na(stderr: Callable[[list], float]) -> Callable[[list], Any]:
@@ -291,6 +313,7 @@ def install_tasks_before_model(on_bad_input: Callable[[BaseException, str], None
     from lm_eval.config.evaluate_config import EvaluatorConfig
 
     from belief_tasks import options
+    from belief_tasks.options import KnobError
     from belief_tasks.schema import SchemaError
     from belief_tasks.sources import DataSourceError
 
@@ -314,6 +337,11 @@ def install_tasks_before_model(on_bad_input: Callable[[BaseException, str], None
                 checks.check_knobs_read(self.metadata, built["tasks"].values(), options.declared_model_args)
             except (SchemaError, DataSourceError) as e:
                 on_bad_input(e, _task_of(e))
+                raise
+            try:
+                checks.check_budget_without_limit(built["tasks"], self.limit)
+            except KnobError as e:
+                on_bad_input(e, "")
                 raise
             _serve_once(manager, list(self.tasks), built)
             return manager

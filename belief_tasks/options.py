@@ -60,6 +60,13 @@ def _number(value: Any) -> float:
     return out
 
 
+def _fraction(value: Any) -> float:
+    out = _number(value)
+    if not 0 < out <= 1:
+        raise ValueError
+    return out
+
+
 def _flag(value: Any) -> bool:
     if isinstance(value, bool):
         return value
@@ -86,6 +93,7 @@ def _items(value: Any) -> list:
 KINDS: dict[str, tuple[Callable[[Any], Any], str]] = {
     "int": (_integer, "an integer"),
     "float": (_number, "a number"),
+    "fraction": (_fraction, "a fraction in (0, 1]"),
     "bool": (_flag, "true or false"),
     "str": (lambda v: v if isinstance(v, str) else str(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else _fail(), "a string"),
     "ids": (lambda v: tuple(str(x).strip() for x in _items(v)), "a list or comma-separated string of ids"),
@@ -184,9 +192,20 @@ COMMON: tuple[Knob, ...] = (
          unset=(None, "", "all")),
     Knob("max_facts_per_relation", "int", None, "seeded cap on facts per relation (default: all)", minimum=1,
          unset=(None, "", "none", "all")),
+    Knob("budget", "fraction", None, "fraction of each relation's facts to evaluate, drawn by seeded hash and "
+         "nested across budgets; metrics are then estimates of the full-data value with 95% intervals "
+         "(docs/budget.md; default: every fact)", unset=(None, "", "none")),
     Knob("allow_truncation", "bool", False, "run a probe that needs its whole context (IC-LKE, BELIEF-ICL) although "
          "some requests exceed the model's max_length and are cut from the left; the results JSON records the cut"),
 )
+
+
+def check_combinations(opts: Options) -> None:
+    """Knobs that cannot be set together: ``budget`` draws facts by itself, so a cap on top of it
+    would make the estimates' design unknown."""
+    if getattr(opts, "budget", None) is not None and getattr(opts, "max_facts_per_relation", None) is not None:
+        raise KnobError("budget", "cannot be combined with max_facts_per_relation: the budget draws each relation's "
+                        "facts itself (use one of the two)")
 
 #: Model arguments some tasks read (lm-eval's CLI merges ``--model_args`` into every task's
 #: metadata): the evaluated model's tokenizer, for tasks that count or cut its tokens.

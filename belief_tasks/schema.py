@@ -14,12 +14,16 @@ into these plain dataclasses; prompt builders and tasks only ever see them.
   negative entities (FKTC's same-type distractors), optional per-fact choices
   (T-REx-MC's multiple choices) and a split name.
 * ``FactSet``  - relations plus facts, with the name of the source they came from.
+* ``FactKey``  - what identifies a fact across datasets, whose own fact ids are local
+  (``fact_key``); ``sampling_key`` is the string a seeded draw hashes so that two datasets
+  draw the same shared facts (docs/data.md, "One fact across datasets").
 """
 
 from __future__ import annotations
 
+import unicodedata
 from dataclasses import dataclass, field
-from typing import Iterable, Iterator, Literal
+from typing import Any, Iterable, Iterator, Literal, Mapping
 
 SUBJECT_SLOT = "[X]"
 OBJECT_SLOT = "[Y]"
@@ -84,6 +88,13 @@ class Relation:
     frames: tuple[Template, ...] = ()
     answer_space: tuple[Entity, ...] = ()
     domains: tuple[str, ...] = ()
+    #: the Wikidata property id where ``id`` is not one (T-REx-MC numbers its relations)
+    property_id: str | None = None
+
+    @property
+    def key_id(self) -> str:
+        """The relation's id across datasets: its Wikidata property id."""
+        return self.property_id or self.id
 
     def templates_of(self, kind: TemplateKind | None = None, manual_only: bool = False) -> tuple[Template, ...]:
         return tuple(
@@ -191,3 +202,83 @@ def validate_factset(fs: FactSet, *, file: str | None = None) -> FactSet:
             if not any(o.label in fact.choices for o in fact.objects):
                 raise SchemaError(f"gold object {fact.object.label!r} missing from its choices", file=where, row=row, field="choices")
     return fs
+
+
+# --- one fact across datasets --------------------------------------------------------------------
+
+
+def fold_label(text: str) -> str:
+    """A label as the datasets are compared on it: NFKC, case-folded, inner whitespace collapsed.
+
+    No accent folding and no lemmatising: subjects are names, and "Zürich" / "Zurich" or "Jones" /
+    "Jone" may be different entities; the object check (``belief_tasks.fact_join``) is the looser one."""
+    return " ".join(unicodedata.normalize("NFKC", text).casefold().split())
+
+
+@dataclass(frozen=True)
+class FactKey:
+    """What identifies a fact across datasets; each dataset's fact ids (``P103_17``, a uuid,
+    ``test_12``) are local to it.
+
+    Two facts are the same fact when their relations are equal, their subjects are the same
+    (equal Wikidata ids where both have one, else a shared folded subject expression: label or
+    alias) and their gold objects agree (equal Wikidata ids where both have them, else the answer
+    matching rules). ``belief_tasks.fact_join`` applies this; the key only carries what it needs.
+    """
+
+    relation: str  # Wikidata property id (the dataset's own relation id where it has none)
+    subject: str  # folded subject label
+    subject_id: str | None  # Wikidata item id of the subject, where the dataset gives one
+    subjects: tuple[str, ...]  # folded subject expressions: the label, then the aliases
+    objects: tuple[str, ...]  # gold object expressions as written: every object's label and aliases
+    object_ids: tuple[str, ...]  # Wikidata ids of the gold objects; empty unless every object has one
+
+    @property
+    def text(self) -> str:
+        """``"<relation>|<folded subject label>"``: the key as one string (``sampling_key``)."""
+        return f"{self.relation}|{self.subject}"
+
+    def as_record(self) -> dict[str, Any]:
+        """The key as plain JSON values, for documents and logged records."""
+        return {"key": self.text, "relation": self.relation, "subject_id": self.subject_id,
+                "subjects": list(self.subjects), "objects": list(self.objects), "object_ids": list(self.object_ids)}
+
+    @classmethod
+    def from_record(cls, value: Mapping[str, Any]) -> "FactKey":
+        subjects = tuple(value["subjects"])
+        return cls(value["relation"], subjects[0], value.get("subject_id"), subjects, tuple(value["objects"]),
+                   tuple(value.get("object_ids") or ()))
+
+
+def fact_key(fact: Fact, relation: Relation | None = None) -> FactKey:
+    """The cross-dataset key of ``fact`` (``relation``: its Relation, for a dataset whose relation ids
+    are not Wikidata's; without it the fact's own relation id is used)."""
+    subjects = tuple(dict.fromkeys(fold_label(s) for s in fact.subject.expressions))
+    ids = tuple(_item_id(o.id) for o in fact.objects)
+    return FactKey(
+        relation=relation.key_id if relation is not None else fact.relation,
+        subject=subjects[0],
+        subject_id=_item_id(fact.subject.id),
+        subjects=subjects,
+        objects=fact.object_expressions,
+        object_ids=ids if all(ids) else (),
+    )
+
+
+def _item_id(value: str | None) -> str | None:
+    """``Q90`` from ``Q90`` or ``http://www.wikidata.org/entity/Q90``; None for no id."""
+    value = (value or "").strip().rsplit("/", 1)[-1]
+    return value or None
+
+
+def sampling_key(fact: Fact, relation: Relation | None = None) -> str:
+    """The string a seeded draw of facts hashes: ``"<relation>|<folded subject label>"``.
+
+    The same string in every dataset for a fact they share, so a draw by a seeded hash of it picks
+    the same shared facts in BEAR, BEAR-big, FKTC, MyriadLAMA and T-REx-MC. It is built from the
+    subject *label*, not a Wikidata id, although ids identify better: FKTC and T-REx-MC have no ids,
+    and a hash of BEAR's ``Q90`` never equals a hash of FKTC's ``"paris"``. What this costs: a fact
+    two datasets share only through an alias (one dataset's label is the other's alias) hashes
+    differently, and namesakes in one relation (two subjects with one label) are drawn together.
+    The object is left out: its spellings differ between datasets ("Apple" / "Apple Inc.")."""
+    return fact_key(fact, relation).text

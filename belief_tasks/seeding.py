@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import random
-from typing import Sequence, TypeVar
+from typing import Callable, Sequence, TypeVar
 
 import numpy as np
 
@@ -40,3 +40,28 @@ def sample(items: Sequence[T], k: int, seed: int, *keys: object) -> list[T]:
 
 def choice(items: Sequence[T], seed: int, *keys: object) -> T:
     return rng(seed, *keys).choice(list(items))
+
+
+def hash_unit(seed: int, *keys: object) -> float:
+    """A seeded number in [0, 1) from ids alone: the same ids give the same number in any dataset,
+    process or order (a draw "keep when below p" keeps the same shared items everywhere)."""
+    return derive_seed(seed, *keys) / 2**64
+
+
+def hash_order(keys: Sequence[str], seed: int, *tag: object) -> list[int]:
+    """Indices of ``keys`` from the smallest seeded hash ``derive_seed(seed, *tag, key)`` to the
+    largest; equal keys hash alike, and the data order breaks ties."""
+    values = [derive_seed(seed, *tag, k) for k in keys]
+    return sorted(range(len(keys)), key=lambda i: (values[i], i))
+
+
+def smallest_hashes(items: Sequence[T], k: int, seed: int, key: Callable[[T], str], *tag: object) -> list[T]:
+    """The ``k`` items whose seeded hash of ``key(item)`` is smallest, in their own order.
+
+    Unlike ``sample``, an item's fate depends on its key, not on the other items: two collections
+    that share items with equal keys keep the shared ones alike wherever both cut at the same hash
+    (coordinated sampling, a "bottom-k" sketch). Items with one key are kept or dropped together,
+    save at the cut."""
+    items = list(items)
+    keep = set(hash_order([key(x) for x in items], seed, *tag)[:k])
+    return [x for i, x in enumerate(items) if i in keep]

@@ -82,14 +82,14 @@ def test_report_section_on_synthetic_runs(tmp_path):
     assert section.summary == ["m: probes agree on 50% of shared facts (mean κ 0.00, 1 probe pair)"]
     with (tmp_path / "report" / "tables" / "agreement_facts_m.csv").open() as fh:
         rows = list(csv.DictReader(fh))
-    assert [(r["fact_id"], r["belief_bear"], r["belief_monitor_sample"]) for r in rows] == [
+    assert [(r["belief_bear fact_id"], r["belief_bear"], r["belief_monitor_sample"]) for r in rows] == [
         ("P36_001", "known", "known"), ("P36_002", "not known", "known"),
         ("P36_003", "not known", "not known"), ("P36_004", "known", "not known")]
     card = (tmp_path / "report" / "cards" / "m.md").read_text()
     assert "probes agree on 50% of shared facts" in card
 
 
-def test_probes_on_different_datasets_are_not_joined(tmp_path):
+def test_probes_on_different_datasets_without_keys_are_not_joined(tmp_path):
     from test_report_synthetic import write_run
 
     from belief_tasks.report import build_report
@@ -103,7 +103,79 @@ def test_probes_on_different_datasets_are_not_joined(tmp_path):
     report = build_report([tmp_path / "runs"], tmp_path / "report")
     section = next(s for s in report.sections if s.title == "Agreement between probes")
     assert section.summary == []  # the same id, but BEAR's and BEAR-big's instance P36_1 are different facts
-    assert "not joined across datasets" in section.markdown and "`bear_big`: belief_iclke_bear" in section.markdown
+    assert ("- not joined: belief_bear (`bear`) and belief_iclke_bear (`bear_big`): belief_bear, belief_iclke_bear "
+            "logged no fact keys") in section.markdown
+
+
+def _key(rid, label, sid=None, objects=("x",), oids=()):
+    from belief_tasks.schema import FactKey, fold_label
+
+    return FactKey(rid, fold_label(label), sid, (fold_label(label),), tuple(objects), tuple(oids)).as_record()
+
+
+#: BEAR (ids), BEAR-big (ids; Australia -> Sydney disagrees with BEAR by id), FKTC (labels only)
+BEAR_FACTS = {"b1": ("France", "Q142", "Paris", "Q90", True), "b2": ("Germany", "Q183", "Berlin", "Q64", True),
+              "b3": ("Spain", "Q29", "Madrid", "Q2807", False), "b4": ("Italy", "Q38", "Rome", "Q220", False),
+              "b5": ("Australia", "Q408", "Canberra", "Q3114", True)}
+BIG_FACTS = {"g1": ("France", "Q142", "Paris", "Q90", True), "g2": ("Germany", "Q183", "Berlin", "Q64", True),
+             "g3": ("Spain", "Q29", "Madrid", "Q2807", False), "g4": ("Italy", "Q38", "Rome", "Q220", True),
+             "g5": ("Australia", "Q408", "Sydney", "Q3130", True), "g6": ("Peru", "Q419", "Lima", "Q2868", False)}
+FKTC_FACTS = {"f1": ("France", "Paris", True), "f2": ("Germany", "Berlin", True), "f3": ("Spain", "Madrid", False),
+              "f4": ("Australia", "Sydney", False)}
+
+
+def _cross_dataset_run(root):
+    from test_report_synthetic import monitor_record, write_run
+
+    bear = [{"fact_id": f, "relation": "P36", "template_id": "t0", "template_index": 0, "cardinality": "1:1", "domains": [],
+             "ll": [-1.0, -2.0] if k else [-2.0, -1.0], "gold": [0], "fact_key": _key("P36", s, sid, [o], [oid])}
+            for f, (s, sid, o, oid, k) in BEAR_FACTS.items()]
+    iclke = [{"fact_id": f, "relation": "P36", "logprobs": [-1.0, -2.0] if k else [-2.0, -1.0], "gold_index": 0,
+              "fact_key": _key("P36", s, sid, [o], [oid])} for f, (s, sid, o, oid, k) in BIG_FACTS.items()]
+    monitor = [{**monitor_record("P36", f, [0.5], [[0.5]], [[0.1]], [int(k)]), "positive_correct": int(k),
+                "fact_key": _key("P36", s, None, [o])} for f, (s, o, k) in FKTC_FACTS.items()]
+    write_run(root, "m", {"belief_bear": bear, "belief_iclke_bear": iclke, "belief_monitor": monitor},
+              {"belief_bear": {}, "belief_iclke_bear": {}, "belief_monitor": {}},
+              metadata={"belief_bear": {"dataset": "bear"}, "belief_iclke_bear": {"dataset": "bear_big"},
+                        "belief_monitor": {"dataset": "fktc"}})
+
+
+def test_probes_of_different_datasets_join_on_the_fact_key(tmp_path):
+    from belief_tasks.report import build_report
+
+    _cross_dataset_run(tmp_path / "runs")
+    report = build_report([tmp_path / "runs"], tmp_path / "report")
+    section = next(s for s in report.sections if s.title == "Agreement between probes")
+    with (tmp_path / "report" / "tables" / "agreement_pairs_m.csv").open() as fh:
+        pairs = {(r["probe_a"], r["probe_b"]): r for r in csv.DictReader(fh)}
+    bb = pairs[("belief_bear", "belief_iclke_bear")]
+    # b1..b4 = g1..g4 by id; Australia: Canberra (Q3114) vs Sydney (Q3130), a conflict
+    # known [1,1,0,0] vs [1,1,0,1]: p_o 3/4, p_a 1/2, p_b 3/4 -> p_e 1/2, κ 1/2
+    assert (bb["n"], bb["id"], bb["label + object"], bb["conflicts"], bb["joined_by"]) == ("4", "4", "0", "1", "id 4")
+    assert float(bb["kappa"]) == pytest.approx(0.5)
+    assert (float(bb["known_a"]), float(bb["known_b"])) == (0.5, 0.75)  # κ's margins: 2 of 4, 3 of 4 known
+    bm = pairs[("belief_bear", "belief_monitor")]
+    # France, Germany, Spain by label + object; Australia: Canberra vs Sydney; [1,1,0] vs [1,1,0]: κ 1
+    assert (bm["n"], bm["label + object"], bm["conflicts"], float(bm["kappa"])) == ("3", "3", "1", 1.0)
+    im = pairs[("belief_iclke_bear", "belief_monitor")]
+    # g1,g2,g3,g5 = f1,f2,f3,f4 (Sydney agrees); [1,1,0,1] vs [1,1,0,0]: p_o 3/4, p_e 1/2, κ 1/2
+    assert (im["n"], im["label + object"], im["conflicts"], float(im["kappa"])) == ("4", "4", "0", 0.5)
+    assert "| belief_bear | belief_iclke_bear | bear / bear_big | 4 | id 4 | 1 | 0.50 [" in section.markdown
+    assert "| A knows | B knows | Agreement |" in section.markdown
+    assert "] | 0.500 | 0.750 | 0.750 | 0.500 | 0.000 | 0.250 | 0.250 |" in section.markdown  # margins, p_o, cells
+    with (tmp_path / "report" / "tables" / "agreement_facts_m.csv").open() as fh:
+        rows = list(csv.DictReader(fh))
+    tasks = ("belief_bear", "belief_iclke_bear", "belief_monitor")
+    cells = lambda key: [[(r[f"{t} fact_id"], r[t]) for t in tasks] for r in rows if r["fact_key"] == key]  # noqa: E731
+    # Australia: two facts, one key: BEAR's (Canberra) conflicts with both; BEAR-big's and FKTC's (Sydney) joined
+    assert cells("P36|australia") == [[("", "not probed"), ("g5", "known"), ("f4", "not known")],
+                                      [("b5", "known"), ("", "not probed"), ("", "not probed")]]
+    assert cells("P36|france") == [[("b1", "known"), ("g1", "known"), ("f1", "known")]]
+    assert cells("P36|peru") == [[("", "not probed"), ("g6", "not known"), ("", "not probed")]]
+    assert len(rows) == 7 and [r["relation"] for r in rows] == ["P36"] * 7
+    with (tmp_path / "report" / "tables" / "agreement_conflicts_m.csv").open() as fh:
+        conflicts = [(r["fact_a"], r["fact_b"], r["subject_by"], r["objects_a"], r["objects_b"]) for r in csv.DictReader(fh)]
+    assert conflicts == [("b5", "g5", "id", "Canberra", "Sydney"), ("b5", "f4", "label", "Canberra", "Sydney")]
 
 
 # ---------------------------------------------------------------- knowledge over training

@@ -144,3 +144,27 @@ def test_report_calibration_view(tmp_path):
     (bin_,) = read_csv(tables / "bear_calibration_bins.csv")  # two instances: one bin
     assert close(bin_["confidence"], 0.55) and close(bin_["accuracy"], 0.5)
     assert (tmp_path / "r" / "figures" / "bear_calibration.png").is_file()
+
+
+def test_a_budgeted_run_of_every_fact_estimates_the_plain_values():
+    """The budget's estimators (``scoring.bear.budget_units``: each doc's terms, relation by relation, records
+    of two relations interleaved) give the plain aggregations when every fact is drawn; the uncertainty's
+    normaliser depends on which facts a sample holds, so a budgeted run reports it as NaN, with no standard
+    error or interval."""
+    from belief_tasks.families import BEAR
+    from belief_tasks.scoring import budgeted
+
+    rng = np.random.default_rng(2)
+    records = []
+    for i in range(12):
+        for rel, k in (("P1", 3), ("P2", 5)):
+            for t in range(2):
+                records.append({"relation": rel, "fact_id": f"{rel}_{i}", "template_index": t,
+                                "gold": [int(rng.integers(0, k))], "ll": rng.normal(0, 2, k).tolist(), "n_tokens": None,
+                                "reduction": "sum", "cardinality": "1:N", "domains": [],
+                                "budget": 1.0, "population": 12, "drawn": 12})
+    for name in ("confidence", "confidence_correct", "margin_incorrect", "brier"):
+        agg = budgeted.budget_aware(BEAR.budgeted, name, SC.METRICS[name][0])
+        assert agg(records) == pytest.approx(SC.METRICS[name][0](records), rel=1e-12), name
+    unc = budgeted.budget_aware(BEAR.budgeted, "uncertainty", SC.METRICS["uncertainty"][0])
+    assert math.isnan(unc(records)) and math.isnan(unc.stderr(records)) and unc.interval(records) is None

@@ -82,7 +82,8 @@ def test_cardinality_split_relation_and_domain_accuracy():
 
 def doc(**over):
     base = {"doc_id": "P36_1/P36_t0", "relation": "P36", "fact_id": "P36_1", "template_id": "P36_t0",
-            "template_index": 0, "options": '["Paris", "Rome", "Berlin"]', "gold": "[1]", "cardinality": "1:1",
+            "fact_key": '{"key": "P36|italy", "relation": "P36", "subject_id": "Q38", "subjects": ["italy"], '
+                        '"objects": ["Rome"], "object_ids": ["Q220"]}', "template_index": 0, "options": '["Paris", "Rome", "Berlin"]', "gold": "[1]", "cardinality": "1:1",
             "domains": '["Geographic"]', "scoring": "statement", "reduction": "sum", "n_tokens": None}
     base.update(over)
     return base
@@ -96,6 +97,7 @@ def test_process_results_record():
     assert r["pred"] == 1 and r["pred_label"] == "Rome" and r["gold_label"] == "Rome" and r["rank"] == 0
     assert r["correct"] == 1 and r["ll"] == [-9.0, -4.0, -6.0] and r["domains"] == ["Geographic"]
     assert r["subject_form"] == "label" and r["fact_id"] == "P36_1" and r["template_id"] == "P36_t0"
+    assert r["fact_key"]["key"] == "P36|italy" and r["fact_key"]["object_ids"] == ["Q220"]  # read back from the doc
     with pytest.raises(RuntimeError, match="3 options"):
         T.process_results(doc(), [(-1.0, False)])
 

@@ -29,7 +29,7 @@ def test_chat_turns_by_hand():
 
 def _acc(model_path, **chat):
     res = evaluate(["belief_demo_qa_4template"], f"pretrained={model_path},dtype=float32,device=cpu", model="hf-shared",
-                   metadata={"confidence_samples": 0}, limit=3, batch_size=8, **chat)
+                   metadata={"confidence_samples": 0}, limit=8, batch_size=8, **chat)
     records = [s["acc"] for s in res["samples"]["belief_demo_qa_4template"]]
     prompts = sum(len(r["answers"]) for r in records)
     return res["results"]["belief_demo_qa_4template"]["coverage_average,none"], prompts, records
@@ -37,9 +37,9 @@ def _acc(model_path, **chat):
 
 @pytest.mark.e2e
 def test_multiturn_demonstrations_keep_an_instruct_model_answering(model_path):
-    # 3 pairs of the sample's QA 4-template prompts (32 prompts): one user turn echoes demonstration answers
-    # (0.00 measured), demonstrations as turns answer about as well as raw prompts (0.23 raw, 0.27 measured)
+    # 8 pairs of the sample's QA 4-template prompts (68 prompts): one user turn echoes demonstration answers
+    # (0.02 measured), demonstrations as turns answer (0.22 measured; 3 other pairs gave 0.00 and 0.27 earlier)
     multi, prompts, records = _acc(model_path, apply_chat_template=True, fewshot_as_multiturn=True)
     single, _, _ = _acc(model_path, apply_chat_template=True, fewshot_as_multiturn=False)
-    assert prompts >= 24 and multi >= 0.2 and multi > single
+    assert prompts >= 60 and multi >= 0.2 and multi > single
     assert all(not a.startswith("A:") for r in records for a in r["answers"])  # extracted as from raw prompts

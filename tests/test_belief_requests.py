@@ -134,9 +134,12 @@ def test_one_task_emits_the_greedy_request_and_k_sampling_requests():
 
 def _pair(pair, templates, subject, greedy, objects, sampled=None, samples=(), relation="P36"):
     """A pair document and what the model answered, as ``process_results`` receives it."""
-    doc = {"fact_id": pair, "relation": relation, "style": "mp", "context": "zeroshot", "templates": templates,
-           "subjects": [subject], "objects": objects, "sampled": sampled, "n_samples": len(samples),
-           "seed": 1, "draws": 2000, "bins": 10}
+    from belief_tasks.schema import Entity, Fact, fact_key
+
+    key = fact_key(Fact(pair, relation, Entity(subject), tuple(Entity(o) for o in objects))).as_record()
+    doc = {"fact_id": pair, "relation": relation, "fact_key": key, "style": "mp", "context": "zeroshot",
+           "templates": templates, "subjects": [subject], "objects": objects, "sampled": sampled,
+           "n_samples": len(samples), "seed": 1, "draws": 2000, "bins": 10}
     results = list(greedy)
     if sampled is not None:
         results[sampled + 1 : sampled + 1] = samples  # the K samples follow the sampled prompt's greedy answer

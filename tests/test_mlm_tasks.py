@@ -100,6 +100,7 @@ def test_harness_run_on_a_tiny_bert(favour_paris):
     samples = res["samples"]["belief_mlm_myriadlama"]
     records = [s["acc@1"] for s in samples]
     assert {r["pred"] for r in records} == {"paris"}  # the favoured token wins every mask
+    assert all(r["fact_key"]["key"].startswith(r["relation"] + "|") for r in records)  # the cross-dataset key
     # so a fact is right exactly when Paris is among its objects, whatever the prompt
     assert paris_facts >= 1
     assert main["acc@1,none"] == pytest.approx(paris_facts / kept_facts)

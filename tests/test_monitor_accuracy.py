@@ -129,6 +129,24 @@ def test_cost_totals():
     assert SC.agg_cost_anchor_tokens([dict(r, cost=None) for r in records]) != SC.agg_cost_anchor_tokens([])  # NaN != NaN
 
 
+
+def test_a_budgeted_run_of_every_fact_estimates_the_plain_values():
+    """The budget's estimators (``scoring.monitor.budget_units``: the R x M grid and the cost counts) give the
+    plain aggregations when every fact is drawn, and a cost total the sum over facts."""
+    from belief_tasks.families import MONITOR
+    from belief_tasks.scoring import budgeted
+
+    cost = {"anchors": {"requests": 13, "tokens": 200}, "answers": {"requests": 8, "tokens": 150},
+            "interference": {"requests": 35, "tokens": 900}}
+    grids = {"P1": P1_GRIDS, "P2": [P2_GRID, [[1, 1, 1], [0, 0, 1]]]}
+    records = [dict(_record(rel, grid, [1, 0], cost=cost), fact_id=f"{rel}_{i}", budget=1.0, population=2, drawn=2)
+               for i in range(2) for rel, grid in ((rel, grids[rel][i]) for rel in grids)]
+    for name in (*SC.PAPER_ACCURACY_METRICS, "acc_avg", "cost_paper_tokens"):
+        agg = budgeted.budget_aware(MONITOR.budgeted, name, SC.METRICS[name][0])
+        assert agg(records) == pytest.approx(SC.METRICS[name][0](records), rel=1e-12), name
+    assert budgeted.budget_aware(MONITOR.budgeted, "cost_anchor_requests", SC.agg_cost_anchor_requests)(records) == 52
+
+
 # --------------------------------------------------------------------------- requests and records (real tokenizer)
 
 

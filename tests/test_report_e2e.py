@@ -84,6 +84,17 @@ def test_tables_are_consistent_with_the_run(report):
     assert sum(int(b["size"]) for b in bins if b["task"] == "belief_mp_zeroshot") == 2
 
 
+def test_agreement_joins_the_sample_by_fact_id_and_keys_every_fact(report):
+    pairs = rows(report, "agreement_pairs_SmolLM2-135M-Instruct")
+    assert len(pairs) == 10 and {p["datasets"] for p in pairs} == {"sample"}  # five probes, one dataset
+    assert all(p["joined_by"] == (f"fact id {p['n']}" if p["n"] != "0" else "–") and p["conflicts"] == "0" for p in pairs)
+    facts = rows(report, "agreement_facts_SmolLM2-135M-Instruct")
+    assert facts and all(f["fact_key"].startswith("P36|") and f["relation"] == "P36" for f in facts)
+    # one row per fact: where two probes probed it, both name it by the same id
+    for f in facts:
+        assert len({f[f"{t} fact_id"] for t in TASKS} - {""}) == 1
+
+
 def test_report_files(report):
     out = report.path.parent
     text = report.path.read_text()

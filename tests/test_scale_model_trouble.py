@@ -30,7 +30,9 @@ EMPTYISH = ["", "   ", "\n", ".", "...", "?!", "A: .", "\"\"", "—"]
 
 def belief_doc(**over) -> dict:
     """A pair document with one prompt (one template, one subject expression), sampled."""
-    doc = {"fact_id": "P36/Q142", "relation": "P36", "templates": json.dumps(["P36_t0"]), "subjects": json.dumps(["label"]),
+    doc = {"fact_id": "P36/Q142", "relation": "P36", "fact_key": json.dumps({"key": "P36|label", "relation": "P36",
+           "subject_id": None, "subjects": ["label"], "objects": ["Paris"], "object_ids": []}),
+           "templates": json.dumps(["P36_t0"]), "subjects": json.dumps(["label"]),
            "style": "mp", "context": "zeroshot", "objects": json.dumps(["Paris"]), "sampled": 0,
            "seed": 1234, "draws": 10, "bins": 10}
     return {**doc, **over}

@@ -7,6 +7,9 @@ subject expressions (first seen = label). A template is a question when its text
 has a ``?`` before ``[Y]`` (MyriadLAMA's QA-style templates). Template ids are
 ``<relation>_t<k>`` in order of first appearance, which the fixed dataset order
 makes stable.
+
+Ids for the cross-dataset fact key (``schema.FactKey``): ``obj_uris`` are the objects' Wikidata
+ids; a ``sub_uri`` column, where a copy has one, is the subject's (public loaders show none).
 """
 
 from __future__ import annotations
@@ -34,6 +37,12 @@ def _subject_forms(value, *, file, row) -> list[str]:
     if not forms:
         raise SchemaError("empty subject", file=file, row=row, field="sub_ent")
     return forms
+
+
+def _subject_id(row: dict) -> str | None:
+    """The subject's Wikidata id from an optional ``sub_uri`` column (None where absent or blank)."""
+    value = row.get("sub_uri")
+    return value.strip() if isinstance(value, str) and value.strip() else None
 
 
 def template_kind(text: str) -> str:
@@ -72,7 +81,7 @@ def rows_to_factset(rows: Iterable[dict], file: str) -> FactSet:
                        ids[k] if k < len(ids) else None)
                 for k, o in enumerate(objs)
             )
-            pair = pairs[uuid] = {"relation": rid, "forms": [], "objects": objects}
+            pair = pairs[uuid] = {"relation": rid, "forms": [], "objects": objects, "subject_id": _subject_id(r)}
         for form in _subject_forms(r.get("sub_ent"), file=file, row=i):
             if form not in pair["forms"]:
                 pair["forms"].append(form)
@@ -84,7 +93,7 @@ def rows_to_factset(rows: Iterable[dict], file: str) -> FactSet:
         for rid, ts in templates.items()
     }
     facts = [
-        Fact(uuid, p["relation"], Entity(p["forms"][0], tuple(p["forms"][1:])), p["objects"], split="train")
+        Fact(uuid, p["relation"], Entity(p["forms"][0], tuple(p["forms"][1:]), p["subject_id"]), p["objects"], split="train")
         for uuid, p in pairs.items()
     ]
     space: dict[str, dict[str, Entity]] = {}

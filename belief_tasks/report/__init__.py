@@ -14,6 +14,7 @@ one per family of ``belief_tasks.families``):
 * ``monitor``     MONITOR (Tables 4, 11, 12)
 * ``agreement``   where the probes agree on which facts a model knows (Cohen's κ, per fact)
 * ``training``    headline metrics against the training step, for runs that differ only by checkpoint
+* ``paired``      differences between runs on the same facts, with paired 95 % intervals
 * ``card``        one knowledge card per model across families
 """
 
@@ -44,7 +45,7 @@ def family_sections() -> dict:
 
 
 def build_report(paths, out, title: str = "Knowledge report", x_pattern: str | None = None) -> Report:
-    from belief_tasks.report import agreement, training, truncation, unclaimed_tasks
+    from belief_tasks.report import agreement, paired, training, truncation, unclaimed_tasks
     from belief_tasks.report.base import Context
     from belief_tasks.report.card import render
     from belief_tasks.report.loading import home_relative, limit_note, load_runs
@@ -57,7 +58,7 @@ def build_report(paths, out, title: str = "Knowledge report", x_pattern: str | N
     writer = ReportWriter(out)
     ctx = Context(runs, writer)
     families = family_sections()
-    sections = [s for s in (mod.build(ctx) for mod in (*families.values(), agreement)) if s is not None]
+    sections = [s for s in (mod.build(ctx) for mod in (*families.values(), agreement, paired)) if s is not None]
     curves = training.build(ctx, x_pattern)
     if curves is not None:
         sections.append(curves)

@@ -26,7 +26,7 @@ def facts_row(run: ModelRun, families: list[str], column: dict[str, str]) -> dic
     title -> the family name its tasks stamp)."""
     row = {"": "facts"}
     for fam in families:
-        counts = {t.name: t.fact_count() for t in run.tasks.values() if t.family and t.family == column.get(fam)}
+        counts = {t.name: _facts_of(t) for t in run.tasks.values() if t.family and t.family == column.get(fam)}
         known = {n: c for n, c in counts.items() if c is not None}
         if not counts:
             row[fam] = "–"
@@ -35,6 +35,14 @@ def facts_row(run: ModelRun, families: list[str], column: dict[str, str]) -> dic
         else:
             row[fam] = "<br>".join(f"{n}: {c if c is not None else '? (no samples file)'}" for n, c in sorted(counts.items()))
     return row
+
+
+def _facts_of(task):
+    """A task's fact count; for a budgeted task "N of M (budget b)": its numbers estimate the M facts' run."""
+    d = task.budget_design
+    if d:
+        return f"{d['facts_drawn']:,} of {d['facts_in_population']:,} (budget {d['budget']:g})"
+    return task.fact_count()
 
 
 def card_matrix(entries: list[CardEntry], run: ModelRun | None = None, column: dict[str, str] | None = None) -> pd.DataFrame:
@@ -47,6 +55,18 @@ def card_matrix(entries: list[CardEntry], run: ModelRun | None = None, column: d
             row[fam] = "<br>".join(cell) if cell else "–"
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+def budget_lines(run: ModelRun) -> list[str]:
+    """For a budgeted run: which tasks were estimated from how many facts."""
+    out = []
+    for name, task in sorted(run.tasks.items()):
+        d = task.budget_design
+        if d:
+            out.append(f"`{name}`: estimated from {d['facts_drawn']:,} of {d['facts_in_population']:,} facts "
+                       f"(budget {d['budget']:g}, seed {d['seed']}); values are estimates of the full run with 95 % "
+                       "intervals.")
+    return [("Budgeted run. " if out else "") + " ".join(out) + "\n"] if out else []
 
 
 def render(run: ModelRun, entries: list[CardEntry], writer: ReportWriter, heading: str = "##",
@@ -66,6 +86,7 @@ def render(run: ModelRun, entries: list[CardEntry], writer: ReportWriter, headin
     lines.append(" · ".join(m for m in meta if m) + "\n")
     if limit_note(run):
         lines.append(f"**{limit_note(run)}.**\n")
+    lines += budget_lines(run)
     if entries:
         lines.append(markdown_table(card_matrix(entries, run, column)))
         lines.append("\n" + HOW_TO_READ + "\n")

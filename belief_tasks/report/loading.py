@@ -98,6 +98,12 @@ class TaskRun:
         return str(md.get("dataset") or ("sample" if md.get("source") == "sample" else self.probe))
 
     @property
+    def budget_design(self) -> dict | None:
+        """A budgeted run's draw as the task recorded it (budget, facts drawn and in the population, per
+        relation); None for a run of every fact."""
+        return (self.config.get("metadata") or {}).get("budget_design")
+
+    @property
     def has_records(self) -> bool:
         return self.samples_path is not None
 

@@ -167,13 +167,16 @@ def grouped_bars(values: pd.DataFrame, errors: pd.DataFrame | None, title: str, 
 
 
 def line_plot(series: Sequence[tuple[str, Sequence[float], Sequence[float]]], title: str, xlabel: str, ylabel: str,
-              legend_title: str, diagonal: bool = False, xlim=(-0.03, 1.03), ylim=(-0.03, 1.03)):
-    """One line per ``(label, x, y)``; ``diagonal`` adds y = x (perfect calibration)."""
+              legend_title: str, diagonal: bool = False, xlim=(-0.03, 1.03), ylim=(-0.03, 1.03), bands=None):
+    """One line per ``(label, x, y)``; ``diagonal`` adds y = x (perfect calibration); ``bands``, one
+    ``(low, high)`` per series (NaN where a point has none), shades each line's interval."""
     fig, ax = new_figure(5.6, 4.6)
     if diagonal:
         ax.plot([0, 1], [0, 1], linestyle="--", color="grey", linewidth=1, label="perfect calibration")
     for i, (label, xs, ys) in enumerate(series):
         ax.plot(xs, ys, marker=marker(i), color=colour(i), label=label, linewidth=1.5, markersize=5, clip_on=False)
+        if bands is not None and bands[i] is not None:
+            ax.fill_between(xs, bands[i][0], bands[i][1], color=colour(i), alpha=0.2, linewidth=0)
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     ax.set_title(title)

@@ -31,6 +31,7 @@ class Number:
     value: float
     stderr: float | None
     harness: float | None  # the results JSON's value (None: not there)
+    interval: tuple[float, float] | None = None  # a budgeted run's 95 % interval (``scoring.budgeted``)
 
     @property
     def matches(self) -> bool | None:
@@ -59,8 +60,13 @@ def _f(x):
 
 def aggregations(task: TaskRun) -> dict[str, Callable]:
     """``{metric: aggregation}`` of ``task``: its family's metric table (the one its YAML's
-    ``metric_list`` wires); {} when the task is not ours."""
-    return {name: agg for name, (agg, _) in metric_table(task.family).items()}
+    ``metric_list`` wires), each as lm-eval ran it (``BeliefTask.aggregation``: budget-aware, the estimates of
+    the full run on a budgeted run's records); {} when the task is not ours."""
+    from belief_tasks.families import budget_estimators
+    from belief_tasks.scoring.budgeted import budget_aware
+
+    est = budget_estimators(task.family)
+    return {name: budget_aware(est, name, agg) for name, (agg, _) in metric_table(task.family).items()}
 
 
 # --------------------------------------------------------------------------- recomputing
@@ -94,7 +100,9 @@ def recompute(task: TaskRun, metrics: list[str] | None = None) -> dict[str, Numb
                 se = float(se_fn(records))
             except Exception as e:  # noqa: BLE001  a stderr that cannot be computed is reported as such
                 log.warning("%s %s: stderr failed (%s)", task.name, m, e)
-        out[m] = Number(value, se, None if harness is None else float(harness))
+        found = agg.interval(records) if getattr(agg, "interval", None) is not None else None
+        out[m] = Number(value, se, None if harness is None else float(harness),
+                        None if found is None else (found.low, found.high))
     return out
 
 

@@ -78,8 +78,10 @@ def curve_table(ctx: Context, points: list[tuple[float, object]]) -> pd.DataFram
             if family is None:
                 continue
             metric = family.headline
+            number = ctx.numbers(run, name).get(metric)
+            low, high = number.interval if number is not None and number.interval else (float("nan"),) * 2
             rows.append({"step": step, "model": run.name, "task": name, "metric": metric,
-                         "value": value(ctx.numbers(run, name), metric)})
+                         "value": value(ctx.numbers(run, name), metric), "low": low, "high": high})
     return pd.DataFrame(rows)
 
 
@@ -89,7 +91,8 @@ def build(ctx: Context, x_pattern: str | None = None) -> Section | None:
         return None
     w = ctx.writer
     md = [f"## {TITLE}\n", "Each headline metric against the training step, for runs whose model arguments differ only "
-          "by the checkpoint (`revision=stepN`, a step in the model folder's name, or `belief-report --x`).\n"]
+          "by the checkpoint (`revision=stepN`, a step in the model folder's name, or `belief-report --x`). Budgeted "
+          "runs are drawn with their 95 % intervals as bands (columns `low`, `high`).\n"]
     drawn = 0
     for i, (series, points) in enumerate(found.items()):
         table = curve_table(ctx, points)
@@ -98,9 +101,12 @@ def build(ctx: Context, x_pattern: str | None = None) -> Section | None:
         drawn += 1
         md.append(f"### `{series}`\n")
         md.append(w.table(table, f"training_{i}_{slug(series)[:40]}", "Headline metric per checkpoint.", digits=4))
-        lines = [(f"{task} ({grp['metric'].iloc[0]})", list(grp["step"]), list(grp["value"]))
-                 for task, grp in table.groupby("task", sort=True)]
-        fig = line_plot(lines, "Knowledge over training", "training step", "headline metric", "task", xlim=None, ylim=None)
+        groups = list(table.groupby("task", sort=True))
+        lines = [(f"{task} ({grp['metric'].iloc[0]})", list(grp["step"]), list(grp["value"])) for task, grp in groups]
+        # budgeted runs: their 95 % intervals as bands
+        bands = [(list(grp["low"]), list(grp["high"])) if grp["low"].notna().any() else None for _, grp in groups]
+        fig = line_plot(lines, "Knowledge over training", "training step", "headline metric", "task", xlim=None,
+                        ylim=None, bands=bands)
         md.append(w.figure(fig, f"training_{i}_{slug(series)[:40]}", "headline metrics against the training step"))
     if not drawn:
         return None

@@ -15,6 +15,8 @@ from __future__ import annotations
 from typing import Callable, Mapping, Optional, Sequence, TypedDict
 
 from belief_tasks.metrics import bear as M
+from belief_tasks.metrics.budgeted import bear as budgeted
+from belief_tasks.metrics.intervals import Units
 from belief_tasks.scoring.common import Memo, most_templates, with_stderr
 
 PRECISION_KS = (1, 5, 10)
@@ -24,8 +26,9 @@ TEMPLATE_METRICS = (0, 1, 2)  # bear_t0 .. bear_t2: BEAR has three templates per
 class BearRecord(TypedDict):
     """One BEAR (fact, template): the log-likelihood of every answer option."""
 
-    fact_id: str
+    fact_id: str  # local to its dataset
     relation: str
+    fact_key: dict  # the cross-dataset key, schema.FactKey.as_record(): the report joins datasets on it
     template_id: str
     template_index: int
     subject_form: str
@@ -198,6 +201,25 @@ _CONFIDENCE_AGGS = {name: _confidence_agg(name) for name in CONFIDENCE_METRICS}
 (agg_confidence, agg_confidence_correct, agg_confidence_incorrect, agg_margin, agg_margin_correct,
  agg_margin_incorrect, agg_uncertainty, agg_uncertainty_correct, agg_uncertainty_incorrect,
  agg_brier) = _CONFIDENCE_AGGS.values()
+
+def budget_units(records: Sequence[Mapping]) -> Units:
+    """A budgeted run's per-fact columns (``metrics.budgeted.bear``: its estimates of the full run)."""
+    return budgeted.units([r["fact_id"] for r in records], [r["relation"] for r in records], templates_of(records),
+                          ranks_of(records), [r["cardinality"] == "1:1" for r in records], doc_confidences(records))
+
+
+def doc_confidences(records: Sequence[Mapping]) -> dict[str, list[float]]:
+    """Each record's per-doc confidence terms (``metrics.bear.instance_confidences`` over its relation's
+    records: ``correct`` and ``budgeted.CONFIDENCE_TERMS``), in record order."""
+    terms = {rel: M.instance_confidences(s, g) for rel, (s, g) in scores_by_relation(records).items()}
+    seen: dict[str, int] = {}
+    out: dict[str, list[float]] = {key: [] for key in ("correct", *budgeted.CONFIDENCE_TERMS)}
+    for r in records:
+        i = seen[r["relation"]] = seen.get(r["relation"], -1) + 1
+        for key, values in out.items():
+            values.append(float(terms[r["relation"]][key][i]))
+    return out
+
 
 #: metric name -> (aggregation, higher is better): what ``_bear_common_yaml`` wires and the report recomputes
 METRICS = {

@@ -17,6 +17,8 @@ from typing import Iterable, Iterator, NamedTuple, Optional, TypedDict
 
 from belief_tasks import seeding
 from belief_tasks.metrics import belief as M
+from belief_tasks.metrics.budgeted import belief as budgeted
+from belief_tasks.metrics.intervals import Units
 from belief_tasks.scoring.common import Memo, most_templates, unwrap, with_stderr
 
 log = logging.getLogger("lm_eval.belief_icl")
@@ -31,8 +33,9 @@ class BeliefICLRecord(TypedDict):
     (Records logged before pair documents held one prompt: ``template_id``, ``subject_form``, ``answer``,
     ``correct``; ``record_prompts`` reads both.)"""
 
-    fact_id: str
+    fact_id: str  # local to its dataset
     relation: str
+    fact_key: dict  # the cross-dataset key, schema.FactKey.as_record(): the report joins datasets on it
     style: str  # "mp" | "qa"
     context: str  # "zeroshot" | "4random" | "4relation" | "4template"
     templates: list  # template ids
@@ -222,6 +225,14 @@ def _coverage(key: str):
 agg_coverage_average = _coverage("average")
 agg_coverage_maximum = _coverage("maximum")
 agg_coverage_oracle = _coverage("oracle")
+
+def budget_units(items: list) -> Units:
+    """A budgeted run's per-pair columns (``metrics.budgeted.belief``: its estimates of the full run)."""
+    p = _prompts(items)
+    sampled = {r["fact_id"]: (r["confidence"], bool(r["correct"][r["sampled"]] if "answers" in r else r["correct"]))
+               for r in records_of(items) if r.get("confidence") is not None}
+    return budgeted.units(p.fact_ids, p.relations, p.template_ids, p.correct, p.answers, sampled)
+
 
 #: metric name -> (aggregation, higher is better): what the YAMLs wire and the report recomputes
 METRICS = {

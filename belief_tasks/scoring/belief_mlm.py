@@ -23,8 +23,9 @@ from belief_tasks.scoring.common import Memo, most_templates, with_stderr
 class MlmPromptRecord(TypedDict):
     """One encoder BELIEF prompt: the top of the mask distribution and the gold token's rank."""
 
-    fact_id: str
+    fact_id: str  # local to its dataset
     relation: str
+    fact_key: dict  # the cross-dataset key, schema.FactKey.as_record(): the report joins datasets on it
     template_id: str
     subject_form: str
     pred: str

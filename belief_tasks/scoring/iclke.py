@@ -14,6 +14,8 @@ from typing import Mapping, Optional, Sequence, TypedDict
 import numpy as np
 
 from belief_tasks.metrics import iclke as M
+from belief_tasks.metrics.budgeted import iclke as budgeted
+from belief_tasks.metrics.intervals import Units
 from belief_tasks.metrics.stats import mean_stderr
 from belief_tasks.scoring.common import Memo, with_stderr
 
@@ -21,8 +23,9 @@ from belief_tasks.scoring.common import Memo, with_stderr
 class IclkeRecord(TypedDict, total=False):
     """One IC-LKE / EIC-LKE test fact: the log-probability of every option."""
 
-    fact_id: str
+    fact_id: str  # local to its dataset
     relation: str
+    fact_key: dict  # the cross-dataset key, schema.FactKey.as_record(): the report joins datasets on it
     template_id: str
     subject_form: str
     method: str  # "iclke" | "eiclke"
@@ -111,6 +114,11 @@ def _acc_at(k: float):
 
 _ACC_AT = tuple(_acc_at(k) for k in M.THRESHOLDS)
 acc_at_10, acc_at_20, acc_at_30, acc_at_40, acc_at_50, acc_at_60, acc_at_70, acc_at_80, acc_at_90 = _ACC_AT
+
+def budget_units(records: Sequence[Mapping]) -> Units:
+    """A budgeted run's per-fact columns (``metrics.budgeted.iclke``: its estimates of the full run)."""
+    return budgeted.units([r["fact_id"] for r in records], *columns(records))
+
 
 #: metric name -> (aggregation, higher is better): what ``_iclke_common.yaml`` wires and the report recomputes
 METRICS = {

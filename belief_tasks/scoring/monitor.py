@@ -18,6 +18,8 @@ from __future__ import annotations
 from typing import Callable, Mapping, Sequence, TypedDict
 
 from belief_tasks.metrics import monitor as M
+from belief_tasks.metrics.budgeted import monitor as budgeted
+from belief_tasks.metrics.intervals import Units
 from belief_tasks.scoring.common import Memo, with_stderr
 
 MAX_FRAMES = 7  # FKTC: 7 frames, 6 for P264 and P276
@@ -30,8 +32,9 @@ ACCURACY_MODES = ("frames", "paper", "none")
 class MonitorRecord(TypedDict):
     """One MONITOR fact: per-subword probabilities of the gold object under every anchor."""
 
-    fact_id: str
+    fact_id: str  # local to its dataset
     relation: str
+    fact_key: dict  # the cross-dataset key, schema.FactKey.as_record(): the report joins datasets on it
     template_id: str
     subject_form: str
     object: str
@@ -195,6 +198,18 @@ COST_METRICS = {f"cost_{short}_{field}": (group, field) for short, group in
 _COST_AGGS = {name: _cost_aggregation(*where, name) for name, where in COST_METRICS.items()}
 (agg_cost_anchor_requests, agg_cost_anchor_tokens, agg_cost_answer_requests, agg_cost_answer_tokens,
  agg_cost_paper_requests, agg_cost_paper_tokens) = _COST_AGGS.values()
+
+
+def budget_units(records: Sequence[Mapping]) -> Units:
+    """A budgeted run's per-fact columns (``metrics.budgeted.monitor``: its estimates of the full run)."""
+    facts = facts_of(records)
+    costs = {name: [r["cost"][group][field] if r.get("cost") else float("nan") for r in records]
+             for name, (group, field) in COST_METRICS.items()}
+    return budgeted.units([r["fact_id"] for r in records], [f["relation"] for f in facts], facts,
+                          [f["correct"] for f in facts], [f["positive_correct"] for f in facts],
+                          [f["scored"] for f in facts], _alpha(facts), MAX_FRAMES,
+                          [f["interference_correct"] or [] for f in facts], costs)
+
 
 #: metric name -> (aggregation, higher is better): what the generated YAMLs wire and the report recomputes
 METRICS = {

@@ -21,10 +21,12 @@ from lm_eval.api.task import ConfigurableTask
 
 import logging
 
-from belief_tasks import harness, options, seeding, truncation
-from belief_tasks.families import knob_names
+from belief_tasks import budget, harness, options, seeding, truncation
+from belief_tasks.budget import Draw
+from belief_tasks.families import FAMILIES, budget_estimators, knob_names
 from belief_tasks.options import COMMON, MODEL_ARGS, Knob, KnobError, Options, parse_options
-from belief_tasks.schema import Fact, FactSet
+from belief_tasks.scoring.budgeted import budget_aware, missing
+from belief_tasks.schema import Fact, FactSet, sampling_key
 from belief_tasks.sources import SOURCE_KNOBS
 
 log = logging.getLogger(__name__)
@@ -55,6 +57,7 @@ class BeliefTask(ConfigurableTask):
         harness.install()
         cfg = {k: v for k, v in (config or {}).items() if k != "class"}
         check_metadata(cfg.get("metadata"), self.KNOBS, cfg.get("task"))
+        check_budget_supported(self.FAMILY, cfg.get("metadata"))
         cfg["metadata"] = {**(cfg.get("metadata") or {}), **stamp(cfg, self.FAMILY)}
         if self.SCORES_ITSELF:
             cfg["process_results"] = _scored_by_task
@@ -66,6 +69,17 @@ class BeliefTask(ConfigurableTask):
         if not callable(self.config.custom_dataset):
             return super().download(dataset_kwargs, **kwargs)
         self.dataset = self.config.custom_dataset(**(self.config.metadata or {}), **(self.config.dataset_kwargs or {}))
+        drawn = budget_summary(next(iter(self.dataset.values()), []), self.options.seed)
+        if drawn is not None:  # the results JSON's configs carry the task's metadata
+            self.config.metadata["budget_design"] = drawn
+
+    def aggregation(self) -> dict:
+        """The YAML's aggregations, each made budget-aware (``scoring.budgeted``): unchanged on a full run, the
+        estimate of the full-data value with its interval on a budgeted run's records."""
+        if getattr(self, "_budget_aware", None) is None:
+            est = budget_estimators(self.FAMILY)
+            self._budget_aware = {m: budget_aware(est, m, fn) for m, fn in super().aggregation().items()}
+        return self._budget_aware
 
     def build_all_requests(self, *args: Any, **kwargs: Any) -> None:
         """lm-eval's, then the requests measured against the evaluated model's context, before it scores
@@ -95,7 +109,7 @@ def check_metadata(metadata: Mapping[str, Any] | None, knobs: Sequence[Knob], ta
     knows the run's model arguments; under a bare ``lm_eval`` (model args merged into the metadata,
     indistinguishable) it is a warning."""
     table = tuple(knobs) + SOURCE_KNOBS
-    parse_options(table, metadata)
+    options.check_combinations(parse_options(table, metadata))
     known = sorted(knob_names() | {k.name for k in table})
     unknown = options.unknown_keys(metadata, known + list(STAMPED))
     if not unknown:
@@ -105,6 +119,22 @@ def check_metadata(metadata: Mapping[str, Any] | None, knobs: Sequence[Knob], ta
         raise error
     log.warning("%s: %s (ignored: under a bare lm_eval a model argument cannot be told from a misspelt knob; "
                 "belief-eval refuses it)", task or "task", error)
+
+
+def check_budget_supported(family: str, metadata: Mapping[str, Any] | None) -> None:
+    """A budget only where the family's metrics have budgeted estimators (``Family.budgeted``): elsewhere its
+    numbers would be the drawn facts' plain values, not estimates of the full run."""
+    if (metadata or {}).get("budget") in (None, "", "none"):
+        return
+    est = budget_estimators(family)
+    if est is None:
+        which = sorted(name for name, f in FAMILIES.items() if f.budgeted is not None)
+        raise KnobError("budget", f"is not available for the {family} tasks yet (their metrics have no budgeted "
+                        f"estimators); it is for {', '.join(which)}")
+    lacking = missing(est, FAMILIES[family].metrics)
+    if lacking:
+        raise KnobError("budget", f"{family}: metrics {lacking} have no budgeted statistic yet "
+                        "(metrics/budgeted/); a budgeted run could not estimate them")
 
 
 def probe(name: str, dataset: str) -> Callable[[Callable], Callable]:
@@ -120,7 +150,7 @@ def probe(name: str, dataset: str) -> Callable[[Callable], Callable]:
 
 
 #: metadata keys our task classes add themselves (never user knobs)
-STAMPED = ("family", "probe", "dataset")
+STAMPED = ("family", "probe", "dataset", "budget_design")
 
 
 def stamp(config: Mapping[str, Any], family: str) -> dict[str, str]:
@@ -146,19 +176,73 @@ def _scored_by_task(doc, results):
 # --- facts and docs -----------------------------------------------------------------------------
 
 
-def select_facts(fs: FactSet, opts: Options) -> list[Fact]:
-    """The facts this run evaluates: relation filter, then a seeded per-relation cap (order kept)."""
+class Selection(list):
+    """The facts a run evaluates (a list, in data order), with what a budgeted draw needs to say:
+    ``population``, the facts it could have drawn (the selection itself when no budget is set), and
+    ``draw`` (``belief_tasks.budget.Draw``; None without a budget)."""
+
+    population: list
+    draw: Draw | None
+
+    def __init__(self, facts: list[Fact], population: list[Fact] | None = None, draw: Draw | None = None):
+        super().__init__(facts)
+        self.population = self if population is None else population
+        self.draw = draw
+
+    def design(self, fact: Fact) -> dict:
+        """The doc fields of a budgeted run's fact (``design_fields``); {} without a budget."""
+        return {} if self.draw is None else design_fields(self.draw, fact.relation)
+
+
+def design_fields(draw: Draw, relation: str) -> dict:
+    """What each budgeted doc and record carries, so that aggregations over records know the design:
+    the budget, its relation's population size N_r and how many of its facts were drawn, n_r."""
+    return {"budget": draw.budget, "population": draw.population[relation], "drawn": draw.drawn[relation]}
+
+
+#: the doc / record fields of a budgeted run (``design_fields``)
+DESIGN_FIELDS = ("budget", "population", "drawn")
+
+
+def design_of(doc: Mapping[str, Any]) -> dict:
+    """A budgeted doc's design fields, for its record ({} for a run without a budget)."""
+    return {k: doc[k] for k in DESIGN_FIELDS if doc.get(k) is not None}
+
+
+def budget_summary(docs: Sequence[Mapping[str, Any]], seed: int) -> dict | None:
+    """A budgeted run's draw as the results JSON records it (``budget.Draw.summary``), read back from
+    its docs; None without a budget."""
+    if not docs or docs[0].get("budget") is None:
+        return None
+    population, drawn = {}, {}
+    for d in docs:
+        population.setdefault(d["relation"], int(d["population"]))
+        drawn.setdefault(d["relation"], int(d["drawn"]))
+    return Draw(float(docs[0]["budget"]), seed, population, drawn).summary()
+
+
+def select_facts(fs: FactSet, opts: Options) -> Selection:
+    """The facts this run evaluates: relation filter, then either a seeded per-relation cap or a
+    budget (``belief_tasks.budget``); facts keep their data order.
+
+    Both rank a relation's facts by a seeded hash of their cross-dataset key (``schema.sampling_key``),
+    so probes on two datasets keep the facts they share alike wherever they keep the same share of a
+    relation (docs/data.md, "One fact across datasets")."""
     check_relations(fs, opts.relations)
+    by_relation = {rid: facts for rid, facts in budget.group_by_relation(fs.facts).items()
+                   if opts.relations is None or rid in opts.relations}
+    by_relation = {rid: by_relation[rid] for rid in fs.relations if rid in by_relation}
+    population = [f for facts in by_relation.values() for f in facts]
+    key = lambda f: sampling_key(f, fs.relations[f.relation])  # noqa: E731
+    if getattr(opts, "budget", None) is not None:
+        kept, draw = budget.draw_facts(by_relation, opts.budget, opts.seed, key)
+        return Selection([f for facts in kept.values() for f in facts], population, draw)
     out: list[Fact] = []
-    for rid in fs.relations:
-        if opts.relations is not None and rid not in opts.relations:
-            continue
-        facts = fs.facts_of(rid)
+    for rid, facts in by_relation.items():
         if opts.max_facts_per_relation is not None and len(facts) > opts.max_facts_per_relation:
-            keep = {f.id for f in seeding.sample(facts, opts.max_facts_per_relation, opts.seed, "facts", rid)}
-            facts = [f for f in facts if f.id in keep]
+            facts = seeding.smallest_hashes(facts, opts.max_facts_per_relation, opts.seed, key, "facts")
         out.extend(facts)
-    return out
+    return Selection(out)
 
 
 def check_relations(fs: FactSet, relations: Sequence[str] | None) -> None:

@@ -22,9 +22,9 @@ from belief_tasks.families import BEAR
 from belief_tasks.metrics import bear as M
 from belief_tasks.options import KnobError, Options, parse_options
 from belief_tasks.prompts.bear import OptionRequests, option_requests
-from belief_tasks.schema import Fact, FactSet, Relation, SchemaError
+from belief_tasks.schema import Fact, FactSet, Relation, SchemaError, fact_key
 from belief_tasks.scoring.bear import METRICS, record_scores
-from belief_tasks.tasks.base import BeliefTask, as_split, model_tokenizer, probe, select_facts, unpack
+from belief_tasks.tasks.base import BeliefTask, as_split, design_of, model_tokenizer, probe, select_facts, unpack
 
 KNOBS = BEAR.knobs
 
@@ -59,11 +59,12 @@ def build_docs(fs: FactSet, metadata: Mapping[str, Any] | None = None) -> list[d
     """Docs in relation / fact / template order (``--limit`` keeps whole facts of the first relation)."""
     opts = parse_options(KNOBS, metadata)
     docs = []
-    for fact in select_facts(fs, opts):
+    selection = select_facts(fs, opts)
+    for fact in selection:
         rel = fs.relations[fact.relation]
         for t_index, template in enumerate(rel.templates_of("statement")):
             if opts.templates is None or t_index in opts.templates:
-                docs.append(_doc(fs, rel, fact, t_index, template.id, template.text, opts))
+                docs.append({**_doc(fs, rel, fact, t_index, template.id, template.text, opts), **selection.design(fact)})
     if opts.templates is not None and not docs:
         raise KnobError("templates", f"no template with index in {list(opts.templates)}")
     if opts.reduction == "mean":
@@ -80,6 +81,7 @@ def _doc(fs: FactSet, rel: Relation, fact: Fact, t_index: int, template_id: str,
         "doc_id": f"{fact.id}/{template_id}",
         "relation": rel.id,
         "fact_id": fact.id,
+        "fact_key": fact_key(fact, rel).as_record(),
         "template_id": template_id,
         "template_index": t_index,
         "subject": fact.subject.label,
@@ -156,6 +158,7 @@ def process_results(doc, results) -> dict[str, dict]:
     record = {
         "relation": doc["relation"],
         "fact_id": doc["fact_id"],
+        "fact_key": unpack(doc, "fact_key"),
         "template_id": doc["template_id"],
         "template_index": int(doc["template_index"]),
         "subject_form": "label",
@@ -166,6 +169,7 @@ def process_results(doc, results) -> dict[str, dict]:
         "gold": gold,
         "ll": ll,
         "n_tokens": n_tokens,
+        **design_of(doc),
     }
     scores = record_scores(record)
     pred = int(M.ranking(scores)[0])

@@ -52,10 +52,10 @@ from belief_tasks.matching import contains_answer
 from belief_tasks.metrics import belief as M
 from belief_tasks.options import Options, parse_options
 from belief_tasks.prompts import belief as P
-from belief_tasks.schema import Fact, SchemaError, Template
+from belief_tasks.schema import Fact, SchemaError, Template, fact_key
 from belief_tasks.scoring.belief_icl import METRICS, RECORD_METRIC
 from belief_tasks.scoring.common import SameRecord
-from belief_tasks.tasks.base import BeliefTask, as_split, select_facts, unpack
+from belief_tasks.tasks.base import STAMPED, BeliefTask, Selection, as_split, design_of, select_facts, unpack
 
 SAMPLE_TAG = "<belief-sample {i}>"
 #: sampling at temperature 1 over the full vocabulary (top_k=0 and top_p=1 switch both filters off)
@@ -84,6 +84,7 @@ class PromptSet:
     pool: list
     sampled: frozenset  # pairs with a sampled prompt
     position: Mapping[str, tuple[int, int]]  # pair -> (relation, fact) index in the data, selection-free
+    selection: Selection  # what select_facts chose (its budget design)
 
     def demonstrations(self, fact: Fact, template: Template) -> list[P.Demonstration]:
         return P.demonstrations(self.context, self.style, fact, template, facts_by_relation=self.by_relation,
@@ -115,7 +116,9 @@ _prompt_sets: dict = {}
 
 def prompt_set(style: str, context: str, metadata: Mapping[str, Any] | None) -> PromptSet:
     fs = load_facts("myriadlama", metadata)  # cached per source by the loaders
-    key = (style, context, json.dumps(dict(metadata or {}), sort_keys=True, default=str))
+    # what the task stamps into its metadata after building its docs (the draw's summary) changes no prompt
+    settings = {k: v for k, v in (metadata or {}).items() if k not in STAMPED}
+    key = (style, context, json.dumps(settings, sort_keys=True, default=str))
     hit = _prompt_sets.get(key)
     if hit is None or hit[0] is not fs:
         if len(_prompt_sets) >= 16:
@@ -129,7 +132,8 @@ def _prompt_set(style: str, context: str, metadata: Mapping[str, Any] | None, fs
     manual_only = opts[f"{style}_templates"] == "manual"
     templates = {rid: P.templates_for(rel, style, manual_only) for rid, rel in fs.relations.items()}
     usable = {rid for rid, ts in templates.items() if ts}
-    facts = tuple(f for f in select_facts(fs, opts) if f.relation in usable)
+    selection = select_facts(fs, opts)
+    facts = tuple(f for f in selection if f.relation in usable)
     if not facts:
         raise SchemaError(f"no facts with {style.upper()} templates in the selected relations", file=fs.source, field="templates")
     by_relation: dict[str, list] = {}
@@ -137,10 +141,12 @@ def _prompt_set(style: str, context: str, metadata: Mapping[str, Any] | None, fs
         if f.relation in usable:
             by_relation.setdefault(f.relation, []).append(f)
     pool = [f for rid in by_relation for f in by_relation[rid]]
-    sampled = frozenset(seeding.sample([f.id for f in facts], opts.confidence_prompts, opts.seed, "belief_icl", "confidence")
+    # drawn from the facts a run could evaluate, so a budgeted run samples the same pairs as the full run
+    population = [f.id for f in selection.population if f.relation in usable]
+    sampled = frozenset(seeding.sample(population, opts.confidence_prompts, opts.seed, "belief_icl", "confidence")
                         if opts.confidence_samples else ())
     return PromptSet(style, context, opts, facts, {f.id: f for f in facts}, templates, by_relation, pool, sampled,
-                     data_positions(fs))
+                     data_positions(fs), selection)
 
 
 def data_positions(fs) -> dict[str, tuple[int, int]]:
@@ -168,6 +174,7 @@ def build_docs(style: str, context: str, metadata: Mapping[str, Any] | None) -> 
         docs.append({
             "fact_id": fact.id,
             "relation": fact.relation,
+            "fact_key": fact_key(fact).as_record(),  # BELIEF's datasets use Wikidata relation ids
             "style": style,
             "context": context,
             "templates": [t.id for t in ps.templates[fact.relation]],
@@ -180,6 +187,7 @@ def build_docs(style: str, context: str, metadata: Mapping[str, Any] | None) -> 
             "draws": opts.accuracy_draws,
             "bins": opts.calibration_bins,
             "order": list(ps.position[fact.id]),
+            **ps.selection.design(fact),
         })
     return docs
 
@@ -341,6 +349,7 @@ def make_record(doc: Mapping[str, Any], greedy: list[str], samples: list[str]) -
     return {
         "fact_id": doc["fact_id"],
         "relation": doc["relation"],
+        "fact_key": unpack(doc, "fact_key"),
         "style": doc["style"],
         "context": doc["context"],
         "templates": templates,
@@ -355,4 +364,5 @@ def make_record(doc: Mapping[str, Any], greedy: list[str], samples: list[str]) -
         "draws": int(doc["draws"]),
         "bins": int(doc["bins"]),
         "order": unpack(doc, "order") if doc.get("order") is not None else None,
+        **design_of(doc),
     }

@@ -31,9 +31,9 @@ from belief_tasks.families import BELIEF_MLM
 from belief_tasks.options import KnobError, parse_options
 from belief_tasks.prompts.belief_mlm import content_free_prompts, fact_prompts, masked_prompt, mp_templates
 from belief_tasks.requests import MASK_TOPK, object_token_id
-from belief_tasks.schema import Fact, FactSet, Relation, SchemaError
+from belief_tasks.schema import Fact, FactSet, Relation, SchemaError, fact_key
 from belief_tasks.scoring.belief_mlm import BIAS_METRICS, PROMPT_METRICS
-from belief_tasks.tasks.base import BeliefTask, as_split, check_relations, model_tokenizer, probe, select_facts, unpack
+from belief_tasks.tasks.base import BeliefTask, as_split, check_relations, design_of, model_tokenizer, probe, select_facts, unpack
 
 log = logging.getLogger(__name__)
 
@@ -80,21 +80,22 @@ def prompt_docs(dataset: str, metadata: Mapping[str, Any]) -> tuple[list[dict], 
     fs = load_facts(dataset, metadata)
     cache: dict = {}
     docs, counts = [], {}
-    for fact in select_facts(fs, opts):
+    selection = select_facts(fs, opts)
+    for fact in selection:
         rel = fs.relations[fact.relation]
         c = counts.setdefault(rel.id, {"kept": 0, "dropped": 0, "facts_kept": 0, "facts_dropped": 0})
         accepted = _accepted_tokens(tok, rel, fact, cache, opts.mlm_templates)
-        n_before = len(docs)
+        n_before, key = len(docs), fact_key(fact, rel).as_record()
         for p in fact_prompts(fact, rel, opts.mlm_templates):
             if not accepted[p.template_id]:
                 c["dropped"] += 1
                 continue
             c["kept"] += 1
             docs.append({
-                "relation": p.relation, "fact_id": p.fact_id, "template_id": p.template_id,
+                "relation": p.relation, "fact_id": p.fact_id, "fact_key": key, "template_id": p.template_id,
                 "subject_form": p.subject_form, "subject": p.subject, "prompt": p.text,
                 "object": fact.object.label, "accepted": accepted[p.template_id],
-                "seed": opts.seed, "draws": opts.accuracy_draws,
+                "seed": opts.seed, "draws": opts.accuracy_draws, **selection.design(fact),
             })
         c["facts_kept" if len(docs) > n_before else "facts_dropped"] += 1
     for doc in docs:
@@ -188,11 +189,11 @@ def process_prompt(doc: dict, results: list) -> dict:
     ranked = [(t["rank"], t["token"]) for expr in unpack(doc, "accepted") if (t := resp["targets"].get(expr))]
     gold_rank, gold = min(ranked) if ranked else (None, None)
     record = {
-        "relation": doc["relation"], "fact_id": doc["fact_id"], "template_id": doc["template_id"],
-        "subject_form": doc["subject_form"], "pred": resp["tokens"][0], "confidence": math.exp(resp["logprobs"][0]),
+        "relation": doc["relation"], "fact_id": doc["fact_id"], "fact_key": unpack(doc, "fact_key"),
+        "template_id": doc["template_id"], "subject_form": doc["subject_form"], "pred": resp["tokens"][0], "confidence": math.exp(resp["logprobs"][0]),
         "confidence_top10": sum(math.exp(lp) for lp in resp["logprobs"][:10]),
         "gold": gold, "gold_rank": gold_rank, "top": resp["tokens"], "seed": doc["seed"], "draws": doc["draws"],
-        "relation_kept": doc["relation_kept"], "relation_dropped": doc["relation_dropped"],
+        "relation_kept": doc["relation_kept"], "relation_dropped": doc["relation_dropped"], **design_of(doc),
     }
     return {m: record for m in PROMPT_METRICS}
 

@@ -25,9 +25,9 @@ from belief_tasks.families import ICLKE
 from belief_tasks.metrics import iclke as M
 from belief_tasks.options import Options, parse_options
 from belief_tasks.prompts import iclke as P
-from belief_tasks.schema import FactSet
+from belief_tasks.schema import FactSet, fact_key
 from belief_tasks.scoring.iclke import METRICS
-from belief_tasks.tasks.base import BeliefTask, as_split, check_relations, probe, select_facts, unpack
+from belief_tasks.tasks.base import BeliefTask, as_split, check_relations, design_of, probe, select_facts, unpack
 
 log = logging.getLogger(__name__)
 
@@ -44,7 +44,8 @@ def params(opts: Options) -> P.Params:
 
 
 def _splits(fs: FactSet, opts: Options):
-    """(relation, train facts, selected test facts) per relation with both."""
+    """(relation, train facts, selected test facts) per relation with both; the selection
+    (``select_facts``) knows the relation's test population and, under a budget, its draw."""
     check_relations(fs, opts.relations)
     out = []
     for rid, rel in fs.relations.items():
@@ -54,15 +55,15 @@ def _splits(fs: FactSet, opts: Options):
         if not train or not test:
             log.warning("IC-LKE: relation %s has %d training and %d test facts; skipped", rid, len(train), len(test))
             continue
-        test = select_facts(FactSet(fs.source, {rid: rel}, test), opts.replace(relations=None))
-        out.append((rel, train, test))
+        out.append((rel, train, select_facts(FactSet(fs.source, {rid: rel}, test), opts.replace(relations=None))))
     return out
 
 
-def _base_doc(fact, options, gold_index, opts: Options, method: str) -> dict:
+def _base_doc(fact, rel, options, gold_index, opts: Options, method: str) -> dict:
     return {
         "fact_id": fact.id,
         "relation": fact.relation,
+        "fact_key": fact_key(fact, rel).as_record(),
         "subject": fact.subject.label,
         "gold": fact.object.label,
         "gold_index": gold_index,
@@ -81,23 +82,29 @@ def iclke_docs(fs: FactSet, metadata: Mapping[str, Any] | None) -> list[dict]:
         for fact in test:
             examples = P.choose_examples(fact, train, par)
             options, gold = P.option_set(fact, rel, opts.seed, opts.max_options)
-            doc = _base_doc(fact, options, gold, opts, "iclke")
+            doc = _base_doc(fact, rel, options, gold, opts, "iclke")
             doc.update(context=fmt.render(P.as_pairs(examples), fact.subject.label), n_examples=len(examples),
-                       example_ids=[f.id for f in examples])
+                       example_ids=[f.id for f in examples], **test.design(fact))
             docs.append(doc)
     return docs
 
 
 def eiclke_docs(fs: FactSet, metadata: Mapping[str, Any] | None) -> list[dict]:
-    """One doc per test fact, carrying its group's sequence up to its slot (appendix F)."""
+    """One doc per test fact, carrying its group's sequence up to its slot (appendix F).
+
+    Under a budget the groups are those of the full run (formed over every test fact of the relation)
+    and only the drawn facts' slots are scored: a drawn fact sees the same sequence as in the full
+    run, whichever other facts are drawn, so budgets share requests and estimate the full run's value."""
     opts = parse_options(KNOBS, metadata)
     docs = []
     for rel, train, test in _splits(fs, opts):
-        for group in P.eic_groups(rel, train, test, params(opts)):
-            for slot in group:
-                doc = _base_doc(slot.fact, slot.options, slot.gold_index, opts, "eiclke")
+        drawn = {f.id for f in test}
+        for group in P.eic_groups(rel, train, test.population, params(opts)):
+            for slot in (s for s in group if s.fact.id in drawn):
+                doc = _base_doc(slot.fact, rel, slot.options, slot.gold_index, opts, "eiclke")
                 doc.update(group=slot.group, slot=slot.index, examples=slot.examples,
-                           prior=[list(p) for p in slot.prior], n_examples=len(slot.examples) + len(slot.prior))
+                           prior=[list(p) for p in slot.prior], n_examples=len(slot.examples) + len(slot.prior),
+                           **test.design(slot.fact))
                 docs.append(doc)
     return docs
 
@@ -178,6 +185,7 @@ def process_results(doc, results) -> dict:
     record = {
         "relation": doc["relation"],
         "fact_id": doc["fact_id"],
+        "fact_key": unpack(doc, "fact_key"),
         "template_id": f"{doc['method']}-{doc['format']}",
         "subject_form": "label",
         "method": doc["method"],
@@ -194,4 +202,5 @@ def process_results(doc, results) -> dict:
     }
     if doc.get("method") == "eiclke":
         record.update(group=doc["group"], slot=int(doc["slot"]))
+    record.update(design_of(doc))
     return {name: record for name in METRICS}

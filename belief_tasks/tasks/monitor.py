@@ -30,10 +30,10 @@ from belief_tasks.families import MONITOR
 from belief_tasks.matching import contains_answer
 from belief_tasks.options import KnobError, Options, parse_options
 from belief_tasks.prompts import monitor as P
-from belief_tasks.schema import FactSet, SchemaError
+from belief_tasks.schema import FactSet, SchemaError, fact_key
 from belief_tasks.scoring.monitor import MAX_FRAMES, metrics_of
 from belief_tasks.tasks import monitor_subwords as S
-from belief_tasks.tasks.base import BeliefTask, as_split, probe, select_facts, unpack
+from belief_tasks.tasks.base import BeliefTask, as_split, design_of, probe, select_facts, unpack
 
 log = logging.getLogger(__name__)
 
@@ -62,13 +62,15 @@ def build_docs(fs: FactSet, opts: Options) -> list[dict]:
     """One doc per selected fact: its ids, object, accepted answers and anchor prompts."""
     fmt = answer_format(opts)
     docs = []
-    for fact in select_facts(fs, opts):
+    selection = select_facts(fs, opts)
+    for fact in selection:
         rel = fs.relations[fact.relation]
         if len(rel.frames) > MAX_FRAMES:
             raise SchemaError(f"{len(rel.frames)} frames; MONITOR reports at most {MAX_FRAMES}", row=rel.id, field="frames")
         docs.append({
             "fact_id": fact.id,
             "relation": fact.relation,
+            "fact_key": fact_key(fact, rel).as_record(),
             "template_id": rel.frames[0].id,  # the base question
             "subject": fact.subject.label,
             "object": fact.object.label,
@@ -77,6 +79,7 @@ def build_docs(fs: FactSet, opts: Options) -> list[dict]:
             "anchors": [{"key": a.key, "kind": a.kind, "text": a.text} for a in P.anchor_prompts(fact, rel, fmt)],
             **({"interference": [{"frame": q.frame, "negative": q.negative, "text": q.text}
                                  for q in P.interference_prompts(fact, rel, fmt)]} if opts.monitor_accuracy == "paper" else {}),
+            **selection.design(fact),
         })
     return docs
 
@@ -173,6 +176,7 @@ def make_record(doc, results: list, opts: Options, pl: S.Plan, codec: S.Codec) -
     return {
         "relation": doc["relation"],
         "fact_id": doc["fact_id"],
+        "fact_key": unpack(doc, "fact_key"),
         "template_id": doc["template_id"],
         "subject_form": "label",
         "object": doc["object"],
@@ -189,6 +193,7 @@ def make_record(doc, results: list, opts: Options, pl: S.Plan, codec: S.Codec) -
         "only_correct_primary": opts.only_correct_primary,
         "accuracy": mode,
         "cost": request_cost(codec, pl, route, results[n_score:], answered_anchors(pl, mode), interference_of(doc, mode)),
+        **design_of(doc),
     }
 
 

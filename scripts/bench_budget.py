@@ -1,0 +1,88 @@
+"""End-to-end time of a budgeted run against the full run, measured side by side (docs/budget.md).
+
+Runs ``belief-eval`` on one task twice in one invocation, one after the other under the same machine
+load: with ``--budget`` (default 5 %) and on every fact, both with ``--log_samples``; prints each
+run's wall and CPU seconds (model loading included: what a user waits for), the requests each sent, the
+ratios, and the budgeted run's estimates with their 95 % intervals beside the full run's values.
+The full run's records are what ``scripts/budget_coverage.py --records`` reads.
+
+    python scripts/bench_budget.py --task belief_qa_zeroshot \\
+        --metadata '{"source": "sample", "confidence_prompts": 200, "confidence_samples": 10}'
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+
+def run(args, label: str, metadata: dict, out: Path) -> dict:
+    from belief_tasks.model import default_model_path
+
+    model_args = args.model_args or f"pretrained={default_model_path()},dtype=float32"
+    cmd = [sys.executable, "-m", "belief_tasks.cli", "--model", args.model, "--model_args", model_args,
+           "--tasks", args.task, "--metadata", json.dumps(metadata), "--batch_size", str(args.batch_size),
+           "--output_path", str(out), "--log_samples", *args.extra]
+    env = {**os.environ, "OMP_NUM_THREADS": str(args.threads), "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
+           "TOKENIZERS_PARALLELISM": "false"}
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.perf_counter()
+    done = subprocess.run(cmd, env=env, cwd=str(ROOT), capture_output=True, text=True)
+    wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    (out / "log.txt").parent.mkdir(parents=True, exist_ok=True)
+    (out / "log.txt").write_text(done.stdout + done.stderr)
+    if done.returncode:
+        raise SystemExit(f"{label} run failed ({done.returncode}); see {out / 'log.txt'}")
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    results = json.loads(sorted(out.rglob("results_*.json"))[-1].read_text())
+    samples = sorted(out.rglob(f"samples_{args.task}_*.jsonl"))[-1]
+    requests = sum(len(json.loads(line)["resps"]) for line in samples.open())
+    return {"label": label, "wall_s": wall, "cpu_s": cpu, "requests": requests, "docs": results["n-samples"][args.task]["effective"],
+            "results": results["results"][args.task], "design": results["configs"][args.task]["metadata"].get("budget_design")}
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--task", default="belief_qa_zeroshot")
+    ap.add_argument("--metadata", default='{"source": "sample"}', help="task knobs (JSON) of both runs")
+    ap.add_argument("--budget", type=float, default=0.05)
+    ap.add_argument("--model", default="hf-shared")
+    ap.add_argument("--model_args", default="", help="default: the bundled model, float32")
+    ap.add_argument("--batch_size", default="8")
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--out", type=Path, default=ROOT / "results" / "bench_budget")
+    ap.add_argument("--extra", nargs=argparse.REMAINDER, default=[], help="more belief-eval arguments")
+    args = ap.parse_args(argv)
+    metadata = json.loads(args.metadata)
+    runs = [run(args, f"budget {args.budget:g}", {**metadata, "budget": args.budget}, args.out / f"budget_{args.budget:g}"),
+            run(args, "full", metadata, args.out / "full")]
+    small, full = runs
+    summary = {"task": args.task, "metadata": metadata, "model": args.model, "runs": runs,
+               "wall_ratio": small["wall_s"] / full["wall_s"], "cpu_ratio": small["cpu_s"] / full["cpu_s"],
+               "request_ratio": small["requests"] / full["requests"]}
+    (args.out / "summary.json").write_text(json.dumps(summary, indent=1))
+    for r in runs:
+        print(f"{r['label']:>12}: {r['docs']:,} docs, {r['requests']:,} requests, wall {r['wall_s']:.0f} s, CPU {r['cpu_s']:.0f} s")
+    print(f"ratio budget/full: wall {summary['wall_ratio']:.3f}, CPU {summary['cpu_ratio']:.3f}, "
+          f"requests {summary['request_ratio']:.3f}")
+    for key, v in full["results"].items():
+        name = key.split(",")[0]
+        if "," in key and not name.endswith(("_stderr", "_ci95")) and isinstance(v, float):
+            ci = small["results"].get(key.replace(",", "_ci95,", 1))
+            est = small["results"].get(key)
+            print(f"  {name}: full {v:.4f}; budget {est if not isinstance(est, float) else round(est, 4)} "
+                  f"[{', '.join(f'{x:.4f}' for x in ci) if ci else 'no interval'}]")
+
+
+if __name__ == "__main__":
+    main()
