@@ -77,6 +77,11 @@ def test_per_relation_and_macro_accuracy():
     assert M.macro_accuracy_stderr(lps, gold, rels) == pytest.approx(math.sqrt(0.25 / 4 + 0.25 / 2) / 2)
     assert M.binomial_stderr([1, 0, 1, 0]) == pytest.approx(0.25)
     assert math.isnan(M.macro_accuracy([], [], [])) and math.isnan(M.macro_accuracy_stderr([], [], []))
+    # one test fact in P37: its variance is not estimable, so neither is the macro accuracy's
+    one = [0, 1, 2, 3, 4]
+    assert math.isnan(M.macro_accuracy_stderr([lps[i] for i in one], [gold[i] for i in one], [rels[i] for i in one]))
+    assert M.macro_accuracy([lps[i] for i in one], [gold[i] for i in one], [rels[i] for i in one]) == pytest.approx(
+        (2 / 4 + 1) / 2)
 
 
 def test_stderrs_and_gold_confidences_by_hand():

@@ -134,9 +134,12 @@ def macro_accuracy_stderr(
     logprobs_list: Sequence[Sequence[float]], gold: Sequence[int], relations: Sequence[str]
 ) -> float:
     """Standard error of the average accuracy (eq. 4 per relation, averaged):
-    sqrt(Σ_r p_r (1 - p_r) / n_r) / R, relations treated as independent binomials."""
+    sqrt(Σ_r p_r (1 - p_r) / n_r) / R, relations treated as independent binomials.
+
+    NaN when a relation has a single test fact: one fact gives p_r (1 - p_r) = 0 whatever the
+    model, so the plug-in would print a certainty ("± 0.000") that no sample of one can give."""
     by = _correct_by_relation(logprobs_list, gold, relations)
-    if not by:
+    if not by or min(len(v) for v in by.values()) < 2:
         return float("nan")
     var = sum(np.mean(v) * (1 - np.mean(v)) / len(v) for v in by.values())
     return float(np.sqrt(var) / len(by))
