@@ -199,12 +199,15 @@ def _confidences(rng, out, cols, prob_of, k: int, samples: int) -> dict[str, tup
 def synthetic_bear(scale: float = 1.0, seed: int = 0, templates: int = 3) -> Population:
     """A BEAR-sized run (60 relations, 7,731 instances at scale 1, 3 templates, answer spaces of 5-100
     options, 12 % of relations 1:1). P(gold first) = sigmoid(z + t_template); otherwise its rank is
-    skewed towards the top of the answer space."""
+    skewed towards the top of the answer space. Each doc's softmax terms (lm-pub-quiz's confidence,
+    margin, Brier) follow the same skill, higher when the top option is right."""
     from belief_tasks.metrics.budgeted import bear as B
 
     rng = np.random.default_rng(seed)
     sizes = _relation_sizes(rng, 60, max(60 * 4, round(7_731 * scale)), 4 if scale < 0.2 else 20)
     facts, relations, tpl, ranks, one = [], [], [], [], []
+    confidences: dict[str, list] = {"correct": [], **{t: [] for t in B.CONFIDENCE_TERMS}}
+    terms = np.random.default_rng([seed, 1])  # its own stream: the ranks are those of the study without them
     for r, n in enumerate(sizes):
         rel, options = f"P{200 + 3 * r}", int(rng.integers(5, 101))
         mu, tau = rng.normal(-0.6, 1.0), rng.normal(0, 0.6, templates)
@@ -218,9 +221,35 @@ def synthetic_bear(scale: float = 1.0, seed: int = 0, templates: int = 3) -> Pop
             tpl += list(range(templates))
             ranks += rank.tolist()
             one += [is_1to1] * templates
-    units = B.units(facts, relations, tpl, ranks, one)
-    return Population(f"synthetic BEAR (scale {scale:g}, seed {seed})", "bear", units, B.STATISTICS, (),
+            _bear_confidences(terms, confidences, first, z[i] + tau, options)
+    units = B.units(facts, relations, tpl, ranks, one, confidences)
+    return Population(f"synthetic BEAR (scale {scale:g}, seed {seed})", "bear", units, B.STATISTICS, B.NOT_ESTIMABLE,
                       f"{len(units.ids):,} instances, {len(sizes)} relations, {len(facts):,} (instance, template) docs")
+
+
+def _bear_confidences(rng, out: dict, first: np.ndarray, skill: np.ndarray, options: int) -> None:
+    """Each doc's softmax terms: the top option's probability rises with the fact's skill, more when it is
+    right; the runner-up takes part of the rest; Brier from the gold option's probability."""
+    top = _sigmoid(skill + np.where(first, 1.0, -0.5) + rng.normal(0, 0.8, len(first)))
+    second = (1 - top) * rng.uniform(0.2, 0.9, len(first))
+    gold = np.where(first, top, second * rng.uniform(0, 1, len(first)))
+    out["correct"] += first.astype(float).tolist()
+    out["confidence"] += top.tolist()
+    out["margin"] += (top - np.minimum(second, top)).tolist()
+    out["brier"] += (((1 - gold) ** 2 + top**2 * (1 - first) + second**2) / options).tolist()
+
+
+def _monitor_paper_columns(rng, k: float, effect: np.ndarray, interference: np.ndarray, units: int) -> tuple[list, dict]:
+    """A fact's R x M frame-interference answers (right with sigmoid(k + frame effect + negative effect)) and
+    its request / token counts (anchors scored per_token, answers of 1-16 tokens)."""
+    grid = (rng.random((len(effect), len(interference))) < _sigmoid(k + effect[:, None] + interference[None, :])).astype(int)
+    prompt = rng.integers(10, 21, 1 + len(effect) + len(interference))
+    answered = 1 + len(effect)
+    cost = {"cost_anchor_requests": len(prompt), "cost_anchor_tokens": int(prompt.sum()) + units * len(prompt),
+            "cost_answer_requests": answered, "cost_answer_tokens": int(prompt[:answered].sum() + rng.integers(1, 17, answered).sum()),
+            "cost_paper_requests": grid.size, "cost_paper_tokens": int((prompt[answered:].sum() + 3 * len(effect)) * len(effect)
+                                                                      + rng.integers(1, 17, grid.size).sum())}
+    return grid.tolist(), cost
 
 
 def synthetic_monitor(scale: float = 1.0, seed: int = 0) -> Population:
@@ -228,16 +257,21 @@ def synthetic_monitor(scale: float = 1.0, seed: int = 0) -> Population:
     negative contexts; objects of 1-3 subwords). A fact's knowledge k ~ N(relation mean, 1.2) sets its
     per-subword probabilities: sigmoid(k + 1.5) under the positive context, sigmoid(k + frame effect)
     under each frame, sigmoid(k - 1) under each negative, each with noise; greedy answers are right with
-    the frames' and the positive context's probabilities."""
+    the frames' and the positive context's probabilities, and behind each negative context (the R x M
+    answers of ``monitor_accuracy: paper``) with sigmoid(k + frame effect + negative effect), the negative
+    effects N(-1, 0.5) per relation; per-fact request and token counts as the task counts them."""
     from belief_tasks.metrics import monitor as MM
     from belief_tasks.metrics.budgeted import monitor as B
 
     rng = np.random.default_rng(seed)
     sizes = _relation_sizes(rng, 20, max(20 * 4, round(16_198 * scale)), 4 if scale < 0.2 else 200)
-    ids, relations, quantities, correct, positive = [], [], [], [], []
+    ids, relations, quantities, correct, positive, grids = [], [], [], [], [], []
+    costs: dict[str, list] = {name: [] for name in B.COSTS}
+    paper = np.random.default_rng([seed, 1])  # its own stream: the anchors are those of the study without it
     for r, n in enumerate(sizes):
         mu, frames = rng.normal(-0.5, 1.0), 6 if r in (7, 13) else 7
         effect = rng.normal(0, 0.7, frames)
+        interference = paper.normal(-1.0, 0.5, 5)
         for i in range(n):
             k, units = rng.normal(mu, 1.2), int(rng.integers(1, 4))
             noisy = lambda shift: _sigmoid(k + shift + rng.normal(0, 0.4, units))  # noqa: E731
@@ -245,7 +279,11 @@ def synthetic_monitor(scale: float = 1.0, seed: int = 0) -> Population:
             correct.append((rng.random(frames) < _sigmoid(k + effect)).astype(int).tolist())
             positive.append(int(rng.random() < _sigmoid(k + 1.5)))
             ids.append(f"F{r}_{i:05d}"), relations.append(f"P{300 + r}")
-    units = B.units(ids, relations, quantities, correct, positive, [True] * len(ids), MM.DEFAULT_ALPHA, 7)
+            grid, cost = _monitor_paper_columns(paper, k, effect, interference, units)
+            grids.append(grid)
+            for name, value in cost.items():
+                costs[name].append(value)
+    units = B.units(ids, relations, quantities, correct, positive, [True] * len(ids), MM.DEFAULT_ALPHA, 7, grids, costs)
     return Population(f"synthetic FKTC (scale {scale:g}, seed {seed})", "monitor", units, B.STATISTICS, (),
                       f"{len(ids):,} facts, {len(sizes)} relations")
 

@@ -99,6 +99,9 @@ MONITOR_KNOBS: tuple[Knob, ...] = COMMON + (
     Knob("monitor_alpha", "floats", monitor_metrics.DEFAULT_ALPHA, "a1,a2,a3 of eq. 3", minimum=0, length=3),
     Knob("only_correct_primary", "bool", False, "score MONITOR, PFD, IRD and the probabilities only on facts whose "
          "positive-context greedy answer is correct (the reference code's filter)"),
+    Knob("monitor_accuracy", "str", "frames", "greedy answers besides the anchors: frames (under the positive context and "
+         "each frame, R + 1 per fact), paper (those and the R x M frame x negative-interference answers of section "
+         "4.3's average accuracy) or none (anchors only, MONITOR's own cost)", choices=monitor.ACCURACY_MODES),
 )
 
 # --- the registry -------------------------------------------------------------------------------------
@@ -107,7 +110,7 @@ BELIEF_ICL = Family("belief_icl", "BELIEF-ICL", "docs/belief.md", BELIEF_ICL_KNO
                     belief_icl.BeliefICLRecord, "acc", Estimators(belief_icl.budget_units, belief_budgeted.STATISTICS,
                                                                   belief_budgeted.NOT_ESTIMABLE))
 BEAR = Family("bear", "BEAR", "docs/bear.md", BEAR_KNOBS, bear.METRICS, bear.known, bear.BearRecord, "bear",
-              Estimators(bear.budget_units, bear_budgeted.STATISTICS))
+              Estimators(bear.budget_units, bear_budgeted.STATISTICS, bear_budgeted.NOT_ESTIMABLE))
 ICLKE = Family("iclke", "IC-LKE / EIC-LKE", "docs/iclke.md", ICLKE_KNOBS, iclke.METRICS, iclke.known, iclke.IclkeRecord,
                "acc", Estimators(iclke.budget_units, iclke_budgeted.STATISTICS))
 MONITOR = Family("monitor", "MONITOR", "docs/monitor.md", MONITOR_KNOBS, monitor.METRICS, monitor.known,

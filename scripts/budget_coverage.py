@@ -60,6 +60,11 @@ def populations(args) -> list[C.Population]:
 
 def table(pop: C.Population, args) -> pd.DataFrame:
     start = time.time()
+    if args.metrics:
+        unknown = sorted(set(args.metrics) - set(pop.statistics))
+        if unknown:
+            raise SystemExit(f"{pop.name}: no budgeted statistic named {', '.join(unknown)}")
+        pop.statistics = {m: g for m, g in pop.statistics.items() if m in args.metrics}
     rows = C.simulate(pop, args.budgets, args.draws, args.method, args.first_seed, args.reps)
     out = C.summarise(pop, rows)
     out.insert(0, "population", pop.name)
@@ -117,6 +122,7 @@ def main(argv=None) -> None:
     ap.add_argument("--first-seed", type=int, default=0, help="sampler seed of the first draw (then +1 each)")
     ap.add_argument("--method", choices=("bootstrap", "jackknife"), default=budgeted.METHOD)
     ap.add_argument("--reps", type=int, default=budgeted.REPS, help="bootstrap replicates per interval")
+    ap.add_argument("--metrics", type=lambda s: s.split(","), help="only these metrics (comma-separated)")
     ap.add_argument("--csv", type=Path, help="write the table as CSV")
     ap.add_argument("--markdown", type=Path, help="write the table as Markdown")
     args = ap.parse_args(argv)

@@ -11,6 +11,14 @@ and prints, per (instance, template): prediction agreement, the two accuracies, 
 largest per-option score difference, and the throughput ratio (statements per
 second, model loading excluded, same process and thread count).
 
+It also checks lm-pub-quiz 0.3.3's confidence metrics (``lm_pub_quiz/metrics/confidence.py``:
+``avg_softmax``, ``margin_of_confidence``, ``confidence_score``, ``uncertainty_score``,
+``brier_score``) against ours (``belief_tasks.metrics.bear``) on the same scores, lm-pub-quiz's:
+per relation (its ``RelationResult.get_metric``) and per (instance, template) (its metric classes
+on that row alone; the uncertainty on copies of the row carrying the relation's distinct answers,
+since it divides by log2 of their number), all to 1e-9; and, for information, ours on our
+harness's scores (they differ from lm-pub-quiz's by float32 noise).
+
 Models: the bundled SmolLM2-135M (causal) and a tiny random BERT built here
 (WordPiece vocabulary trained on the subset's statements, so words split into
 several pieces and within-word masking matters; no hub access).
@@ -104,8 +112,8 @@ def build_tiny_bert(folder: Path, texts: list[str], seed: int = 0) -> Path:
 # --------------------------------------------------------------------------- runs
 
 def run_lm_pub_quiz(kind: str, model_path: Path, subset: Path, *, batch_size: int, reduction: str,
-                    conditional: bool) -> tuple[dict, float, int]:
-    """{(relation, row, template): scores}, seconds, statements."""
+                    conditional: bool) -> tuple[dict, float, int, object]:
+    """{(relation, row, template): scores}, seconds, statements, lm-pub-quiz's results."""
     from lm_pub_quiz import Dataset, Evaluator
 
     dataset = Dataset.from_path(str(subset), lazy=False)
@@ -120,7 +128,92 @@ def run_lm_pub_quiz(kind: str, model_path: Path, subset: Path, *, batch_size: in
             scores[(rel.relation_code, int(row["instance_index"]), int(row["template_index"]))] = (
                 list(row["pll_scores"]), int(row["answer_idx"]))
             n += len(row["pll_scores"])
-    return scores, seconds, n
+    return scores, seconds, n, results
+
+
+# --------------------------------------------------------------------------- confidence metrics
+
+CONFIDENCE = ("avg_softmax", "margin_of_confidence", "confidence_score", "uncertainty_score", "brier_score")
+
+
+def _diff(a, b) -> float:
+    """Largest absolute difference of two values (scalars, vectors, or None for an empty subset)."""
+    if a is None or b is None:
+        return 0.0 if a is None and b is None else float("inf")
+    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    if not np.isfinite(a).any() and not np.isfinite(b).any():
+        return 0.0  # undefined in both (an uncertainty over one distinct answer: log2 1 = 0)
+    return float(np.max(np.abs(a - b)))
+
+
+def _by_relation(scores: dict) -> dict[str, tuple[list, list]]:
+    """{relation: (option scores, gold)} in (row, template) order."""
+    out: dict[str, tuple[list, list]] = {}
+    for (rel, _, _), (s, gold) in sorted(scores.items()):
+        out.setdefault(rel, ([], []))[0].append(s)
+        out[rel][1].append(gold)
+    return out
+
+
+def lpq_instance_terms(scores: list, gold: int, answers: list[int]) -> dict[str, object]:
+    """lm-pub-quiz's metric classes on one (instance, template) row: its softmax, confidence, margin and
+    Brier alone; its uncertainty on one copy of the row per distinct answer of the relation (``answers``),
+    since the class divides the entropy by log2 of their number (every copy has the row's entropy)."""
+    import warnings
+
+    import pandas as pd
+    from lm_pub_quiz.metrics.confidence import (BrierScore, ConfidenceMargin, ConfidenceScore, SoftmaxBase,
+                                                UncertaintyScore)
+
+    def run(cls, rows: list[tuple[list, int]]) -> dict:
+        metric = cls()
+        metric.add_instances_from_table(pd.DataFrame({"pll_scores": [r[0] for r in rows], "answer_idx": [r[1] for r in rows]}))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # BrierScore's parent divides by log2(1) on one row
+            return metric.compute()
+
+    one = [(scores, gold)]
+    return {"probs": run(SoftmaxBase, one)["avg_softmax"]["all"],
+            "confidence": run(ConfidenceScore, one)["confidence_score"]["all"],
+            "margin": run(ConfidenceMargin, one)["margin_of_confidence"]["all"],
+            "brier": run(BrierScore, one)["brier_score"],
+            "uncertainty": run(UncertaintyScore, [(scores, a) for a in answers])["uncertainty_score"]["all"]}
+
+
+def compare_confidence(lpq_results, ref: dict, ours: dict) -> dict:
+    """Max |ours - lm-pub-quiz| of each confidence metric: per relation and per instance on lm-pub-quiz's
+    scores, and per relation on our harness's scores."""
+    from belief_tasks.metrics.bear import instance_confidences, relation_confidence
+
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # its uncertainty divides by log2 1 = 0 on a one-answer relation
+        theirs = {rel.relation_code: {m: rel.get_metric(m) for m in CONFIDENCE} for rel in lpq_results}
+    per_relation, per_instance, on_our_scores, rows = {}, {}, {}, 0
+    for source, target in ((ref, per_relation), (ours, on_our_scores)):
+        for rel, (scores, golds) in _by_relation(source).items():
+            mine = relation_confidence(scores, golds)
+            for m in CONFIDENCE:
+                pairs = [(mine[m], theirs[rel][m])] if m == "brier_score" else [(mine[m][k], theirs[rel][m][k]) for k in theirs[rel][m]]
+                target[m] = max([target.get(m, 0.0), *(_diff(a, b) for a, b in pairs)])
+    for rel, (scores, golds) in _by_relation(ref).items():
+        mine, answers = instance_confidences(scores, golds), sorted(set(golds))
+        for i, (s, g) in enumerate(zip(scores, golds)):
+            lpq = lpq_instance_terms(s, g, answers)
+            for term, value in lpq.items():
+                per_instance[term] = max(per_instance.get(term, 0.0), _diff(mine[term][i], value))
+            rows += 1
+    return {"confidence_per_relation": per_relation, "confidence_per_instance": per_instance,
+            "confidence_instances": rows, "confidence_on_our_scores": on_our_scores}
+
+
+def print_confidence(row: dict) -> None:
+    print(f"  confidence metrics, ours vs lm-pub-quiz on lm-pub-quiz's scores ({row['confidence_instances']} rows):")
+    print("    per relation  " + "  ".join(f"{m} {v:.1e}" for m, v in row["confidence_per_relation"].items()))
+    print("    per instance  " + "  ".join(f"{m} {v:.1e}" for m, v in row["confidence_per_instance"].items()))
+    print("  on our harness's scores (float32 noise), per relation  "
+          + "  ".join(f"{m} {v:.1e}" for m, v in row["confidence_on_our_scores"].items()))
 
 
 def run_ours(kind: str, model_path: Path, subset: Path, *, batch_size: int, reduction: str,
@@ -222,8 +315,8 @@ def main(argv=None) -> int:
                 continue
             reduction = "mean" if variant == "mean" else "sum"
             conditional = variant == "conditional"
-            ref, t_ref, n_statements = run_lm_pub_quiz(kind, path, subset, batch_size=args.batch_size,
-                                                       reduction=reduction, conditional=conditional)
+            ref, t_ref, n_statements, lpq_results = run_lm_pub_quiz(kind, path, subset, batch_size=args.batch_size,
+                                                                    reduction=reduction, conditional=conditional)
             ours, t_ours, metrics = run_ours(kind, path, subset, batch_size=args.batch_size, reduction=reduction,
                                              scoring="answer_to_end" if conditional else "statement",
                                              clm_backend=args.clm_backend)
@@ -231,7 +324,8 @@ def main(argv=None) -> int:
                    **compare(ref, ours), "statements": n_statements,
                    "seconds_lm_pub_quiz": t_ref, "seconds_ours": t_ours,
                    "throughput_ratio_ours_over_ref": (t_ref / t_ours) if t_ours else float("nan"),
-                   "bear": metrics.get("bear,none"), "bear_stderr": metrics.get("bear_stderr,none")}
+                   "bear": metrics.get("bear,none"), "bear_stderr": metrics.get("bear_stderr,none"),
+                   **compare_confidence(lpq_results, ref, ours)}
             report.append(row)
             print(f"\n== {kind} ({path.name}) on {row['backend']}, {variant}")
             print(f"  (instance, template) pairs      {row['pairs']}  ({n_statements} statements)")
@@ -240,11 +334,14 @@ def main(argv=None) -> int:
             print(f"  max |score difference|          {row['max_abs_score_diff']:.2e}")
             print(f"  seconds lm-pub-quiz / ours      {t_ref:.1f} / {t_ours:.1f}  "
                   f"(throughput ours / lm-pub-quiz: {row['throughput_ratio_ours_over_ref']:.2f}x)")
+            print_confidence(row)
             for d in row["disagreements"]:
                 print(f"  disagreement {d}")
     if args.json:
         args.json.write_text(json.dumps(report, indent=1, default=str))
     ok = all(r["max_abs_score_diff"] <= 1e-4 and r["agreement"] == 1.0 for r in report)
+    ok = ok and all(max([*r["confidence_per_relation"].values(), *r["confidence_per_instance"].values()]) <= 1e-9
+                    for r in report)
     print("\nPARITY", "OK" if ok else "DIFFERS (see above)")
     return 0 if ok else 1
 

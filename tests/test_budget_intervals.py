@@ -162,6 +162,7 @@ def test_bear_statistics_equal_the_metrics_on_the_full_run():
             facts.append(f"f{i}"), relations.append(rel), tpl.append(t), one.append(i % 5 < 2)
             ranks.append(int(rng.integers(0, 12)) if rng.random() < 0.6 else 0)
     got = _census(BB.units(facts, relations, tpl, ranks, one), BB.STATISTICS)
+    assert all(math.isnan(got.pop(m)) for m in [*BB.STATISTICS][9:])  # the confidence metrics need their terms
     sub = [k for k, o in enumerate(one) if o]
     want = {"bear": MB.bear_score(ranks, tpl), "bear_1to1": MB.bear_score([ranks[k] for k in sub], [tpl[k] for k in sub]),
             **{f"bear_t{t}": MB.template_scores(ranks, tpl)[t] for t in range(3)},
@@ -199,6 +200,7 @@ def test_monitor_statistics_equal_the_metrics_on_the_full_run():
     alpha = (0.5, 0.3, 0.2)
     got = _census(BM.units([f"f{i}" for i in range(70)], rels, quantities, correct, positive, scored, alpha, 7),
                   BM.STATISTICS)
+    assert all(math.isnan(got.pop(m)) for m in [*BM.STATISTICS][19:])  # the R x M accuracies and costs need their columns
     keep = [k for k, s in enumerate(scored) if s]
     pick = lambda key: [quantities[k][key] for k in keep]  # noqa: E731
     want = {"monitor": MM.monitor_over_relations([rels[k] for k in keep], pick("pfd"), pick("ird"),
@@ -234,3 +236,67 @@ def test_a_selecting_statistic_is_bias_corrected_and_its_standard_error_covers_t
     assert iv.se > reps.std(ddof=1)
     unmarked = intervals(design, units, {"best": lambda T: best(T)}, "bootstrap", reps=400, seed=3)["best"]
     assert unmarked.estimate == pytest.approx(plain) and unmarked.se == pytest.approx(reps.std(ddof=1))
+
+
+def test_monitor_paper_accuracies_and_costs_equal_the_metrics_on_the_full_run():
+    """Section 4.3's R x M accuracies (6 frames in P2) and the request / token totals, every fact drawn."""
+    rng = np.random.default_rng(7)
+    rels, quantities, correct, grids = [], [], [], []
+    costs = {name: [] for name in BM.COSTS}
+    for i in range(45):
+        rel = f"P{i % 3}"
+        frames = 6 if rel == "P2" else 7
+        rels.append(rel), quantities.append(MM.fact_quantities([0.5], [[0.4]] * frames, [[0.3]] * 5))
+        correct.append([int(rng.random() < 0.5) for _ in range(frames)])
+        grids.append((rng.random((frames, 5)) < 0.3 + 0.1 * (i % 3)).astype(int).tolist())
+        for name in BM.COSTS:
+            costs[name].append(int(rng.integers(5, 400)))
+    args = ([f"f{i}" for i in range(45)], rels, quantities, correct, [1] * 45, [True] * 45, MM.DEFAULT_ALPHA, 7)
+    names = [m for m in BM.STATISTICS if m.startswith(("acc_paper_", "cost_"))]
+    got = _census(BM.units(*args, grids, costs), {m: BM.STATISTICS[m] for m in names})
+    want = {**{f"acc_paper_{w}": MM.accuracy_over_relations(rels, grids, w) for w in ("avg", "max", "min")},
+            **{f"acc_paper_relation_{w}": MM.accuracy_across_relations(rels, grids, w) for w in ("max", "min")},
+            **{name: float(sum(v)) for name, v in costs.items()}}
+    assert got == pytest.approx(want, rel=1e-12)
+    assert len(names) == 5 + 6
+    # a run without the R x M answers has no such accuracy (NaN), and its frame accuracies are unchanged
+    plain = _census(BM.units(*args), BM.STATISTICS)
+    assert all(math.isnan(plain[f"acc_paper_{w}"]) for w in ("avg", "max", "min", "relation_max", "relation_min"))
+    assert plain["acc_avg"] == pytest.approx(MM.accuracy_over_relations(rels, correct, "avg"), rel=1e-12)
+
+
+def test_bear_confidence_statistics_equal_lm_pub_quiz_accumulation_on_the_full_run():
+    """confidence, margin (all / correct / incorrect) and Brier: per relation over its (fact, template) docs,
+    weighted by the relations' docs (``metrics.bear.support_weighted_mean``), every fact drawn. P2 is always
+    right (no incorrect docs: left out of that split); P3, the largest, has one option (no margin)."""
+    rng = np.random.default_rng(8)
+    facts, relations, tpl, one, scores, golds = [], [], [], [], {}, {}
+    for i in range(48):
+        rel = f"P{min(i // 8, 3)}"  # 8, 8, 8 and 24 facts
+        k = {"P0": 3, "P1": 4, "P2": 6, "P3": 1}[rel]
+        for t in range(3):
+            gold = int(rng.integers(0, k))
+            s = rng.normal(0, 1.5, k) + (8.0 * np.eye(k)[gold] if rel == "P2" else 0.0)
+            facts.append(f"f{i}"), relations.append(rel), tpl.append(t), one.append(rel == "P0")
+            scores.setdefault(rel, []).append(s.tolist()), golds.setdefault(rel, []).append(gold)
+    terms = {rel: MB.instance_confidences(scores[rel], golds[rel]) for rel in scores}
+    seen = {rel: 0 for rel in scores}
+    confidences, ranks = {key: [] for key in ("correct", *BB.CONFIDENCE_TERMS)}, []
+    for rel in relations:
+        i = seen[rel]
+        seen[rel] += 1
+        ranks.append(MB.gold_rank(scores[rel][i], golds[rel][i]))
+        for key in confidences:
+            confidences[key].append(terms[rel][key][i])
+    names = [f"{t}{s}" for t in ("confidence", "margin") for s in ("", "_correct", "_incorrect")] + ["brier"]
+    got = _census(BB.units(facts, relations, tpl, ranks, one, confidences), {m: BB.STATISTICS[m] for m in names})
+    per_rel = [MB.relation_confidence(scores[rel], golds[rel]) for rel in scores]
+    assert per_rel[2]["confidence_score"]["incorrect"] is None and math.isnan(per_rel[3]["margin_of_confidence"]["all"])
+    support = [v["support"] for v in per_rel]
+    want = {"brier": MB.support_weighted_mean([v["brier_score"] for v in per_rel], support)}
+    for metric, key in (("confidence", "confidence_score"), ("margin", "margin_of_confidence")):
+        for sub in ("all", "correct", "incorrect"):
+            name = metric if sub == "all" else f"{metric}_{sub}"
+            want[name] = MB.support_weighted_mean([v[key][sub] for v in per_rel], support)
+    assert got == pytest.approx(want, rel=1e-12)
+    assert got["confidence"] != pytest.approx(np.mean([v["confidence_score"]["all"] for v in per_rel]))  # weighted

@@ -44,8 +44,8 @@ def test_metric_list_is_the_metric_table():
 
     cfg = yaml.load((task_yamls_dir() / "monitor" / "_monitor_common_yaml").read_text(), Loader=_Loader)
     assert [(m["metric"], m["higher_is_better"]) for m in cfg["metric_list"]] == [(k, v[1]) for k, v in SC.METRICS.items()]
-    assert len(SC.METRICS) == 12 + SC.MAX_FRAMES
-    assert {k for k, (_, better) in SC.METRICS.items() if not better} == {"monitor", "pfd", "ird"}
+    assert len(SC.METRICS) == 12 + SC.MAX_FRAMES + 5 + 6  # anchors and frame accuracies, R x M accuracies, costs
+    assert {k for k, (_, better) in SC.METRICS.items() if not better} == {"monitor", "pfd", "ird", *SC.COST_METRICS}
 
 
 def test_tasks_are_indexed():
@@ -226,7 +226,7 @@ def _report_per_relation(tmp_path) -> tuple[dict, dict, list]:
     from belief_tasks.report import build_report
 
     report = build_report([tmp_path / "out"], tmp_path / "report")
-    assert report.mismatched == [] and report.checked >= len(SC.METRICS) - 1
+    assert report.mismatched == [] and report.checked >= len(SC.METRICS) - len(SC.PAPER_ACCURACY_METRICS) - 1
     tables = tmp_path / "report" / "tables"
     with (tables / "monitor_table4_belief_monitor.csv").open() as fh:
         t4 = list(csv.DictReader(fh))[0]

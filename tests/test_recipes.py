@@ -153,7 +153,7 @@ def test_add_a_metric(tmp_path):
     # an aggregation with its standard error, and its entry in METRICS, in scoring/<family>.py
     scoring = co / "belief_tasks" / "scoring" / "bear.py"
     edit(scoring, "\n\n#: metric name -> (aggregation, higher is better)", AGG_TOP_TWO)
-    edit(scoring, '    "p_at_10": (agg_p_at_10, True),\n}', '    "p_at_10": (agg_p_at_10, True),\n    "top_two": (agg_top_two, True),\n}')
+    edit(scoring, '    "p_at_10": (agg_p_at_10, True),\n', '    "p_at_10": (agg_p_at_10, True),\n    "top_two": (agg_top_two, True),\n')
     assert problems(co)["metric_wiring"] == ["bear: metric top_two of METRICS is wired by no task YAML",
                                              "bear/utils.py: does not re-export agg_top_two"]
     # the same entry in the YAMLs' metric_list, and the aggregation's name in task_yamls/<family>/utils.py

@@ -328,6 +328,11 @@ def test_monitor_tables_and_correlation(tmp_path):
     r, p = pearsonr([hand[m]["monitor"] for m in specs], [hand[m]["acc_avg"] for m in specs])
     assert r < -0.9
     assert f"Pearson r(MONITOR, avg acc) = **{r:.3f}** (p = {p:.3f}, n = 3 models)" in text
+    # the three runs share their facts: paired differences of the metrics their records give, none of the R x M
+    # accuracies or costs (these records have neither) and no third frame
+    paired = {row["metric"] for row in read_csv(tmp_path / "r" / "tables" / "paired_differences.csv")}
+    assert {"monitor", "acc_avg", "acc_frame_1"} <= paired
+    assert not {m for m in paired if m.startswith(("acc_paper", "cost_"))} and "acc_frame_2" not in paired
 
 
 def test_monitor_one_task_per_relation_numbers_from_its_records(tmp_path):

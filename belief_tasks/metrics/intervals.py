@@ -277,7 +277,9 @@ def corrected_replicates(stat: Statistic, totals_b: np.ndarray, base: np.ndarray
     for lo in range(0, len(totals_b), 64):
         block = slice(lo, lo + 64)
         shifted = totals_b[block, None] + (totals_b[partners[block]] - base)
-        second[block] = np.nanmean(np.asarray(stat(Totals(shifted, columns)), dtype=float), axis=1)
+        found = np.asarray(stat(Totals(shifted, columns)), dtype=float)
+        kept = ~np.isnan(found)  # a statistic undefined on every draw (no such answers in the run) stays NaN, quietly
+        second[block] = np.where(kept, found, 0.0).sum(1) / np.where(kept.any(1), kept.sum(1), np.nan)
     return 2 * values - second
 
 

@@ -127,19 +127,39 @@ def monitor_from_anchors(primaries: Sequence, frames: Sequence[Sequence], negati
     return monitor_score(pfd, ird, [mean_subword_probability(p) for p in primaries], alpha)
 
 
-def frame_accuracies(correct) -> np.ndarray:
-    """Accuracy under each prompt frame j: acc_j = (1/S) sum_c correct_cj, the column means of a
-    (facts x frames) 0/1 matrix of greedy answers containing the object (section 5, Table 4's accuracies)."""
-    c = np.asarray(correct, dtype=float)
-    if c.ndim != 2 or c.size == 0:
-        raise ValueError(f"expected a non-empty (facts x frames) matrix, got shape {c.shape}")
+def combination_accuracies(correct) -> np.ndarray:
+    """Accuracy of every prompt combination k of one fact dataset: acc_k = (1/S) sum_c correct_ck, the
+    means over facts (axis 0) of a 0/1 array of greedy answers containing the object.
+
+    ``correct`` is (facts x frames): k = frame r_j alone (R accuracies); or (facts x frames x negatives):
+    k = (r_j, i-_m), frame r_j behind negative interference m, the R x M combinations of section 4.3
+    (an R x M array). Every fact of the dataset needs the same combinations (a rectangular array)."""
+    try:
+        c = np.asarray(correct, dtype=float)
+    except ValueError:
+        raise ValueError("every fact of a relation needs the same prompt combinations (frames x negatives)") from None
+    if c.ndim not in (2, 3) or c.size == 0:
+        raise ValueError(f"expected a non-empty (facts x frames) or (facts x frames x negatives) array, got shape {c.shape}")
     return c.mean(axis=0)
 
 
+def frame_accuracies(correct) -> np.ndarray:
+    """Accuracy under each prompt frame j: acc_j = (1/S) sum_c correct_cj, the column means of a
+    (facts x frames) 0/1 matrix of greedy answers containing the object (``combination_accuracies``)."""
+    if np.ndim(correct) != 2:
+        raise ValueError(f"expected a (facts x frames) matrix, got {np.ndim(correct)} dimensions")
+    return combination_accuracies(correct)
+
+
 def accuracy_summary(correct) -> dict[str, float]:
-    """Table 4's companions for one fact dataset: avg_j acc_j, max_j acc_j and min_j acc_j of the
-    per-frame accuracies (``frame_accuracies``)."""
-    acc = frame_accuracies(correct)
+    """Average, maximum and minimum accuracy of one fact dataset over its prompt combinations
+    (``combination_accuracies``): avg_k acc_k, max_k acc_k, min_k acc_k.
+
+    On a (facts x frames x negatives) array this is section 4.3's average accuracy over the R x M
+    combinations, avg = (1/(R M)) sum_j sum_m (1/S) sum_c correct_cjm, and its accuracy range
+    [min, max] (Table 9 gives avg / max / min for one dataset); on (facts x frames), the same over the
+    R frames without interference."""
+    acc = combination_accuracies(correct)
     return {"avg": float(acc.mean()), "max": float(acc.max()), "min": float(acc.min())}
 
 
@@ -179,18 +199,20 @@ def monitor_over_relations(relations: Sequence[str], pfd: Sequence[float], ird: 
     return mean_over_groups({rel: monitor_score(*zip(*fs), alpha) for rel, fs in rows.items()})
 
 
-def accuracy_over_relations(relations: Sequence[str], correct: Sequence[Sequence[int]], which: str) -> float:
-    """Table 4's avg / max / min accuracy: per relation, ``accuracy_summary`` of its (facts x frames)
-    0/1 matrix (acc_j = (1/S_g) sum_c correct_cj, then avg_j / max_j / min_j); unweighted mean over relations."""
+def accuracy_over_relations(relations: Sequence[str], correct: Sequence, which: str) -> float:
+    """Table 4's avg / max / min accuracy: per relation g, ``accuracy_summary`` of its 0/1 array (acc_k =
+    (1/S_g) sum_{c in g} correct_ck per combination k, then avg_k / max_k / min_k); unweighted mean over
+    relations. Each fact's ``correct`` is its R frames (1-d) or its R x M frame-interference grid (2-d)."""
     if which not in ("avg", "max", "min"):
         raise ValueError(f"which must be 'avg', 'max' or 'min', got {which!r}")
     groups = group_by_relation(relations, correct)
     return mean_over_groups({rel: accuracy_summary(rows)[which] for rel, rows in groups.items()})
 
 
-def accuracy_across_relations(relations: Sequence[str], correct: Sequence[Sequence[int]], which: str) -> float:
-    """Table 4's "max" and "min": the maximum or minimum "across the 20 fact datasets" (section 5, Table 4's
-    caption) of each relation's average accuracy avg_j acc_j (``accuracy_summary``), not across frames."""
+def accuracy_across_relations(relations: Sequence[str], correct: Sequence, which: str) -> float:
+    """The maximum or minimum, across fact datasets, of each relation's average accuracy avg_k acc_k
+    (``accuracy_summary``): Table 4's caption read literally ("the average, maximum, and minimum accuracy
+    across the 20 fact datasets"). ``correct`` as in ``accuracy_over_relations``."""
     if which not in ("max", "min"):
         raise ValueError(f"which must be 'max' or 'min', got {which!r}")
     per_relation = [accuracy_summary(rows)["avg"] for rows in group_by_relation(relations, correct).values()]

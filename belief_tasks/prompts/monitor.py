@@ -7,6 +7,10 @@ base question ``r``):
 * each frame r_j without context (template 2)                      -> foreign anchors (PFD)
 * each negative context (template 5): ``"{negative}. " + base question`` -> foreign anchors (IRD)
 
+and, for the paper's average accuracy (section 4.3: "R · M combinations"), every frame behind every
+negative context, ``"{negative}. " + r_j`` (template 5 applied to every expanded frame, section 5.1):
+``interference_prompts``, R x M greedy answers per fact.
+
 Each text is wrapped in an answer format (``ANSWER_FORMATS``; default
 ``"Question: {prompt}\\nAnswer:"``) and the answer is attached as ``" " + object``:
 the scored string is ``format(prompt) + " " + object``, the greedy answer is
@@ -37,6 +41,15 @@ Encode = Callable[[Sequence[str]], list[list[int]]]
 
 
 @dataclass(frozen=True)
+class InterferencePrompt:
+    """One of a fact's R x M accuracy prompts: frame ``frame`` behind negative context ``negative``."""
+
+    frame: str  # the frame id ("P17_f3")
+    negative: int  # index m of the negative entity i-_m
+    text: str  # the formatted prompt the greedy answer is generated from
+
+
+@dataclass(frozen=True)
 class AnchorPrompt:
     key: str  # "positive", a frame id ("P17_f3"), or "neg0".."neg4"
     kind: str  # "positive" | "frame" | "negative"
@@ -57,18 +70,38 @@ def question(relation: Relation, frame_index: int, subject: str) -> str:
     return relation.frames[frame_index].question.replace(SUBJECT_SLOT, subject)
 
 
-def anchor_prompts(fact: Fact, relation: Relation, fmt: str = ANSWER_FORMATS["qa"]) -> list[AnchorPrompt]:
-    """Positive context, then the R frames, then the M negative contexts (Table 1, templates 4, 2, 5)."""
+def in_context(fmt: str, context: str, question_text: str) -> str:
+    """Table 1's templates 4 and 5: the context entity, a full stop and a space, then the question."""
+    return fmt.format(prompt=f"{context}. {question_text}")
+
+
+def _check(fact: Fact, relation: Relation) -> None:
     if not relation.frames:
         raise SchemaError("relation has no MONITOR prompt frames", row=relation.id, field="frames")
     if not fact.negatives:
         raise SchemaError("MONITOR needs negative entities (i-) for every fact", row=fact.id, field="negatives")
+
+
+def anchor_prompts(fact: Fact, relation: Relation, fmt: str = ANSWER_FORMATS["qa"]) -> list[AnchorPrompt]:
+    """Positive context, then the R frames, then the M negative contexts (Table 1, templates 4, 2, 5)."""
+    _check(fact, relation)
     subject = fact.subject.label
     base = question(relation, 0, subject)
-    out = [AnchorPrompt("positive", "positive", fmt.format(prompt=f"{fact.object.label}. {base}"))]
+    out = [AnchorPrompt("positive", "positive", in_context(fmt, fact.object.label, base))]
     out += [AnchorPrompt(f.id, "frame", fmt.format(prompt=question(relation, j, subject))) for j, f in enumerate(relation.frames)]
-    out += [AnchorPrompt(f"neg{m}", "negative", fmt.format(prompt=f"{n.label}. {base}")) for m, n in enumerate(fact.negatives)]
+    out += [AnchorPrompt(f"neg{m}", "negative", in_context(fmt, n.label, base)) for m, n in enumerate(fact.negatives)]
     return out
+
+
+def interference_prompts(fact: Fact, relation: Relation, fmt: str = ANSWER_FORMATS["qa"]) -> list[InterferencePrompt]:
+    """The R x M prompts of the paper's average accuracy (section 4.3), frame-major: for each frame r_j
+    (j = 1..R) and each negative entity i-_m (m = 1..M), ``"{i-_m}. " + r_j`` (template 5 of Table 1
+    with frame r_j in place of the base question, as section 5.1 applies the interference to every
+    expanded frame). For j = 1 these are the negative anchors' prompts."""
+    _check(fact, relation)
+    subject = fact.subject.label
+    return [InterferencePrompt(f.id, m, in_context(fmt, n.label, question(relation, j, subject)))
+            for j, f in enumerate(relation.frames) for m, n in enumerate(fact.negatives)]
 
 
 def answer_text(fact: Fact) -> str:

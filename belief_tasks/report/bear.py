@@ -1,5 +1,7 @@
 """BEAR section (Wiland et al., 2024): Table 3 (BEAR, BEAR 1:1, BEAR 1:N with ±), per-template
-scores, a per-relation bar chart and a per-domain table.
+scores, a per-relation bar chart, a per-domain table, and a calibration view: lm-pub-quiz 0.3.3's
+confidence metrics (confidence, margin, uncertainty, Brier) per model and per relation, its
+per-relation average softmax vectors, and a reliability curve of the top option's probability.
 
 Tasks ``belief_bear`` / ``belief_bear_big`` (and any ``belief_bear*`` variant with the same
 records, ``belief_tasks.scoring.bear.BearRecord``). Breakdowns call ``belief_tasks.metrics.bear`` on
@@ -11,10 +13,11 @@ from __future__ import annotations
 import pandas as pd
 
 from belief_tasks.metrics import bear as MB
-from belief_tasks.metrics.belief import fluctuation
+from belief_tasks.metrics.belief import DEFAULT_BINS, calibration_bins, fluctuation
 from belief_tasks.report.base import CardEntry, Context, Section, stderr, value
-from belief_tasks.report.output import fmt, grouped_bars, pm
-from belief_tasks.scoring.bear import ranks_of, templates_of
+from belief_tasks.report.belief_icl import plot_bins
+from belief_tasks.report.output import fmt, grouped_bars, line_plot, pm
+from belief_tasks.scoring.bear import CONFIDENCE_METRICS, confidence_by_relation, ranks_of, scores_by_relation, templates_of
 
 FAMILY = "BEAR"
 TASK_RE = r"belief_bear\w*"
@@ -92,7 +95,67 @@ def build(ctx: Context) -> Section | None:
     dom_df.index.name = "domain"
     md.append("### Per domain\n")
     md.append(w.table(dom_df.reset_index(), "bear_domains", "P@1 per domain (a relation may belong to several)."))
+    _confidence(ctx, found, md)
+    _calibration(ctx, with_records, many_tasks, md)
     return Section(FAMILY, "\n".join(md), _summary(ctx, found), _card(ctx, found))
+
+
+def _confidence(ctx: Context, found, md: list[str]) -> None:
+    """lm-pub-quiz 0.3.3's confidence metrics per model: all / correct / incorrect instances, and Brier."""
+    rows, raw = [], []
+    for run, task in found:
+        n = ctx.numbers(run, task.name)
+        row, raw_row = {"Model": run.name, "Task": task.name}, {"model": run.name, "task": task.name}
+        for m in CONFIDENCE_METRICS:
+            row[m] = pm(value(n, m), stderr(n, m))
+            raw_row[m], raw_row[f"{m}_stderr"] = value(n, m), stderr(n, m)
+        rows.append(row)
+        raw.append(raw_row)
+    if all(pd.isna(x["confidence"]) for x in raw):
+        return
+    md.append("### Confidence and calibration (lm-pub-quiz's confidence metrics)\n")
+    md.append("Over the softmax of each instance's option scores (its answer space): confidence = the top option's "
+              "probability, margin = its gap to the runner-up, uncertainty = entropy / log2 of the relation's distinct "
+              "answers, Brier = mean squared gap to the one-hot answer, averaged over options. Each relation alone, then "
+              "weighted by its instances (lm-pub-quiz 0.3.3); `_correct` / `_incorrect`: over the instances the top "
+              "option gets right / wrong. A calibrated model is confident when right and unsure when wrong.\n")
+    md.append(ctx.writer.table(pd.DataFrame(rows), "bear_confidence", csv=pd.DataFrame(raw)))
+
+
+def _calibration(ctx: Context, with_records, many_tasks: bool, md: list[str]) -> None:
+    """Per-relation confidence metrics, average softmax vectors, and the reliability curve (top-option
+    probability vs accuracy, bins of equal size by descending confidence)."""
+    w = ctx.writer
+    per_rel, softmax_rows, bins_rows, series = [], [], [], []
+    for run, task in with_records:
+        label = _label(run, task, many_tasks)
+        for rel, v in confidence_by_relation(task.records()).items():
+            per_rel.append({"model": label, "relation": rel, "support": v["support"], "brier": v["brier_score"],
+                            **{f"{k}_{sub}": v[metric][sub] for k, metric in (("confidence", "confidence_score"),
+                               ("margin", "margin_of_confidence"), ("uncertainty", "uncertainty_score"))
+                               for sub in MB.CONFIDENCE_SUBSETS}})
+            for i, p in enumerate(v["avg_softmax"]["all"]):
+                softmax_rows.append({"model": label, "relation": rel, "option": i, "all": p,
+                                     **{sub: None if v["avg_softmax"][sub] is None else v["avg_softmax"][sub][i]
+                                        for sub in ("correct", "incorrect")}})
+        conf, correct = [], []
+        for scores, golds in scores_by_relation(task.records()).values():
+            terms = MB.instance_confidences(scores, golds)
+            conf += terms["confidence"].tolist()
+            correct += terms["correct"].tolist()
+        bins = calibration_bins(conf, correct, plot_bins(DEFAULT_BINS, len(conf)))
+        series.append((label, [b["confidence"] for b in bins], [b["accuracy"] for b in bins]))
+        bins_rows += [{"model": label, "bin": i, **b} for i, b in enumerate(bins, 1)]
+    if not series:
+        return
+    fig = line_plot(series, "BEAR calibration (top option's softmax probability)", "confidence", "P@1 of the bin",
+                    "model", diagonal=True)
+    md.append(w.figure(fig, "bear_calibration", "BEAR calibration"))
+    md.append(w.table(pd.DataFrame(bins_rows), "bear_calibration_bins", "Reliability bins (equal size, by descending confidence)."))
+    md.append(w.table(pd.DataFrame(per_rel), "bear_confidence_relations", "lm-pub-quiz's confidence metrics per relation."))
+    w.table(pd.DataFrame(softmax_rows), "bear_avg_softmax")  # CSV only: one row per (relation, option)
+    md.append("*Average softmax per answer option (lm-pub-quiz's `avg_softmax`, all / correct / incorrect): "
+              "[tables/bear_avg_softmax.csv](tables/bear_avg_softmax.csv)*\n")
 
 
 def _card(ctx: Context, found) -> dict[str, list[CardEntry]]:

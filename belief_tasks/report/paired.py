@@ -55,7 +55,7 @@ def _rows(ctx: Context, family: str, a, b, notes: list[str]) -> list[dict]:
     return [{"task": task_a.name, "metric": m, "A": run_a.name, "B": run_b.name, "value A": value(na, m),
              "value B": value(nb, m), "A − B": difference_text(iv, budgeted), "difference": iv.estimate,
              "low": iv.low if budgeted else iv.estimate, "high": iv.high if budgeted else iv.estimate,
-             "budgeted": budgeted} for m, iv in diffs.items()]
+             "budgeted": budgeted} for m, iv in diffs.items() if not (pd.isna(value(na, m)) and pd.isna(value(nb, m)))]
 
 
 def build(ctx: Context) -> Section | None:

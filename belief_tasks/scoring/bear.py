@@ -2,8 +2,10 @@
 
 One record per (fact, template): the log-likelihood of every answer option (``BearRecord``). Every
 number is recomputed from ``ll`` under the record's own reduction, never read from ``rank`` or
-``correct``, so a record scores the same in the harness and in the report. Known fact: the gold
-option ranks first under most of the fact's templates.
+``correct``, so a record scores the same in the harness and in the report. Confidence and calibration
+(lm-pub-quiz 0.3.3's ``metrics/confidence.py``): the answer-space softmax of each record's scores, every
+template's records of a relation together, per relation, then weighted by the relations' instances.
+Known fact: the gold option ranks first under most of the fact's templates.
 
 Pure: numpy through ``belief_tasks.metrics``; no lm-eval, no torch.
 """
@@ -135,10 +137,88 @@ def _p_at_k_agg(k: int, template: int | None, name: str):
 agg_bear_t0, agg_bear_t1, agg_bear_t2 = (_p_at_k_agg(1, t, f"agg_bear_t{t}") for t in TEMPLATE_METRICS)
 agg_p_at_1, agg_p_at_5, agg_p_at_10 = (_p_at_k_agg(k, None, f"agg_p_at_{k}") for k in PRECISION_KS)
 
+
+# --- confidence (lm-pub-quiz 0.3.3's metrics/confidence.py, ``metrics.bear.relation_confidence``) ----------
+
+
+def scores_by_relation(records: Sequence[Mapping]) -> dict[str, tuple[list, list]]:
+    """{relation: (option scores of each record, its gold indices)}: lm-pub-quiz's instance table of the
+    relation, every template's rows together; once per run's records."""
+
+    def group() -> dict[str, tuple[list, list]]:
+        groups: dict[str, tuple[list, list]] = {}
+        for r in records:
+            scores, golds = groups.setdefault(r["relation"], ([], []))
+            scores.append(record_scores(r))
+            golds.append(r["gold"])
+        return groups
+
+    return _memo.get(records, "scores_by_relation", group)
+
+
+def confidence_by_relation(records: Sequence[Mapping]) -> dict[str, dict]:
+    """``metrics.bear.relation_confidence`` of each relation's records."""
+    return {rel: M.relation_confidence(s, g) for rel, (s, g) in scores_by_relation(records).items()}
+
+
+def instance_values(records: Sequence[Mapping], key: str) -> list[float]:
+    """A per-instance term (``metrics.bear.instance_confidences``) of every record, relation by relation."""
+    return [float(v) for s, g in scores_by_relation(records).values() for v in M.instance_confidences(s, g)[key]]
+
+
+#: metric -> (lm-pub-quiz's per-relation metric, subset, per-instance term, higher is better)
+CONFIDENCE_METRICS = {
+    "confidence": ("confidence_score", "all", "confidence", True),
+    "confidence_correct": ("confidence_score", "correct", "confidence", True),
+    "confidence_incorrect": ("confidence_score", "incorrect", "confidence", False),
+    "margin": ("margin_of_confidence", "all", "margin", True),
+    "margin_correct": ("margin_of_confidence", "correct", "margin", True),
+    "margin_incorrect": ("margin_of_confidence", "incorrect", "margin", False),
+    "uncertainty": ("uncertainty_score", "all", "uncertainty", False),
+    "uncertainty_correct": ("uncertainty_score", "correct", "uncertainty", False),
+    "uncertainty_incorrect": ("uncertainty_score", "incorrect", "uncertainty", True),
+    "brier": ("brier_score", None, "brier", False),
+}
+
+
+def _confidence_agg(name: str):
+    """Support-weighted mean over relations of lm-pub-quiz's per-relation value (its ``accumulate_metrics``).
+    Over all instances that is the pooled mean of the per-instance term, so its stderr is the standard error
+    of that mean; a correct / incorrect split weights relations by all their instances and has none (N/A)."""
+    metric, subset, term, _ = CONFIDENCE_METRICS[name]
+    stderr = (lambda rs: M.mean_stderr(instance_values(rs, term))) if subset in ("all", None) else None
+
+    @with_stderr(stderr, f"agg_{name}")
+    def agg(records):
+        per_relation = confidence_by_relation(records).values()
+        values = [v[metric] if subset is None else v[metric][subset] for v in per_relation]
+        return M.support_weighted_mean(values, [v["support"] for v in per_relation])
+
+    return agg
+
+
+_CONFIDENCE_AGGS = {name: _confidence_agg(name) for name in CONFIDENCE_METRICS}
+(agg_confidence, agg_confidence_correct, agg_confidence_incorrect, agg_margin, agg_margin_correct,
+ agg_margin_incorrect, agg_uncertainty, agg_uncertainty_correct, agg_uncertainty_incorrect,
+ agg_brier) = _CONFIDENCE_AGGS.values()
+
 def budget_units(records: Sequence[Mapping]) -> Units:
     """A budgeted run's per-fact columns (``metrics.budgeted.bear``: its estimates of the full run)."""
     return budgeted.units([r["fact_id"] for r in records], [r["relation"] for r in records], templates_of(records),
-                          ranks_of(records), [r["cardinality"] == "1:1" for r in records])
+                          ranks_of(records), [r["cardinality"] == "1:1" for r in records], doc_confidences(records))
+
+
+def doc_confidences(records: Sequence[Mapping]) -> dict[str, list[float]]:
+    """Each record's per-doc confidence terms (``metrics.bear.instance_confidences`` over its relation's
+    records: ``correct`` and ``budgeted.CONFIDENCE_TERMS``), in record order."""
+    terms = {rel: M.instance_confidences(s, g) for rel, (s, g) in scores_by_relation(records).items()}
+    seen: dict[str, int] = {}
+    out: dict[str, list[float]] = {key: [] for key in ("correct", *budgeted.CONFIDENCE_TERMS)}
+    for r in records:
+        i = seen[r["relation"]] = seen.get(r["relation"], -1) + 1
+        for key, values in out.items():
+            values.append(float(terms[r["relation"]][key][i]))
+    return out
 
 
 #: metric name -> (aggregation, higher is better): what ``_bear_common_yaml`` wires and the report recomputes
@@ -152,4 +232,5 @@ METRICS = {
     "p_at_1": (agg_p_at_1, True),
     "p_at_5": (agg_p_at_5, True),
     "p_at_10": (agg_p_at_10, True),
+    **{name: (agg, CONFIDENCE_METRICS[name][3]) for name, agg in _CONFIDENCE_AGGS.items()},
 }

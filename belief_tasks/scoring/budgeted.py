@@ -102,7 +102,9 @@ def budget_aware(est: Estimators | None, metric: str, agg: Callable) -> Callable
 
     def stderr(items: list):
         records = unwrap(items)
-        return own_stderr(items) if not is_budgeted(records) else estimates(est, records)[metric].se
+        if not is_budgeted(records):
+            return own_stderr(items)
+        return math.nan if metric in est.not_estimable else estimates(est, records)[metric].se
 
     def interval(items: list) -> Interval | None:
         records = unwrap(items)

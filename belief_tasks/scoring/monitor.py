@@ -1,7 +1,9 @@
 """MONITOR scoring (Wang et al., 2024): records -> per-fact quantities -> ``belief_tasks.metrics.monitor``.
 
 One record per fact (``MonitorRecord``): the gold object's per-subword probabilities under every
-anchor (positive context, R frames, M negative contexts) and the greedy answers' correctness. Each
+anchor (positive context, R frames, M negative contexts), the greedy answers' correctness (under the
+positive context and the R frames; with ``monitor_accuracy: paper`` also the R x M frame x
+negative-interference grid of section 4.3) and the requests and tokens each group cost. Each
 aggregation scores every relation alone, then averages relations without weights (Table 4), so a
 per-relation number is the same aggregation on one relation's records (``per_relation``). Standard
 errors: bootstrap over facts (100 resamples, seed 0). Known fact: the greedy answer under the
@@ -22,6 +24,9 @@ from belief_tasks.scoring.common import Memo, with_stderr
 
 MAX_FRAMES = 7  # FKTC: 7 frames, 6 for P264 and P276
 BOOTSTRAP_ITERS = 100
+#: the ``monitor_accuracy`` knob (``belief_tasks.families.MONITOR_KNOBS``), stamped into each record as
+#: ``accuracy``: which greedy answers a fact gets besides its anchors
+ACCURACY_MODES = ("frames", "paper", "none")
 
 
 class MonitorRecord(TypedDict):
@@ -41,12 +46,16 @@ class MonitorRecord(TypedDict):
     frames: list  # per frame, per-unit probabilities
     negative_labels: list
     negatives: list  # per misleading context, per-unit probabilities
-    positive_answer: str
-    positive_correct: int
-    answers: list
+    positive_answer: str | None  # None with monitor_accuracy: none (no greedy answers)
+    positive_correct: int | None
+    answers: list  # per frame ([] with monitor_accuracy: none)
     correct: list  # per frame, 0/1
+    interference_answers: list  # monitor_accuracy: paper: [frame j][negative m], R x M; else []
+    interference_correct: list  # the same grid, 0/1
     alpha: list
     only_correct_primary: bool
+    accuracy: str  # the monitor_accuracy knob: frames, paper or none
+    cost: dict  # {"anchors" | "answers" | "interference": {"requests": n, "tokens": n}}
 
 
 # --- records -> per-fact rows -> columns -------------------------------------------------------------
@@ -56,22 +65,30 @@ _memo = Memo()
 
 def facts_of(records: Sequence[Mapping]) -> list[dict]:
     """Per-fact quantities of eqs. 1-3 (``M.fact_quantities``) with what the statistics group by, once per
-    run's records: every metric (19, each with a bootstrap) reads them, and computing them takes seconds
+    run's records: every metric (the anchors' and accuracies, each with a bootstrap) reads them, and computing them takes seconds
     on all of FKTC."""
     return _memo.get(records, "facts", lambda: [{
         **M.fact_quantities(r["primary"], r["frames"], r["negatives"]),
         "relation": r["relation"],
         "correct": r["correct"],
         "positive_correct": r["positive_correct"],
+        "interference_correct": r.get("interference_correct"),  # absent in records before monitor_accuracy
         "scored": (not r.get("only_correct_primary")) or bool(r["positive_correct"]),
         "alpha": tuple(r.get("alpha") or M.DEFAULT_ALPHA),
     } for r in records])
 
 
 def _column(facts: list[dict], key: str, anchors: bool = False) -> tuple[list, list]:
-    """(relations, values of ``key``); ``anchors``: only the facts the anchor metrics score."""
+    """(relations, values of ``key``) of the facts that have it (a record of ``monitor_accuracy: none`` has
+    no answers, one of ``frames`` no R x M grid); ``anchors``: only the facts the anchor metrics score."""
     rows = [f for f in facts if f["scored"]] if anchors else facts
+    rows = [f for f in rows if f[key] is not None and not (isinstance(f[key], list) and not f[key])]
     return [f["relation"] for f in rows], [f[key] for f in rows]
+
+
+def has_paper_accuracy(records: Sequence[Mapping]) -> bool:
+    """Whether a run asked for the R x M answers (``monitor_accuracy: paper``): some record has its grid."""
+    return any(r.get("interference_correct") for r in records)
 
 
 def _alpha(facts: list[dict]) -> tuple:
@@ -115,6 +132,14 @@ def _relation_extreme(which: str):
     return lambda facts: M.accuracy_across_relations(*_column(facts, "correct"), which)
 
 
+def _paper_accuracy(which: str):
+    return lambda facts: M.accuracy_over_relations(*_column(facts, "interference_correct"), which)
+
+
+def _paper_extreme(which: str):
+    return lambda facts: M.accuracy_across_relations(*_column(facts, "interference_correct"), which)
+
+
 def _frame_accuracy(j: int):
     return lambda facts: M.frame_accuracy_over_relations(*_column(facts, "correct"), j)
 
@@ -144,17 +169,46 @@ agg_acc_min = _aggregation(_accuracy("min"), "acc_min")
 agg_acc_positive = _aggregation(_mean_of("positive_correct", False), "acc_positive")
 agg_acc_relation_max = _aggregation(_relation_extreme("max"), "acc_relation_max")
 agg_acc_relation_min = _aggregation(_relation_extreme("min"), "acc_relation_min")
+agg_acc_paper_avg = _aggregation(_paper_accuracy("avg"), "acc_paper_avg")
+agg_acc_paper_max = _aggregation(_paper_accuracy("max"), "acc_paper_max")
+agg_acc_paper_min = _aggregation(_paper_accuracy("min"), "acc_paper_min")
+agg_acc_paper_relation_max = _aggregation(_paper_extreme("max"), "acc_paper_relation_max")
+agg_acc_paper_relation_min = _aggregation(_paper_extreme("min"), "acc_paper_relation_min")
 
 FRAME_METRICS = tuple(f"acc_frame_{j}" for j in range(MAX_FRAMES))
 _FRAME_AGGS = tuple(_aggregation(_frame_accuracy(j), name) for j, name in enumerate(FRAME_METRICS))
 agg_acc_frame_0, agg_acc_frame_1, agg_acc_frame_2, agg_acc_frame_3, agg_acc_frame_4, agg_acc_frame_5, agg_acc_frame_6 = _FRAME_AGGS
 
+
+def _cost_aggregation(group: str, field: str, name: str):
+    """Total ``field`` (requests or tokens) of one request group over the records; NaN when no record
+    counted its cost (records before the count existed). A total has no standard error."""
+
+    @with_stderr(None, f"agg_{name}")
+    def agg(records):
+        costs = [r["cost"][group][field] for r in records if r.get("cost")]
+        return float(sum(costs)) if costs else float("nan")
+
+    return agg
+
+
+#: cost metric -> (request group in ``MonitorRecord.cost``, field)
+COST_METRICS = {f"cost_{short}_{field}": (group, field) for short, group in
+                (("anchor", "anchors"), ("answer", "answers"), ("paper", "interference")) for field in ("requests", "tokens")}
+_COST_AGGS = {name: _cost_aggregation(*where, name) for name, where in COST_METRICS.items()}
+(agg_cost_anchor_requests, agg_cost_anchor_tokens, agg_cost_answer_requests, agg_cost_answer_tokens,
+ agg_cost_paper_requests, agg_cost_paper_tokens) = _COST_AGGS.values()
+
+
 def budget_units(records: Sequence[Mapping]) -> Units:
     """A budgeted run's per-fact columns (``metrics.budgeted.monitor``: its estimates of the full run)."""
     facts = facts_of(records)
+    costs = {name: [r["cost"][group][field] if r.get("cost") else float("nan") for r in records]
+             for name, (group, field) in COST_METRICS.items()}
     return budgeted.units([r["fact_id"] for r in records], [f["relation"] for f in facts], facts,
                           [f["correct"] for f in facts], [f["positive_correct"] for f in facts],
-                          [f["scored"] for f in facts], _alpha(facts), MAX_FRAMES)
+                          [f["scored"] for f in facts], _alpha(facts), MAX_FRAMES,
+                          [f["interference_correct"] or [] for f in facts], costs)
 
 
 #: metric name -> (aggregation, higher is better): what the generated YAMLs wire and the report recomputes
@@ -172,7 +226,32 @@ METRICS = {
     "acc_relation_max": (agg_acc_relation_max, True),
     "acc_relation_min": (agg_acc_relation_min, True),
     **{name: (agg, True) for name, agg in zip(FRAME_METRICS, _FRAME_AGGS)},
+    "acc_paper_avg": (agg_acc_paper_avg, True),
+    "acc_paper_max": (agg_acc_paper_max, True),
+    "acc_paper_min": (agg_acc_paper_min, True),
+    "acc_paper_relation_max": (agg_acc_paper_relation_max, True),
+    "acc_paper_relation_min": (agg_acc_paper_relation_min, True),
+    **{name: (agg, False) for name, agg in _COST_AGGS.items()},
 }
+#: metrics of the greedy answers under the positive context and the frames (none with ``monitor_accuracy: none``)
+FRAME_ACCURACY_METRICS = ("acc_avg", "acc_max", "acc_min", "acc_positive", "acc_relation_max", "acc_relation_min",
+                          *FRAME_METRICS)
+#: section 4.3's R x M accuracies (``monitor_accuracy: paper`` only)
+PAPER_ACCURACY_METRICS = tuple(name for name in METRICS if name.startswith("acc_paper_"))
+
+
+def metrics_of(record: Mapping) -> list[str]:
+    """The metrics a record has a value for (the names its task logs it under). A relation with R frames
+    has no frame R (P264, P276: 6): its facts skip acc_frame_R.. rather than count as wrong, and a run of
+    6-frame relations reports no acc_frame_6. Without greedy answers (``none``) no accuracy is reported;
+    the R x M accuracies only with ``paper``."""
+    skip = set(FRAME_METRICS[len(record["frame_ids"]):])
+    mode = record.get("accuracy", "frames")
+    if mode == "none":
+        skip |= set(FRAME_ACCURACY_METRICS)
+    if mode != "paper":
+        skip |= set(PAPER_ACCURACY_METRICS)
+    return [name for name in METRICS if name not in skip]
 
 
 def per_relation(records: Sequence[Mapping], metric: str) -> dict[str, float]:

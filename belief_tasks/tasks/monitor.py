@@ -6,9 +6,14 @@ One document per fact. ``MonitorTask.construct_requests`` sends, in this order:
 1. the anchors: the gold object's per-subword probabilities under 1 positive context, R frames
    and M negative contexts (``belief_tasks.prompts.monitor``), by the route ``monitor_route``
    picks (``belief_tasks.tasks.monitor_subwords``: units cut with the evaluated model's tokenizer);
-2. the greedy answers (``generate_until``) under the positive context and the R frames.
+2. the greedy answers (``generate_until``) under the positive context and the R frames (``monitor_accuracy``
+   ``frames`` or ``paper``);
+3. with ``monitor_accuracy: paper``, the R x M greedy answers under every frame behind every negative context
+   (section 4.3's average accuracy).
 
-Scoring requests come first, so a backend without them fails before any generation.
+Scoring requests come first, so a backend without them fails before any generation. Each record
+counts the requests and tokens of each group (``cost``), so a run measures what the paper's Table 8
+compares: MONITOR's anchors against the R x M accuracy generations.
 
 ``--metadata`` knobs: ``belief_tasks.families.MONITOR_KNOBS`` (the common ones, e.g. ``relations``,
 plus the family's) and the data source's (``belief_tasks.sources``: ``source``, ``fktc_path``).
@@ -26,13 +31,20 @@ from belief_tasks.matching import contains_answer
 from belief_tasks.options import KnobError, Options, parse_options
 from belief_tasks.prompts import monitor as P
 from belief_tasks.schema import FactSet, SchemaError, fact_key
-from belief_tasks.scoring.monitor import FRAME_METRICS, MAX_FRAMES, METRICS
+from belief_tasks.scoring.monitor import MAX_FRAMES, metrics_of
 from belief_tasks.tasks import monitor_subwords as S
 from belief_tasks.tasks.base import BeliefTask, as_split, design_of, probe, select_facts, unpack
 
 log = logging.getLogger(__name__)
 
 KNOBS = MONITOR.knobs
+
+
+def check_options(opts: Options) -> None:
+    """Knob combinations that cannot run, refused before any model time."""
+    if opts.monitor_accuracy == "none" and opts.only_correct_primary:
+        raise KnobError("only_correct_primary", "needs the positive-context greedy answers, which monitor_accuracy: none "
+                        "does not ask for (use monitor_accuracy: frames or paper)")
 
 
 def answer_format(opts: Options) -> str:
@@ -65,6 +77,8 @@ def build_docs(fs: FactSet, opts: Options) -> list[dict]:
             "accepted": list(fact.object_expressions),
             "negatives": [n.label for n in fact.negatives],
             "anchors": [{"key": a.key, "kind": a.kind, "text": a.text} for a in P.anchor_prompts(fact, rel, fmt)],
+            **({"interference": [{"frame": q.frame, "negative": q.negative, "text": q.text}
+                                 for q in P.interference_prompts(fact, rel, fmt)]} if opts.monitor_accuracy == "paper" else {}),
             **selection.design(fact),
         })
     return docs
@@ -72,6 +86,7 @@ def build_docs(fs: FactSet, opts: Options) -> list[dict]:
 
 def _dataset(metadata: Mapping[str, Any]) -> dict:
     opts = parse_options(KNOBS, metadata)
+    check_options(opts)
     S.Codec(metadata)  # no tokenizer, no run: say so before any model time
     return as_split(build_docs(load_facts("fktc", metadata), opts))
 
@@ -99,10 +114,26 @@ def doc_to_target(doc) -> str:
 # --------------------------------------------------------------------------- requests and records
 
 
-def requests_of(pl: S.Plan, route: str, gen_kwargs: Mapping[str, Any]) -> list[tuple[str, tuple]]:
-    """(request type, arguments) in order: the anchors' scoring first, then the greedy answers."""
-    greedy = [("generate_until", (a["text"], dict(gen_kwargs))) for a in pl.anchors if a["kind"] != "negative"]
-    return S.scoring_requests(pl, route) + greedy
+def answered_anchors(pl: S.Plan, mode: str) -> list[dict]:
+    """The anchors whose greedy answer is asked for: the positive context and the R frames (not with ``none``)."""
+    return [] if mode == "none" else [a for a in pl.anchors if a["kind"] != "negative"]
+
+
+def interference_of(doc, mode: str) -> list[dict]:
+    """The fact's R x M frame-interference prompts (``monitor_accuracy: paper``), frame-major."""
+    if mode != "paper":
+        return []
+    if doc.get("interference") in (None, ""):
+        raise RuntimeError(f"{doc['fact_id']}: monitor_accuracy is paper but the doc has no interference prompts")
+    return unpack(doc, "interference")
+
+
+def requests_of(pl: S.Plan, doc, opts: Options, gen_kwargs: Mapping[str, Any]) -> list[tuple[str, tuple]]:
+    """(request type, arguments) in order: the anchors' scoring first, then the greedy answers under the
+    positive context and the frames, then the R x M frame-interference answers."""
+    mode = opts.monitor_accuracy
+    texts = [a["text"] for a in answered_anchors(pl, mode)] + [q["text"] for q in interference_of(doc, mode)]
+    return S.scoring_requests(pl, opts.monitor_route) + [("generate_until", (t, dict(gen_kwargs))) for t in texts]
 
 
 class MonitorTask(BeliefTask):
@@ -126,26 +157,22 @@ class MonitorTask(BeliefTask):
     def construct_requests(self, doc, ctx, **kwargs):
         if kwargs.get("apply_chat_template"):
             log.warning("%s: MONITOR builds its own prompts; the chat template is not applied", self.config.task)
-        reqs = requests_of(self._plan(doc), self.options.monitor_route, self.config.generation_kwargs or {})
+        reqs = requests_of(self._plan(doc), doc, self.options, self.config.generation_kwargs or {})
         return [self.instance(t, doc, args, i, kwargs) for i, (t, args) in enumerate(reqs)]
 
     def process_results(self, doc, results):
-        record = make_record(doc, results, self.options, self._plan(doc))
-        # a relation with R frames has no frame R (P264, P276: 6): its facts skip acc_frame_R.. rather
-        # than count as wrong, and a run of 6-frame relations reports no acc_frame_6
-        return {name: record for name in METRICS if name not in FRAME_METRICS[len(record["frame_ids"]):]}
+        record = make_record(doc, results, self.options, self._plan(doc), self._codec)
+        return {name: record for name in metrics_of(record)}
 
 
-def make_record(doc, results: list, opts: Options, pl: S.Plan) -> dict:
+def make_record(doc, results: list, opts: Options, pl: S.Plan, codec: S.Codec) -> dict:
     """The fact's record (``belief_tasks.scoring.monitor.MonitorRecord``) from its results in request order."""
-    route = opts.monitor_route
+    route, mode = opts.monitor_route, opts.monitor_accuracy
     n_score = S.n_scoring_requests(pl, route)
     probs = S.unit_probabilities(results[:n_score], pl, route)
-    answered = [a for a in pl.anchors if a["kind"] != "negative"]
-    answers = {a["key"]: P.first_line(r) for a, r in zip(answered, results[n_score:], strict=True)}
-    accepted = unpack(doc, "accepted")
     kinds = [a["kind"] for a in pl.anchors]
     frame_ids = [a["key"] for a in pl.anchors if a["kind"] == "frame"]
+    answers = answer_fields(doc, results[n_score:], answered_anchors(pl, mode), interference_of(doc, mode), frame_ids)
     return {
         "relation": doc["relation"],
         "fact_id": doc["fact_id"],
@@ -161,11 +188,46 @@ def make_record(doc, results: list, opts: Options, pl: S.Plan) -> dict:
         "frames": [p for p, k in zip(probs, kinds) if k == "frame"],
         "negative_labels": unpack(doc, "negatives"),
         "negatives": [p for p, k in zip(probs, kinds) if k == "negative"],
-        "positive_answer": answers["positive"],
-        "positive_correct": int(contains_answer(answers["positive"], accepted)),
-        "answers": [answers[f] for f in frame_ids],
-        "correct": [int(contains_answer(answers[f], accepted)) for f in frame_ids],
+        **answers,
         "alpha": list(opts.monitor_alpha),
         "only_correct_primary": opts.only_correct_primary,
+        "accuracy": mode,
+        "cost": request_cost(codec, pl, route, results[n_score:], answered_anchors(pl, mode), interference_of(doc, mode)),
         **design_of(doc),
     }
+
+
+def answer_fields(doc, generated: list, answered: list[dict], grid: list[dict], frame_ids: list[str]) -> dict:
+    """The greedy answers' record fields: under the positive context and each frame (``None`` / [] when
+    not asked), and the R x M grid ``interference_answers[j][m]`` (frame j behind negative m; [] unless paper)."""
+    if len(generated) != len(answered) + len(grid):
+        raise RuntimeError(f"{doc['fact_id']}: {len(generated)} greedy answers for {len(answered) + len(grid)} requests")
+    accepted = unpack(doc, "accepted")
+    answers = {a["key"]: P.first_line(r) for a, r in zip(answered, generated)}
+    rows: dict[str, list[str]] = {f: [] for f in frame_ids} if grid else {}
+    for q, r in zip(grid, generated[len(answered):]):
+        rows[q["frame"]].append(P.first_line(r))
+    positive = answers.get("positive")
+    return {
+        "positive_answer": positive,
+        "positive_correct": None if positive is None else int(contains_answer(positive, accepted)),
+        "answers": [answers[f] for f in frame_ids] if answers else [],
+        "correct": [int(contains_answer(answers[f], accepted)) for f in frame_ids] if answers else [],
+        "interference_answers": list(rows.values()),
+        "interference_correct": [[int(contains_answer(a, accepted)) for a in row] for row in rows.values()],
+    }
+
+
+def request_cost(codec: S.Codec, pl: S.Plan, route: str, generated: list, answered: list[dict],
+                 grid: list[dict]) -> dict[str, dict[str, int]]:
+    """Requests and tokens the fact cost, per group: ``anchors`` (MONITOR's R + 1 + M scored anchors),
+    ``answers`` (greedy answers under the positive context and the R frames), ``interference`` (the R x M
+    accuracy generations). Tokens: the prompt (and scored answer) tokens each request holds, plus the
+    generated tokens of greedy requests (``S.Codec.generation_tokens``)."""
+    gen_answers, gen_grid = generated[:len(answered)], generated[len(answered):]
+    return {
+        "anchors": {"requests": S.n_scoring_requests(pl, route), "tokens": S.scoring_tokens(pl, route)},
+        "answers": {"requests": len(answered), "tokens": codec.generation_tokens([a["text"] for a in answered], gen_answers)},
+        "interference": {"requests": len(grid), "tokens": codec.generation_tokens([q["text"] for q in grid], gen_grid)},
+    }
+

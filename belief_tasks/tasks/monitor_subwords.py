@@ -51,6 +51,14 @@ class Codec:
         ends = {end - len(prompt) for _, end in spans if end > len(prompt)}
         return sorted({e + d for e in ends for d in (-1, 0, 1)})
 
+    def generation_tokens(self, prompts: list[str], outputs: list[str]) -> int:
+        """Tokens of greedy requests: each prompt as the backend encodes it, plus the tokens of the text it
+        returned (re-encoded; the stop sequence the backend cut off is not counted)."""
+        if not prompts:
+            return 0
+        generated = self.tokenizer(list(outputs), add_special_tokens=False)["input_ids"]
+        return sum(map(len, self.encode(prompts))) + sum(map(len, generated))
+
 
 @dataclass(frozen=True)
 class Plan:
@@ -61,6 +69,7 @@ class Plan:
     cuts: list
     counts: list  # per anchor, the model tokens of each unit
     n_tokens: list  # per anchor, the model tokens of the answer
+    context_tokens: list  # per anchor, the model tokens of its prompt (lm-eval's pairing)
 
     @property
     def units(self) -> list[str]:
@@ -74,7 +83,7 @@ def plan(doc: Mapping[str, Any], codec: Codec) -> Plan:
     pieces = [P.exact_cuts(codec.encode, a["text"], answer, codec.candidates(a["text"], answer)) for a in anchors]
     cuts = P.subword_units(pieces, answer)
     return Plan(answer, anchors, cuts, [P.unit_token_counts(p, cuts) for p in pieces],
-                [len(p.answer_ids) for p in pieces])
+                [len(p.answer_ids) for p in pieces], [len(p.context_ids) for p in pieces])
 
 
 def scoring_requests(pl: Plan, route: str) -> list[tuple[str, tuple]]:
@@ -90,6 +99,14 @@ def scoring_requests(pl: Plan, route: str) -> list[tuple[str, tuple]]:
 
 def n_scoring_requests(pl: Plan, route: str) -> int:
     return sum(len(c) for c in pl.counts) if route == "prefix" else len(pl.anchors)
+
+
+def scoring_tokens(pl: Plan, route: str) -> int:
+    """Tokens the scoring requests hold (context + continuation, as the backend pairs them): per ``prefix``
+    request the prompt and the answer up to its unit; per ``per_token`` request the prompt and the answer."""
+    if route == "prefix":
+        return sum(ctx + sum(counts[:k + 1]) for ctx, counts in zip(pl.context_tokens, pl.counts) for k in range(len(counts)))
+    return sum(ctx + n for ctx, n in zip(pl.context_tokens, pl.n_tokens))
 
 
 def unit_probabilities(results: list, pl: Plan, route: str) -> list[list[float]]:

@@ -2,7 +2,7 @@
 
     python task_yamls/monitor/_generate_configs.py
 
-The metric list comes from ``belief_tasks.scoring.monitor.METRICS`` (19 metrics), so the YAMLs and the
+The metric list comes from ``belief_tasks.scoring.monitor.METRICS``, so the YAMLs and the
 task module cannot drift apart; ``tests/test_monitor_tasks.py`` checks the files are up to date.
 lm-eval reads only the ``*.yaml`` files here (and ``utils.py`` through ``!function``), never this script.
 """

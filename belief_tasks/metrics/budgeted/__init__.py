@@ -5,7 +5,7 @@ A family module holds ``units(...)`` (per-fact columns from the arrays its metri
 With every fact drawn a statistic equals the family's metric on the full data (tested per family);
 on a sample it is the design-weighted estimate of that value, and the intervals module gives its
 standard error and interval. The builders below are the shapes the metrics share: a pooled ratio
-over all facts, and a mean over relations of per-relation ratios.
+over all facts, a mean over relations of per-relation ratios, and a total.
 
 Pure numpy.
 """
@@ -43,5 +43,15 @@ def relation_mean(num: str, den: str):
 
     def stat(T: Totals) -> np.ndarray:
         return nanmean(ratio(T[num], T[den]))
+
+    return stat
+
+
+def total(column: str):
+    """sum_h T[column]: the full run's total of a per-fact count (the Horvitz-Thompson total on a sample);
+    NaN when the units lack the column (records from before it was counted)."""
+
+    def stat(T: Totals) -> np.ndarray:
+        return T[column].sum(-1) if column in T.columns else np.full(T.values.shape[:-2], np.nan)
 
     return stat

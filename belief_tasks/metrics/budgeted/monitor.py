@@ -4,27 +4,33 @@ Per fact: whether the anchor metrics score it (``scored``: all facts, or under `
 those whose positive-context answer is right), its PFD (eq. 1), IRD (eq. 2), mean anchor probabilities
 and eq. 3's numerator term sqrt(a1 PFD^2 + a2 IRD^2 + a3 PFD IRD), each times ``scored``; its greedy
 answers' correctness per frame (``frame<j>``, and ``has<j>`` where the relation has frame j) and under
-the positive context. Table 4 scores each relation alone and averages relations without weights, so
-every statistic is a mean over relations of per-relation ratios of totals (or, for the accuracy
-extremes, their maximum or minimum).
+the positive context; with ``monitor_accuracy: paper`` its R x M frame x negative-interference answers
+(``grid<k>``, k = j * M + m, and ``ingrid<k>`` where the fact has combination k); the requests and tokens
+it cost (``cost_*``). Table 4 scores each relation alone and averages relations without weights, so
+every accuracy is a mean over relations of per-relation ratios of totals (or, for the accuracy
+extremes, their maximum or minimum); a cost is the total over every fact of the run.
 """
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Mapping, Sequence
 
 import numpy as np
 
-from belief_tasks.metrics.budgeted import nanmean, ratio, relation_mean
+from belief_tasks.metrics.budgeted import nanmean, ratio, relation_mean, total
 from belief_tasks.metrics.intervals import Totals, Units, selecting
 
 ANCHOR_MEANS = ("pfd", "ird", "primary_prob", "frame_prob", "negative_prob")
+#: request groups (MONITOR's anchors, the R + 1 answers, the R x M answers) x what is counted
+COSTS = tuple(f"cost_{group}_{unit}" for group in ("anchor", "answer", "paper") for unit in ("requests", "tokens"))
 
 
 def units(fact_ids: Sequence[str], relations: Sequence[str], quantities: Sequence[dict], correct: Sequence[Sequence[int]],
-          positive_correct: Sequence[int], scored: Sequence[bool], alpha: Sequence[float], frames: int) -> Units:
+          positive_correct: Sequence[int], scored: Sequence[bool], alpha: Sequence[float], frames: int,
+          grids: Sequence[Sequence[Sequence[int]]] | None = None, costs: Mapping[str, Sequence[float]] | None = None) -> Units:
     """Per-fact columns: ``quantities`` as ``metrics.monitor.fact_quantities`` gives them, ``correct`` the
-    per-frame 0/1 answers (a fact's relation may have fewer than ``frames`` frames)."""
+    per-frame 0/1 answers (a fact's relation may have fewer than ``frames`` frames); ``grids`` each fact's
+    R x M 0/1 frame-interference answers ([] without them), ``costs`` per-fact counts by ``COSTS`` name."""
     s = np.asarray(scored, dtype=float)
     q = {k: np.array([x[k] for x in quantities], dtype=float) for k in ANCHOR_MEANS}
     a1, a2, a3 = (float(a) for a in alpha)
@@ -34,7 +40,22 @@ def units(fact_ids: Sequence[str], relations: Sequence[str], quantities: Sequenc
     for j in range(frames):
         columns[f"has{j}"] = [len(c) > j for c in correct]
         columns[f"frame{j}"] = [c[j] if len(c) > j else 0 for c in correct]
+    columns.update(_grid_columns(grids or [[] for _ in s], frames))
+    columns.update(costs or {})
     return Units.of(list(fact_ids), list(relations), columns)
+
+
+def _grid_columns(grids: Sequence[Sequence[Sequence[int]]], frames: int) -> dict[str, list]:
+    """``grid<k>`` / ``ingrid<k>`` for combination k = j * M + m (frame j behind negative m), M the most
+    negatives of any fact; no columns when no fact has a grid (a run without ``monitor_accuracy: paper``)."""
+    stride = max((len(row) for grid in grids for row in grid), default=0)
+    columns: dict[str, list] = {}
+    for j in range(frames if stride else 0):
+        for m in range(stride):
+            cells = [grid[j][m] if len(grid) > j and len(grid[j]) > m else None for grid in grids]
+            columns[f"ingrid{j * stride + m}"] = [c is not None for c in cells]
+            columns[f"grid{j * stride + m}"] = [c or 0 for c in cells]
+    return columns
 
 
 def monitor(T: Totals) -> np.ndarray:
@@ -42,28 +63,40 @@ def monitor(T: Totals) -> np.ndarray:
     return nanmean(ratio(T["monitor_numerator"], np.where(T["scored"] > 0, T["primary_prob"], 0.0)))
 
 
-def _frame_accuracies(T: Totals) -> np.ndarray:
-    """(..., H, frames) accuracy under each frame per relation; NaN where the relation lacks the frame."""
-    return ratio(T.block("frame"), T.block("has"))
+def _accuracies(T: Totals, cell: str, present: str) -> np.ndarray:
+    """(..., H, combinations) accuracy under each combination per relation (a frame, or a frame behind a
+    negative context); NaN where the relation lacks the combination."""
+    return ratio(T.block(cell), T.block(present))
 
 
-def _per_relation(how: str):
-    """Table 4's avg / max / min over frames per relation, averaged over relations."""
-    reduce = {"avg": nanmean, "max": lambda a: np.nanmax(np.where(np.isfinite(a), a, -np.inf), -1),
-              "min": lambda a: np.nanmin(np.where(np.isfinite(a), a, np.inf), -1)}[how]
+def _extreme(values: np.ndarray, how: str) -> np.ndarray:
+    """max / min over the last axis of the finite values; NaN where there is none."""
+    fill = -np.inf if how == "max" else np.inf
+    out = (np.max if how == "max" else np.min)(np.where(np.isfinite(values), values, fill), -1)
+    return np.where(np.isfinite(out), out, np.nan)
+
+
+def _per_relation(how: str, cell: str = "frame", present: str = "has"):
+    """Table 4's avg / max / min over a relation's combinations (its frames; or, section 4.3, its R x M
+    frame-interference pairs), averaged over relations."""
 
     def stat(T: Totals) -> np.ndarray:
-        return nanmean(reduce(_frame_accuracies(T)))
+        acc = _accuracies(T, cell, present)
+        if acc.shape[-1] == 0:  # no combination at all: a run without these answers
+            return np.full(acc.shape[:-2], np.nan)
+        return nanmean(nanmean(acc) if how == "avg" else _extreme(acc, how))
 
     return stat if how == "avg" else selecting(stat)
 
 
-def _across_relations(how: str):
-    """Table 4's max / min across relations of each relation's average accuracy."""
+def _across_relations(how: str, cell: str = "frame", present: str = "has"):
+    """The max / min across relations of each relation's average accuracy over its combinations."""
 
     def stat(T: Totals) -> np.ndarray:
-        avg = nanmean(_frame_accuracies(T))
-        return np.max(avg, -1) if how == "max" else np.min(avg, -1)
+        acc = _accuracies(T, cell, present)
+        if acc.shape[-1] == 0:
+            return np.full(acc.shape[:-2], np.nan)
+        return _extreme(nanmean(acc), how)
 
     return selecting(stat)
 
@@ -87,4 +120,7 @@ STATISTICS = {
     "acc_relation_max": _across_relations("max"),
     "acc_relation_min": _across_relations("min"),
     **{f"acc_frame_{j}": _frame(j) for j in range(7)},
+    **{f"acc_paper_{w}": _per_relation(w, "grid", "ingrid") for w in ("avg", "max", "min")},
+    **{f"acc_paper_relation_{w}": _across_relations(w, "grid", "ingrid") for w in ("max", "min")},
+    **{name: total(name) for name in COSTS},
 }
