@@ -147,7 +147,7 @@ def scores_by_relation(records: Sequence[Mapping]) -> dict[str, tuple[list, list
 
     def group() -> dict[str, tuple[list, list]]:
         groups: dict[str, tuple[list, list]] = {}
-        for r in records:
+        for r in (records[i] for i in instance_order(records)):
             scores, golds = groups.setdefault(r["relation"], ([], []))
             scores.append(record_scores(r))
             golds.append(r["gold"])
@@ -208,16 +208,28 @@ def budget_units(records: Sequence[Mapping]) -> Units:
                           ranks_of(records), [r["cardinality"] == "1:1" for r in records], doc_confidences(records))
 
 
+def instance_order(records: Sequence[Mapping]) -> list[int]:
+    """Record positions by (relation, fact, template, subject form): the order ``scores_by_relation``
+    groups them in, so sums over instances do not depend on the order records were gathered in (ranks
+    of a multi-process run arrive rank by rank; float addition is not associative)."""
+    def key(i: int) -> tuple:
+        r = records[i]
+        return tuple(str(r.get(f)) for f in ("relation", "fact_id", "template_index", "template_id", "subject_form"))
+    return sorted(range(len(records)), key=key)
+
+
 def doc_confidences(records: Sequence[Mapping]) -> dict[str, list[float]]:
     """Each record's per-doc confidence terms (``metrics.bear.instance_confidences`` over its relation's
     records: ``correct`` and ``budgeted.CONFIDENCE_TERMS``), in record order."""
     terms = {rel: M.instance_confidences(s, g) for rel, (s, g) in scores_by_relation(records).items()}
     seen: dict[str, int] = {}
+    position = [0] * len(records)  # each record's row in its relation's group
+    for i in instance_order(records):
+        position[i] = seen[records[i]["relation"]] = seen.get(records[i]["relation"], -1) + 1
     out: dict[str, list[float]] = {key: [] for key in ("correct", *budgeted.CONFIDENCE_TERMS)}
-    for r in records:
-        i = seen[r["relation"]] = seen.get(r["relation"], -1) + 1
+    for r, row in zip(records, position):
         for key, values in out.items():
-            values.append(float(terms[r["relation"]][key][i]))
+            values.append(float(terms[r["relation"]][key][row]))
     return out
 
 
