@@ -24,6 +24,15 @@ def derive_seed(seed: int, *keys: object) -> int:
     return int.from_bytes(hashlib.sha256(text.encode("utf-8")).digest()[:8], "little")
 
 
+def request_seed(seed: int, *keys: object) -> int:
+    """A request's sampling seed: ``derive_seed`` reduced to a signed 64-bit integer (below 2**63).
+
+    Engines take a sampling seed as int64: vLLM's server refuses a larger one (``body.seed: Input
+    should be less than or equal to 9223372036854775807``), and torch's ``manual_seed`` needs it too.
+    ``% 2**63`` is what the ``hf`` paths always applied, so their texts stay the same."""
+    return derive_seed(seed, *keys) % 2**63
+
+
 def rng(seed: int, *keys: object) -> random.Random:
     return random.Random(derive_seed(seed, *keys))
 

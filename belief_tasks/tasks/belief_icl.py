@@ -27,8 +27,8 @@ differently (generation and truncation stop at the first stop string already):
 the K requests are distinct to any cache yet sample exactly the same distribution,
 on the stock ``hf`` backend and on any backend that honours ``until``.
 
-Seeds: sample ``i`` also carries ``seed = derive_seed(seed, pair, template, subject form,
-style, i)`` in its generation kwargs, so its text depends on nothing else: not on the
+Seeds: sample ``i`` also carries ``seed = request_seed(seed, pair, template, subject form,
+style, i)`` (a signed 64-bit integer) in its generation kwargs, so its text depends on nothing else: not on the
 batch size, the order of requests or the number of processes (Ovconf of a 2-process run
 equals that of 1 process). vLLM's ``SamplingParams`` and OpenAI-style servers read the key
 natively; on ``hf`` our hook pops it and seeds the draw (``belief_tasks.harness``);
@@ -273,9 +273,9 @@ def _sample_stops(until: tuple, i: int) -> list:
 
 def sample_seed(doc: Mapping[str, Any], i: int) -> int:
     """Sample ``i``'s seed: from the run's seed and the prompt's ids (``prompt_ids``), never from
-    its rank or batch."""
-    return seeding.derive_seed(int(doc["seed"]), "belief_icl", "sample", doc["fact_id"], doc["template_id"],
-                               doc["subject_form"], doc["style"], i)
+    its rank or batch; below 2**63, as every engine takes it (``seeding.request_seed``)."""
+    return seeding.request_seed(int(doc["seed"]), "belief_icl", "sample", doc["fact_id"], doc["template_id"],
+                                doc["subject_form"], doc["style"], i)
 
 
 class BeliefICLTask(BeliefTask):
