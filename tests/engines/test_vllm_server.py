@@ -31,7 +31,8 @@ def _serve_args(model_path, port: int) -> list[str]:
     return [sys.executable, "-m", "vllm.entrypoints.cli.main", "serve", str(model_path),
             "--host", "127.0.0.1", "--port", str(port), "--served-model-name", SERVED_NAME,
             "--dtype", ENGINE_ARGS["dtype"], "--max-model-len", str(ENGINE_ARGS["max_model_len"]),
-            "--gpu-memory-utilization", str(ENGINE_ARGS["gpu_memory_utilization"]), "--enforce-eager"]
+            "--gpu-memory-utilization", str(ENGINE_ARGS["gpu_memory_utilization"]), "--enforce-eager",
+            "--no-enable-chunked-prefill"]
 
 
 @pytest.fixture(scope="module")
