@@ -40,8 +40,27 @@ def _instances(name: str, metadata: dict):
     ("belief_mp_4random", {"max_facts_per_relation": 6, "confidence_samples": 10, "seed": 2**40 + 7}),
 ])
 def test_every_sampled_request_seed_fits_int64(task, metadata):
-    seeds = [inst.args[1]["seed"] for inst in _instances(task, metadata) if inst.args[1].get("do_sample")]
+    sampled = [inst for inst in _instances(task, metadata) if inst.args[1].get("do_sample")]
+    seeds = [inst.args[1]["seed"] for inst in sampled]
     assert len(seeds) >= 100 and len(set(seeds)) == len(seeds)
     assert all(isinstance(s, int) and 0 <= s <= INT64_MAX for s in seeds)
-    # and they are the seeds hf seeded torch with before the reduction moved to the source
     assert any(s >= 2**62 for s in seeds)  # spread over the whole signed range, not a narrower one
+    # hf and hf-shared seed torch with ``seed % 2**63``: the same number as from the unreduced seed the
+    # requests carried before, so their texts (and the demo's numbers) do not change
+    unreduced = [seeding.derive_seed(int(inst.doc["seed"]), "belief_icl", "sample", *_prompt_ids(inst), i)
+                 for inst, i in zip(sampled, _sample_indices(sampled))]
+    assert any(u > INT64_MAX for u in unreduced)
+    assert [u % 2**63 for u in unreduced] == [s % 2**63 for s in seeds]
+
+
+def _prompt_ids(inst) -> tuple:
+    ids = B.prompt_ids(inst.doc, inst.doc["sampled"])
+    return ids["fact_id"], ids["template_id"], ids["subject_form"], ids["style"]
+
+
+def _sample_indices(sampled) -> list[int]:
+    """Sample i of its prompt: the K samples follow their prompt's greedy request in ``idx`` order."""
+    first = {}
+    for inst in sampled:
+        first.setdefault(inst.doc_id, inst.idx)
+    return [inst.idx - first[inst.doc_id] for inst in sampled]
