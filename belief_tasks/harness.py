@@ -142,6 +142,8 @@ def install_stderr_hook() -> None:
 def install_interval_hook() -> None:
     import lm_eval.evaluator_utils as eu
 
+    from belief_tasks.scoring.common import Bound
+
     def make(original):
         def _compute_task_aggregations(task, raw_metrics, bootstrap_iters=100000):
             agg_metrics, sample_len = original(task, raw_metrics, bootstrap_iters)
@@ -150,7 +152,7 @@ def install_interval_hook() -> None:
                 interval = getattr(aggregations.get(metric), "interval", None)
                 found = interval(items) if interval is not None else None
                 if found is not None:
-                    agg_metrics[f"{metric}_ci95,{filter_key}"] = [found.low, found.high]
+                    agg_metrics[f"{metric}_ci95,{filter_key}"] = [Bound(found.low), Bound(found.high)]
             return agg_metrics, sample_len
 
         return _compute_task_aggregations

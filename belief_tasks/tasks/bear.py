@@ -36,16 +36,13 @@ class BearTask(BeliefTask):
     WHOLE_CONTEXT = "its statements (each answer option's filled template)"
     KNOBS = KNOBS
 
-    def __init__(self, config: dict | None = None, **kwargs: Any) -> None:
-        # a run on some templates reports no per-template score of the others (they would print NaN)
-        config = dict(config or {})
+    def metric_table(self, config):
+        """A run on some templates reports no per-template score of the others (they would print NaN)."""
         chosen = parse_options(KNOBS, config.get("metadata")).templates
-        if chosen is not None and config.get("metric_list"):
-            config["metric_list"] = [m for m in config["metric_list"] if not _other_template(m["metric"], chosen)]
-        super().__init__(config, **kwargs)
+        return {m: v for m, v in METRICS.items() if chosen is None or not _other_template(m, chosen)}
 
-    def process_results(self, doc, results):
-        return {k: v for k, v in super().process_results(doc, results).items() if k in self._aggregation_list}
+    def score_doc(self, doc, results):
+        return {k: v for k, v in super().score_doc(doc, results).items() if k in self._aggregation_list}
 
 
 def _other_template(metric: str, chosen: tuple[int, ...]) -> bool:

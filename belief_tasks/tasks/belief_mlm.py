@@ -179,6 +179,16 @@ class BeliefMLMTask(BeliefTask):
         targets = unpack(doc, "accepted") if doc.get("accepted") else unpack(doc, "candidates")
         return self.instance(MASK_TOPK, doc, (doc["prompt"], TOP_K, tuple(targets)), 0, kwargs)
 
+    def metric_table(self, config):
+        return PROMPT_METRICS
+
+
+class BeliefMLMBiasTask(BeliefMLMTask):
+    """``belief_mlm_bias_*``: the prompt-bias metrics of content-free prompts (``process_content_free``)."""
+
+    def metric_table(self, config):
+        return BIAS_METRICS
+
 
 # ------------------------------------------------------------- per-doc records
 

@@ -160,7 +160,7 @@ class MonitorTask(BeliefTask):
         reqs = requests_of(self._plan(doc), doc, self.options, self.config.generation_kwargs or {})
         return [self.instance(t, doc, args, i, kwargs) for i, (t, args) in enumerate(reqs)]
 
-    def process_results(self, doc, results):
+    def score_doc(self, doc, results):
         record = make_record(doc, results, self.options, self._plan(doc), self._codec)
         return {name: record for name in metrics_of(record)}
 
