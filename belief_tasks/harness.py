@@ -34,11 +34,7 @@ installed version differs; a patched attribute that no longer exists is a clear 
    ``_model_generate``, or ``BELIEF_HF_SEEDED_SAMPLING=one-by-one``): it pops the seed (HF's
    ``generate`` rejects unknown kwargs) and draws under ``torch.manual_seed(seed)``.
 6. (``belief-eval`` only) the tasks are built before the model: ``install_tasks_before_model``.
-7. No git noise: lm-eval records the git commit of the working folder in its results JSON by running
-   ``git describe``, whose "fatal: not a git repository" reaches the terminal outside a checkout.
-   The call is unchanged (same value inside a checkout, same fallback outside); only git's stderr
-   is silenced while it runs.
-8. The evaluated model, seen by the tasks while they build their requests: lm-eval's ``evaluate``
+7. The evaluated model, seen by the tasks while they build their requests: lm-eval's ``evaluate``
    hands the model to no task, and ``hf`` / ``hf-shared`` cut a request longer than ``max_length``
    from the left with only a log line. ``evaluated_model()`` is the model of the ``evaluate`` call
    in progress, so ``BeliefTask`` measures its requests before any is scored
@@ -66,6 +62,15 @@ BACKENDS = {
 _MARK = "_belief_tasks"
 _installed = False
 
+#: the names of the tasks of ours built in this process (``BeliefTask`` adds each): a hook that changes how a
+#: request is served touches only requests of these tasks
+OUR_TASKS: set[str] = set()
+
+
+def is_ours(request) -> bool:
+    """Whether an lm-eval ``Instance`` belongs to a task of ours (``OUR_TASKS``)."""
+    return getattr(request, "task_name", None) in OUR_TASKS
+
 
 def lm_eval_version() -> str:
     try:
@@ -89,7 +94,6 @@ def install() -> None:
     install_cache_hook()
     install_cpu_data_parallel_hook()
     install_generation_seed_hook()
-    install_quiet_git_hook()
     install_evaluated_model_hook()
     _installed = True
 
@@ -222,7 +226,8 @@ def _seeded_samples_first(caching_lm, generate):
 
     def cached(requests, **kwargs):
         db = caching_lm.dbdict
-        keys = [hash_args("generate_until", req.args) if is_seeded_sample(req.args) else None for req in requests]
+        keys = [hash_args("generate_until", req.args) if is_ours(req) and is_seeded_sample(req.args) else None
+                for req in requests]
         hits = {i: db[k] for i, k in enumerate(keys) if k is not None and k in db}
         if hits:
             logging.getLogger("lm_eval.api.model").info("Cached seeded samples: %d", len(hits))
@@ -377,35 +382,7 @@ def _task_of(error: BaseException) -> str:
     return name
 
 
-# --- 7. no git noise ---------------------------------------------------------------------------------
-
-
-def install_quiet_git_hook() -> None:
-    import lm_eval.evaluator
-
-    _patch(lm_eval.evaluator, "get_git_commit_hash", _without_stderr, "the git commit of the results JSON")
-
-
-def _without_stderr(function: Callable) -> Callable:
-    """``function`` with file descriptor 2 pointed at /dev/null while it runs (a child process such as
-    git inherits it); Python's own ``sys.stderr`` is flushed first so nothing of ours is lost."""
-    import sys
-
-    def quiet(*args, **kwargs):
-        sys.stderr.flush()
-        saved = os.dup(2)
-        try:
-            with open(os.devnull, "wb") as null:
-                os.dup2(null.fileno(), 2)
-            return function(*args, **kwargs)
-        finally:
-            os.dup2(saved, 2)
-            os.close(saved)
-
-    return quiet
-
-
-# --- 8. the evaluated model, while requests are built ------------------------------------------------
+# --- 7. the evaluated model, while requests are built ------------------------------------------------
 
 _evaluating: list = []  # the models of the evaluate calls in progress (innermost last)
 

@@ -47,7 +47,7 @@ def metric_wiring(root: Path) -> list[str]:
         if not (isinstance(cls, type) and issubclass(cls, BeliefTask)) or cls.FAMILY not in FAMILIES:
             problems.append(f"{path.name}: class {cls!r} is not a BeliefTask of a family in belief_tasks.families")
     for path in sorted((root / "task_yamls").rglob("*yaml")):  # task files and included ones (_bear_common_yaml)
-        if "metric_list" in (load_yaml(path, resolve_func=False) or {}):
+        if "metric_list" in (load_yaml(path, resolve_func=False, recursive=False) or {}):
             problems.append(f"{path.relative_to(root / 'task_yamls')}: a metric_list (the task class wires its family's METRICS)")
     for name, family in FAMILIES.items():
         for metric, (agg, _) in family.metrics.items():

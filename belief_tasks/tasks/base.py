@@ -59,6 +59,7 @@ class BeliefTask(ConfigurableTask):
     def __init__(self, config: dict | None = None, **kwargs: Any) -> None:
         harness.install()
         cfg = {k: v for k, v in (config or {}).items() if k != "class"}
+        harness.OUR_TASKS.add(cfg.get("task"))
         check_metadata(cfg.get("metadata"), self.KNOBS, cfg.get("task"))
         check_budget_supported(self.FAMILY, cfg.get("metadata"))
         cfg["metadata"] = {**(cfg.get("metadata") or {}), **stamp(cfg, self.FAMILY)}
