@@ -166,10 +166,6 @@ class ModelRun:
         """lm-eval's ``--limit`` of the run (None: every document)."""
         return (self.info.get("config") or {}).get("limit")
 
-    def tasks_matching(self, prefix_re: str) -> dict[str, TaskRun]:
-        pat = re.compile(prefix_re)
-        return {n: t for n, t in self.tasks.items() if pat.match(n)}
-
 
 def home_relative(text: str) -> str:
     """``text`` with the user's home folder written ``~`` (cards and reports are shared beyond the machine)."""

@@ -225,7 +225,7 @@ def design_fields(draw: Draw, relation: str) -> dict:
 DESIGN_FIELDS = ("budget", "population", "drawn")
 
 
-def design_of(doc: Mapping[str, Any]) -> dict:
+def record_design(doc: Mapping[str, Any]) -> dict:
     """A budgeted doc's design fields, for its record ({} for a run without a budget)."""
     return {k: doc[k] for k in DESIGN_FIELDS if doc.get(k) is not None}
 

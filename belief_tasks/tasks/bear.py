@@ -24,7 +24,7 @@ from belief_tasks.options import KnobError, Options, parse_options
 from belief_tasks.prompts.bear import OptionRequests, option_requests
 from belief_tasks.schema import Fact, FactSet, Relation, SchemaError, fact_key
 from belief_tasks.scoring.bear import METRICS, record_scores
-from belief_tasks.tasks.base import BeliefTask, as_split, design_of, model_tokenizer, probe, select_facts, unpack
+from belief_tasks.tasks.base import BeliefTask, as_split, record_design, model_tokenizer, probe, select_facts, unpack
 
 KNOBS = BEAR.knobs
 
@@ -166,7 +166,7 @@ def process_results(doc, results) -> dict[str, dict]:
         "gold": gold,
         "ll": ll,
         "n_tokens": n_tokens,
-        **design_of(doc),
+        **record_design(doc),
     }
     scores = record_scores(record)
     pred = int(M.ranking(scores)[0])
