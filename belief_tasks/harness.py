@@ -2,7 +2,10 @@
 
 ``belief-eval``, our backends and our task classes call it; ``import belief_tasks`` does not.
 Each patch names the lm-eval version it was written for (``WRITTEN_FOR``) and says so when the
-installed version differs; a patched attribute that no longer exists is a clear error.
+installed version differs; a patched attribute that no longer exists is a clear error. What each
+hook changes, for whose requests, and why no public route serves: docs/architecture.md ("What we
+replace in lm-eval"). A hook that changes how a request is served touches requests of our tasks
+only (``OUR_TASKS``), or requests only ours can carry.
 
 1. Model backends (``hf-mlm``, ``hf-shared``) are registered after ``lm_eval.models``:
    ``get_model`` imports it only when the registry is empty, so registering first would hide
@@ -13,13 +16,14 @@ installed version differs; a patched attribute that no longer exists is a clear 
    ``scoring.common.stderr_function`` names, the one ``belief-report`` recomputes with (None: "N/A").
    ``--bootstrap_iters 0`` still turns all off.
    A budgeted run's aggregations also carry an ``interval`` (``scoring.budgeted``): each task's
-   aggregated metrics then gain ``<metric>_ci95`` = [low, high] beside ``<metric>_stderr``.
+   aggregated metrics then gain ``<metric>_ci95`` = [low, high] beside ``<metric>_stderr`` (each bound a
+   ``scoring.common.Bound``: four decimals in the printed table, every digit in the results JSON).
 3. ``--use_cache`` for our own request types, and the one home of our cache reads
    (``read_through``): lm-eval's ``CachingLM`` reads its cache only for ``loglikelihood``,
    ``loglikelihood_rolling`` and ``generate_until`` and passes every other method through, so a
    resumed run would recompute every ``per_token_loglikelihood`` / ``mask_topk`` request although
-   our backends write them (``cache_hook.add_partial``). It also reads back sampled generations
-   that carry their own ``seed`` (5.), which lm-eval writes but never reads.
+   our backends write them (``cache_hook.add_partial``). It also reads back our tasks' sampled
+   generations that carry their own ``seed`` (5.), which lm-eval writes but never reads.
 4. Data parallelism on CPU: ``HFLM`` shards documents over ``accelerate launch`` processes only
    when it counts more than one CUDA device, so on CPU every process ran the whole task. Under a
    multi-process launch (``WORLD_SIZE`` > 1) HFLM gets the launcher's rank and world size.
