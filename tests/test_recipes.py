@@ -354,15 +354,10 @@ doc_to_choice: !function utils.doc_to_choice
 doc_to_target: !function utils.doc_to_target
 target_delimiter: " "
 process_results: !function utils.process_results
-metric_list:
-  - metric: hit
-    aggregation: !function utils.agg_hit
-    higher_is_better: true
 metadata:
   version: 1.0
 ''',
     "task_yamls/toy/utils.py": '''
-from belief_tasks.scoring.toy import agg_hit  # noqa: F401
 from belief_tasks.tasks.toy import ToyTask, doc_to_choice, doc_to_target, doc_to_text, process_results, toy_dataset  # noqa: F401
 ''',
     "belief_tasks/report/toy.py": '''
