@@ -112,9 +112,10 @@ BELIEF_ICL = Family("belief_icl", "BELIEF-ICL", "docs/belief.md", BELIEF_ICL_KNO
 BEAR = Family("bear", "BEAR", "docs/bear.md", BEAR_KNOBS, bear.METRICS, bear.known, bear.BearRecord, "bear",
               Estimators(bear.budget_units, bear_budgeted.STATISTICS, bear_budgeted.NOT_ESTIMABLE))
 ICLKE = Family("iclke", "IC-LKE / EIC-LKE", "docs/iclke.md", ICLKE_KNOBS, iclke.METRICS, iclke.known, iclke.IclkeRecord,
-               "acc", Estimators(iclke.budget_units, iclke_budgeted.STATISTICS))
+               "acc", Estimators(iclke.budget_units, iclke_budgeted.STATISTICS, iclke_budgeted.NOT_ESTIMABLE))
 MONITOR = Family("monitor", "MONITOR", "docs/monitor.md", MONITOR_KNOBS, monitor.METRICS, monitor.known,
-                 monitor.MonitorRecord, "monitor", Estimators(monitor.budget_units, monitor_budgeted.STATISTICS))
+                 monitor.MonitorRecord, "monitor", Estimators(monitor.budget_units, monitor_budgeted.STATISTICS,
+                                                                        monitor_budgeted.NOT_ESTIMABLE))
 BELIEF_MLM = Family("belief_mlm", "BELIEF, masked LMs", "docs/mlm.md", BELIEF_MLM_KNOBS, belief_mlm.METRICS,
                     belief_mlm.known, belief_mlm.MlmPromptRecord, "acc@1")
 

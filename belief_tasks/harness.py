@@ -2,7 +2,10 @@
 
 ``belief-eval``, our backends and our task classes call it; ``import belief_tasks`` does not.
 Each patch names the lm-eval version it was written for (``WRITTEN_FOR``) and says so when the
-installed version differs; a patched attribute that no longer exists is a clear error.
+installed version differs; a patched attribute that no longer exists is a clear error. What each
+hook changes, for whose requests, and why no public route serves: docs/architecture.md ("What we
+replace in lm-eval"). A hook that changes how a request is served touches requests of our tasks
+only (``OUR_TASKS``), or requests only ours can carry.
 
 1. Model backends (``hf-mlm``, ``hf-shared``) are registered after ``lm_eval.models``:
    ``get_model`` imports it only when the registry is empty, so registering first would hide
@@ -13,13 +16,14 @@ installed version differs; a patched attribute that no longer exists is a clear 
    ``scoring.common.stderr_function`` names, the one ``belief-report`` recomputes with (None: "N/A").
    ``--bootstrap_iters 0`` still turns all off.
    A budgeted run's aggregations also carry an ``interval`` (``scoring.budgeted``): each task's
-   aggregated metrics then gain ``<metric>_ci95`` = [low, high] beside ``<metric>_stderr``.
+   aggregated metrics then gain ``<metric>_ci95`` = [low, high] beside ``<metric>_stderr`` (each bound a
+   ``scoring.common.Bound``: four decimals in the printed table, every digit in the results JSON).
 3. ``--use_cache`` for our own request types, and the one home of our cache reads
    (``read_through``): lm-eval's ``CachingLM`` reads its cache only for ``loglikelihood``,
    ``loglikelihood_rolling`` and ``generate_until`` and passes every other method through, so a
    resumed run would recompute every ``per_token_loglikelihood`` / ``mask_topk`` request although
-   our backends write them (``cache_hook.add_partial``). It also reads back sampled generations
-   that carry their own ``seed`` (5.), which lm-eval writes but never reads.
+   our backends write them (``cache_hook.add_partial``). It also reads back our tasks' sampled
+   generations that carry their own ``seed`` (5.), which lm-eval writes but never reads.
 4. Data parallelism on CPU: ``HFLM`` shards documents over ``accelerate launch`` processes only
    when it counts more than one CUDA device, so on CPU every process ran the whole task. Under a
    multi-process launch (``WORLD_SIZE`` > 1) HFLM gets the launcher's rank and world size.
@@ -34,11 +38,7 @@ installed version differs; a patched attribute that no longer exists is a clear 
    ``_model_generate``, or ``BELIEF_HF_SEEDED_SAMPLING=one-by-one``): it pops the seed (HF's
    ``generate`` rejects unknown kwargs) and draws under ``torch.manual_seed(seed)``.
 6. (``belief-eval`` only) the tasks are built before the model: ``install_tasks_before_model``.
-7. No git noise: lm-eval records the git commit of the working folder in its results JSON by running
-   ``git describe``, whose "fatal: not a git repository" reaches the terminal outside a checkout.
-   The call is unchanged (same value inside a checkout, same fallback outside); only git's stderr
-   is silenced while it runs.
-8. The evaluated model, seen by the tasks while they build their requests: lm-eval's ``evaluate``
+7. The evaluated model, seen by the tasks while they build their requests: lm-eval's ``evaluate``
    hands the model to no task, and ``hf`` / ``hf-shared`` cut a request longer than ``max_length``
    from the left with only a log line. ``evaluated_model()`` is the model of the ``evaluate`` call
    in progress, so ``BeliefTask`` measures its requests before any is scored
@@ -66,6 +66,15 @@ BACKENDS = {
 _MARK = "_belief_tasks"
 _installed = False
 
+#: the names of the tasks of ours built in this process (``BeliefTask`` adds each): a hook that changes how a
+#: request is served touches only requests of these tasks
+OUR_TASKS: set[str] = set()
+
+
+def is_ours(request) -> bool:
+    """Whether an lm-eval ``Instance`` belongs to a task of ours (``OUR_TASKS``)."""
+    return getattr(request, "task_name", None) in OUR_TASKS
+
 
 def lm_eval_version() -> str:
     try:
@@ -89,7 +98,6 @@ def install() -> None:
     install_cache_hook()
     install_cpu_data_parallel_hook()
     install_generation_seed_hook()
-    install_quiet_git_hook()
     install_evaluated_model_hook()
     _installed = True
 
@@ -142,6 +150,8 @@ def install_stderr_hook() -> None:
 def install_interval_hook() -> None:
     import lm_eval.evaluator_utils as eu
 
+    from belief_tasks.scoring.common import Bound
+
     def make(original):
         def _compute_task_aggregations(task, raw_metrics, bootstrap_iters=100000):
             agg_metrics, sample_len = original(task, raw_metrics, bootstrap_iters)
@@ -150,7 +160,7 @@ def install_interval_hook() -> None:
                 interval = getattr(aggregations.get(metric), "interval", None)
                 found = interval(items) if interval is not None else None
                 if found is not None:
-                    agg_metrics[f"{metric}_ci95,{filter_key}"] = [found.low, found.high]
+                    agg_metrics[f"{metric}_ci95,{filter_key}"] = [Bound(found.low), Bound(found.high)]
             return agg_metrics, sample_len
 
         return _compute_task_aggregations
@@ -220,7 +230,8 @@ def _seeded_samples_first(caching_lm, generate):
 
     def cached(requests, **kwargs):
         db = caching_lm.dbdict
-        keys = [hash_args("generate_until", req.args) if is_seeded_sample(req.args) else None for req in requests]
+        keys = [hash_args("generate_until", req.args) if is_ours(req) and is_seeded_sample(req.args) else None
+                for req in requests]
         hits = {i: db[k] for i, k in enumerate(keys) if k is not None and k in db}
         if hits:
             logging.getLogger("lm_eval.api.model").info("Cached seeded samples: %d", len(hits))
@@ -375,35 +386,7 @@ def _task_of(error: BaseException) -> str:
     return name
 
 
-# --- 7. no git noise ---------------------------------------------------------------------------------
-
-
-def install_quiet_git_hook() -> None:
-    import lm_eval.evaluator
-
-    _patch(lm_eval.evaluator, "get_git_commit_hash", _without_stderr, "the git commit of the results JSON")
-
-
-def _without_stderr(function: Callable) -> Callable:
-    """``function`` with file descriptor 2 pointed at /dev/null while it runs (a child process such as
-    git inherits it); Python's own ``sys.stderr`` is flushed first so nothing of ours is lost."""
-    import sys
-
-    def quiet(*args, **kwargs):
-        sys.stderr.flush()
-        saved = os.dup(2)
-        try:
-            with open(os.devnull, "wb") as null:
-                os.dup2(null.fileno(), 2)
-            return function(*args, **kwargs)
-        finally:
-            os.dup2(saved, 2)
-            os.close(saved)
-
-    return quiet
-
-
-# --- 8. the evaluated model, while requests are built ------------------------------------------------
+# --- 7. the evaluated model, while requests are built ------------------------------------------------
 
 _evaluating: list = []  # the models of the evaluate calls in progress (innermost last)
 

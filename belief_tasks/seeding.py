@@ -11,7 +11,6 @@ import hashlib
 import random
 from typing import Callable, Sequence, TypeVar
 
-import numpy as np
 
 T = TypeVar("T")
 
@@ -35,10 +34,6 @@ def request_seed(seed: int, *keys: object) -> int:
 
 def rng(seed: int, *keys: object) -> random.Random:
     return random.Random(derive_seed(seed, *keys))
-
-
-def np_rng(seed: int, *keys: object) -> np.random.Generator:
-    return np.random.default_rng(derive_seed(seed, *keys))
 
 
 def sample(items: Sequence[T], k: int, seed: int, *keys: object) -> list[T]:

@@ -5,9 +5,10 @@ Each returns the problems it finds (an empty list: none). The tests call them on
 ``tests/test_recipes.py`` on a copy changed by one of docs/architecture.md's recipes, in a process
 that imports the copy's ``belief_tasks``:
 
-* ``metric_wiring``: every task YAML's ``metric_list`` is its family's ``METRICS`` (names, aggregations,
-  higher is better), every aggregation of ``METRICS`` is wired by some YAML, carries its standard-error
-  decision, and every ``task_yamls/<family>/utils.py`` re-exports exactly the aggregations its YAMLs may name;
+* ``metric_wiring``: every task YAML names a task class of a family (which wires the family's ``METRICS``:
+  ``BeliefTask.metric_table``), no YAML declares a ``metric_list``, every aggregation of ``METRICS`` carries its
+  standard-error decision, and every metric of a family that takes a budget has its budgeted statistic or is
+  not estimable;
 * ``doc_tables``: each family's doc page (``Family.doc``) has a knob table listing the family's own knobs and a
   metric table listing exactly its ``METRICS``;
 * ``layers``: every import of every module follows the layer table of docs/architecture.md; no circles;
@@ -18,12 +19,11 @@ that imports the copy's ``belief_tasks``:
 from __future__ import annotations
 
 import ast
-import importlib.util
 import json
 import re
 from pathlib import Path
 
-# --- metric names: YAMLs, re-exports --------------------------------------------------------------------
+# --- metrics: one declaration --------------------------------------------------------------------------
 
 
 def _task_files(root: Path) -> list[Path]:
@@ -37,50 +37,25 @@ def metric_wiring(root: Path) -> list[str]:
     from lm_eval.tasks._yaml_loader import load_yaml
 
     from belief_tasks.families import FAMILIES
+    from belief_tasks.scoring.budgeted import missing
     from belief_tasks.scoring.common import has_stderr_decision
     from belief_tasks.tasks.base import BeliefTask
 
-    problems, wired, folders = [], {}, {}
+    problems = []
     for path in _task_files(root):
-        cfg = load_yaml(path)
-        cls = cfg.get("class")
+        cls = load_yaml(path).get("class")
         if not (isinstance(cls, type) and issubclass(cls, BeliefTask)) or cls.FAMILY not in FAMILIES:
             problems.append(f"{path.name}: class {cls!r} is not a BeliefTask of a family in belief_tasks.families")
-            continue
-        table = FAMILIES[cls.FAMILY].metrics
-        if (path.parent / "utils.py").is_file():  # demo/ includes other folders' YAMLs and has none
-            folders.setdefault(path.parent, set()).add(cls.FAMILY)
-        for entry in cfg.get("metric_list") or []:
-            name = entry["metric"]
-            wired.setdefault(cls.FAMILY, set()).add(name)
-            if name not in table:
-                problems.append(f"{path.name}: metric {name} is not in {cls.FAMILY}'s METRICS")
-            elif entry.get("aggregation") is not table[name][0] or entry.get("higher_is_better") is not table[name][1]:
-                problems.append(f"{path.name}: {name} is wired otherwise than in {cls.FAMILY}'s METRICS")
+    for path in sorted((root / "task_yamls").rglob("*yaml")):  # task files and included ones (_bear_common_yaml)
+        if "metric_list" in (load_yaml(path, resolve_func=False, recursive=False) or {}):
+            problems.append(f"{path.relative_to(root / 'task_yamls')}: a metric_list (the task class wires its family's METRICS)")
     for name, family in FAMILIES.items():
         for metric, (agg, _) in family.metrics.items():
-            if metric not in wired.get(name, set()):
-                problems.append(f"{name}: metric {metric} of METRICS is wired by no task YAML")
             if not has_stderr_decision(agg):
                 problems.append(f"{name}: the aggregation of {metric} has no standard-error decision (with_stderr)")
-    for folder, families in folders.items():
-        problems += _reexport_problems(folder, [FAMILIES[f] for f in families])
-    return problems
-
-
-def _reexport_problems(folder: Path, families: list) -> list[str]:
-    """``utils.py`` of a task folder exports exactly the aggregations of its families' ``METRICS``."""
-    from belief_tasks.scoring.common import has_stderr_decision
-
-    spec = importlib.util.spec_from_file_location(f"_utils_of_{folder.name}", folder / "utils.py")
-    utils = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(utils)
-    want = {agg.__name__: agg for family in families for agg, _ in family.metrics.values()}
-    have = {name: v for name, v in vars(utils).items() if callable(v) and has_stderr_decision(v)}
-    problems = [f"{folder.name}/utils.py: {name} is no aggregation of METRICS" for name in sorted(set(have) - set(want))]
-    problems += [f"{folder.name}/utils.py: does not re-export {name}" for name in sorted(set(want) - set(have))]
-    problems += [f"{folder.name}/utils.py: {name} is another function than METRICS'" for name in sorted(set(want) & set(have))
-                 if have[name] is not want[name]]
+        if family.budgeted is not None:
+            problems += [f"{name}: metric {m} has neither a budgeted statistic nor a place in NOT_ESTIMABLE "
+                         "(metrics/budgeted/)" for m in missing(family.budgeted, family.metrics)]
     return problems
 
 

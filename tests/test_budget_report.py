@@ -113,6 +113,10 @@ def test_a_budgeted_run_end_to_end_writes_estimates_intervals_and_the_draw(tmp_p
     for metric in ("acc", "consist", "ovconf", "coverage_oracle"):
         low, high = res[f"{metric}_ci95,none"]
         assert low <= res[f"{metric},none"] <= high and res[f"{metric}_stderr,none"] >= 0
+    # the printed table rounds the bounds as it rounds the values; the results JSON keeps every digit
+    low, high = res["acc_ci95,none"]
+    row = next(line for line in done.stdout.splitlines() if "|acc_ci95 " in line)
+    assert f"|[{low:.4f},{high:.4f}]|" in row.replace(" ", ""), row
     report = build_report([tmp_path / "out"], tmp_path / "report")
     assert report.checked > 10 and not report.mismatched
     from belief_tasks.budget import allocation

@@ -1,5 +1,5 @@
-"""A metric is named once: in its family's ``METRICS`` (``belief_tasks/scoring/<family>.py``). Every task YAML's
-``metric_list``, every re-export in ``task_yamls/<family>/utils.py`` and every family doc's metric table is checked
+"""A metric is declared once: in its family's ``METRICS`` (``belief_tasks/scoring/<family>.py``), which wires every
+task of the family (``BeliefTask.metric_table``; no YAML lists metrics). Every family doc's metric table is checked
 against it, and the family docs' knob tables against the families' knob tables (``belief_tasks/families.py``)."""
 
 from __future__ import annotations
@@ -20,8 +20,29 @@ def test_there_are_task_files_of_every_family():
     assert families == set(FAMILIES)
 
 
-def test_yaml_metric_lists_and_reexports_are_the_family_tables():
+def test_metrics_are_declared_once_and_wired_by_the_task_classes():
     assert metric_wiring(ROOT) == []
+
+
+def test_a_metric_list_in_a_yaml_is_reported(tmp_path):
+    shutil.copytree(ROOT / "task_yamls", tmp_path / "task_yamls")
+    common = tmp_path / "task_yamls" / "bear" / "_bear_common_yaml"
+    common.write_text(common.read_text() + "metric_list:\n  - metric: bear\n")
+    assert metric_wiring(tmp_path) == ["bear/_bear_common_yaml: a metric_list (the task class wires its family's METRICS)"]
+
+
+def test_every_task_reports_exactly_its_family_table():
+    """Each task YAML's class wires its family's METRICS (BELIEF for encoders: its prompt or its bias table)."""
+    from belief_tasks.scoring.belief_mlm import BIAS_METRICS, PROMPT_METRICS
+
+    for path in _task_files(ROOT):
+        cfg = load_yaml(path)
+        cls = cfg["class"]
+        table = cls.metric_table(cls.__new__(cls), {"metadata": {}})
+        if cls.FAMILY == "belief_mlm":
+            assert table is (BIAS_METRICS if "bias" in path.name else PROMPT_METRICS), path.name
+        else:
+            assert dict(table) == dict(FAMILIES[cls.FAMILY].metrics), path.name
 
 
 def test_doc_tables_are_the_family_tables():

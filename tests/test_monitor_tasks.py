@@ -13,37 +13,17 @@ from belief_tasks.tasks import monitor as T
 from belief_tasks.tasks import monitor_subwords as S
 
 
-def _generator():
-    """``task_yamls/monitor/_generate_configs.py``, loaded by path as lm-eval's generators are run."""
-    import importlib.util
-
+def test_metric_list_is_the_metric_table(model_path):
+    """No YAML lists MONITOR's metrics: the task class wires ``scoring.monitor.METRICS``, in its order."""
     from belief_tasks.paths import task_yamls_dir
+    from lm_eval.tasks import TaskManager
 
-    spec = importlib.util.spec_from_file_location("monitor_generate_configs", task_yamls_dir() / "monitor" / "_generate_configs.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def test_generated_yamls_are_up_to_date():
-    from belief_tasks.paths import task_yamls_dir
-
-    folder = task_yamls_dir() / "monitor"
-    rendered = _generator().render_yamls()
-    assert sorted(rendered) == ["_monitor_common_yaml", "belief_monitor.yaml", "belief_monitor_sample.yaml"]
-    for name, text in rendered.items():
-        assert (folder / name).read_text() == text, f"{name} is stale: python task_yamls/monitor/_generate_configs.py"
-    assert not list(folder.glob("belief_monitor_P*.yaml"))  # relations are chosen with the relations knob
-
-
-def test_metric_list_is_the_metric_table():
-    import yaml
-
-    from belief_tasks.catalog import _Loader
-    from belief_tasks.paths import task_yamls_dir
-
-    cfg = yaml.load((task_yamls_dir() / "monitor" / "_monitor_common_yaml").read_text(), Loader=_Loader)
-    assert [(m["metric"], m["higher_is_better"]) for m in cfg["metric_list"]] == [(k, v[1]) for k, v in SC.METRICS.items()]
+    meta = {"source": "sample", "pretrained": str(model_path), "relations": "P36", "max_facts_per_relation": 1}
+    task = TaskManager(include_path=str(task_yamls_dir()), include_defaults=False,
+                       metadata=meta).load(["belief_monitor_sample"])["tasks"]["belief_monitor_sample"]
+    wired = [(m["metric"], m["aggregation"], m["higher_is_better"]) for m in task.config.metric_list]
+    assert wired == [(k, agg, better) for k, (agg, better) in SC.METRICS.items()]
+    assert list(task.aggregation()) == list(SC.METRICS) and task.higher_is_better() == {k: v[1] for k, v in SC.METRICS.items()}
     assert len(SC.METRICS) == 12 + SC.MAX_FRAMES + 5 + 6  # anchors and frame accuracies, R x M accuracies, costs
     assert {k for k, (_, better) in SC.METRICS.items() if not better} == {"monitor", "pfd", "ird", *SC.COST_METRICS}
 

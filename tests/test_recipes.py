@@ -154,12 +154,11 @@ def test_add_a_metric(tmp_path):
     scoring = co / "belief_tasks" / "scoring" / "bear.py"
     edit(scoring, "\n\n#: metric name -> (aggregation, higher is better)", AGG_TOP_TWO)
     edit(scoring, '    "p_at_10": (agg_p_at_10, True),\n', '    "p_at_10": (agg_p_at_10, True),\n    "top_two": (agg_top_two, True),\n')
-    assert problems(co)["metric_wiring"] == ["bear: metric top_two of METRICS is wired by no task YAML",
-                                             "bear/utils.py: does not re-export agg_top_two"]
-    # the same entry in the YAMLs' metric_list, and the aggregation's name in task_yamls/<family>/utils.py
-    append(co / "task_yamls" / "bear" / "_bear_common_yaml",
-           "  - metric: top_two\n    aggregation: !function utils.agg_top_two\n    higher_is_better: true\n")
-    edit(co / "task_yamls" / "bear" / "utils.py", "    agg_p_at_10,\n)", "    agg_p_at_10,\n    agg_top_two,\n)")
+    # no YAML and no utils.py: the task class wires METRICS; a budgeted run needs its statistic, or to know it has none
+    assert problems(co)["metric_wiring"] == ["bear: metric top_two has neither a budgeted statistic nor a place in "
+                                             "NOT_ESTIMABLE (metrics/budgeted/)"]
+    edit(co / "belief_tasks" / "metrics" / "budgeted" / "bear.py", 'NOT_ESTIMABLE = ("uncertainty", ',
+         'NOT_ESTIMABLE = ("top_two", "uncertainty", ')
     assert problems(co)["doc_tables"] == ["docs/bear.md: metric table lacks top_two"]
     # a row in the metric table of the family's doc
     add_table_row(co / "docs" / "bear.md", "| metric | definition | stderr |", "| `top_two` | the gold option ranks first or second | over instances |")
@@ -169,7 +168,9 @@ def test_add_a_metric(tmp_path):
     results = lm_eval_dummy(co, "belief_demo_bear", {"source": "sample", "max_facts_per_relation": 1})
     bear = results["results"]["belief_demo_bear"]
     samples = [json.loads(line) for line in next((co / "out").rglob("samples_belief_demo_bear_*.jsonl")).open()]
-    assert bear["top_two,none"] == pytest.approx(sum(s["top_two"]["rank"] < 2 for s in samples) / len(samples))
+    records = [s[s["metrics"][0]] for s in samples]  # one record per doc; the other metrics log a reference to it
+    assert all(s["top_two"] == f"<same as {s['metrics'][0]}>" for s in samples)
+    assert bear["top_two,none"] == pytest.approx(sum(r["rank"] < 2 for r in records) / len(records))
     assert isinstance(bear["top_two_stderr,none"], float)
     report(co)
 
@@ -179,15 +180,16 @@ agg_acc_frames_total = _aggregation(lambda facts: float(sum(sum(f["correct"]) fo
 '''
 
 
-def test_add_a_monitor_metric_through_its_generated_yamls(tmp_path):
+def test_add_a_monitor_metric(tmp_path):
     co = checkout_copy(tmp_path)
     scoring = co / "belief_tasks" / "scoring" / "monitor.py"
     edit(scoring, "\nFRAME_METRICS = ", MONITOR_TOTAL + "\nFRAME_METRICS = ")
     edit(scoring, '    "acc_relation_min": (agg_acc_relation_min, True),\n',
          '    "acc_relation_min": (agg_acc_relation_min, True),\n    "acc_frames_total": (agg_acc_frames_total, True),\n')
-    # MONITOR's YAMLs are written from METRICS: run the generator instead of editing them
-    python(co, "", "task_yamls/monitor/_generate_configs.py")
-    edit(co / "task_yamls" / "monitor" / "utils.py", "    agg_acc_avg,\n", "    agg_acc_avg,\n    agg_acc_frames_total,\n")
+    assert problems(co)["metric_wiring"] == ["monitor: metric acc_frames_total has neither a budgeted statistic nor a "
+                                             "place in NOT_ESTIMABLE (metrics/budgeted/)"]
+    edit(co / "belief_tasks" / "metrics" / "budgeted" / "monitor.py", "NOT_ESTIMABLE: tuple[str, ...] = ()",
+         'NOT_ESTIMABLE: tuple[str, ...] = ("acc_frames_total",)')
     add_table_row(co / "docs" / "monitor.md", "| metric | definition | better |", "| `acc_frames_total` | right frame answers, summed | higher |")
     assert problems(co) == no_problems(co)
 
@@ -352,15 +354,10 @@ doc_to_choice: !function utils.doc_to_choice
 doc_to_target: !function utils.doc_to_target
 target_delimiter: " "
 process_results: !function utils.process_results
-metric_list:
-  - metric: hit
-    aggregation: !function utils.agg_hit
-    higher_is_better: true
 metadata:
   version: 1.0
 ''',
     "task_yamls/toy/utils.py": '''
-from belief_tasks.scoring.toy import agg_hit  # noqa: F401
 from belief_tasks.tasks.toy import ToyTask, doc_to_choice, doc_to_target, doc_to_text, process_results, toy_dataset  # noqa: F401
 ''',
     "belief_tasks/report/toy.py": '''

@@ -43,8 +43,9 @@ class FakeLM:
 
 
 class Req:
-    def __init__(self, *args):
+    def __init__(self, *args, task_name: str = "belief_test_task"):
         self.args = args
+        self.task_name = task_name
 
 
 @pytest.mark.parametrize("request_type", sorted(CUSTOM_REQUEST_TYPES))
@@ -102,8 +103,12 @@ def test_lm_evals_own_types_still_go_through_lm_eval(tmp_path):
 
 def test_seeded_samples_are_read_back_unseeded_ones_are_not(tmp_path):
     """BELIEF's samples carry their own seed, so they are deterministic and a resumed run reads
-    them from the cache; lm-eval's rule stays for samples without one."""
+    them from the cache; lm-eval's rule stays for samples without one, and for every task not ours."""
     from lm_eval.api.model import CachingLM
+
+    from belief_tasks import harness
+
+    harness.OUR_TASKS.add("belief_test_task")
 
     class Gen(FakeLM):
         def generate_until(self, requests, disable_tqdm=False):
@@ -125,3 +130,8 @@ def test_seeded_samples_are_read_back_unseeded_ones_are_not(tmp_path):
     out2 = CachingLM(second, db).generate_until(reqs)
     assert second.computed == 1  # only the unseeded sample is drawn again
     assert out2[:3] == out1[:3] and out2[3] != out1[3]
+    # a seeded sample of a task that is not ours keeps lm-eval's rule: never read back
+    stock = [Req(*seeded[0], task_name="someone_elses_task")]
+    third = Gen()
+    CachingLM(third, db).generate_until(stock)
+    assert third.computed == 1

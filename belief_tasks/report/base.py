@@ -57,10 +57,6 @@ class Context:
         return [(run, task) for run in self.runs for _, task in sorted(run.tasks.items())
                 if task.family and pat.fullmatch(task.probe)]
 
-    @property
-    def model_names(self) -> list[str]:
-        return [r.name for r in self.runs]
-
 
 def value(numbers: dict[str, Number], metric: str) -> float:
     n = numbers.get(metric)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from belief_tasks.metrics import bear as MB
+from belief_tasks.metrics import bear as bear_metrics
 from belief_tasks.metrics.belief import DEFAULT_BINS, calibration_bins, fluctuation
 from belief_tasks.report.base import CardEntry, Context, Section, stderr, value
 from belief_tasks.report.belief_icl import plot_bins
@@ -65,10 +65,10 @@ def build(ctx: Context) -> Section | None:
     rows = []
     for run, task in with_records:
         ranks, templates = ranks_of(task.records()), templates_of(task.records())
-        for t, scores in MB.template_scores(ranks, templates).items():
+        for t, scores in bear_metrics.template_scores(ranks, templates).items():
             correct = [int(rank == 0) for rank, ti in zip(ranks, templates) if ti == t]
             rows.append({"Model": run.name, "Task": task.name, "Template": t, "P@1": scores,
-                         "stderr": MB.mean_stderr(correct), "n": len(correct)})
+                         "stderr": bear_metrics.mean_stderr(correct), "n": len(correct)})
     per_t = pd.DataFrame(rows)
     shown = per_t.assign(**{"P@1": [pm(a, b) for a, b in zip(per_t["P@1"], per_t["stderr"])]}).drop(columns="stderr")
     md.append("### Per-template scores\n")
@@ -79,7 +79,7 @@ def build(ctx: Context) -> Section | None:
     # ---- per relation
     rel = {}
     for run, task in with_records:
-        rel[_label(run, task, many_tasks)] = MB.accuracy_by(ranks_of(task.records()), [r["relation"] for r in task.records()])
+        rel[_label(run, task, many_tasks)] = bear_metrics.accuracy_by(ranks_of(task.records()), [r["relation"] for r in task.records()])
     rel_df = pd.DataFrame(rel)
     rel_df.index.name = "relation"
     fig = grouped_bars(rel_df, None, "BEAR accuracy per relation (all templates pooled)", "relation", "P@1", "model")
@@ -90,7 +90,7 @@ def build(ctx: Context) -> Section | None:
     # ---- per domain
     dom = {}
     for run, task in with_records:
-        dom[_label(run, task, many_tasks)] = MB.accuracy_by(ranks_of(task.records()), [r["domains"] for r in task.records()])
+        dom[_label(run, task, many_tasks)] = bear_metrics.accuracy_by(ranks_of(task.records()), [r["domains"] for r in task.records()])
     dom_df = pd.DataFrame(dom)
     dom_df.index.name = "domain"
     md.append("### Per domain\n")
@@ -133,14 +133,14 @@ def _calibration(ctx: Context, with_records, many_tasks: bool, md: list[str]) ->
             per_rel.append({"model": label, "relation": rel, "support": v["support"], "brier": v["brier_score"],
                             **{f"{k}_{sub}": v[metric][sub] for k, metric in (("confidence", "confidence_score"),
                                ("margin", "margin_of_confidence"), ("uncertainty", "uncertainty_score"))
-                               for sub in MB.CONFIDENCE_SUBSETS}})
+                               for sub in bear_metrics.CONFIDENCE_SUBSETS}})
             for i, p in enumerate(v["avg_softmax"]["all"]):
                 softmax_rows.append({"model": label, "relation": rel, "option": i, "all": p,
                                      **{sub: None if v["avg_softmax"][sub] is None else v["avg_softmax"][sub][i]
                                         for sub in ("correct", "incorrect")}})
         conf, correct = [], []
         for scores, golds in scores_by_relation(task.records()).values():
-            terms = MB.instance_confidences(scores, golds)
+            terms = bear_metrics.instance_confidences(scores, golds)
             conf += terms["confidence"].tolist()
             correct += terms["correct"].tolist()
         bins = calibration_bins(conf, correct, plot_bins(DEFAULT_BINS, len(conf)))
@@ -166,7 +166,7 @@ def _card(ctx: Context, found) -> dict[str, list[CardEntry]]:
         tag = "" if task.name == "belief_bear" else f" [{task.name}]"
         entries.append(CardEntry("accuracy", FAMILY, f"BEAR score{tag}", pm(value(n, "bear"), stderr(n, "bear"), 3)))
         if task.has_records:
-            scores = list(MB.template_scores(ranks_of(task.records()), templates_of(task.records())).values())
+            scores = list(bear_metrics.template_scores(ranks_of(task.records()), templates_of(task.records())).values())
             if len(scores) > 1:
                 rng, sd = fluctuation(scores)
                 entries.append(CardEntry("robustness", FAMILY, f"template range / SD{tag}", f"{fmt(rng, 3)} / {fmt(sd, 3)}", "lower"))

@@ -8,8 +8,8 @@ lm-eval 0.4.13 (``loggers/evaluation_tracker.py``) writes, for ``--output_path O
 * ``OUT/<model_name_sanitized>/samples_<task>_<date_id>.jsonl``: one line per doc
   and filter, with ``doc``, ``resps``, ``filtered_resps``, ``filter``, ``metrics``
   (the metric names) and, under each metric name, what ``process_results``
-  returned: for our tasks the per-doc record (BELIEF-ICL: per pair, and under every metric
-  but the first a ``<same as acc>`` reference to it).
+  returned: for our tasks the per-doc record under the first metric (BELIEF-ICL: per pair) and under
+  every other metric a ``<same as METRIC>`` reference to it (runs before this layout: the record again).
 
 When ``OUT`` ends in ``.json`` the files sit beside it instead
 (``OUT-stem_<date_id>.json`` and ``samples_<task>_<date_id>.jsonl``). We find every
@@ -165,10 +165,6 @@ class ModelRun:
     def limit(self) -> float | None:
         """lm-eval's ``--limit`` of the run (None: every document)."""
         return (self.info.get("config") or {}).get("limit")
-
-    def tasks_matching(self, prefix_re: str) -> dict[str, TaskRun]:
-        pat = re.compile(prefix_re)
-        return {n: t for n, t in self.tasks.items() if pat.match(n)}
 
 
 def home_relative(text: str) -> str:

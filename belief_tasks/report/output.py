@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 import re
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Sequence
 
 import matplotlib
 
@@ -187,6 +187,3 @@ def line_plot(series: Sequence[tuple[str, Sequence[float], Sequence[float]]], ti
     ax.legend(title=legend_title, fontsize=8, title_fontsize=8, loc="best")
     return fig
 
-
-def names_in_order(items: Iterable[str]) -> list[str]:
-    return list(dict.fromkeys(items))

@@ -1,8 +1,8 @@
 """Recompute a task's results from its logged records with the task's own aggregations.
 
 The aggregation of each metric, and its standard error, come from the task family's metric table
-(``belief_tasks.scoring.<family>.METRICS``, the table its YAMLs' ``metric_list`` is checked
-against, found through ``belief_tasks.families``), which calls ``belief_tasks.metrics.<family>``.
+(``belief_tasks.scoring.<family>.METRICS``, the table that wires the task's ``metric_list``,
+found through ``belief_tasks.families``), which calls ``belief_tasks.metrics.<family>``.
 The report therefore never re-implements a metric, and every headline number can be checked
 against the results JSON.
 """
@@ -59,8 +59,8 @@ def _f(x):
 
 
 def aggregations(task: TaskRun) -> dict[str, Callable]:
-    """``{metric: aggregation}`` of ``task``: its family's metric table (the one its YAML's
-    ``metric_list`` wires), each as lm-eval ran it (``BeliefTask.aggregation``: budget-aware, the estimates of
+    """``{metric: aggregation}`` of ``task``: its family's metric table (the one that wires its
+    ``metric_list``), each as lm-eval ran it (``BeliefTask.aggregation``: budget-aware, the estimates of
     the full run on a budgeted run's records); {} when the task is not ours."""
     from belief_tasks.families import budget_estimators
     from belief_tasks.scoring.budgeted import budget_aware

@@ -85,6 +85,48 @@ def unwrap(items: Iterable) -> list:
     return [x.record if isinstance(x, SameRecord) else x for x in items]
 
 
+class Bound(float):
+    """An interval's bound as lm-eval prints it: four decimals in the results table (lm-eval's ``make_table``
+    prints a list's items by their ``repr``), the full float in the results JSON (``json`` writes floats
+    with ``float.__repr__``)."""
+
+    def __repr__(self) -> str:
+        return f"{float(self):.4f}"
+
+    __str__ = __repr__
+
+
+def logged_once(values: dict) -> dict:
+    """``process_results``' metric -> value with each record object written once: under the first metric
+    that holds it, and under every later one a ``SameRecord`` of it (a short reference in the samples file)."""
+    first: dict[int, str] = {}
+    out = {}
+    for metric, value in values.items():
+        if isinstance(value, SameRecord) or not isinstance(value, dict):
+            out[metric] = value
+            continue
+        owner = first.setdefault(id(value), metric)
+        out[metric] = value if owner == metric else SameRecord(value, owner)
+    return out
+
+
+def on_records(agg: Callable) -> Callable:
+    """An aggregation of ours (``with_stderr``), and its standard error, applied to the records behind
+    ``SameRecord`` references; any other aggregation (lm-eval's own) is returned as it is."""
+    if not has_stderr_decision(agg) or getattr(agg, "reads_records", False):
+        return agg
+    own = stderr_function(agg)
+
+    def value(items: list):
+        return agg(unwrap(items))
+
+    value.stderr = None if own is None else (lambda items: own(unwrap(items)))
+    value.reads_records = True
+    value.__name__ = value.__qualname__ = getattr(agg, "__name__", "aggregation")
+    value.__wrapped__ = agg
+    return value
+
+
 def most_templates(records: Iterable[dict], correct: Callable[[dict], bool]) -> dict[str, bool]:
     """fact -> known when the fact is right under more than half of its templates; a template counts as
     right when any of its records (prompts: subject expressions) is ``correct``."""

@@ -26,6 +26,7 @@ from belief_tasks.budget import Draw
 from belief_tasks.families import FAMILIES, budget_estimators, knob_names
 from belief_tasks.options import COMMON, MODEL_ARGS, Knob, KnobError, Options, parse_options
 from belief_tasks.scoring.budgeted import budget_aware, missing
+from belief_tasks.scoring.common import logged_once, on_records
 from belief_tasks.schema import Fact, FactSet, sampling_key
 from belief_tasks.sources import SOURCE_KNOBS
 
@@ -38,6 +39,8 @@ CHAT_KWARGS = ("apply_chat_template", "chat_template")
 
 class BeliefTask(ConfigurableTask):
     """Base of every task class of ours; a family sets ``FAMILY`` and ``KNOBS`` (``COMMON`` + its own rows).
+
+    Each doc's record is logged once (``process_results``); a family's class overrides ``score_doc``.
 
     The results JSON records, in the task's ``metadata``, its ``family`` and its ``probe``: the name of
     the task that defines its data (``belief_demo_bear`` includes ``belief_bear``: probe ``belief_bear``),
@@ -56,12 +59,21 @@ class BeliefTask(ConfigurableTask):
     def __init__(self, config: dict | None = None, **kwargs: Any) -> None:
         harness.install()
         cfg = {k: v for k, v in (config or {}).items() if k != "class"}
+        harness.OUR_TASKS.add(cfg.get("task"))
         check_metadata(cfg.get("metadata"), self.KNOBS, cfg.get("task"))
         check_budget_supported(self.FAMILY, cfg.get("metadata"))
         cfg["metadata"] = {**(cfg.get("metadata") or {}), **stamp(cfg, self.FAMILY)}
+        if "metric_list" not in cfg:  # the family's METRICS wire the task: no YAML repeats them
+            cfg["metric_list"] = [{"metric": name, "aggregation": agg, "higher_is_better": higher}
+                                  for name, (agg, higher) in self.metric_table(cfg).items()]
         if self.SCORES_ITSELF:
             cfg["process_results"] = _scored_by_task
         super().__init__(config=cfg, **kwargs)
+
+    def metric_table(self, config: Mapping[str, Any]) -> Mapping[str, tuple[Callable, bool]]:
+        """metric -> (aggregation, higher is better) this task reports: its family's ``METRICS``, the one
+        declaration of a metric (a class may report part of it, as BEAR on some templates)."""
+        return FAMILIES[self.FAMILY].metrics
 
     def download(self, dataset_kwargs: dict[str, Any] | None = None, **kwargs: Any) -> None:
         """Our tasks build their documents with ``custom_dataset`` (knobs in ``--metadata``): the same call
@@ -78,8 +90,17 @@ class BeliefTask(ConfigurableTask):
         estimate of the full-data value with its interval on a budgeted run's records."""
         if getattr(self, "_budget_aware", None) is None:
             est = budget_estimators(self.FAMILY)
-            self._budget_aware = {m: budget_aware(est, m, fn) for m, fn in super().aggregation().items()}
+            self._budget_aware = {m: budget_aware(est, m, on_records(fn)) for m, fn in super().aggregation().items()}
         return self._budget_aware
+
+    def process_results(self, doc: dict, results: list) -> dict:
+        """The doc's metric values (``score_doc``), its record written once in the samples file: under the
+        first metric, and a ``SameRecord`` reference under the others (``scoring.common.logged_once``)."""
+        return logged_once(self.score_doc(doc, results))
+
+    def score_doc(self, doc: dict, results: list) -> dict:
+        """metric -> value of one doc: the YAML's ``process_results`` (a family's class may override)."""
+        return super().process_results(doc, results)
 
     def build_all_requests(self, *args: Any, **kwargs: Any) -> None:
         """lm-eval's, then the requests measured against the evaluated model's context, before it scores
@@ -204,7 +225,7 @@ def design_fields(draw: Draw, relation: str) -> dict:
 DESIGN_FIELDS = ("budget", "population", "drawn")
 
 
-def design_of(doc: Mapping[str, Any]) -> dict:
+def record_design(doc: Mapping[str, Any]) -> dict:
     """A budgeted doc's design fields, for its record ({} for a run without a budget)."""
     return {k: doc[k] for k in DESIGN_FIELDS if doc.get(k) is not None}
 

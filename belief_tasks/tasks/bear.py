@@ -24,7 +24,7 @@ from belief_tasks.options import KnobError, Options, parse_options
 from belief_tasks.prompts.bear import OptionRequests, option_requests
 from belief_tasks.schema import Fact, FactSet, Relation, SchemaError, fact_key
 from belief_tasks.scoring.bear import METRICS, record_scores
-from belief_tasks.tasks.base import BeliefTask, as_split, design_of, model_tokenizer, probe, select_facts, unpack
+from belief_tasks.tasks.base import BeliefTask, as_split, record_design, model_tokenizer, probe, select_facts, unpack
 
 KNOBS = BEAR.knobs
 
@@ -36,16 +36,13 @@ class BearTask(BeliefTask):
     WHOLE_CONTEXT = "its statements (each answer option's filled template)"
     KNOBS = KNOBS
 
-    def __init__(self, config: dict | None = None, **kwargs: Any) -> None:
-        # a run on some templates reports no per-template score of the others (they would print NaN)
-        config = dict(config or {})
+    def metric_table(self, config):
+        """A run on some templates reports no per-template score of the others (they would print NaN)."""
         chosen = parse_options(KNOBS, config.get("metadata")).templates
-        if chosen is not None and config.get("metric_list"):
-            config["metric_list"] = [m for m in config["metric_list"] if not _other_template(m["metric"], chosen)]
-        super().__init__(config, **kwargs)
+        return {m: v for m, v in METRICS.items() if chosen is None or not _other_template(m, chosen)}
 
-    def process_results(self, doc, results):
-        return {k: v for k, v in super().process_results(doc, results).items() if k in self._aggregation_list}
+    def score_doc(self, doc, results):
+        return {k: v for k, v in super().score_doc(doc, results).items() if k in self._aggregation_list}
 
 
 def _other_template(metric: str, chosen: tuple[int, ...]) -> bool:
@@ -169,7 +166,7 @@ def process_results(doc, results) -> dict[str, dict]:
         "gold": gold,
         "ll": ll,
         "n_tokens": n_tokens,
-        **design_of(doc),
+        **record_design(doc),
     }
     scores = record_scores(record)
     pred = int(M.ranking(scores)[0])

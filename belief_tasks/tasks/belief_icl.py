@@ -55,7 +55,7 @@ from belief_tasks.prompts import belief as P
 from belief_tasks.schema import Fact, SchemaError, Template, fact_key
 from belief_tasks.scoring.belief_icl import METRICS, RECORD_METRIC
 from belief_tasks.scoring.common import SameRecord
-from belief_tasks.tasks.base import STAMPED, BeliefTask, Selection, as_split, design_of, select_facts, unpack
+from belief_tasks.tasks.base import STAMPED, BeliefTask, Selection, as_split, record_design, select_facts, unpack
 
 SAMPLE_TAG = "<belief-sample {i}>"
 #: sampling at temperature 1 over the full vocabulary (top_k=0 and top_p=1 switch both filters off)
@@ -364,5 +364,5 @@ def make_record(doc: Mapping[str, Any], greedy: list[str], samples: list[str]) -
         "draws": int(doc["draws"]),
         "bins": int(doc["bins"]),
         "order": unpack(doc, "order") if doc.get("order") is not None else None,
-        **design_of(doc),
+        **record_design(doc),
     }

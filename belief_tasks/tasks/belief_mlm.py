@@ -33,7 +33,7 @@ from belief_tasks.prompts.belief_mlm import content_free_prompts, fact_prompts, 
 from belief_tasks.requests import MASK_TOPK, object_token_id
 from belief_tasks.schema import Fact, FactSet, Relation, SchemaError, fact_key
 from belief_tasks.scoring.belief_mlm import BIAS_METRICS, PROMPT_METRICS
-from belief_tasks.tasks.base import BeliefTask, as_split, check_relations, design_of, model_tokenizer, probe, select_facts, unpack
+from belief_tasks.tasks.base import BeliefTask, as_split, check_relations, record_design, model_tokenizer, probe, select_facts, unpack
 
 log = logging.getLogger(__name__)
 
@@ -179,6 +179,16 @@ class BeliefMLMTask(BeliefTask):
         targets = unpack(doc, "accepted") if doc.get("accepted") else unpack(doc, "candidates")
         return self.instance(MASK_TOPK, doc, (doc["prompt"], TOP_K, tuple(targets)), 0, kwargs)
 
+    def metric_table(self, config):
+        return PROMPT_METRICS
+
+
+class BeliefMLMBiasTask(BeliefMLMTask):
+    """``belief_mlm_bias_*``: the prompt-bias metrics of content-free prompts (``process_content_free``)."""
+
+    def metric_table(self, config):
+        return BIAS_METRICS
+
 
 # ------------------------------------------------------------- per-doc records
 
@@ -193,7 +203,7 @@ def process_prompt(doc: dict, results: list) -> dict:
         "template_id": doc["template_id"], "subject_form": doc["subject_form"], "pred": resp["tokens"][0], "confidence": math.exp(resp["logprobs"][0]),
         "confidence_top10": sum(math.exp(lp) for lp in resp["logprobs"][:10]),
         "gold": gold, "gold_rank": gold_rank, "top": resp["tokens"], "seed": doc["seed"], "draws": doc["draws"],
-        "relation_kept": doc["relation_kept"], "relation_dropped": doc["relation_dropped"], **design_of(doc),
+        "relation_kept": doc["relation_kept"], "relation_dropped": doc["relation_dropped"], **record_design(doc),
     }
     return {m: record for m in PROMPT_METRICS}
 

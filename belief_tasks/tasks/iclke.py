@@ -27,7 +27,7 @@ from belief_tasks.options import Options, parse_options
 from belief_tasks.prompts import iclke as P
 from belief_tasks.schema import FactSet, fact_key
 from belief_tasks.scoring.iclke import METRICS
-from belief_tasks.tasks.base import BeliefTask, as_split, check_relations, design_of, probe, select_facts, unpack
+from belief_tasks.tasks.base import BeliefTask, as_split, check_relations, record_design, probe, select_facts, unpack
 
 log = logging.getLogger(__name__)
 
@@ -202,5 +202,5 @@ def process_results(doc, results) -> dict:
     }
     if doc.get("method") == "eiclke":
         record.update(group=doc["group"], slot=int(doc["slot"]))
-    record.update(design_of(doc))
+    record.update(record_design(doc))
     return {name: record for name in METRICS}

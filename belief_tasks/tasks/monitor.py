@@ -33,7 +33,7 @@ from belief_tasks.prompts import monitor as P
 from belief_tasks.schema import FactSet, SchemaError, fact_key
 from belief_tasks.scoring.monitor import MAX_FRAMES, metrics_of
 from belief_tasks.tasks import monitor_subwords as S
-from belief_tasks.tasks.base import BeliefTask, as_split, design_of, probe, select_facts, unpack
+from belief_tasks.tasks.base import BeliefTask, as_split, record_design, probe, select_facts, unpack
 
 log = logging.getLogger(__name__)
 
@@ -160,7 +160,7 @@ class MonitorTask(BeliefTask):
         reqs = requests_of(self._plan(doc), doc, self.options, self.config.generation_kwargs or {})
         return [self.instance(t, doc, args, i, kwargs) for i, (t, args) in enumerate(reqs)]
 
-    def process_results(self, doc, results):
+    def score_doc(self, doc, results):
         record = make_record(doc, results, self.options, self._plan(doc), self._codec)
         return {name: record for name in metrics_of(record)}
 
@@ -193,7 +193,7 @@ def make_record(doc, results: list, opts: Options, pl: S.Plan, codec: S.Codec) -
         "only_correct_primary": opts.only_correct_primary,
         "accuracy": mode,
         "cost": request_cost(codec, pl, route, results[n_score:], answered_anchors(pl, mode), interference_of(doc, mode)),
-        **design_of(doc),
+        **record_design(doc),
     }
 
 

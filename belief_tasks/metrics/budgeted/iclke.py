@@ -27,6 +27,9 @@ def units(fact_ids: Sequence[str], logprobs_list: Sequence[Sequence[float]], gol
     return Units.of(list(fact_ids), list(relations), columns)
 
 
+#: metrics whose full-data value a sample cannot estimate (none: every metric has its statistic)
+NOT_ESTIMABLE: tuple[str, ...] = ()
+
 STATISTICS = {
     "acc": pooled("correct", "one"),
     "acc_macro": relation_mean("correct", "one"),

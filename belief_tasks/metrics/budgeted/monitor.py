@@ -110,6 +110,9 @@ def _frame(j: int):
     return stat
 
 
+#: metrics whose full-data value a sample cannot estimate (none: every metric has its statistic)
+NOT_ESTIMABLE: tuple[str, ...] = ()
+
 STATISTICS = {
     "monitor": monitor,
     **{k: relation_mean(k, "scored") for k in ANCHOR_MEANS},
