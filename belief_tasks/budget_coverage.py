@@ -22,7 +22,7 @@ from typing import Mapping
 import numpy as np
 
 from belief_tasks import budget
-from belief_tasks.metrics.intervals import Design, Statistic, Totals, Units, intervals, totals
+from belief_tasks.metrics.intervals import Design, Statistic, Totals, Units, intervals, t_quantile, totals
 
 BUDGETS = (0.01, 0.05, 0.2)
 
@@ -76,9 +76,11 @@ def simulate(pop: Population, budgets=BUDGETS, n_draws: int = 1000, method: str 
         for b, drawn in draws(pop, budgets, seed):
             design = Design(strata[drawn], population)
             sample = Units(pop.units.ids, pop.units.relations, pop.units.values[drawn], pop.units.columns)
+            t = t_quantile(design.df)
             for m, iv in intervals(design, sample, pop.statistics, method, reps=reps, seed=seed).items():
                 rows.append({"seed": seed, "budget": b, "metric": m, "estimate": iv.estimate, "se": iv.se,
-                             "low": iv.low, "high": iv.high, "facts": len(drawn)})
+                             "low": iv.low, "high": iv.high, "facts": len(drawn),
+                             "t_low": iv.estimate - t * iv.se, "t_high": iv.estimate + t * iv.se})
     return rows
 
 
@@ -91,13 +93,17 @@ def summarise(pop: Population, rows: list[dict]):
     df = df[df["metric"].map(lambda m: np.isfinite(pop.truth[m]))]  # undefined on the full data (no 1:1 relation)
     truth = df["metric"].map(pop.truth)
     df["covered"] = (df["low"] <= truth) & (truth <= df["high"])
+    # a share's t interval that left [0, 1] was replaced by the score interval (metrics.intervals.wilson)
+    df["score_interval"] = (df["t_low"] - df["low"]).abs().gt(1e-12) | (df["t_high"] - df["high"]).abs().gt(1e-12)
+    df["covered_t"] = (df["t_low"] <= truth) & (truth <= df["t_high"])
     df["half_width"] = (df["high"] - df["low"]) / 2
     df["error"] = df["estimate"] - truth
     df["undefined"] = ~np.isfinite(df["se"])
     out = df.groupby(["budget", "metric"], sort=False).agg(
         draws=("seed", "size"), facts=("facts", "mean"), coverage=("covered", "mean"),
         half_width=("half_width", "mean"), bias=("error", "mean"), sd=("estimate", "std"), mean_se=("se", "mean"),
-        undefined=("undefined", "mean")).reset_index()
+        undefined=("undefined", "mean"), score_interval=("score_interval", "mean"),
+        coverage_t=("covered_t", "mean")).reset_index()
     out.insert(2, "full_value", out["metric"].map(pop.truth))
     return out
 

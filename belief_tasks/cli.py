@@ -33,6 +33,7 @@ def main(argv: list[str] | None = None) -> None:
 
     try:
         command_checks.check_json_arguments(args)
+        command_checks.check_cache_identity(args)
     except command_checks.CommandError as e:
         refuse(e)
     import belief_tasks
