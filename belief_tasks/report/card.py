@@ -64,8 +64,10 @@ def budget_lines(run: ModelRun) -> list[str]:
         d = task.budget_design
         if d:
             out.append(f"`{name}`: estimated from {d['facts_drawn']:,} of {d['facts_in_population']:,} facts "
-                       f"(budget {d['budget']:g}, seed {d['seed']}); values are estimates of the full run with 95 % "
-                       "intervals.")
+                       f"(budget {d['budget']:g}, seed {d['seed']}).")
+    if out:
+        out.append("Values are estimates of the full run, ± their standard error (bootstrap over the drawn facts); "
+                   "each metric's 95 % interval is `<metric>_ci95` in the results JSON.")
     return [("Budgeted run. " if out else "") + " ".join(out) + "\n"] if out else []
 
 
