@@ -84,11 +84,14 @@ def print_ours(what: str) -> None:
 
 def refuse(error: BaseException, task: str = "", stage: str = "loading the model") -> None:
     """Bad input: one paragraph (what, where, how to fix), no traceback, exit code 2."""
+    from belief_tasks.command_checks import shipped_pages
+
     where = f"task {task}: " if task else ""
-    text = str(error).rstrip()
+    text = shipped_pages(str(error).rstrip())
     text += "" if text.endswith(".") else "."
     print(f"belief-eval: stopped before {stage}. {where}{text} "
-          "Nothing was computed; fix the command and run it again (docs/data.md lists every check).",
+          "Nothing was computed; fix the command and run it again (`python -m belief_tasks docs data` lists every "
+          "check).",
           file=sys.stderr)
     raise SystemExit(2)
 

@@ -29,6 +29,14 @@ JSON_EXAMPLES = {
 }
 
 
+def shipped_pages(text: str) -> str:
+    """A pointer to ``docs/<page>.md`` (a checkout's path, which a pip user lacks) as the command that prints
+    the page from the installed package: `python -m belief_tasks docs <page>`."""
+    import re
+
+    return re.sub(r"`?\bdocs/([a-z_]+)\.md`?", r"`python -m belief_tasks docs \1`", text)
+
+
 def did_you_mean(name: str, known: Iterable[str], n: int = 3) -> str:
     """ "did you mean 'a' or 'b'? " for the closest known names ("" when none is close)."""
     close = difflib.get_close_matches(name, list(known), n=n, cutoff=0.6)

@@ -71,4 +71,6 @@ def knobs_listing() -> str:
         out.append(f"{title}:")
         out += [_wrapped(k.name, f"{k.doc}. Accepts {k.accepts()}; default {k.default!r}.", indent=26) for k in knobs]
         out.append("")
-    return "\n".join(out).rstrip()
+    from belief_tasks.command_checks import shipped_pages
+
+    return shipped_pages("\n".join(out).rstrip())
