@@ -319,5 +319,30 @@ def synthetic_paired(scale: float = 1.0, seed: int = 0) -> Population:
     return paired_population(synthetic_myriadlama(scale, seed), synthetic_myriadlama(scale, seed, model=1, shift=0.3))
 
 
+def synthetic_extreme_shares(scale: float = 1.0, seed: int = 0) -> Population:
+    """Where a share's t interval leaves [0, 1]: BEAR 1:1 in size (8 small relations, 10-60 facts each at
+    scale 1, so a budget draws 2 of most of them), facts right with a relation probability
+    sigmoid(logit(p) + N(0, 1)) for overall shares p = 0.95 (``acc_high``) and 0.05 (``acc_low``),
+    pooled and as a mean over relations (``macro_high``, ``macro_low``); each a ``share``."""
+    from belief_tasks.metrics.budgeted import pooled, relation_mean
+    from belief_tasks.metrics.intervals import share
+
+    rng = np.random.default_rng(seed)
+    sizes = np.maximum(4, np.round(rng.integers(10, 61, 8) * scale)).astype(int)
+    cols: dict[str, list] = {"high": [], "low": [], "one": []}
+    ids, relations = [], []
+    for r, n in enumerate(sizes):
+        for level, p in (("high", 0.95), ("low", 0.05)):
+            pr = _sigmoid(np.log(p / (1 - p)) + rng.normal(0, 1))
+            cols[level] += (rng.random(n) < pr).astype(float).tolist()
+        cols["one"] += [1.0] * n
+        ids += [f"S{r}_{i}" for i in range(n)]
+        relations += [f"P{700 + r}"] * n
+    stats = {"acc_high": share(pooled("high", "one")), "acc_low": share(pooled("low", "one")),
+             "macro_high": share(relation_mean("high", "one")), "macro_low": share(relation_mean("low", "one"))}
+    return Population(f"synthetic extreme shares (scale {scale:g}, seed {seed})", "shares",
+                      Units.of(ids, relations, cols), stats, (), f"{len(ids):,} facts, {len(sizes)} relations")
+
+
 SYNTHETIC = {"myriadlama": synthetic_myriadlama, "bear": synthetic_bear, "myriadlama_paired": synthetic_paired,
-             "fktc": synthetic_monitor, "trex_mc": synthetic_iclke}
+             "fktc": synthetic_monitor, "trex_mc": synthetic_iclke, "extreme_shares": synthetic_extreme_shares}

@@ -88,3 +88,11 @@ def test_budgeted_card_says_standard_error_and_where_the_interval_is():
     text = " ".join(budget_lines(run))
     assert "± their standard error" in text and "`<metric>_ci95`" in text
     assert "with 95 % intervals" not in text
+
+
+def test_a_sample_where_every_fact_agrees_gets_a_score_interval_not_zero_width():
+    marked = share(lambda T: T)
+    lo, hi = bounded_interval(marked, 1.0, 0.0, 2.0, sampled=16)  # 16 drawn facts, all right, facts left undrawn
+    assert hi == 1.0 and lo == pytest.approx(16 / (16 + 4))  # Wilson at n = 16, p = 1: n / (n + t^2)
+    assert bounded_interval(marked, 0.0, 0.0, 2.0, sampled=16) == pytest.approx((0.0, 4 / 20))
+    assert bounded_interval(marked, 1.0, 0.0, 2.0, sampled=0) == (1.0, 1.0)  # every fact drawn: the exact value

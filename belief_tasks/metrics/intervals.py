@@ -299,26 +299,34 @@ def t_quantile(df: int, level: float = LEVEL) -> float:
     return float(stats.t.ppf(0.5 + level / 2, df)) if df > 0 else float(stats.norm.ppf(0.5 + level / 2))
 
 
-def wilson(p: float, se: float, t: float) -> tuple[float, float]:
+def wilson(p: float, se: float, t: float, n: float | None = None) -> tuple[float, float]:
     """The Wilson score interval for a share p at the effective sample size n* = p (1 - p) / se^2 (the
-    number of independent facts that would give the design's standard error; Korn and Graubard 1998):
+    number of independent facts that would give the design's standard error; Korn and Graubard 1998),
+    or at ``n`` where given:
 
-        (p + t^2 / (2 n*)  +-  t sqrt(se^2 + t^2 / (4 n*^2))) / (1 + t^2 / n*),
+        (p + t^2 / (2 n*)  +-  t sqrt(p (1 - p) / n* + t^2 / (4 n*^2))) / (1 + t^2 / n*),
 
-    inside [0, 1] for every p in [0, 1] and se > 0 (p is clipped to [0, 1] first)."""
+    inside [0, 1] for every p in [0, 1] (p is clipped to [0, 1] first)."""
     p = min(max(p, 0.0), 1.0)
-    if not (se > 0) or p in (0.0, 1.0):
-        return p, p
-    n = p * (1 - p) / se**2
+    if n is None:
+        if not (se > 0) or p in (0.0, 1.0):
+            return p, p
+        n = p * (1 - p) / se**2
     centre = (p + t * t / (2 * n)) / (1 + t * t / n)
-    half = t * np.sqrt(se * se + t * t / (4 * n * n)) / (1 + t * t / n)
+    half = t * np.sqrt(p * (1 - p) / n + t * t / (4 * n * n)) / (1 + t * t / n)
     return float(max(centre - half, 0.0)), float(min(centre + half, 1.0))
 
 
-def bounded_interval(stat: Statistic, estimate: float, se: float, t: float) -> tuple[float, float]:
-    """estimate +- t * se; for a ``share`` whose t interval leaves [0, 1], ``wilson`` instead."""
+def bounded_interval(stat: Statistic, estimate: float, se: float, t: float, sampled: int = 0) -> tuple[float, float]:
+    """estimate +- t * se; for a ``share``: where that interval leaves [0, 1], ``wilson`` at the effective
+    sample size, and where every drawn fact agrees (estimate 0 or 1, se 0, yet ``sampled`` facts come from
+    relations with facts left undrawn) ``wilson`` at those ``sampled`` facts, not a zero-width interval."""
     low, high = estimate - t * se, estimate + t * se
-    if getattr(stat, "bounds", None) and (low < 0.0 or high > 1.0):
+    if not getattr(stat, "bounds", None) or not np.isfinite(estimate):
+        return low, high
+    if se == 0 and sampled > 0 and estimate in (0.0, 1.0):
+        return wilson(estimate, se, t, n=sampled)
+    if low < 0.0 or high > 1.0:
         return wilson(estimate, se, t)
     return low, high
 
@@ -354,8 +362,9 @@ def intervals(design: Design, units: Units, stats: Mapping[str, Statistic], meth
                   for name, stat in stats.items()}
         ses = {name: moments[name][1] for name in stats}
     t = t_quantile(design.df, level)
-    return {name: Interval(centre[name], ses[name], *bounded_interval(stat, centre[name], ses[name], t), method, level)
-            for name, stat in stats.items()}
+    sampled = int(design.sizes[design.fpc > 0].sum())  # drawn facts of relations not drawn whole
+    return {name: Interval(centre[name], ses[name], *bounded_interval(stat, centre[name], ses[name], t, sampled),
+                           method, level) for name, stat in stats.items()}
 
 
 def interval(design: Design, units: Units, stat: Statistic, method: str = "bootstrap", **kwargs) -> Interval:
