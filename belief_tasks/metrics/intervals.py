@@ -314,7 +314,8 @@ def wilson(p: float, se: float, t: float, n: float | None = None) -> tuple[float
         n = p * (1 - p) / se**2
     centre = (p + t * t / (2 * n)) / (1 + t * t / n)
     half = t * np.sqrt(p * (1 - p) / n + t * t / (4 * n * n)) / (1 + t * t / n)
-    return float(max(centre - half, 0.0)), float(min(centre + half, 1.0))
+    # it always holds p (rounding could put an end a hair past it when p is 0 or 1)
+    return float(min(max(centre - half, 0.0), p)), float(max(min(centre + half, 1.0), p))
 
 
 def bounded_interval(stat: Statistic, estimate: float, se: float, t: float, sampled: int = 0) -> tuple[float, float]:
