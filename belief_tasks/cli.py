@@ -44,6 +44,9 @@ def main(argv: list[str] | None = None) -> None:
     if "--include_path" not in args and not _tasks_installed() and (not args or args[0] != "validate"):
         args += ["--include_path", str(task_yamls_dir())]
     check_limit(args)
+    if not listing_or_help(args):  # 20-90 s of data, prompts and requests come before the model's first line
+        print("belief-eval: building the tasks (data, prompts, requests) before the model loads ...",
+              file=sys.stderr, flush=True)
     from belief_tasks.harness import install_tasks_before_model
 
     install_tasks_before_model(refuse, command_checks)
@@ -62,6 +65,11 @@ def main(argv: list[str] | None = None) -> None:
             from belief_tasks.command_help import section
 
             print(section())
+
+
+def listing_or_help(args: list[str]) -> bool:
+    """``ls`` / ``validate`` / help: nothing is built."""
+    return wants_help(args) or args[:1] in (["ls"], ["list"], ["validate"])
 
 
 def wants_help(args: list[str]) -> bool:
