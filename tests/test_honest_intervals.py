@@ -96,3 +96,17 @@ def test_a_sample_where_every_fact_agrees_gets_a_score_interval_not_zero_width()
     assert hi == 1.0 and lo == pytest.approx(16 / (16 + 4))  # Wilson at n = 16, p = 1: n / (n + t^2)
     assert bounded_interval(marked, 0.0, 0.0, 2.0, sampled=16) == pytest.approx((0.0, 4 / 20))
     assert bounded_interval(marked, 1.0, 0.0, 2.0, sampled=0) == (1.0, 1.0)  # every fact drawn: the exact value
+
+
+def test_every_budgeted_metric_with_an_interval_has_a_standard_error():
+    from belief_tasks.families import FAMILIES
+    from belief_tasks.scoring.budgeted import budget_aware
+    from belief_tasks.scoring.common import stderr_function
+
+    for fam in FAMILIES.values():
+        if fam.budgeted is None:
+            continue
+        for metric, (agg, _) in fam.metrics.items():
+            wrapped = budget_aware(fam.budgeted, metric, agg)
+            if metric in fam.budgeted.statistics:  # it gets a _ci95 on a budgeted run
+                assert stderr_function(wrapped) is not None, (fam.name, metric)
