@@ -32,3 +32,15 @@ def test_belief_eval_says_it_builds_the_tasks_before_the_model():
     first = next(i for i, line in enumerate(lines) if "building the tasks" in line)
     refusal = next(i for i, line in enumerate(lines) if line.startswith("belief-eval: stopped"))
     assert first < refusal and "before the model loads" in lines[first]
+
+
+def test_reading_a_large_myriadlama_shows_progress(monkeypatch, capsys):
+    from belief_tasks.data import myriadlama
+
+    monkeypatch.setattr(myriadlama, "PROGRESS_ROWS", 3)  # the real threshold is 200,000 rows (2.46 M in the hub copy)
+    rows = [{"uuid": f"u{i}", "rel_uri": "P30", "sub_ent": "France", "obj_ents": ["Europe"], "obj_aliases": [[]],
+             "obj_uris": ["Q46"], "template": "[X] is in [Y].", "is_manual": True} for i in range(5)]
+    assert len(myriadlama.rows_to_factset(rows, "ml.jsonl")) == 5
+    assert "Reading MyriadLAMA rows" in capsys.readouterr().err
+    myriadlama.rows_to_factset(rows[:2], "ml.jsonl")
+    assert "Reading MyriadLAMA rows" not in capsys.readouterr().err

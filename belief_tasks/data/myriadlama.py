@@ -24,6 +24,8 @@ from belief_tasks.schema import (
 from belief_tasks.sources import Source
 
 COLUMNS = ("uuid", "rel_uri", "sub_ent", "obj_ents", "template")
+#: rows from which reading them shows a progress bar
+PROGRESS_ROWS = 200_000
 
 
 def _subject_forms(value, *, file, row) -> list[str]:
@@ -55,6 +57,10 @@ def rows_to_factset(rows: Iterable[dict], file: str) -> FactSet:
     pairs: dict[str, dict] = {}
     repeats = Repeats(file, "template", "the same uuid and template",
                       "MyriadLAMA's layout has one row per subject-relation pair and template")
+    if len(rows) >= PROGRESS_ROWS if hasattr(rows, "__len__") else False:  # the real 2.46 M rows: tens of seconds
+        from tqdm import tqdm
+
+        rows = tqdm(rows, desc="Reading MyriadLAMA rows", unit=" rows", mininterval=2.0)
     for i, r in enumerate(rows, start=1):
         if i == 1:
             require_columns([r], COLUMNS, file)
