@@ -158,7 +158,7 @@ def demo(extra: list[str]) -> int:
     fetch_default_model()
     args = demo_command(extra)
     print("belief-eval " + shlex.join(args), flush=True)
-    print("Raw prompts, no chat template, as the papers evaluate (docs/belief.md).", flush=True)
+    print("Raw prompts, no chat template, as the papers evaluate (`python -m belief_tasks docs belief`).", flush=True)
     logging.getLogger("lm_eval.evaluator").addFilter(_RawPromptsChosen())
     main(args)
     output = Path(args[len(args) - 1 - args[::-1].index("--output_path") + 1])

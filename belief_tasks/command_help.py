@@ -53,8 +53,9 @@ def section() -> str:
     lines += ["", "report:", _wrapped("belief-report", "OUTPUT_DIR --out REPORT_DIR: the papers' tables, figures "
                                       "and a knowledge card per model from runs made with --output_path and "
                                       "--log_samples (belief-report --help; how to read it: docs/report.md)")]
-    lines += ["", fill("docs: README.md and docs/ of the belief-tasks source: docs/data.md (data, sources, "
-                       "every input check), docs/scale.md (large runs), docs/benchmarks.md (timings).")]
+    lines += ["", fill("docs: the pages of docs/ ship with the package: `python -m belief_tasks docs PAGE` prints one "
+                       "(data: data, sources, every input check; scale: large runs; benchmarks: timings); without "
+                       "PAGE, the list.")]
     return "\n".join(lines)
 
 
