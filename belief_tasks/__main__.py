@@ -68,7 +68,12 @@ def show_doc(page: str | None) -> int:
         print(f"python -m belief_tasks docs: no page {page!r}; {did_you_mean(name, pages)}the pages are "
               f"{', '.join(pages)}", file=sys.stderr)
         return 2
-    print((docs_dir() / f"{name}.md").read_text(encoding="utf-8"))
+    try:
+        print((docs_dir() / f"{name}.md").read_text(encoding="utf-8"), flush=True)
+    except BrokenPipeError:  # `... docs data | head`: the reader has what it wanted
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     return 0
 
 
