@@ -45,7 +45,7 @@ def main(argv: list[str] | None = None) -> None:
         args += ["--include_path", str(task_yamls_dir())]
     check_limit(args)
     if not listing_or_help(args):  # 20-90 s of data, prompts and requests come before the model's first line
-        print("belief-eval: building the tasks (data, prompts, requests) before the model loads ...",
+        print("Building the tasks (data, prompts, requests) before the model loads ...",
               file=sys.stderr, flush=True)
     from belief_tasks.harness import install_tasks_before_model
 

@@ -29,7 +29,7 @@ def test_belief_eval_says_it_builds_the_tasks_before_the_model():
                        text=True, timeout=300)
     assert r.returncode == 2  # refused at the build: the line came first, then the refusal
     lines = r.stderr.splitlines()
-    first = next(i for i, line in enumerate(lines) if "building the tasks" in line)
+    first = next(i for i, line in enumerate(lines) if line.startswith("Building the tasks"))
     refusal = next(i for i, line in enumerate(lines) if line.startswith("belief-eval: stopped"))
     assert first < refusal and "before the model loads" in lines[first]
 
