@@ -4,7 +4,9 @@
 (``belief_tasks/metrics`` included; the top-level ``metrics`` entry is a link to it).
 ``task_yamls/`` installs twice: as ``belief_tasks/task_yamls`` (for ``--include_path``) and
 as ``lm_eval/tasks/belief`` so that a bare ``lm_eval --tasks belief_...`` finds our tasks
-(lm-eval 0.4.13 has no plugin discovery and does not follow symlinked folders).
+(lm-eval 0.4.13 has no plugin discovery and does not follow symlinked folders). The pages of
+``docs/`` install as ``belief_tasks/docs`` (``python -m belief_tasks docs PAGE`` prints one), so
+that an error's pointer to a page works for a pip user too.
 """
 
 from setuptools import find_namespace_packages, setup
@@ -22,6 +24,8 @@ for root, name in (("belief_tasks", "belief_tasks"), ("task_yamls", "belief_task
     p, d = tree(root, name)
     packages += p
     package_dir.update(d)
+packages.append("belief_tasks.docs")  # the top-level pages only (example_report's figures stay in the checkout)
+package_dir["belief_tasks.docs"] = "docs"
 
 setup(
     packages=packages,

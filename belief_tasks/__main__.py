@@ -14,10 +14,12 @@ commands:
   path            print our task folder (for lm_eval --include_path)
   model-path      print the bundled model's folder
   fetch-model     download and convert the bundled model once (--force: again)
+  docs [PAGE]     print a documentation page that ships with the package (e.g. docs data: every
+                  check of the input); without PAGE, the list of pages
 
 Evaluating any model: belief-eval --help. Reports from your runs: belief-report --help."""
 
-COMMANDS = ("demo", "path", "model-path", "fetch-model")
+COMMANDS = ("demo", "path", "model-path", "fetch-model", "docs")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -35,6 +37,8 @@ def main(argv: list[str] | None = None) -> int:
         from belief_tasks.model import fetch_default_model
 
         print(fetch_default_model(force="--force" in argv))
+    elif cmd == "docs":
+        return show_doc(argv[1] if len(argv) > 1 else None)
     elif cmd == "demo":
         from belief_tasks.cli import demo
 
@@ -47,6 +51,29 @@ def main(argv: list[str] | None = None) -> int:
         print(f"python -m belief_tasks: no command {cmd!r}; {did_you_mean(cmd, COMMANDS)}the commands are "
               f"{', '.join(COMMANDS)} (python -m belief_tasks --help)", file=sys.stderr)
         return 2
+    return 0
+
+
+def show_doc(page: str | None) -> int:
+    """``python -m belief_tasks docs [PAGE]``: one page of docs/ (shipped in the wheel), or their list."""
+    from belief_tasks.command_checks import did_you_mean
+    from belief_tasks.paths import docs_dir
+
+    pages = sorted(p.stem for p in docs_dir().glob("*.md"))
+    if page is None:
+        print("documentation pages (python -m belief_tasks docs PAGE): " + ", ".join(pages))
+        return 0
+    name = page.removeprefix("docs/").removesuffix(".md")
+    if name not in pages:
+        print(f"python -m belief_tasks docs: no page {page!r}; {did_you_mean(name, pages)}the pages are "
+              f"{', '.join(pages)}", file=sys.stderr)
+        return 2
+    try:
+        print((docs_dir() / f"{name}.md").read_text(encoding="utf-8"), flush=True)
+    except BrokenPipeError:  # `... docs data | head`: the reader has what it wanted
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     return 0
 
 

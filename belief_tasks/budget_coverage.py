@@ -22,7 +22,7 @@ from typing import Mapping
 import numpy as np
 
 from belief_tasks import budget
-from belief_tasks.metrics.intervals import Design, Statistic, Totals, Units, intervals, totals
+from belief_tasks.metrics.intervals import Design, Statistic, Totals, Units, intervals, t_quantile, totals
 
 BUDGETS = (0.01, 0.05, 0.2)
 
@@ -76,9 +76,11 @@ def simulate(pop: Population, budgets=BUDGETS, n_draws: int = 1000, method: str 
         for b, drawn in draws(pop, budgets, seed):
             design = Design(strata[drawn], population)
             sample = Units(pop.units.ids, pop.units.relations, pop.units.values[drawn], pop.units.columns)
+            t = t_quantile(design.df)
             for m, iv in intervals(design, sample, pop.statistics, method, reps=reps, seed=seed).items():
                 rows.append({"seed": seed, "budget": b, "metric": m, "estimate": iv.estimate, "se": iv.se,
-                             "low": iv.low, "high": iv.high, "facts": len(drawn)})
+                             "low": iv.low, "high": iv.high, "facts": len(drawn),
+                             "t_low": iv.estimate - t * iv.se, "t_high": iv.estimate + t * iv.se})
     return rows
 
 
@@ -91,13 +93,17 @@ def summarise(pop: Population, rows: list[dict]):
     df = df[df["metric"].map(lambda m: np.isfinite(pop.truth[m]))]  # undefined on the full data (no 1:1 relation)
     truth = df["metric"].map(pop.truth)
     df["covered"] = (df["low"] <= truth) & (truth <= df["high"])
+    # a share's t interval that left [0, 1] was replaced by the score interval (metrics.intervals.wilson)
+    df["score_interval"] = (df["t_low"] - df["low"]).abs().gt(1e-12) | (df["t_high"] - df["high"]).abs().gt(1e-12)
+    df["covered_t"] = (df["t_low"] <= truth) & (truth <= df["t_high"])
     df["half_width"] = (df["high"] - df["low"]) / 2
     df["error"] = df["estimate"] - truth
     df["undefined"] = ~np.isfinite(df["se"])
     out = df.groupby(["budget", "metric"], sort=False).agg(
         draws=("seed", "size"), facts=("facts", "mean"), coverage=("covered", "mean"),
         half_width=("half_width", "mean"), bias=("error", "mean"), sd=("estimate", "std"), mean_se=("se", "mean"),
-        undefined=("undefined", "mean")).reset_index()
+        undefined=("undefined", "mean"), score_interval=("score_interval", "mean"),
+        coverage_t=("covered_t", "mean")).reset_index()
     out.insert(2, "full_value", out["metric"].map(pop.truth))
     return out
 
@@ -313,5 +319,30 @@ def synthetic_paired(scale: float = 1.0, seed: int = 0) -> Population:
     return paired_population(synthetic_myriadlama(scale, seed), synthetic_myriadlama(scale, seed, model=1, shift=0.3))
 
 
+def synthetic_extreme_shares(scale: float = 1.0, seed: int = 0) -> Population:
+    """Where a share's t interval leaves [0, 1]: BEAR 1:1 in size (8 small relations, 10-60 facts each at
+    scale 1, so a budget draws 2 of most of them), facts right with a relation probability
+    sigmoid(logit(p) + N(0, 1)) for overall shares p = 0.95 (``acc_high``) and 0.05 (``acc_low``),
+    pooled and as a mean over relations (``macro_high``, ``macro_low``); each a ``share``."""
+    from belief_tasks.metrics.budgeted import pooled, relation_mean
+    from belief_tasks.metrics.intervals import share
+
+    rng = np.random.default_rng(seed)
+    sizes = np.maximum(4, np.round(rng.integers(10, 61, 8) * scale)).astype(int)
+    cols: dict[str, list] = {"high": [], "low": [], "one": []}
+    ids, relations = [], []
+    for r, n in enumerate(sizes):
+        for level, p in (("high", 0.95), ("low", 0.05)):
+            pr = _sigmoid(np.log(p / (1 - p)) + rng.normal(0, 1))
+            cols[level] += (rng.random(n) < pr).astype(float).tolist()
+        cols["one"] += [1.0] * n
+        ids += [f"S{r}_{i}" for i in range(n)]
+        relations += [f"P{700 + r}"] * n
+    stats = {"acc_high": share(pooled("high", "one")), "acc_low": share(pooled("low", "one")),
+             "macro_high": share(relation_mean("high", "one")), "macro_low": share(relation_mean("low", "one"))}
+    return Population(f"synthetic extreme shares (scale {scale:g}, seed {seed})", "shares",
+                      Units.of(ids, relations, cols), stats, (), f"{len(ids):,} facts, {len(sizes)} relations")
+
+
 SYNTHETIC = {"myriadlama": synthetic_myriadlama, "bear": synthetic_bear, "myriadlama_paired": synthetic_paired,
-             "fktc": synthetic_monitor, "trex_mc": synthetic_iclke}
+             "fktc": synthetic_monitor, "trex_mc": synthetic_iclke, "extreme_shares": synthetic_extreme_shares}

@@ -33,6 +33,7 @@ def main(argv: list[str] | None = None) -> None:
 
     try:
         command_checks.check_json_arguments(args)
+        command_checks.check_cache_identity(args)
     except command_checks.CommandError as e:
         refuse(e)
     import belief_tasks
@@ -43,6 +44,9 @@ def main(argv: list[str] | None = None) -> None:
     if "--include_path" not in args and not _tasks_installed() and (not args or args[0] != "validate"):
         args += ["--include_path", str(task_yamls_dir())]
     check_limit(args)
+    if not listing_or_help(args):  # 20-90 s of data, prompts and requests come before the model's first line
+        print("Building the tasks (data, prompts, requests) before the model loads ...",
+              file=sys.stderr, flush=True)
     from belief_tasks.harness import install_tasks_before_model
 
     install_tasks_before_model(refuse, command_checks)
@@ -61,6 +65,11 @@ def main(argv: list[str] | None = None) -> None:
             from belief_tasks.command_help import section
 
             print(section())
+
+
+def listing_or_help(args: list[str]) -> bool:
+    """``ls`` / ``validate`` / help: nothing is built."""
+    return wants_help(args) or args[:1] in (["ls"], ["list"], ["validate"])
 
 
 def wants_help(args: list[str]) -> bool:
@@ -83,11 +92,14 @@ def print_ours(what: str) -> None:
 
 def refuse(error: BaseException, task: str = "", stage: str = "loading the model") -> None:
     """Bad input: one paragraph (what, where, how to fix), no traceback, exit code 2."""
+    from belief_tasks.command_checks import shipped_pages
+
     where = f"task {task}: " if task else ""
-    text = str(error).rstrip()
+    text = shipped_pages(str(error).rstrip())
     text += "" if text.endswith(".") else "."
     print(f"belief-eval: stopped before {stage}. {where}{text} "
-          "Nothing was computed; fix the command and run it again (docs/data.md lists every check).",
+          "Nothing was computed; fix the command and run it again (`python -m belief_tasks docs data` lists every "
+          "check).",
           file=sys.stderr)
     raise SystemExit(2)
 
@@ -146,7 +158,7 @@ def demo(extra: list[str]) -> int:
     fetch_default_model()
     args = demo_command(extra)
     print("belief-eval " + shlex.join(args), flush=True)
-    print("Raw prompts, no chat template, as the papers evaluate (docs/belief.md).", flush=True)
+    print("Raw prompts, no chat template, as the papers evaluate (`python -m belief_tasks docs belief`).", flush=True)
     logging.getLogger("lm_eval.evaluator").addFilter(_RawPromptsChosen())
     main(args)
     output = Path(args[len(args) - 1 - args[::-1].index("--output_path") + 1])

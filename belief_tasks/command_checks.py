@@ -9,6 +9,7 @@ from __future__ import annotations
 import difflib
 import glob
 import json
+import sys
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
@@ -26,6 +27,14 @@ JSON_EXAMPLES = {
                     "(or pretrained=EleutherAI/pythia-160m,dtype=float32)",
     "--gen_kwargs": '\'{"temperature": 0}\' (or temperature=0)',
 }
+
+
+def shipped_pages(text: str) -> str:
+    """A pointer to ``docs/<page>.md`` (a checkout's path, which a pip user lacks) as the command that prints
+    the page from the installed package: `python -m belief_tasks docs <page>`."""
+    import re
+
+    return re.sub(r"`?\bdocs/([a-z_]+)\.md`?", r"`python -m belief_tasks docs \1`", text)
 
 
 def did_you_mean(name: str, known: Iterable[str], n: int = 3) -> str:
@@ -62,6 +71,26 @@ def bad_json(option: str, value: str, error: json.JSONDecodeError, example: str)
     return (f"{option} is not valid JSON: {error.msg[0].lower() + error.msg[1:]} at character {error.pos + 1} of "
             f"{value!r} (marked >>>: {near.strip()!r}). JSON wants double quotes around every key and text value, "
             f"lowercase true / false / null and no trailing comma; a valid example: {option} {example}")
+
+
+# --- a request cache holds one model's answers ---------------------------------------------------
+
+
+def check_cache_identity(args: list[str]) -> None:
+    """``--use_cache PREFIX`` filled by another model, backend or setting is refused (``cache_identity``)."""
+    from belief_tasks import cache_identity
+
+    prefixes = [*_values(args, "--use_cache"), *_values(args, "-c")]
+    if not prefixes:
+        return
+    backend = next(iter(reversed(list(_values(args, "--model")))), None)
+    model_args = cache_identity.parse_model_args(_values(args, "--model_args"))
+    try:
+        warning = cache_identity.check(prefixes[-1], backend, model_args)
+    except cache_identity.CacheIdentityError as e:
+        raise CommandError(str(e)) from None
+    if warning:
+        print(warning, file=sys.stderr, flush=True)
 
 
 # --- backend and task names (before the tasks are built) --------------------------------------------

@@ -53,8 +53,9 @@ def section() -> str:
     lines += ["", "report:", _wrapped("belief-report", "OUTPUT_DIR --out REPORT_DIR: the papers' tables, figures "
                                       "and a knowledge card per model from runs made with --output_path and "
                                       "--log_samples (belief-report --help; how to read it: docs/report.md)")]
-    lines += ["", fill("docs: README.md and docs/ of the belief-tasks source: docs/data.md (data, sources, "
-                       "every input check), docs/scale.md (large runs), docs/benchmarks.md (timings).")]
+    lines += ["", fill("docs: the pages of docs/ ship with the package: `python -m belief_tasks docs PAGE` prints one "
+                       "(data: data, sources, every input check; scale: large runs; benchmarks: timings); without "
+                       "PAGE, the list.")]
     return "\n".join(lines)
 
 
@@ -71,4 +72,6 @@ def knobs_listing() -> str:
         out.append(f"{title}:")
         out += [_wrapped(k.name, f"{k.doc}. Accepts {k.accepts()}; default {k.default!r}.", indent=26) for k in knobs]
         out.append("")
-    return "\n".join(out).rstrip()
+    from belief_tasks.command_checks import shipped_pages
+
+    return shipped_pages("\n".join(out).rstrip())

@@ -195,8 +195,20 @@ COMMON: tuple[Knob, ...] = (
     Knob("budget", "fraction", None, "fraction of each relation's facts to evaluate, drawn by seeded hash and "
          "nested across budgets; metrics are then estimates of the full-data value with 95% intervals "
          "(docs/budget.md; default: every fact)", unset=(None, "", "none")),
-    Knob("allow_truncation", "bool", False, "run a probe that needs its whole context (IC-LKE, BELIEF-ICL) although "
-         "some requests exceed the model's max_length and are cut from the left; the results JSON records the cut"),
+    Knob("allow_truncation", "bool", False, "accept that requests longer than the model's max_length are cut from "
+         "the left (every probe of ours needs its whole request, so otherwise the run stops before scoring; BEAR's "
+         "statements cannot be cut at all); the results JSON records the cut (docs/data.md)"),
+)
+
+#: The one description of truncation: docs/data.md, docs/backends.md and docs/scale.md quote it word for
+#: word (``tests/test_messages.py``), and the ``allow_truncation`` knob above says the same in short.
+TRUNCATION_RULE = (
+    "A request longer than the model's `max_length` would be cut from the left by the backend. Every task of "
+    "ours measures its requests once they are built, before any is scored; every probe of ours needs its whole "
+    "request, so the run stops there (exit code 2) unless `allow_truncation: true` accepts the cut, which the "
+    "results JSON then records (`truncation` in the task's metadata). BEAR's statements (`scoring: statement`, "
+    "the default) are scored whole, "
+    "from their first token: no backend can cut one, so `allow_truncation` cannot apply and such a run always stops."
 )
 
 

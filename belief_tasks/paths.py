@@ -16,6 +16,12 @@ def task_yamls_dir() -> Path:
     return PACKAGE_DIR.parent / "task_yamls"  # source checkout
 
 
+def docs_dir() -> Path:
+    """The documentation pages: installed with the wheel as ``belief_tasks/docs``, ``docs/`` in a checkout."""
+    installed = PACKAGE_DIR / "docs"
+    return installed if installed.is_dir() else PACKAGE_DIR.parent / "docs"
+
+
 def sample_data_dir() -> Path:
     """The bundled sample, or ``$BELIEF_SAMPLE_DIR`` (a folder of the same P*.json files:
     your own hand-written facts, or the stress test's deliberately broken copies)."""

@@ -66,8 +66,17 @@ def summarize(lengths: Iterable[int], max_length: int) -> Truncation:
 class TruncationError(ValueError):
     """Requests of a task that needs its whole context are longer than the model's ``max_length``."""
 
-    def __init__(self, task: str, cut: Truncation, lost: str):
+    def __init__(self, task: str, cut: Truncation, lost: str, scored_whole: bool = False):
         self.task, self.cut = task, cut
+        if scored_whole:  # BEAR's statements: no cut can run, so allow_truncation is no way out
+            super().__init__(
+                f"task {task}: {cut.truncated} of {cut.requests} requests are longer than the model's max_length of "
+                f"{cut.max_length} tokens (the longest has {cut.longest}, {cut.max_cut} too many). Each is a "
+                f"statement scored whole, from its first token, so no backend can cut it (lm-eval's hf stops with an "
+                f"AssertionError) and {KNOB} cannot apply. Use a model with a longer context (max_length=... in "
+                f"--model_args, up to what the model supports), or leave out the relations or templates with the "
+                f"longest statements (the relations and templates knobs)")
+            return
         super().__init__(
             f"task {task}: {cut.truncated} of {cut.requests} requests are longer than the model's max_length of "
             f"{cut.max_length} tokens (the longest has {cut.longest}). The backend would cut them from the left (up "
@@ -184,6 +193,10 @@ def check(task, lm) -> Truncation | None:
     if not cut.truncated:
         return cut
     allowed = bool(task.options.get(KNOB))
+    ll = [i.args[0] for i in task.instances if i.request_type == "loglikelihood"]
+    causal = getattr(unwrap(lm), "request_tokens", None) is None  # hf / hf-shared (hf-mlm measures its own)
+    if causal and ll and not any(ll):  # every log-likelihood scored from its first token (BEAR): no cut can run
+        raise TruncationError(task.config.task, cut, task.WHOLE_CONTEXT, scored_whole=True)
     if task.WHOLE_CONTEXT and not allowed:
         raise TruncationError(task.config.task, cut, task.WHOLE_CONTEXT)
     task.config.metadata["truncation"] = cut.record(bool(task.WHOLE_CONTEXT), allowed)

@@ -93,7 +93,14 @@ def test_aggregations_weight_relations_by_support():
     assert SC.agg_brier(records) == pytest.approx((BRIER_A + BRIER_B + brier_r2) / 3)
     # over all rows the value is the pooled mean of the per-row term, so its stderr is that mean's
     assert SC.agg_confidence.stderr(records) == pytest.approx(np.std([0.5, 0.6, 0.9], ddof=1) / math.sqrt(3))
-    assert SC.agg_confidence_correct.stderr is None
+    # a correct / incorrect split: the weighted mean of its rows (weight n_r / m_r: R1 2 / 1, R2 1 / 1), its
+    # stderr with the weights fixed: sqrt(n / (n - 1) * sum w^2 (x - m)^2) / sum w
+    m = (2 * 0.5 + 0.9) / 3
+    assert SC.agg_confidence_correct.stderr(records) == pytest.approx(
+        math.sqrt(2 / 1 * (2**2 * (0.5 - m) ** 2 + 1 * (0.9 - m) ** 2)) / 3)
+    assert math.isnan(SC.agg_confidence_incorrect.stderr(records))  # one wrong row: no spread to estimate
+    # a relation without a value (R2: one distinct answer, no uncertainty) is left out of the stderr too
+    assert SC.agg_uncertainty.stderr(records) == pytest.approx(np.std([H_A, H_B], ddof=1) / math.sqrt(2))
     assert set(SC.CONFIDENCE_METRICS) <= set(SC.METRICS)
 
 

@@ -25,7 +25,8 @@ BEAR_P36 = [("Q142", "France", ["French Republic"], "Q90", "Paris"), ("Q183", "G
 BIG_P36 = [("Q1428", "Georgia", [], "Q23556", "Atlanta"), ("Q142", "France", ["French Republic"], "Q90", "Paris"),
            ("Q183", "Germany", [], "Q64", "Berlin"), ("Q408", "Australia", [], "Q3130", "Sydney"),
            ("Q29", "Spain", [], "Q2807", "Madrid")]
-#: FKTC: labels only; "French Republic" is BEAR's alias; Spain twice (a repeated row)
+#: FKTC: labels only; "French Republic" is BEAR's alias; Spain twice (a repeated pair, with other negatives
+#: as FKTC's own repeats have: an exact repeat is refused)
 FKTC_P36 = [("French Republic", "Paris"), ("Germany", "Berlin"), ("Australia", "Sydney"), ("Spain", "Madrid"),
             ("Spain", "Madrid"), ("Georgia", "Tbilisi")]
 NEGATIVES = ["Lima", "Oslo", "Quito", "Hanoi", "Doha"]
@@ -46,7 +47,8 @@ def write_bear(folder: Path, rows, answer_space: bool) -> Path:
 def write_fktc(folder: Path) -> Path:
     folder.mkdir(parents=True)
     lines = [{"relations": ["What is the capital of [X]?"]}]
-    lines += [{"subject": s, "object": o, "taxonomy": NEGATIVES} for s, o in FKTC_P36]
+    lines += [{"subject": s, "object": o, "taxonomy": NEGATIVES if i != 4 else ["Riga", *NEGATIVES[1:]]}
+              for i, (s, o) in enumerate(FKTC_P36)]
     (folder / "P36-subclass.json").write_text("\n".join(json.dumps(x) for x in lines))
     return folder
 

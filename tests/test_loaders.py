@@ -89,10 +89,9 @@ def _myriadlama_rows():
         ("u2", "P30", ["Japan"], ["Q48"], ["Asia"], [[]]),
     ]
     for uuid, rel, subs, uris, objs, aliases in pairs:
-        for text, manual in templates:
-            for sub in subs:
-                rows.append({"uuid": uuid, "rel_uri": rel, "sub_ent": sub, "obj_uris": uris, "obj_ents": objs,
-                             "obj_aliases": aliases, "template": text, "is_manual": manual})
+        for text, manual in templates:  # one row per pair and template; its subject expressions in one list
+            rows.append({"uuid": uuid, "rel_uri": rel, "sub_ent": subs, "obj_uris": uris, "obj_ents": objs,
+                         "obj_aliases": aliases, "template": text, "is_manual": manual})
     return rows
 
 

@@ -66,6 +66,11 @@ def unsupported_reason(model, backend: str) -> str | None:
             return f"config.{attr} is set"
     if getattr(cfg, "layer_types", None) and any(t != "full_attention" for t in cfg.layer_types):
         return "not every layer is full attention"
+    import transformers
+
+    if getattr(cfg, "model_type", "") == "gpt2" and int(transformers.__version__.split(".")[0]) < 5:
+        # measured: 0.16 nats off stock hf on transformers 4.57.1, exact on 5.24 (docs/backends.md)
+        return "GPT-2 shares prefixes exactly only on transformers 5 (docs/backends.md, transformers versions)"
     return None
 
 
@@ -234,6 +239,9 @@ class HFSharedPrefixLM(HFLM):
         if self.shared_unsupported:
             log.warning("hf-shared: prefix sharing is off (%s); using stock hf methods", self.shared_unsupported)
         self._keeps_logits = "logits_to_keep" in inspect.signature(self.model.forward).parameters
+        #: the KV cache's name in this transformers: ``cache`` (current; ``past_key_values`` is deprecated and
+        #: warns) or ``past_key_values`` (before the rename), as the model's forward names it
+        self._cache_name = "cache" if "cache" in inspect.signature(self.model.forward).parameters else "past_key_values"
         #: work counters, reset by the caller (the benchmark reads them)
         self.stats = {"tokens_forwarded": 0, "forward_calls": 0}
 
@@ -275,8 +283,8 @@ class HFSharedPrefixLM(HFLM):
                 return self.model(
                     input_ids,
                     position_ids=positions.expand(input_ids.shape[0], -1),
-                    past_key_values=past,
                     shared_prefix=prefix,
+                    **{self._cache_name: past},
                     **kwargs,
                 )
 
@@ -337,7 +345,7 @@ class HFSharedPrefixLM(HFLM):
         for b, (item, sc) in enumerate(zip(batch, scores, strict=True)):
             prefix = None
             if item.is_node:
-                own = SharedPrefix.from_cache(result.past_key_values, row=b, length=len(item.tokens))
+                own = SharedPrefix.from_cache(result[self._cache_name], row=b, length=len(item.tokens))
                 parent = item.parent.prefix
                 prefix = parent.extend(own) if parent.length else SharedPrefix(
                     [k.clone() for k in own.keys], [v.clone() for v in own.values])
@@ -500,7 +508,7 @@ class HFSharedPrefixLM(HFLM):
         assert max_ctx_len > 0, f"max_gen_toks ({max_gen}) must be below the model's max_length ({self.max_length})"
         context_enc, _ = self.tok_batch_encode([context], left_truncate_len=max_ctx_len, truncation=self.truncation)
         prefill = self._call(context_enc.to(self.device), SharedPrefix.empty(), keep=1, use_cache=True)
-        prefix = SharedPrefix.from_cache(prefill.past_key_values)
+        prefix = SharedPrefix.from_cache(prefill[self._cache_name])
         generators = [torch.Generator().manual_seed(row.seed % (2**63)) if row.do_sample else None for row in rows]
         eos_ids = self.model.generation_config.eos_token_id
         eos_ids = set(eos_ids if isinstance(eos_ids, list) else [eos_ids] if eos_ids is not None else [self.eot_token_id])
@@ -530,7 +538,7 @@ class HFSharedPrefixLM(HFLM):
             feed = torch.tensor([[nxt[j]] for j in still], dtype=torch.long, device=self.device)
             active = [active[j] for j in still]
             step = self._call(feed, prefix, past=past, use_cache=True)
-            past, logits = step.past_key_values, step.logits[:, -1]
+            past, logits = step[self._cache_name], step.logits[:, -1]
         # the floor of the decoding work: tokens each row has to feed back (the prompt is counted by the caller)
         self.stats["generated_tokens"] = self.stats.get("generated_tokens", 0) + needed
         return tokens

@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from belief_tasks.data.io import read_json, read_jsonl, require
+from belief_tasks.data.io import Repeats, read_json, read_jsonl, require
 from belief_tasks.schema import (
     Entity, Fact, FactSet, Relation, SchemaError, Template, check_label, check_template_text, validate_factset,
 )
@@ -106,6 +106,8 @@ def _declared_answer_space(rid: str, rmeta: dict, file: str) -> tuple[Entity, ..
 
 def _read_instances(rid: str, rel_path: Path, space: tuple[Entity, ...] | None, skipped: list) -> list[Fact]:
     rfile, facts = str(rel_path), []
+    # one instance per subject: real BEAR and BEAR-big repeat no sub_id (docs/data.md)
+    by_id, by_label = Repeats(rfile, "sub_id", "the same sub_id"), Repeats(rfile, "sub_label", "no sub_id, the same sub_label")
     for lineno, row in read_jsonl(rel_path):
         defect = KNOWN_DEFECTS.get((rid, row.get("sub_id")))
         if defect and not str(row.get("sub_label") or "").strip():
@@ -120,6 +122,10 @@ def _read_instances(rid: str, rel_path: Path, space: tuple[Entity, ...] | None, 
             row.get("sub_id"),
         )
         obj = Entity(check_label(row["obj_label"], file=rfile, row=lineno, field="obj_label"), (), row.get("obj_id"))
+        if sub.id is not None:
+            by_id.check(sub.id, lineno)
+        else:  # a copy without ids: the subject's label is its key
+            by_label.check(sub.label, lineno)
         if space is not None:
             _check_answer_index(row, obj, space, rfile, lineno)
         facts.append(Fact(f"{rid}_{lineno}", rid, sub, (obj,), split="test"))

@@ -15,7 +15,7 @@ import re
 import urllib.request
 from pathlib import Path
 
-from belief_tasks.data.io import load_relation_files, parse_list, read_jsonl, require
+from belief_tasks.data.io import Repeats, check_size, load_relation_files, parse_list, read_jsonl, require
 from belief_tasks.paths import cache_dir
 from belief_tasks.schema import (
     Entity, Fact, FactSet, Relation, SchemaError, Template, check_label, check_template_text,
@@ -35,6 +35,9 @@ RELATION_NAMES = {
     "P30": "continent", "P364": "original language of film or TV show", "P37": "official language",
     "P495": "country of origin", "P740": "location of formation",
 }
+#: FKTC's documented shape: 5 negatives per fact, 7 question prompts (6 for P264 and P276)
+NEGATIVES = 5
+MAX_PROMPTS = 7
 _FILE = re.compile(r"^(P\d+)-subclass\.+json$")
 
 
@@ -54,15 +57,26 @@ def load_relation_file(path: Path) -> tuple[Relation, list[Fact]]:
     except StopIteration:
         raise SchemaError("empty file", file=file) from None
     prompts = parse_list(require(header, "relations", file=file, lineno=lineno), file=file, row=lineno, field="relations")
+    if len(prompts) > MAX_PROMPTS:
+        raise SchemaError(f"{len(prompts):,} prompts, but FKTC's documented shape has at most {MAX_PROMPTS} (6 for P264 "
+                          "and P276)", file=file, row=lineno, field="relations")
     frames = []
     for i, p in enumerate(prompts):
         check_template_text(p, file=file, row=lineno, field=f"relations[{i}]", need_object=False)
         frames.append(Template(f"{rid}_f{i}", f"{p} [Y]", "question", True))
     facts = []
+    # A subject-object pair may repeat with other negatives: the published copy has 12 such repeats in 4
+    # files, each its own fact with its own negative contexts (docs/data.md). A row that repeats one
+    # in subject, object and negatives is refused: it would be scored twice.
+    repeats = Repeats(file, "taxonomy", "the same subject, object and negatives")
     for lineno, row in rows:
         sub = check_label(require(row, "subject", file=file, lineno=lineno), file=file, row=lineno, field="subject")
         obj = check_label(require(row, "object", file=file, lineno=lineno), file=file, row=lineno, field="object")
         negs = parse_list(require(row, "taxonomy", file=file, lineno=lineno), file=file, row=lineno, field="taxonomy")
+        check_size(negs, NEGATIVES, file=file, row=lineno, field="taxonomy", what="negatives")
+        if len({n.strip().casefold() for n in negs}) != len(negs):
+            raise SchemaError(f"a negative entity appears twice in {negs}", file=file, row=lineno, field="taxonomy")
+        repeats.check((sub, obj, frozenset(negs)), lineno, f"{sub!r} -> {obj!r}")
         for n in negs:
             if n.strip().casefold() == obj.casefold():
                 raise SchemaError(f"negative entity {n!r} equals the object", file=file, row=lineno, field="taxonomy")

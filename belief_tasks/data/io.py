@@ -78,6 +78,30 @@ def parse_list(value: Any, *, file: str, row, field: str) -> list[str]:
     return items
 
 
+class Repeats:
+    """Refuses an instance seen before in the same file: the error names the file, both rows and the field.
+
+    A repeated instance would be scored twice, and every mean over facts would count it twice."""
+
+    def __init__(self, file: str, field: str, what: str, why: str = "each instance may appear once, or it is scored twice"):
+        self.file, self.field, self.what, self.why = file, field, what, why
+        self.first: dict[Any, Any] = {}
+
+    def check(self, key: Any, row, shown: Any = None) -> None:
+        first = self.first.setdefault(key, row)
+        if first != row:
+            shown = repr(key) if shown is None else shown
+            raise SchemaError(f"repeats row {first} ({self.what} {shown}): {self.why}; remove one of the two rows",
+                              file=self.file, row=row, field=self.field)
+
+
+def check_size(items: list, want: int, *, file: str, row, field: str, what: str) -> None:
+    """A field of a documented length (FKTC: 5 negatives): anything else is refused before any work."""
+    if len(items) != want:
+        raise SchemaError(f"{len(items):,} {what}, but the dataset's documented shape has exactly {want}",
+                          file=file, row=row, field=field)
+
+
 def load_relation_files(files: list[Path], load_one, source: str) -> FactSet:
     """A FactSet from one file per relation; ``load_one(path) -> (Relation, facts)``. Each file is
     validated on its own, so an error names the file it is in."""

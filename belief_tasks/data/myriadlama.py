@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from belief_tasks.data.io import parse_list
+from belief_tasks.data.io import Repeats, parse_list
 from belief_tasks.data.tables import load_rows, require_columns
 from belief_tasks.schema import (
     Entity, Fact, FactSet, Relation, SchemaError, Template, check_label, check_template_text, validate_factset,
@@ -24,6 +24,8 @@ from belief_tasks.schema import (
 from belief_tasks.sources import Source
 
 COLUMNS = ("uuid", "rel_uri", "sub_ent", "obj_ents", "template")
+#: rows from which reading them shows a progress bar
+PROGRESS_ROWS = 200_000
 
 
 def _subject_forms(value, *, file, row) -> list[str]:
@@ -53,6 +55,12 @@ def rows_to_factset(rows: Iterable[dict], file: str) -> FactSet:
     """The fact set of MyriadLAMA rows; ``rows`` may be a stream (each row is read once)."""
     templates: dict[str, dict[str, Template]] = {}
     pairs: dict[str, dict] = {}
+    repeats = Repeats(file, "template", "the same uuid and template",
+                      "MyriadLAMA's layout has one row per subject-relation pair and template")
+    if len(rows) >= PROGRESS_ROWS if hasattr(rows, "__len__") else False:  # the real 2.46 M rows: tens of seconds
+        from tqdm import tqdm
+
+        rows = tqdm(rows, desc="Reading MyriadLAMA rows", unit=" rows", mininterval=2.0)
     for i, r in enumerate(rows, start=1):
         if i == 1:
             require_columns([r], COLUMNS, file)
@@ -63,7 +71,11 @@ def rows_to_factset(rows: Iterable[dict], file: str) -> FactSet:
         if text not in rel_t:
             rel_t[text] = Template(f"{rid}_t{len(rel_t)}", text, template_kind(text), bool(r.get("is_manual", True)))
         uuid = check_label(str(r.get("uuid") or ""), file=file, row=i, field="uuid")
+        repeats.check((uuid, text), i, f"{uuid!r} with {text!r}")
         pair = pairs.get(uuid)
+        if pair is not None and pair["relation"] != rid:  # the pair's later rows would be read as its first
+            raise SchemaError(f"uuid {uuid!r} is relation {pair['relation']!r} in row {pair['row']}, {rid!r} here",
+                              file=file, row=i, field="rel_uri")
         if pair is None:
             objs = parse_list(r.get("obj_ents"), file=file, row=i, field="obj_ents")
             if not objs:
@@ -81,7 +93,7 @@ def rows_to_factset(rows: Iterable[dict], file: str) -> FactSet:
                        ids[k] if k < len(ids) else None)
                 for k, o in enumerate(objs)
             )
-            pair = pairs[uuid] = {"relation": rid, "forms": [], "objects": objects, "subject_id": _subject_id(r)}
+            pair = pairs[uuid] = {"relation": rid, "row": i, "forms": [], "objects": objects, "subject_id": _subject_id(r)}
         for form in _subject_forms(r.get("sub_ent"), file=file, row=i):
             if form not in pair["forms"]:
                 pair["forms"].append(form)

@@ -15,13 +15,15 @@ from __future__ import annotations
 
 import re
 
-from belief_tasks.data.io import parse_list
+from belief_tasks.data.io import Repeats, parse_list
 from belief_tasks.data.tables import load_rows, require_columns
 from belief_tasks.schema import Entity, Fact, FactSet, Relation, SchemaError, check_label, validate_factset
 from belief_tasks.sources import Source
 
 COLUMNS = ("Relation_ID", "Subject", "Object", "Multiple Choices")
 SPLITS = ("train", "test")
+#: the documented shape (the IC-LKE paper, appendix A.2): the gold object and 99 alternatives
+MAX_CHOICES = 100
 
 #: Wikidata property labels -> ids, for the relation names of the IC-LKE paper's Table 3
 #: (arXiv 2404.12957) that are property labels, and the two the dataset card quotes ("country",
@@ -55,6 +57,8 @@ def property_id(relation_id: str, name: str) -> str | None:
 def rows_to_facts(rows: list[dict], split: str, file: str) -> tuple[dict[str, str], list[Fact]]:
     require_columns(rows, COLUMNS, file)
     names, facts = {}, []
+    # one row per fact of a split; not checked against the published copy, which is out of reach offline
+    repeats = Repeats(file, "Object", "the same Relation_ID, Subject and Object")
     for i, r in enumerate(rows, start=1):
         rid = r.get("Relation_ID")
         if isinstance(rid, int) and not isinstance(rid, bool):  # the hub stores relation numbers (1..), not strings
@@ -66,6 +70,10 @@ def rows_to_facts(rows: list[dict], split: str, file: str) -> tuple[dict[str, st
         choices = [c.strip() for c in parse_list(r.get("Multiple Choices"), file=file, row=i, field="Multiple Choices")]
         if not choices:
             raise SchemaError("empty choice list", file=file, row=i, field="Multiple Choices")
+        if len(choices) > MAX_CHOICES:
+            raise SchemaError(f"{len(choices):,} choices, but T-REx-MC's documented shape has at most {MAX_CHOICES} (the "
+                              "gold object and 99 alternatives)", file=file, row=i, field="Multiple Choices")
+        repeats.check((rid, sub, obj), i, f"{rid} {sub!r} -> {obj!r}")
         if len(set(choices)) != len(choices):
             dup = sorted({c for c in choices if choices.count(c) > 1})
             raise SchemaError(f"duplicated choices {dup[:3]}", file=file, row=i, field="Multiple Choices")

@@ -29,7 +29,9 @@ Variance, two methods, both with the finite-population correction (1 - f_h), f_h
 A ``selecting`` statistic (a maximum or minimum over estimates) is biased; under the bootstrap its
 estimate is corrected, 2 g(T^) - mean_b g(T*_b), with the standard error of the corrected estimate
 (``corrected_replicates``). An interval is estimate +- t_{df, 0.975} * se, df = sum over sampled strata
-of (n_h - 1). The tasks use the bootstrap (``scoring.budgeted``); the coverage that backs the 95 %, for
+of (n_h - 1); for a ``share`` (a statistic bounded to [0, 1]) whose t interval leaves [0, 1], the Wilson
+score interval at the design's effective sample size n* = p (1 - p) / se^2 (``wilson``), which stays
+inside. The tasks use the bootstrap (``scoring.budgeted``); the coverage that backs the 95 %, for
 both methods, is measured by ``scripts/budget_coverage.py`` (docs/budget.md). Pure numpy / scipy.
 """
 
@@ -118,6 +120,13 @@ def selecting(stat: Statistic) -> Statistic:
     best relation): its plug-in estimate is biased away from the full-data value (the winner's curse), so
     the bootstrap corrects it (``intervals``)."""
     stat.selects = True
+    return stat
+
+
+def share(stat: Statistic) -> Statistic:
+    """Mark a statistic whose values lie in [0, 1] (an accuracy, a probability): its interval must too
+    (``bounded_interval``)."""
+    stat.bounds = (0.0, 1.0)
     return stat
 
 
@@ -290,6 +299,39 @@ def t_quantile(df: int, level: float = LEVEL) -> float:
     return float(stats.t.ppf(0.5 + level / 2, df)) if df > 0 else float(stats.norm.ppf(0.5 + level / 2))
 
 
+def wilson(p: float, se: float, t: float, n: float | None = None) -> tuple[float, float]:
+    """The Wilson score interval for a share p at the effective sample size n* = p (1 - p) / se^2 (the
+    number of independent facts that would give the design's standard error; Korn and Graubard 1998),
+    or at ``n`` where given:
+
+        (p + t^2 / (2 n*)  +-  t sqrt(p (1 - p) / n* + t^2 / (4 n*^2))) / (1 + t^2 / n*),
+
+    inside [0, 1] for every p in [0, 1] (p is clipped to [0, 1] first)."""
+    p = min(max(p, 0.0), 1.0)
+    if n is None:
+        if not (se > 0) or p in (0.0, 1.0):
+            return p, p
+        n = p * (1 - p) / se**2
+    centre = (p + t * t / (2 * n)) / (1 + t * t / n)
+    half = t * np.sqrt(p * (1 - p) / n + t * t / (4 * n * n)) / (1 + t * t / n)
+    # it always holds p (rounding could put an end a hair past it when p is 0 or 1)
+    return float(min(max(centre - half, 0.0), p)), float(max(min(centre + half, 1.0), p))
+
+
+def bounded_interval(stat: Statistic, estimate: float, se: float, t: float, sampled: int = 0) -> tuple[float, float]:
+    """estimate +- t * se; for a ``share``: where that interval leaves [0, 1], ``wilson`` at the effective
+    sample size, and where every drawn fact agrees (estimate 0 or 1, se 0, yet ``sampled`` facts come from
+    relations with facts left undrawn) ``wilson`` at those ``sampled`` facts, not a zero-width interval."""
+    low, high = estimate - t * se, estimate + t * se
+    if not getattr(stat, "bounds", None) or not np.isfinite(estimate):
+        return low, high
+    if se == 0 and sampled > 0 and estimate in (0.0, 1.0):
+        return wilson(estimate, se, t, n=sampled)
+    if low < 0.0 or high > 1.0:
+        return wilson(estimate, se, t)
+    return low, high
+
+
 @dataclass(frozen=True)
 class Interval:
     """A metric's estimate, its standard error and its two-sided interval."""
@@ -321,8 +363,9 @@ def intervals(design: Design, units: Units, stats: Mapping[str, Statistic], meth
                   for name, stat in stats.items()}
         ses = {name: moments[name][1] for name in stats}
     t = t_quantile(design.df, level)
-    return {name: Interval(centre[name], ses[name], centre[name] - t * ses[name], centre[name] + t * ses[name],
-                           method, level) for name in stats}
+    sampled = int(design.sizes[design.fpc > 0].sum())  # drawn facts of relations not drawn whole
+    return {name: Interval(centre[name], ses[name], *bounded_interval(stat, centre[name], ses[name], t, sampled),
+                           method, level) for name, stat in stats.items()}
 
 
 def interval(design: Design, units: Units, stat: Statistic, method: str = "bootstrap", **kwargs) -> Interval:

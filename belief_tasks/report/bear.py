@@ -15,6 +15,7 @@ import pandas as pd
 from belief_tasks.metrics import bear as bear_metrics
 from belief_tasks.metrics.belief import DEFAULT_BINS, calibration_bins, fluctuation
 from belief_tasks.report.base import CardEntry, Context, Section, stderr, value
+from belief_tasks.report.loading import limit_note
 from belief_tasks.report.belief_icl import plot_bins
 from belief_tasks.report.output import fmt, grouped_bars, line_plot, pm
 from belief_tasks.scoring.bear import CONFIDENCE_METRICS, confidence_by_relation, ranks_of, scores_by_relation, templates_of
@@ -28,6 +29,24 @@ def _label(run, task, many_tasks: bool) -> str:
     return f"{run.name} · {task.name}" if many_tasks else run.name
 
 
+def stderr_note(found) -> str:
+    """What the ± of the BEAR scores is in these runs (Table 3's spread across templates, a budgeted run's
+    bootstrap standard error, or none with one template), and a --limit that cuts them."""
+    budgeted = sorted(t.name for _, t in found if t.budget_design)
+    one_template = sorted(t.name for _, t in found if t.has_records and not t.budget_design
+                          and len(set(templates_of(t.records()))) == 1)
+    notes = []
+    if len(budgeted) + len(one_template) < len(found):
+        notes.append("± is the standard error across templates (Table 3)" + (" in the other tasks" if budgeted or one_template else ""))
+    if budgeted:
+        notes.append(f"{', '.join(budgeted)}: a budgeted run; values estimate the full run and ± is the bootstrap standard "
+                     "error over the drawn facts (the 95 % interval: `<metric>_ci95` in the results JSON)")
+    if one_template:
+        notes.append(f"{', '.join(one_template)}: one template, so no spread across templates and no ±")
+    limited = sorted({limit_note(r) for r, _ in found if limit_note(r)})
+    return "; ".join(notes) + "." + "".join(f" **{n}.**" for n in limited)
+
+
 def build(ctx: Context) -> Section | None:
     found = [(r, t) for r, t in ctx.tasks(TASK_RE) if t.has_records or t.value("bear") is not None]
     if not found:
@@ -37,7 +56,7 @@ def build(ctx: Context) -> Section | None:
     md = [f"## {FAMILY}\n",
           "Ranking-based probe (Wiland et al., 2024): each fact's statement is scored with every answer option "
           "(summed log-likelihood); P@1 = the true object ranks first. The BEAR score is P@1 per template, "
-          "averaged over templates; ± is the standard error across templates (Table 3).\n"]
+          f"averaged over templates. {stderr_note(found)}\n"]
 
     # ---- Table 3
     shown, raw = [], []

@@ -18,7 +18,8 @@ from belief_tasks.report.output import ReportWriter, markdown_table, slug
 ARROW = {"higher": "↑", "lower": "↓", "closer to 0": "→0"}
 HOW_TO_READ = ("↑ higher is better, ↓ lower is better, →0 closer to zero is better; *facts*: how many facts each "
                "family's numbers come from (BELIEF: subject-relation pairs). Families differ in data and scale: "
-               "compare within a row's family, not across. How to read each row: docs/report.md of belief-tasks.")
+               "compare within a row's family, not across. How to read each row: `python -m belief_tasks docs report` "
+               "(docs/report.md of belief-tasks).")
 
 
 def facts_row(run: ModelRun, families: list[str], column: dict[str, str]) -> dict[str, str]:
@@ -64,8 +65,10 @@ def budget_lines(run: ModelRun) -> list[str]:
         d = task.budget_design
         if d:
             out.append(f"`{name}`: estimated from {d['facts_drawn']:,} of {d['facts_in_population']:,} facts "
-                       f"(budget {d['budget']:g}, seed {d['seed']}); values are estimates of the full run with 95 % "
-                       "intervals.")
+                       f"(budget {d['budget']:g}, seed {d['seed']}).")
+    if out:
+        out.append("Values are estimates of the full run, ± their standard error (bootstrap over the drawn facts); "
+                   "each metric's 95 % interval is `<metric>_ci95` in the results JSON.")
     return [("Budgeted run. " if out else "") + " ".join(out) + "\n"] if out else []
 
 

@@ -55,6 +55,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"belief-report: --strict: {len(unchecked)} task(s) could not be recomputed, so their numbers are "
               f"unchecked: {'; '.join(unchecked)}. Run them with --log_samples and keep each run's samples files "
               "beside its results JSON.", file=sys.stderr)
+    elif unchecked:  # not silence: the numbers of these tasks are shown, but nothing recomputed them
+        print(f"belief-report: warning: {len(unchecked)} task(s) without their samples file, so their numbers are "
+              f"shown from the results JSON unchecked and their breakdowns are left out: {'; '.join(unchecked)}. "
+              "Run them with --log_samples (--strict makes this an error).", file=sys.stderr)
     return 1 if args.strict and (report.mismatched or unchecked) else 0
 
 

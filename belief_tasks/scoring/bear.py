@@ -14,9 +14,12 @@ from __future__ import annotations
 
 from typing import Callable, Mapping, Optional, Sequence, TypedDict
 
+import numpy as np
+
 from belief_tasks.metrics import bear as M
 from belief_tasks.metrics.budgeted import bear as budgeted
 from belief_tasks.metrics.intervals import Units
+from belief_tasks.metrics.stats import weighted_mean_stderr
 from belief_tasks.scoring.common import Memo, most_templates, with_stderr
 
 PRECISION_KS = (1, 5, 10)
@@ -166,6 +169,24 @@ def instance_values(records: Sequence[Mapping], key: str) -> list[float]:
     return [float(v) for s, g in scores_by_relation(records).values() for v in M.instance_confidences(s, g)[key]]
 
 
+def subset_values(records: Sequence[Mapping], term: str, subset: str | None) -> tuple[list[float], list[float]]:
+    """The rows a confidence metric is computed over, with their weights: each relation's instances of
+    ``subset`` (all, correct, incorrect), for the relations that have a value (some such instances, none
+    undefined: a one-option answer space has no margin and no uncertainty); weight n_r / m_r (the
+    relation's instances over its subset's), so that sum_i w_i x_i / sum_i w_i is the support-weighted
+    mean over relations of ``_confidence_agg``."""
+    values, weights = [], []
+    for s, g in scores_by_relation(records).values():
+        arrays = M.instance_confidences(s, g)
+        hit = arrays["correct"] > 0
+        x = arrays[term][hit if subset == "correct" else ~hit if subset == "incorrect" else slice(None)]
+        if len(x) == 0 or np.isnan(x).any():
+            continue
+        values += [float(v) for v in x]
+        weights += [len(g) / len(x)] * len(x)
+    return values, weights
+
+
 #: metric -> (lm-pub-quiz's per-relation metric, subset, per-instance term, higher is better)
 CONFIDENCE_METRICS = {
     "confidence": ("confidence_score", "all", "confidence", True),
@@ -182,11 +203,18 @@ CONFIDENCE_METRICS = {
 
 
 def _confidence_agg(name: str):
-    """Support-weighted mean over relations of lm-pub-quiz's per-relation value (its ``accumulate_metrics``).
-    Over all instances that is the pooled mean of the per-instance term, so its stderr is the standard error
-    of that mean; a correct / incorrect split weights relations by all their instances and has none (N/A)."""
+    """Support-weighted mean over relations of lm-pub-quiz's per-relation value (its ``accumulate_metrics``),
+    over the relations that have a value. Over all instances that is the pooled mean of the per-instance
+    term over those relations' instances, so its stderr is the standard error of that mean; a correct /
+    incorrect split is the mean of its instances weighted n_r / m_r (``subset_values``), and its stderr
+    that of a weighted mean with the weights held fixed (``metrics.stats.weighted_mean_stderr``)."""
     metric, subset, term, _ = CONFIDENCE_METRICS[name]
-    stderr = (lambda rs: M.mean_stderr(instance_values(rs, term))) if subset in ("all", None) else None
+    if subset in ("all", None):
+        def stderr(rs):
+            return M.mean_stderr(subset_values(rs, term, None)[0])
+    else:
+        def stderr(rs):
+            return weighted_mean_stderr(*subset_values(rs, term, subset))
 
     @with_stderr(stderr, f"agg_{name}")
     def agg(records):

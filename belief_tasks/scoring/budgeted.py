@@ -102,15 +102,16 @@ def budget_aware(est: Estimators | None, metric: str, agg: Callable) -> Callable
 
     def stderr(items: list):
         records = unwrap(items)
-        if not is_budgeted(records):
-            return own_stderr(items)
+        if not is_budgeted(records):  # a full run's exact count (MONITOR's costs) has none: NaN, printed "N/A"
+            return own_stderr(items) if own_stderr is not None else math.nan
         return math.nan if metric in est.not_estimable else estimates(est, records)[metric].se
 
     def interval(items: list) -> Interval | None:
         records = unwrap(items)
         return estimates(est, records)[metric] if is_budgeted(records) and metric in est.statistics else None
 
-    value.stderr = stderr if own_stderr is not None else None
+    # every metric with an interval has a standard error: a budgeted run estimates even an exact count
+    value.stderr = stderr if own_stderr is not None or metric in est.statistics else None
     value.interval = interval
     value.__name__ = value.__qualname__ = getattr(agg, "__name__", metric)
     value.__wrapped__ = agg

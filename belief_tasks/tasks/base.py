@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 from functools import lru_cache
+from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 from lm_eval.api.instance import Instance
@@ -130,7 +131,11 @@ def check_metadata(metadata: Mapping[str, Any] | None, knobs: Sequence[Knob], ta
     knows the run's model arguments; under a bare ``lm_eval`` (model args merged into the metadata,
     indistinguishable) it is a warning."""
     table = tuple(knobs) + SOURCE_KNOBS
-    options.check_combinations(parse_options(table, metadata))
+    try:
+        options.check_combinations(parse_options(table, metadata))
+    except KnobError as e:  # a knob the user never set may come from the task's own YAML: say so
+        involved = [k for k in table if k.name in str(e)]
+        raise KnobError(e.knob, str(e).split(": ", 1)[1] + yaml_set(metadata, involved)) from None
     known = sorted(knob_names() | {k.name for k in table})
     unknown = options.unknown_keys(metadata, known + list(STAMPED))
     if not unknown:
@@ -140,6 +145,30 @@ def check_metadata(metadata: Mapping[str, Any] | None, knobs: Sequence[Knob], ta
         raise error
     log.warning("%s: %s (ignored: under a bare lm_eval a model argument cannot be told from a misspelt knob; "
                 "belief-eval refuses it)", task or "task", error)
+
+
+def yaml_set(metadata: Mapping[str, Any] | None, table: Sequence[Knob]) -> str:
+    """"; max_facts_per_relation = 2 is set by this task's own YAML (...yaml), ..." for the knobs whose
+    value is the one the task's YAML file sets (lm-eval records that file as ``config_source``), with the
+    value that lifts each; "" when none is."""
+    md = metadata or {}
+    source = md.get("config_source")
+    if not source or source == "inline":
+        return ""
+    try:
+        from lm_eval.tasks._yaml_loader import load_yaml
+
+        own = load_yaml(source, resolve_func=False).get("metadata") or {}
+    except Exception:  # noqa: BLE001  an unreadable YAML only loses the hint
+        return ""
+    found = []
+    for knob in table:
+        if knob.name in own and md.get(knob.name) == own[knob.name]:
+            lift = next((u for u in reversed(knob.unset) if isinstance(u, str) and u), None)
+            how = f'; lift it with --metadata \'{{"{knob.name}": "{lift}"}}\'' if lift else ""
+            found.append(f"{knob.name} = {own[knob.name]!r} is set by this task's own YAML ({Path(source).name}), not by the "
+                         f"command{how}")
+    return "".join(f"; {f}" for f in found)
 
 
 def check_budget_supported(family: str, metadata: Mapping[str, Any] | None) -> None:

@@ -21,7 +21,7 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from belief_tasks.metrics.budgeted import nanmean, pooled, ratio
-from belief_tasks.metrics.intervals import Totals, Units
+from belief_tasks.metrics.intervals import Totals, Units, share
 
 PRECISION_KS = (1, 5, 10)
 #: per-doc terms of ``metrics.bear.instance_confidences`` a budgeted run estimates, and the docs they average
@@ -122,3 +122,5 @@ STATISTICS.update({
        for term in ("confidence", "margin") for sub in SUBSETS},
     "brier": support_weighted("brier", "all"),
 })
+for _stat in STATISTICS.values():  # accuracies and probabilities: every interval inside [0, 1]
+    share(_stat)

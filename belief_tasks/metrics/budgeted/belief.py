@@ -22,7 +22,7 @@ import numpy as np
 from belief_tasks.matching import word_count
 from belief_tasks.metrics.belief import PromptTable, pair_consistency
 from belief_tasks.metrics.budgeted import pooled, ratio
-from belief_tasks.metrics.intervals import Totals, Units, selecting
+from belief_tasks.metrics.intervals import Totals, Units, selecting, share
 
 NOT_ESTIMABLE = ("acc_range", "acc_sd")
 
@@ -72,3 +72,6 @@ STATISTICS = {
     "coverage_maximum": coverage_maximum,
     "coverage_oracle": pooled("oracle", "one"),
 }
+for _name, _stat in STATISTICS.items():  # shares, their intervals inside [0, 1]; Ovconf lies in [-1, 1]
+    if _name != "ovconf":
+        share(_stat)

@@ -13,7 +13,7 @@ import numpy as np
 
 from belief_tasks.metrics import iclke as M
 from belief_tasks.metrics.budgeted import pooled, relation_mean
-from belief_tasks.metrics.intervals import Units
+from belief_tasks.metrics.intervals import Units, share
 
 
 def units(fact_ids: Sequence[str], logprobs_list: Sequence[Sequence[float]], gold: Sequence[int],
@@ -36,3 +36,5 @@ STATISTICS = {
     "gold_prob": pooled("gold_prob", "one"),
     **{f"acc@{k}": pooled(f"confident_correct{i}", f"confident{i}") for i, k in enumerate(M.THRESHOLDS)},
 }
+for _stat in STATISTICS.values():  # accuracies and a probability: every interval inside [0, 1]
+    share(_stat)

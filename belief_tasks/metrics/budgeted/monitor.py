@@ -18,7 +18,7 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from belief_tasks.metrics.budgeted import nanmean, ratio, relation_mean, total
-from belief_tasks.metrics.intervals import Totals, Units, selecting
+from belief_tasks.metrics.intervals import Totals, Units, selecting, share
 
 ANCHOR_MEANS = ("pfd", "ird", "primary_prob", "frame_prob", "negative_prob")
 #: request groups (MONITOR's anchors, the R + 1 answers, the R x M answers) x what is counted
@@ -127,3 +127,6 @@ STATISTICS = {
     **{f"acc_paper_relation_{w}": _across_relations(w, "grid", "ingrid") for w in ("max", "min")},
     **{name: total(name) for name in COSTS},
 }
+for _name, _stat in STATISTICS.items():  # accuracies and probabilities: intervals inside [0, 1]
+    if _name.startswith("acc_") or _name.endswith("_prob"):
+        share(_stat)

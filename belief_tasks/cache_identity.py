@@ -1,0 +1,159 @@
+"""Whose answers a ``--use_cache`` file holds: the model, the backend and the settings that change numbers.
+
+lm-eval keys its request cache (``<prefix>_rank<r>.db``, sqlite) by the request alone: pointed at a
+cache that another model filled, it answers every request from it and files model A's numbers under
+model B. ``belief-eval`` therefore keeps an identity beside the cache, ``<prefix>.identity.json``,
+written the first time the prefix is used, and refuses a run of another identity before the model loads
+(docs/scale.md, "Resuming a run").
+
+The identity: the backend (``--model``), every ``--model_args`` key except those that only place or batch
+the work (``IGNORED``), and for each argument naming a local file or folder (a model, a tokenizer, an
+adapter) a fingerprint of it: its ``config.json`` / tokenizer files hashed, its weight files' sizes and
+modification times (cheap: nothing large is read). A hub name is identified by name and revision
+(``main`` when none is given) and, where the hub cache holds it, the commit that revision points to.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import Any, Iterable
+
+#: model arguments that do not change the numbers (where and in what batches the work runs)
+IGNORED = frozenset({
+    "batch_size", "max_batch_size", "device", "device_map", "parallelize", "max_memory_per_gpu",
+    "max_cpu_memory", "offload_folder", "trust_remote_code", "cache_dir", "num_concurrent", "max_retries",
+    "timeout", "tokenized_requests", "verify_certificate",
+})
+#: small files of a model folder that are hashed (config, tokenizer, generation settings)
+HASHED = ("config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json",
+          "special_tokens_map.json", "vocab.json", "vocab.txt", "merges.txt", "tokenizer.model",
+          "adapter_config.json")
+WEIGHTS = ("*.safetensors", "*.bin", "*.pt", "*.gguf", "*.pth", "*.msgpack")
+SUFFIX = ".identity.json"
+
+
+class CacheIdentityError(ValueError):
+    """A request cache filled under another identity."""
+
+
+def parse_model_args(values: Iterable[str]) -> dict[str, Any]:
+    """``--model_args`` as lm-eval reads them: JSON objects or ``k=v,k2=v2`` strings, later ones merged in."""
+    out: dict[str, Any] = {}
+    for value in values:
+        value = value.strip()
+        if value.startswith("{"):
+            try:
+                out.update(json.loads(value))
+            except json.JSONDecodeError:
+                continue  # refused with its own message by command_checks.check_json_arguments
+        else:
+            for part in filter(None, (p.strip() for p in value.split(","))):
+                key, _, val = part.partition("=")
+                out[key.strip()] = val.strip()
+    return out
+
+
+def _file_hash(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()[:16]
+
+
+def fingerprint(path: Path) -> dict[str, Any]:
+    """A local model file or folder: hashes of its small files, sizes and times of its weights."""
+    if path.is_file():
+        st = path.stat()
+        return {"file": path.name, "size": st.st_size, "mtime_ns": st.st_mtime_ns}
+    found: dict[str, Any] = {}
+    for name in HASHED:
+        if (path / name).is_file():
+            found[name] = _file_hash(path / name)
+    for pattern in WEIGHTS:
+        for w in sorted(path.glob(pattern)):
+            st = w.stat()
+            found[w.name] = {"size": st.st_size, "mtime_ns": st.st_mtime_ns}
+    return found
+
+
+def _hub_commit(name: str, revision: str) -> str | None:
+    """The commit ``revision`` of hub model ``name`` points to in the local hub cache (None if not there)."""
+    root = Path(os.environ.get("HF_HUB_CACHE") or Path(os.environ.get("HF_HOME", Path.home() / ".cache" / "huggingface")) / "hub")
+    ref = root / f"models--{name.replace('/', '--')}" / "refs" / revision
+    try:
+        return ref.read_text().strip() or None
+    except OSError:
+        return None
+
+
+def identity(backend: str | None, model_args: dict[str, Any]) -> dict[str, Any]:
+    """The identity of a run's answers (module docstring)."""
+    args = {k: str(v) for k, v in sorted(model_args.items()) if k not in IGNORED}
+    local = {}
+    for key, value in args.items():
+        if value and (os.sep in value or value.startswith((".", "~"))):
+            path = Path(value).expanduser()
+            if path.exists():
+                local[key] = {"path": str(path.resolve()), **fingerprint(path)}
+    ident: dict[str, Any] = {"backend": backend or "hf", "model_args": args}
+    if local:
+        ident["local_files"] = local
+    name = args.get("pretrained") or args.get("model")
+    if name and "pretrained" not in local and "model" not in local:
+        revision = args.get("revision", "main")
+        ident["hub"] = {"name": name, "revision": revision, "commit": _hub_commit(name, revision)}
+    return ident
+
+
+def identity_path(prefix: str) -> Path:
+    return Path(prefix + SUFFIX)
+
+
+def differences(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
+    """Readable differences between two identities ("model_args.dtype: 'float32' here, 'bfloat16' in the cache")."""
+    out = []
+
+    def walk(a, b, where):
+        if isinstance(a, dict) and isinstance(b, dict):
+            for k in sorted(set(a) | set(b)):
+                walk(a.get(k), b.get(k), f"{where}.{k}" if where else k)
+        elif a != b:
+            out.append(f"{where}: {b!r} here, {a!r} in the cache")
+
+    walk(old, new, "")
+    return out
+
+
+def check(prefix: str, backend: str | None, model_args: dict[str, Any]) -> str | None:
+    """Refuse ``prefix`` when its recorded identity differs from this run's; record it when there is none.
+    Returns a warning to print when an existing cache had no identity (written by plain ``lm_eval``)."""
+    path, here = identity_path(prefix), identity(backend, model_args)
+    dbs = sorted(Path(prefix).parent.glob(Path(prefix).name + "_rank*.db"))
+    if path.is_file():
+        try:
+            recorded = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError) as e:
+            raise CacheIdentityError(f"--use_cache {prefix}: its identity file {path} cannot be read ({e}); delete the "
+                                     "cache files (" + ", ".join(str(d) for d in dbs) + f" and {path}) or use another prefix") from None
+        diff = differences(recorded, here)
+        if diff:
+            raise CacheIdentityError(
+                f"--use_cache {prefix} holds the answers of another model or setting ({'; '.join(diff[:4])}"
+                f"{'; ...' if len(diff) > 4 else ''}), and lm-eval would return them as this model's: give this run "
+                f"its own cache prefix (e.g. --use_cache {prefix}-{_short(here)}), or delete "
+                f"{', '.join(str(d) for d in dbs) or 'the cache files'} and {path} to start over")
+        return None
+    warning = None
+    if dbs:
+        warning = (f"belief-eval: --use_cache {prefix} was filled without an identity record (by plain lm_eval or an "
+                   "older belief-tasks), so whose answers it holds cannot be checked; it is now recorded as this "
+                   "run's. If another model filled it, stop and use another prefix.")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + f".{os.getpid()}.part")
+    tmp.write_text(json.dumps(here, indent=1, sort_keys=True), encoding="utf-8")
+    tmp.replace(path)  # processes of one launch write the same text; never a half-written file
+    return warning
+
+
+def _short(ident: dict[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(ident, sort_keys=True).encode()).hexdigest()[:8]
