@@ -84,6 +84,23 @@ def test_belief_eval_prints_the_failure_in_one_paragraph(model_path, tmp_path):
     assert "Traceback" not in out.stderr
 
 
+def test_belief_eval_names_a_failure_during_the_run_and_what_was_kept(model_path, tmp_path):
+    from harness import run_cli
+
+    with FakeServer() as server:
+        server.fail_after = 5
+        out = run_cli(["--model", "local-completions", "--model_args", api_args(model_path, server.url),
+                       "--tasks", "belief_demo_bear", "--limit", "1", "--use_cache", str(tmp_path / "cache"),
+                       "--metadata", json.dumps({"source": "sample"})], timeout=600, OMP_NUM_THREADS="1")
+    assert out.returncode == 1, out.stderr[-3000:]
+    lines = [line for line in out.stderr.splitlines() if line.startswith("belief-eval:")]
+    assert len(lines) == 1, out.stderr[-3000:]
+    for part in ("failed during the run", "HTTP 503: the engine is gone (fake failure)",
+                 "kept in the --use_cache database: run the same command again"):
+        assert part in lines[0], lines[0]
+    assert "Traceback" not in out.stderr
+
+
 # ---------------------------------------------------------------- nothing lost
 
 
