@@ -52,12 +52,19 @@ def main(argv: list[str] | None = None) -> None:
     install_tasks_before_model(refuse, command_checks)
     sys.argv = ["belief-eval", *args]
     listing = args[:1] in (["ls"], ["list"]) and (len(args) < 2 or args[1] in ("tasks", "groups"))
-    from belief_tasks.truncation import TruncationError
+    from belief_tasks.preflight import PreflightError, failure_during_run, server_failures
+    from belief_tasks.truncation import ServerContextError, TruncationError
 
     try:
         cli_evaluate()
-    except TruncationError as e:  # raised once the requests are built, before the model scores any
+    except (TruncationError, ServerContextError, PreflightError) as e:  # once the requests are built, before scoring
+        if isinstance(e, PreflightError):
+            print(file=sys.stderr)  # ends the line of lm-eval's progress bar, which the probe drew
         refuse(e, stage="scoring")
+    except server_failures() as e:  # a server that failed after the probes: one paragraph, what was kept
+        print(f"\nbelief-eval: {failure_during_run(e, '--use_cache' in args or any(a.startswith('--use_cache=') for a in args))}",
+              file=sys.stderr)
+        raise SystemExit(1)
     finally:
         if listing:  # lm-eval's table has no description column: add ours
             print_ours("tasks")

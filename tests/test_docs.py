@@ -61,6 +61,8 @@ NOT_KNOBS = {
 }
 # the fields of that entry, as the code writes them (allow_truncation is also a knob)
 NOT_KNOBS.update(dict.fromkeys(truncation.Truncation(0, 0, 0, 0, 0, 0).record(False, False), "a truncation field"))
+NOT_KNOBS.update(dict.fromkeys(truncation.unknown_record(truncation.Context(None, None, "x", "unknown", "y"), 0),
+                               "a truncation field (a context that cannot be known)"))
 TASK_NAME = re.compile(r"(?<![\w./-])belief_[a-z0-9_]+\*?(?![\w/.(])")
 JSON_KEY = re.compile(r'"([A-Za-z_]+)"\s*:')
 YAML_SETTING = re.compile(r"`([a-z_]+): [^`]+`")

@@ -22,7 +22,7 @@ from lm_eval.api.task import ConfigurableTask
 
 import logging
 
-from belief_tasks import budget, harness, options, seeding, truncation
+from belief_tasks import budget, harness, options, preflight, seeding, truncation
 from belief_tasks.budget import Draw
 from belief_tasks.families import FAMILIES, budget_estimators, knob_names
 from belief_tasks.options import COMMON, MODEL_ARGS, Knob, KnobError, Options, parse_options
@@ -105,9 +105,11 @@ class BeliefTask(ConfigurableTask):
 
     def build_all_requests(self, *args: Any, **kwargs: Any) -> None:
         """lm-eval's, then the requests measured against the evaluated model's context, before it scores
-        any of them (``belief_tasks.truncation``)."""
+        any of them (``belief_tasks.truncation``); on a server or engine, one probe request of each kind
+        (``belief_tasks.preflight``)."""
         super().build_all_requests(*args, **kwargs)
         truncation.check(self, harness.evaluated_model())
+        preflight.check(self, harness.evaluated_model())
 
     @property
     def options(self) -> Options:

@@ -1,0 +1,365 @@
+"""lm-eval's ``hf``, our ``hf-shared`` and lm-eval's ``vllm`` (the offline engine) on the same workloads,
+in one sitting on one machine.
+
+Workloads (the builders of ``scripts/bench_shared.py``, plus the MONITOR task's own requests):
+
+* IC-LKE: per fact, 100 object options after 50 demonstrations (log-likelihoods);
+* BEAR: every answer-space entity of the fact's relation in its first template (log-likelihoods);
+* BELIEF-ICL: a greedy answer and K seeded samples per prompt (generations);
+* MONITOR: ``belief_demo_monitor``'s requests as the task builds them (anchor prefixes scored,
+  greedy answers under the contexts).
+
+Each arm runs in its own process (a fresh interpreter: nothing cached between arms), which loads the
+backend (start-up: wall seconds, reported apart) and then runs every workload in turn (steady state: wall
+seconds, requests per second). Peak memory is the largest resident set of the process and all its
+children (vLLM's engine core runs in a child process), sampled every 0.1 s while a workload runs. The
+arms run in rotating order for ``--rounds`` rounds, and the table reports medians and the ratio of each
+arm's throughput to vLLM's measured in the same rounds. Outputs are compared across arms (log-likelihoods,
+predictions, greedy texts).
+
+    python scripts/bench_engines.py --quick                    # a minute or two per arm
+    python scripts/bench_engines.py --facts 6 --instances 60 --prompts 6 --samples 20 --monitor_limit 4
+
+vLLM runs in the environment that has it (``--vllm_python``; ``scripts/setup_vllm.sh`` makes
+``.venv-vllm``); the hf arms in the environment running this script unless ``--hf_python`` names another.
+Run all arms with one interpreter for the fairest comparison (``--hf_python`` = ``--vllm_python``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "scripts"))
+sys.path.insert(0, str(ROOT))
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+ARMS = ("hf", "hf-shared", "vllm")
+WORKLOADS = ("iclke", "bear", "belief", "monitor")
+#: vLLM on a small CPU (the engine's defaults reserve GPU-sized memory and CUDA graphs)
+#: (as docs/backends_support.md: a 1 GiB KV cache, no core reserved for the engine, its threads on the cores)
+VLLM_ENV = {"VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_CPU_NUM_OF_RESERVED_CPU": "0", "VLLM_CPU_OMP_THREADS_BIND": "0-1"}
+VLLM_ARGS = {"enforce_eager": True, "gpu_memory_utilization": 0.3, "max_model_len": 2048, "dtype": "float32"}
+
+
+# ------------------------------------------------------------------ workloads (no model)
+
+
+def build_workloads(args) -> dict[str, dict]:
+    """name -> {"title", "requests": [(request type, args)], "groups": sizes of option groups or None}."""
+    from bench_shared import bear_requests, belief_prompts, iclke_requests
+
+    from belief_tasks import seeding
+    from belief_tasks.data import load_facts
+    from belief_tasks.tasks.belief_icl import sampling_kwargs
+
+    factset = load_facts("bear", {"source": "sample"})
+    iclke, bear = iclke_requests(factset, args.facts), bear_requests(factset, args.instances)
+    gen = {"until": ["\n", "."], "max_gen_toks": 16, "do_sample": False}
+    prompts = belief_prompts(factset, args.prompts)
+    belief = [("generate_until", (p, dict(gen))) for p in prompts]
+    belief += [("generate_until", (p, sampling_kwargs(gen, i, seeding.derive_seed(1234, p, i) % 2**63)))
+               for p in prompts for i in range(args.samples)]
+    out = {
+        "iclke": {"title": f"IC-LKE: {args.facts} facts x 100 options after 50 demonstrations",
+                  "requests": [("loglikelihood", r) for g in iclke for r in g], "groups": [len(g) for g in iclke]},
+        "bear": {"title": f"BEAR: {args.instances} instances x full answer space",
+                 "requests": [("loglikelihood", r) for g in bear for r in g], "groups": [len(g) for g in bear]},
+        "belief": {"title": f"BELIEF-ICL: {args.prompts} prompts x (greedy + {args.samples} seeded samples)",
+                   "requests": belief, "groups": None, "greedy": len(prompts)},
+        "monitor": {"title": f"MONITOR: belief_demo_monitor --limit {args.monitor_limit}",
+                    "requests": monitor_requests(args.monitor_limit), "groups": None},
+    }
+    return {k: v for k, v in out.items() if k in args.workloads.split(",")}
+
+
+def monitor_requests(limit: int) -> list[tuple[str, tuple]]:
+    """The requests ``belief_demo_monitor`` builds for its first ``limit`` documents (no model needed)."""
+    from lm_eval.tasks import TaskManager, get_task_dict
+
+    from belief_tasks.model import default_model_path
+    from belief_tasks.paths import task_yamls_dir
+
+    manager = TaskManager(include_path=str(task_yamls_dir()), metadata={"pretrained": str(default_model_path())})
+    task = get_task_dict(["belief_demo_monitor"], manager)["belief_demo_monitor"]
+    task.build_all_requests(limit=limit, rank=0, world_size=1)
+    return [(inst.request_type, tuple(inst.args)) for inst in task.instances]
+
+
+# ------------------------------------------------------------------ one arm (a worker process)
+
+
+class PeakMemory:
+    """Largest resident set of this process and all its children, sampled in a thread."""
+
+    def __init__(self, every: float = 0.1):
+        import psutil
+
+        self.me, self.every, self.peak, self._stop = psutil.Process(), every, 0, threading.Event()
+        threading.Thread(target=self._run, daemon=True).start()
+
+    def now(self) -> int:
+        import psutil
+
+        total = 0
+        for p in [self.me, *self.me.children(recursive=True)]:
+            try:
+                total += p.memory_info().rss
+            except psutil.Error:
+                pass
+        return total
+
+    def _run(self):
+        while not self._stop.is_set():
+            self.peak = max(self.peak, self.now())
+            time.sleep(self.every)
+
+    def reset(self) -> None:
+        self.peak = self.now()
+
+    def cpu(self) -> float:
+        """CPU seconds (user + system) used so far by this process and its live children."""
+        import psutil
+
+        total = 0.0
+        for p in [self.me, *self.me.children(recursive=True)]:
+            try:
+                t = p.cpu_times()
+                total += t.user + t.system
+            except psutil.Error:
+                pass
+        return total
+
+
+def load_backend(arm: str, path: str, threads: int):
+    import torch
+
+    torch.set_num_threads(threads)
+    if arm == "hf":
+        from lm_eval.models.huggingface import HFLM
+
+        return HFLM(pretrained=path, device="cpu", dtype="float32", batch_size=16, max_batch_size=64)
+    if arm == "hf-shared":
+        from belief_tasks.backends.shared import HFSharedPrefixLM
+
+        return HFSharedPrefixLM(pretrained=path, device="cpu", dtype="float32", batch_size="auto", max_batch_size=64)
+    from lm_eval.models.vllm_causallms import VLLM
+
+    return VLLM(pretrained=path, batch_size="auto", **VLLM_ARGS)
+
+
+def worker(args) -> None:
+    from lm_eval.api.instance import Instance
+
+    import belief_tasks
+    from belief_tasks.model import default_model_path
+
+    belief_tasks.install()  # seeded samples on hf, as belief-eval runs them
+    workloads = build_workloads(args)
+    memory = PeakMemory()
+    wall = time.perf_counter()
+    lm = load_backend(args.worker, str(default_model_path()), args.threads)
+    # warm-up, counted in start-up: one short request of each type (first-call costs: kernels, buffers)
+    lm.loglikelihood([Instance("loglikelihood", {}, ("Paris is", " a city"), 0)], disable_tqdm=True)
+    lm.generate_until([Instance("generate_until", {}, ("Paris is", {"until": ["\n"], "max_gen_toks": 4}), 0)],
+                      disable_tqdm=True)
+    result = {"arm": args.worker, "startup_s": time.perf_counter() - wall, "startup_peak_mb": memory.peak / 2**20,
+              "workloads": {}}
+    for name, w in workloads.items():
+        by_type: dict[str, list] = {}
+        for i, (kind, a) in enumerate(w["requests"]):
+            by_type.setdefault(kind, []).append(Instance(kind, {}, a, i, metadata=("bench", i, 1)))
+        memory.reset()
+        outputs: dict[int, object] = {}
+        cpu, wall = memory.cpu(), time.perf_counter()
+        for kind, instances in by_type.items():
+            for inst, out in zip(instances, getattr(lm, kind)(instances, disable_tqdm=True)):
+                outputs[inst.idx] = out
+        seconds, cpu = time.perf_counter() - wall, memory.cpu() - cpu
+        result["workloads"][name] = {"wall_s": seconds, "cpu_s": cpu, "requests": len(w["requests"]), "peak_mb": memory.peak / 2**20,
+                                     "outputs": [outputs[i] for i in range(len(w["requests"]))]}
+        print(f"{args.worker} {name}: {len(w['requests'])} requests in {seconds:.1f} s, {cpu:.1f} CPU-s", file=sys.stderr,
+              flush=True)
+    Path(args.out).write_text(json.dumps(result))
+
+
+# ------------------------------------------------------------------ tokens, and the 8B-on-a-GPU projection
+
+#: the projection's model and GPU (stated, not measured): a Llama-3-8B-sized model, bf16, on one H100
+PARAMS_8B = 8.03e9
+SUSTAINED_FLOP_S = 400e12  # ~40% of an H100 SXM's 989 TFLOP/s dense bf16 peak, a typical sustained prefill
+WEIGHT_BYTES_8B = 2 * PARAMS_8B  # bf16
+HBM_BYTES_S = 3.35e12  # H100 SXM memory bandwidth: each decode step reads all weights once
+
+
+def token_counts(workloads: dict) -> dict[str, dict]:
+    """Per workload: tokens fed with full prefills (every request alone), the distinct tokens a prefix-sharing
+    engine must feed (the trie of all sequences, the floor of the work), the decode steps of generations."""
+    from transformers import AutoTokenizer
+
+    from belief_tasks.backends.prefix_tree import distinct_tokens
+    from belief_tasks.model import default_model_path
+
+    tok = AutoTokenizer.from_pretrained(str(default_model_path()))
+    out = {}
+    for name, w in workloads.items():
+        seqs, decode = [], 0
+        for kind, a in w["requests"]:
+            if kind == "loglikelihood":
+                seqs.append(tok(a[0] + a[1])["input_ids"])
+            elif kind == "generate_until":
+                seqs.append(tok(a[0])["input_ids"])
+                decode += int(a[1].get("max_gen_toks", 256))
+        full = sum(len(x) for x in seqs)
+        out[name] = {"full": full + decode, "distinct": distinct_tokens(seqs) + decode, "decode": decode,
+                     "requests": len(w["requests"])}
+    return out
+
+
+def projection(counts: dict[str, dict]) -> list[str]:
+    """FLOPs = 2 x parameters x tokens (attention's share, under 3% at these lengths, left out); seconds at the
+    stated sustained rate; decode steps bounded below by weight reads (one per step, batch-shared)."""
+    lines = ["| workload | requests | tokens, full prefills | tokens, prefix-shared | FLOPs full | FLOPs shared | "
+             "s at 400 TFLOP/s full | s shared | decode steps |", "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for name, c in counts.items():
+        f_full, f_shared = 2 * PARAMS_8B * c["full"], 2 * PARAMS_8B * c["distinct"]
+        lines.append(f"| {name} | {c['requests']} | {c['full']} | {c['distinct']} | {f_full:.2e} | {f_shared:.2e} | "
+                     f"{f_full / SUSTAINED_FLOP_S:.3f} | {f_shared / SUSTAINED_FLOP_S:.3f} | {c['decode']} |")
+    return lines
+
+
+# ------------------------------------------------------------------ the sitting (the parent)
+
+
+def run_arm(arm: str, args, passthrough: list[str]) -> dict:
+    python = args.vllm_python if arm == "vllm" else args.hf_python
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+           "OMP_NUM_THREADS": str(args.threads)}
+    if arm == "vllm":
+        cores = {"VLLM_CPU_OMP_THREADS_BIND": f"0-{args.threads - 1}"}
+        env.update({k: v for k, v in {**VLLM_ENV, **cores}.items() if k not in os.environ})
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "arm.json"
+        cmd = [python, str(Path(__file__).resolve()), "--worker", arm, "--out", str(out), *passthrough]
+        done = subprocess.run(cmd, env=env, cwd=str(ROOT), stdout=subprocess.DEVNULL)  # its stderr: progress
+        if done.returncode != 0:
+            raise SystemExit(f"arm {arm} failed (exit {done.returncode}); its messages are above")
+        return json.loads(out.read_text())
+
+
+def predictions(outputs: list, groups: list[int]) -> list[int]:
+    out, at = [], 0
+    for n in groups:
+        lls = [o[0] for o in outputs[at: at + n]]
+        out.append(lls.index(max(lls)))
+        at += n
+    return out
+
+
+def agreement(name: str, w: dict, a: dict, b: dict) -> str:
+    """How two arms' outputs of a workload compare."""
+    oa, ob = a["outputs"], b["outputs"]
+    scored = [i for i, (kind, _) in enumerate(w["requests"]) if kind == "loglikelihood"]
+    parts = []
+    if scored:
+        gaps = [abs(oa[i][0] - ob[i][0]) for i in scored]
+        parts.append(f"max |dLL| {max(gaps):.1e}")
+        if w["groups"]:
+            parts.append(f"argmax equal {predictions(oa, w['groups']) == predictions(ob, w['groups'])}")
+    greedy = [i for i, (kind, r) in enumerate(w["requests"]) if kind == "generate_until" and not r[1].get("do_sample")]
+    if greedy:
+        parts.append(f"greedy texts equal {sum(oa[i] == ob[i] for i in greedy)}/{len(greedy)}")
+    return ", ".join(parts)
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--quick", action="store_true", help="2 facts, 10 instances, 2 prompts x 4 samples, MONITOR 1")
+    ap.add_argument("--facts", type=int, default=6)
+    ap.add_argument("--instances", type=int, default=60)
+    ap.add_argument("--prompts", type=int, default=6)
+    ap.add_argument("--samples", type=int, default=20)
+    ap.add_argument("--monitor_limit", type=int, default=4)
+    ap.add_argument("--workloads", default=",".join(WORKLOADS))
+    ap.add_argument("--arms", default=",".join(ARMS))
+    ap.add_argument("--rounds", type=int, default=1, help="each arm this many times, in rotating order")
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--hf_python", default=sys.executable)
+    ap.add_argument("--vllm_python", default=str(ROOT / ".venv-vllm" / "bin" / "python"))
+    ap.add_argument("--json", help="also write the numbers here")
+    ap.add_argument("--worker", choices=ARMS, help=argparse.SUPPRESS)
+    ap.add_argument("--out", help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args.quick:
+        args.facts, args.instances, args.prompts, args.samples, args.monitor_limit = 2, 10, 2, 4, 1
+    if args.worker:
+        return worker(args)
+    passthrough = [f"--{k}={getattr(args, k)}" for k in ("facts", "instances", "prompts", "samples", "monitor_limit",
+                                                          "workloads", "threads")]
+    workloads = build_workloads(args)
+    arms = args.arms.split(",")
+    started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    load = [os.getloadavg()[0]]
+    runs: dict[str, list[dict]] = {a: [] for a in arms}
+    for r in range(args.rounds):
+        for arm in arms[r % len(arms):] + arms[: r % len(arms)]:  # rotating order: a load change hits all arms
+            print(f"round {r + 1}: {arm}", file=sys.stderr, flush=True)
+            runs[arm].append(run_arm(arm, args, passthrough))
+            load.append(os.getloadavg()[0])
+
+    def med(arm, key, name=None):
+        vals = [(x["workloads"][name] if name else x)[key] for x in runs[arm]]
+        return statistics.median(vals)
+
+    base = "vllm" if "vllm" in arms else arms[0]
+    rows = []
+    for name, w in workloads.items():
+        for arm in arms:
+            wall = med(arm, "wall_s", name)
+            rps = w and len(w["requests"]) / wall
+            ratio = med(base, "wall_s", name) / wall
+            cpu = med(arm, "cpu_s", name)
+            rows.append({"workload": w["title"], "arm": arm, "requests": len(w["requests"]), "wall_s": round(wall, 2),
+                         "cpu_s": round(cpu, 1), f"cpu_throughput_over_{base}": round(med(base, "cpu_s", name) / cpu, 2),
+                         "requests_per_s": round(rps, 2), "peak_mb": round(med(arm, "peak_mb", name)),
+                         f"throughput_over_{base}": round(ratio, 2),
+                         "runs_wall_s": [round(x["workloads"][name]["wall_s"], 2) for x in runs[arm]],
+                         "outputs_vs_" + base: agreement(name, w, runs[arm][-1]["workloads"][name],
+                                                         runs[base][-1]["workloads"][name]) if arm != base else ""})
+    startup = {arm: {"startup_s": round(med(arm, "startup_s"), 1), "startup_peak_mb": round(med(arm, "startup_peak_mb")),
+                     "runs_s": [round(x["startup_s"], 1) for x in runs[arm]]} for arm in arms}
+    print(f"\n{started}; machine: {platform.machine()}, {os.cpu_count()} cores, {args.threads} threads per arm; "
+          f"load average (1 min) before/between arms: {', '.join(f'{x:.1f}' for x in load)}; medians of "
+          f"{args.rounds} round(s), arms in rotating order")
+    print("\n| arm | start-up s | peak MB after start-up |\n| --- | --- | --- |")
+    for arm, s in startup.items():
+        print(f"| {arm} | {s['startup_s']} | {s['startup_peak_mb']} |")
+    print(f"\n| workload | arm | requests | wall s | requests/s | throughput / {base} (wall) | CPU-s | "
+          f"throughput / {base} (CPU) | peak MB | outputs vs {base} |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    for r in rows:
+        print(f"| {r['workload']} | {r['arm']} | {r['requests']} | {r['wall_s']} | {r['requests_per_s']} | "
+              f"{r[f'throughput_over_{base}']}x | {r['cpu_s']} | {r[f'cpu_throughput_over_{base}']}x | {r['peak_mb']} | "
+              f"{r['outputs_vs_' + base]} |")
+    counts = token_counts(workloads)
+    print(f"\nProjection (arithmetic, not a measurement): an 8B model ({PARAMS_8B:.2e} parameters, bf16) on one "
+          f"GPU at a sustained {SUSTAINED_FLOP_S / 1e12:.0f} TFLOP/s; tokens counted with the bundled model's tokenizer")
+    print("\n".join(projection(counts)))
+    if args.json:
+        Path(args.json).write_text(json.dumps({"started": started, "load": load, "startup": startup, "rows": rows,
+                                               "tokens": counts, "args": vars(args)}, indent=1))
+
+
+if __name__ == "__main__":
+    main()
