@@ -111,13 +111,17 @@ def test_sweep_runs_each_checkpoint_once_reports_and_resumes_after_a_kill(tmp_pa
     ckpts = make_checkpoints(tmp_path / "run")
     out = tmp_path / "out"
     # a sweep killed (SIGKILL) once its first checkpoint is written
+    log = (tmp_path / "killed.log").open("w")
     proc = subprocess.Popen([sys.executable, "-m", "belief_tasks.cli", "sweep", *sweep_args(ckpts, out)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 240
+                            stdout=log, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 900  # generous: a shared CPU can be slow to import and index the tasks
     while not results_files(out) and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.2)
+    running = proc.poll() is None
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
+    log.close()
+    assert running, (tmp_path / "killed.log").read_text()[-2000:]
     first = results_files(out)
     assert first and (out / "cache").is_dir()
     stamps = {k: p.stat().st_mtime_ns for k, p in first.items()}
