@@ -28,6 +28,7 @@ import argparse
 import gc
 import glob
 import json
+import shutil
 import sys
 import time
 from dataclasses import dataclass
@@ -189,7 +190,12 @@ def run(argv: list[str]) -> int:
         lm = get_model(args.model).create_from_arg_obj(ck.model_args, extra)
         results = checkpoint_eval.evaluate(lm, manager, built, model_args=ck.model_args, cache=out / "cache" / ck.label,
                                            bootstrap_iters=args.bootstrap_iters)
-        checkpoint_eval.write(results, folder, ck.model_args)
+        # written beside, then renamed: a sweep killed while writing leaves no results folder that looks finished
+        partial = out / f".{ck.label}.partial"
+        shutil.rmtree(partial, ignore_errors=True)
+        checkpoint_eval.write(results, partial, ck.model_args)
+        shutil.rmtree(folder, ignore_errors=True)
+        partial.rename(folder)
         del lm, results
         gc.collect()
         seconds = time.monotonic() - start
