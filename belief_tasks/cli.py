@@ -29,6 +29,10 @@ def main(argv: list[str] | None = None) -> None:
     args = list(sys.argv[1:] if argv is None else argv)
     if args[:1] in (["ls"], ["list"]) and args[1:2] in (["belief"], ["knobs"]):
         return print_ours(args[1])  # fast: no lm-eval import
+    if args[:1] == ["sweep"]:  # one command over many checkpoints (belief_tasks.sweep)
+        from belief_tasks.sweep import main as sweep
+
+        raise SystemExit(sweep(args[1:]))
     from belief_tasks import command_checks
 
     try:

@@ -44,7 +44,8 @@ def family_sections() -> dict:
     return {"belief_icl": belief_icl, "belief_mlm": belief_mlm, "bear": bear, "iclke": iclke, "monitor": monitor}
 
 
-def build_report(paths, out, title: str = "Knowledge report", x_pattern: str | None = None) -> Report:
+def build_report(paths, out, title: str = "Knowledge report", x_pattern: str | None = None, split=None) -> Report:
+    """``split``: a ``fact_split.FactSplit`` (trained / held-out facts), for the training curves per side."""
     from belief_tasks.report import agreement, paired, training, truncation, unclaimed_tasks
     from belief_tasks.report.base import Context
     from belief_tasks.report.card import render
@@ -59,7 +60,7 @@ def build_report(paths, out, title: str = "Knowledge report", x_pattern: str | N
     ctx = Context(runs, writer)
     families = family_sections()
     sections = [s for s in (mod.build(ctx) for mod in (*families.values(), agreement, paired)) if s is not None]
-    curves = training.build(ctx, x_pattern)
+    curves = training.build(ctx, x_pattern, split)
     if curves is not None:
         sections.append(curves)
     claimed = {r.name: set() for r in runs}

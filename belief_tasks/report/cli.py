@@ -32,6 +32,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--x", metavar="REGEX", default=None,
                    help="training curves: a regular expression whose first group, searched in each run's model "
                         "arguments, is its checkpoint (default: revision=stepN or a step in the model folder's name)")
+    p.add_argument("--split", metavar="FILE", default=None,
+                   help="training curves per side of a fact split (the facts_split.json a continued training wrote: "
+                        "trained and held-out facts; docs/training.md)")
     return p
 
 
@@ -41,7 +44,15 @@ def main(argv: list[str] | None = None) -> int:
     from belief_tasks.report import build_report
 
     try:
-        report = build_report(args.inputs, args.out, title=args.title, x_pattern=args.x)
+        split = None
+        if args.split:
+            from belief_tasks.fact_split import FactSplit
+
+            try:
+                split = FactSplit.load(args.split)
+            except (OSError, ValueError) as e:
+                raise ReportInputError(f"--split {args.split}: {e}") from e
+        report = build_report(args.inputs, args.out, title=args.title, x_pattern=args.x, split=split)
     except ReportInputError as e:
         print(f"belief-report: {e}", file=sys.stderr)
         return 2
