@@ -31,10 +31,14 @@ def sample_args(prompts=PROMPTS, k: int = K, base: int = 7000) -> list[tuple]:
     return [(p, B.sampling_kwargs(GREEDY, i, base + 100 * j + i)) for j, p in enumerate(prompts) for i in range(k)]
 
 
+OUR_TASK = "belief_test_seeded_sampling"
+
+
 def instances(args: list[tuple]) -> list:
     from lm_eval.api.instance import Instance
 
-    return [Instance("generate_until", {}, a, k) for k, a in enumerate(args)]
+    # a task of ours: the cache reads back seeded samples of our tasks only (harness.OUR_TASKS)
+    return [Instance("generate_until", {}, a, k, metadata=(OUR_TASK, k, 1)) for k, a in enumerate(args)]
 
 
 # --- warpers: what HF would have applied when sampling ------------------------------------------------
@@ -195,6 +199,9 @@ def test_seeded_samples_are_cached_as_they_are_decoded_and_read_back(lm, monkeyp
     assert all(hash_args("generate_until", a) in cached.dbdict for a in args)
     assert [cached.dbdict[hash_args("generate_until", a)] for a in args] == texts
 
+    from belief_tasks import harness
+
+    harness.OUR_TASKS.add(OUR_TASK)
     again = CachingLM(lm, db)
     seen = []
     monkeypatch.setattr(lm, "generate_until", lambda reqs, disable_tqdm=False: seen.extend(reqs) or [])

@@ -51,13 +51,33 @@ def template_kind(text: str) -> str:
     return "question" if "?" in text.split("[Y]")[0] else "statement"
 
 
+def _objects(r: dict, file: str, i: int) -> tuple[Entity, ...]:
+    """The gold objects of row ``i`` (its pair's first row), with their aliases and ids."""
+    objs = parse_list(r.get("obj_ents"), file=file, row=i, field="obj_ents")
+    if not objs:
+        raise SchemaError("no object", file=file, row=i, field="obj_ents")
+    aliases = r.get("obj_aliases")
+    aliases = list(aliases) if aliases is not None and not isinstance(aliases, str) else parse_list(aliases or "[]", file=file, row=i, field="obj_aliases")
+    # obj_aliases: one list per object, or one flat list for a single object.
+    if aliases and not isinstance(aliases[0], (list, tuple)) and not hasattr(aliases[0], "tolist"):
+        aliases = [aliases] + [[]] * (len(objs) - 1)
+    ids = r.get("obj_uris")
+    ids = list(ids) if ids is not None and not isinstance(ids, str) else parse_list(ids or "[]", file=file, row=i, field="obj_uris")
+    return tuple(
+        Entity(check_label(o, file=file, row=i, field="obj_ents"),
+               tuple(str(a) for a in (list(aliases[k]) if k < len(aliases) else []) if str(a).strip()),
+               ids[k] if k < len(ids) else None)
+        for k, o in enumerate(objs)
+    )
+
+
 def rows_to_factset(rows: Iterable[dict], file: str) -> FactSet:
     """The fact set of MyriadLAMA rows; ``rows`` may be a stream (each row is read once)."""
     templates: dict[str, dict[str, Template]] = {}
     pairs: dict[str, dict] = {}
     repeats = Repeats(file, "template", "the same uuid and template",
                       "MyriadLAMA's layout has one row per subject-relation pair and template")
-    if len(rows) >= PROGRESS_ROWS if hasattr(rows, "__len__") else False:  # the real 2.46 M rows: tens of seconds
+    if hasattr(rows, "__len__") and len(rows) >= PROGRESS_ROWS:  # the real 2.46 M rows: tens of seconds
         from tqdm import tqdm
 
         rows = tqdm(rows, desc="Reading MyriadLAMA rows", unit=" rows", mininterval=2.0)
@@ -77,22 +97,7 @@ def rows_to_factset(rows: Iterable[dict], file: str) -> FactSet:
             raise SchemaError(f"uuid {uuid!r} is relation {pair['relation']!r} in row {pair['row']}, {rid!r} here",
                               file=file, row=i, field="rel_uri")
         if pair is None:
-            objs = parse_list(r.get("obj_ents"), file=file, row=i, field="obj_ents")
-            if not objs:
-                raise SchemaError("no object", file=file, row=i, field="obj_ents")
-            aliases = r.get("obj_aliases")
-            aliases = list(aliases) if aliases is not None and not isinstance(aliases, str) else parse_list(aliases or "[]", file=file, row=i, field="obj_aliases")
-            # obj_aliases: one list per object, or one flat list for a single object.
-            if aliases and not isinstance(aliases[0], (list, tuple)) and not hasattr(aliases[0], "tolist"):
-                aliases = [aliases] + [[]] * (len(objs) - 1)
-            ids = r.get("obj_uris")
-            ids = list(ids) if ids is not None and not isinstance(ids, str) else parse_list(ids or "[]", file=file, row=i, field="obj_uris")
-            objects = tuple(
-                Entity(check_label(o, file=file, row=i, field="obj_ents"),
-                       tuple(str(a) for a in (list(aliases[k]) if k < len(aliases) else []) if str(a).strip()),
-                       ids[k] if k < len(ids) else None)
-                for k, o in enumerate(objs)
-            )
+            objects = _objects(r, file, i)
             pair = pairs[uuid] = {"relation": rid, "row": i, "forms": [], "objects": objects, "subject_id": _subject_id(r)}
         for form in _subject_forms(r.get("sub_ent"), file=file, row=i):
             if form not in pair["forms"]:
