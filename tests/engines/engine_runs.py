@@ -120,3 +120,19 @@ def metric_gaps(engine: dict, hf: dict, *, skip: tuple[str, ...] = ()) -> dict[s
                 continue
             gaps[f"{task}/{name}"] = abs(float(other) - float(value))
     return gaps
+
+
+def assert_matches_hf(label: str, family: str, run: dict, reference: dict) -> None:
+    """``run`` of ``family`` on an engine against ``hf``'s ``reference``: log-likelihoods within ``LL_TOL``,
+    greedy texts identical, metrics (Ovconf aside) within 1e-3; the limits reach Ovconf's sampled prompts."""
+    gaps = compare(run, reference)
+    metrics = metric_gaps(run, reference, skip=("ovconf",))
+    print(f"\n{label} vs hf, {family}: {gaps['n_ll']} log-likelihoods, max gap {gaps['max_ll_gap']:.2e} nats; "
+          f"{gaps['n_greedy']} greedy texts, {len(gaps['greedy_diff'])} differ; {gaps['n_sampled']} sampled texts, "
+          f"{gaps['sampled_equal']} equal to hf's; max metric gap {max(metrics.values(), default=0):.2e}")
+    assert gaps["n_ll"] + gaps["n_greedy"] > 0
+    assert gaps["max_ll_gap"] <= LL_TOL
+    assert gaps["greedy_diff"] == []
+    assert metrics and all(gap <= 1e-3 for gap in metrics.values()), metrics
+    if family in SAMPLED:
+        assert gaps["n_sampled"] > 0  # the limits reach Ovconf's sampled prompts

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from engine_runs import (ENGINE_ARGS, FAMILIES, LL_TOL, SAMPLED, compare, metric_gaps, require_vllm, run_family,
-                         sampled_texts, set_cpu_env)
+from engine_runs import (ENGINE_ARGS, FAMILIES, SAMPLED, assert_matches_hf, require_vllm, run_family, sampled_texts,
+                         set_cpu_env)
 
 require_vllm()
 
@@ -28,17 +28,7 @@ def vllm_runs(vllm_lm, model_path) -> dict:
 
 @pytest.mark.parametrize("family", list(FAMILIES))
 def test_family_runs_and_matches_hf(family, vllm_runs, hf_runs):
-    gaps = compare(vllm_runs[family], hf_runs[family])
-    metrics = metric_gaps(vllm_runs[family], hf_runs[family], skip=("ovconf",))
-    print(f"\nvllm vs hf, {family}: {gaps['n_ll']} log-likelihoods, max gap {gaps['max_ll_gap']:.2e} nats; "
-          f"{gaps['n_greedy']} greedy texts, {len(gaps['greedy_diff'])} differ; {gaps['n_sampled']} sampled texts, "
-          f"{gaps['sampled_equal']} equal to hf's; max metric gap {max(metrics.values(), default=0):.2e}")
-    assert gaps["n_ll"] + gaps["n_greedy"] > 0
-    assert gaps["max_ll_gap"] <= LL_TOL
-    assert gaps["greedy_diff"] == []
-    assert metrics and all(gap <= 1e-3 for gap in metrics.values()), metrics
-    if family in SAMPLED:
-        assert gaps["n_sampled"] > 0  # the limits reach Ovconf's sampled prompts
+    assert_matches_hf("vllm", family, vllm_runs[family], hf_runs[family])
 
 
 @pytest.mark.parametrize("family", SAMPLED)
