@@ -244,6 +244,25 @@ def test_per_token_loglikelihood_sums_to_loglikelihood(shared, stock_ll):
 
 
 @pytest.mark.e2e
+def test_auto_batch_off_cuda_is_the_token_budget(shared, monkeypatch):
+    """lm-eval's "auto" forwards max_batch_size rows of max_length and waits for CUDA's out-of-memory
+    error; on a CPU that error never comes (the machine swaps). Our stock paths size "auto" by
+    max_batch_tokens instead: rows = budget // (longest prompt + its new tokens)."""
+    monkeypatch.setattr(shared, "batch_size_per_gpu", "auto")
+    monkeypatch.setattr(shared, "max_batch_tokens", 64)
+    monkeypatch.setattr(shared, "max_batch_size", 8)
+    sizes, detect = [], shared._detect_batch_size
+    monkeypatch.setattr(shared, "_detect_batch_size", lambda *a, **k: sizes.append(detect(*a, **k)) or sizes[-1])
+    shared.generate_until(instances("generate_until", [(p, GEN) for p in PROMPTS[::2]]), disable_tqdm=True)
+    longest = max(len(shared.tok_encode(p)) for p in PROMPTS[::2]) + GEN["max_gen_toks"]
+    assert 8 < longest < 32  # so the budget gives 2 or 3 rows, neither 1 nor max_batch_size
+    assert sizes == [64 // longest]
+    assert shared._generation_length is None  # the hint lives only during its call
+    monkeypatch.setattr(shared, "max_batch_tokens", 10**6)
+    assert shared._detect_batch_size() == 8  # capped by max_batch_size
+
+
+@pytest.mark.e2e
 @pytest.mark.parametrize("batch_size", [1, "auto"])
 def test_greedy_generation_matches_stock(stock, shared, batch_size):
     shared.batch_size_per_gpu = batch_size

@@ -34,7 +34,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 from lm_eval.models.huggingface import HFLM
-from lm_eval.models.utils import postprocess_generated_text
+from lm_eval.models.utils import normalize_gen_kwargs, postprocess_generated_text
 from tqdm import tqdm
 
 from belief_tasks.backends.generation_plan import Row, SamplingDefaults, plan_generation
@@ -242,6 +242,8 @@ class HFSharedPrefixLM(HFLM):
         #: the KV cache's name in this transformers: ``cache`` (current; ``past_key_values`` is deprecated and
         #: warns) or ``past_key_values`` (before the rename), as the model's forward names it
         self._cache_name = "cache" if "cache" in inspect.signature(self.model.forward).parameters else "past_key_values"
+        #: the longest prompt + new tokens of the stock generation call under way (``_detect_batch_size``)
+        self._generation_length: int | None = None
         #: work counters, reset by the caller (the benchmark reads them)
         self.stats = {"tokens_forwarded": 0, "forward_calls": 0}
 
@@ -253,6 +255,24 @@ class HFSharedPrefixLM(HFLM):
         if self.batch_size == "auto" or not isinstance(self.batch_size, int):
             return max(1, self.max_batch_tokens // max(1, length))
         return max(1, self.batch_size)
+
+    def _detect_batch_size(self, requests=None, pos: int = 0) -> int:
+        """``batch_size="auto"`` on the stock paths (greedy prompts without samples, unsupported models).
+
+        lm-eval forwards ``max_batch_size`` rows of the longest length (``max_length`` for generation:
+        8,192 for the bundled model) five times and halves on CUDA's out-of-memory error. A CPU raises
+        no such error: it allocates (64 rows x 8,192 positions of 49,152 logits is ~100 GB) until the
+        machine swaps. Off CUDA, "auto" is therefore our token budget, as on the shared paths:
+        ``max_batch_tokens // length`` rows, length the longest request (for generation, the longest
+        prompt of the call plus its new tokens)."""
+        if self.device.type == "cuda":
+            return super()._detect_batch_size(requests, pos)
+        if requests:
+            _, context_enc, continuation_enc = requests[pos]
+            length = len((context_enc + continuation_enc)[-(self.max_length + 1) :][:-1])
+        else:
+            length = self._generation_length or self.max_length
+        return max(1, min(self.max_batch_size, self.max_batch_tokens // max(1, length)))
 
     def _call(self, input_ids: torch.Tensor, prefix: SharedPrefix | RowPrefixes, *, keep: int = 0, past=None,
               use_cache: bool = False):
@@ -454,7 +474,13 @@ class HFSharedPrefixLM(HFLM):
         )
         results: list[str | None] = [None] * len(requests)
         if plan.stock:  # stock generation, one request per distinct (context, kwargs)
-            texts = super().generate_until([requests[idx[0]] for idx in plan.stock], disable_tqdm=disable_tqdm)
+            stock = [requests[idx[0]] for idx in plan.stock]
+            self._generation_length = max(len(self.tok_encode(r.args[0])) for r in stock) + max(
+                normalize_gen_kwargs(dict(r.args[1]), self.max_gen_toks)["max_gen_toks"] for r in stock)
+            try:
+                texts = super().generate_until(stock, disable_tqdm=disable_tqdm)
+            finally:
+                self._generation_length = None
             for idx, text in zip(plan.stock, texts, strict=True):
                 for i in idx:
                     results[i] = text
