@@ -137,7 +137,7 @@ def synthetic_myriadlama(scale: float = 1.0, seed: int = 0, templates: int = 5, 
     The facts, relations, templates and knowledge come from ``seed``; the answers from (``seed``,
     ``model``). Another ``model`` answers the same facts: its knowledge is z + ``shift`` + N(0, 0.5) per
     pair, so two models of one seed are a paired comparison on the same facts."""
-    from belief_tasks.metrics.budgeted import belief as B
+    from belief_tasks.metrics.budgeted import belief as budgeted
 
     rng, out = np.random.default_rng(seed), np.random.default_rng([seed, model])
     sizes = _relation_sizes(rng, 41, max(41 * 4, round(24_643 * scale)), 4 if scale < 0.2 else 40)
@@ -159,9 +159,9 @@ def synthetic_myriadlama(scale: float = 1.0, seed: int = 0, templates: int = 5, 
             cols["correct"] += ok.ravel().tolist()
             cols["answer"] += answers.ravel().tolist()
     sampled = _confidences(rng, out, cols, prob_of, confidence_prompts, samples)
-    units = B.units(cols["fact"], cols["relation"], cols["template"], cols["correct"], cols["answer"], sampled)
+    units = budgeted.units(cols["fact"], cols["relation"], cols["template"], cols["correct"], cols["answer"], sampled)
     name = f"synthetic MyriadLAMA (scale {scale:g}, seed {seed}" + (f", model {model})" if model else ")")
-    return Population(name, "belief_icl", units, B.STATISTICS, B.NOT_ESTIMABLE,
+    return Population(name, "belief_icl", units, budgeted.STATISTICS, budgeted.NOT_ESTIMABLE,
                       f"{len(units.ids):,} pairs, {len(sizes)} relations, {len(cols['fact']):,} prompts")
 
 
@@ -207,12 +207,12 @@ def synthetic_bear(scale: float = 1.0, seed: int = 0, templates: int = 3) -> Pop
     options, 12 % of relations 1:1). P(gold first) = sigmoid(z + t_template); otherwise its rank is
     skewed towards the top of the answer space. Each doc's softmax terms (lm-pub-quiz's confidence,
     margin, Brier) follow the same skill, higher when the top option is right."""
-    from belief_tasks.metrics.budgeted import bear as B
+    from belief_tasks.metrics.budgeted import bear as budgeted
 
     rng = np.random.default_rng(seed)
     sizes = _relation_sizes(rng, 60, max(60 * 4, round(7_731 * scale)), 4 if scale < 0.2 else 20)
     facts, relations, tpl, ranks, one = [], [], [], [], []
-    confidences: dict[str, list] = {"correct": [], **{t: [] for t in B.CONFIDENCE_TERMS}}
+    confidences: dict[str, list] = {"correct": [], **{t: [] for t in budgeted.CONFIDENCE_TERMS}}
     terms = np.random.default_rng([seed, 1])  # its own stream: the ranks are those of the study without them
     for r, n in enumerate(sizes):
         rel, options = f"P{200 + 3 * r}", int(rng.integers(5, 101))
@@ -228,8 +228,8 @@ def synthetic_bear(scale: float = 1.0, seed: int = 0, templates: int = 3) -> Pop
             ranks += rank.tolist()
             one += [is_1to1] * templates
             _bear_confidences(terms, confidences, first, z[i] + tau, options)
-    units = B.units(facts, relations, tpl, ranks, one, confidences)
-    return Population(f"synthetic BEAR (scale {scale:g}, seed {seed})", "bear", units, B.STATISTICS, B.NOT_ESTIMABLE,
+    units = budgeted.units(facts, relations, tpl, ranks, one, confidences)
+    return Population(f"synthetic BEAR (scale {scale:g}, seed {seed})", "bear", units, budgeted.STATISTICS, budgeted.NOT_ESTIMABLE,
                       f"{len(units.ids):,} instances, {len(sizes)} relations, {len(facts):,} (instance, template) docs")
 
 
@@ -266,13 +266,13 @@ def synthetic_monitor(scale: float = 1.0, seed: int = 0) -> Population:
     the frames' and the positive context's probabilities, and behind each negative context (the R x M
     answers of ``monitor_accuracy: paper``) with sigmoid(k + frame effect + negative effect), the negative
     effects N(-1, 0.5) per relation; per-fact request and token counts as the task counts them."""
-    from belief_tasks.metrics import monitor as MM
-    from belief_tasks.metrics.budgeted import monitor as B
+    from belief_tasks.metrics import monitor as monitor_metrics
+    from belief_tasks.metrics.budgeted import monitor as budgeted
 
     rng = np.random.default_rng(seed)
     sizes = _relation_sizes(rng, 20, max(20 * 4, round(16_198 * scale)), 4 if scale < 0.2 else 200)
     ids, relations, quantities, correct, positive, grids = [], [], [], [], [], []
-    costs: dict[str, list] = {name: [] for name in B.COSTS}
+    costs: dict[str, list] = {name: [] for name in budgeted.COSTS}
     paper = np.random.default_rng([seed, 1])  # its own stream: the anchors are those of the study without it
     for r, n in enumerate(sizes):
         mu, frames = rng.normal(-0.5, 1.0), 6 if r in (7, 13) else 7
@@ -281,7 +281,7 @@ def synthetic_monitor(scale: float = 1.0, seed: int = 0) -> Population:
         for i in range(n):
             k, units = rng.normal(mu, 1.2), int(rng.integers(1, 4))
             noisy = lambda shift: _sigmoid(k + shift + rng.normal(0, 0.4, units))  # noqa: E731
-            quantities.append(MM.fact_quantities(noisy(1.5), [noisy(e) for e in effect], [noisy(-1.0) for _ in range(5)]))
+            quantities.append(monitor_metrics.fact_quantities(noisy(1.5), [noisy(e) for e in effect], [noisy(-1.0) for _ in range(5)]))
             correct.append((rng.random(frames) < _sigmoid(k + effect)).astype(int).tolist())
             positive.append(int(rng.random() < _sigmoid(k + 1.5)))
             ids.append(f"F{r}_{i:05d}"), relations.append(f"P{300 + r}")
@@ -289,15 +289,15 @@ def synthetic_monitor(scale: float = 1.0, seed: int = 0) -> Population:
             grids.append(grid)
             for name, value in cost.items():
                 costs[name].append(value)
-    units = B.units(ids, relations, quantities, correct, positive, [True] * len(ids), MM.DEFAULT_ALPHA, 7, grids, costs)
-    return Population(f"synthetic FKTC (scale {scale:g}, seed {seed})", "monitor", units, B.STATISTICS, (),
+    units = budgeted.units(ids, relations, quantities, correct, positive, [True] * len(ids), monitor_metrics.DEFAULT_ALPHA, 7, grids, costs)
+    return Population(f"synthetic FKTC (scale {scale:g}, seed {seed})", "monitor", units, budgeted.STATISTICS, (),
                       f"{len(ids):,} facts, {len(sizes)} relations")
 
 
 def synthetic_iclke(scale: float = 1.0, seed: int = 0, options: int = 100) -> Population:
     """A T-REx-MC-sized IC-LKE run (50 relations, 20,000 test facts at scale 1, 100 options). The gold
     option's log-probability is k + N(0, 1) with k ~ N(relation mean, 1.5), the others N(0, 1.5)."""
-    from belief_tasks.metrics.budgeted import iclke as B
+    from belief_tasks.metrics.budgeted import iclke as budgeted
 
     rng = np.random.default_rng(seed)
     sizes = _relation_sizes(rng, 50, max(50 * 4, round(20_000 * scale)), 4 if scale < 0.2 else 100)
@@ -309,8 +309,8 @@ def synthetic_iclke(scale: float = 1.0, seed: int = 0, options: int = 100) -> Po
             g = int(rng.integers(0, options))
             lp[g] = rng.normal(mu, 1.5) + rng.normal(0, 1.0)
             ids.append(f"T{r}_{i:05d}"), relations.append(f"P{500 + r}"), logprobs.append(lp.tolist()), gold.append(g)
-    units = B.units(ids, logprobs, gold, relations)
-    return Population(f"synthetic T-REx-MC (scale {scale:g}, seed {seed})", "iclke", units, B.STATISTICS, (),
+    units = budgeted.units(ids, logprobs, gold, relations)
+    return Population(f"synthetic T-REx-MC (scale {scale:g}, seed {seed})", "iclke", units, budgeted.STATISTICS, (),
                       f"{len(ids):,} test facts, {len(sizes)} relations, {options} options")
 
 

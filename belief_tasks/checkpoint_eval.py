@@ -32,19 +32,21 @@ def build_tasks(tasks: Sequence[str], metadata: Mapping[str, Any] | None = None,
     ``model_args``: the keys a model argument may use in ``metadata`` (so that a misspelt knob is an error,
     as under ``belief-eval``)."""
     import belief_tasks
-    from belief_tasks import command_checks, options
+    from belief_tasks import command_checks
     from belief_tasks.paths import task_yamls_dir
     from lm_eval.tasks import TaskManager
 
     belief_tasks.install()
-    options.declared_model_args = frozenset(model_args or {})
+    model_args = frozenset(model_args or {})
+    command_checks.check_unknown_keys(dict(metadata or {}), model_args)
     import lm_eval.tasks
 
     installed = (Path(lm_eval.tasks.__file__).parent / "belief").is_dir()  # the wheel put them under lm-eval
     include = None if installed else str(task_yamls_dir())  # as belief-eval: our folder unless installed
     manager = TaskManager(include_path=include, metadata=dict(metadata or {}))
     loaded = manager.load(list(tasks))
-    command_checks.check_knobs_read(dict(metadata or {}), loaded["tasks"].values(), options.declared_model_args)
+    command_checks.declare_model_args(loaded["tasks"].values(), model_args)
+    command_checks.check_knobs_read(dict(metadata or {}), loaded["tasks"].values(), model_args)
     return manager, [*loaded["groups"].values(), *loaded["tasks"].values()]
 
 

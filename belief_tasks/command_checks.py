@@ -147,6 +147,25 @@ def _our_knob_names() -> set[str]:
     return knob_names() | {k.name for k in SOURCE_KNOBS}
 
 
+def check_unknown_keys(metadata: Mapping[str, Any] | None, model_args: Iterable[str]) -> None:
+    """Before any task is built (no data read yet): a ``--metadata`` key that is neither a knob of ours, nor
+    lm-eval's own, nor one of the run's model-argument keys is refused (``tasks.base.check_metadata``)."""
+    from belief_tasks.options import COMMON
+    from belief_tasks.tasks.base import check_metadata
+
+    check_metadata(metadata, COMMON, model_args=frozenset(model_args))
+
+
+def declare_model_args(tasks: Iterable[Any], model_args: Iterable[str]) -> None:
+    """The run's model-argument keys handed to each built task of ours (``BeliefTask.declare_model_args``):
+    a key they cover is not warned of as a possible misspelt knob."""
+    from belief_tasks.tasks.base import BeliefTask
+
+    for task in tasks:
+        if isinstance(task, BeliefTask):
+            task.declare_model_args(model_args)
+
+
 def check_knobs_read(metadata: Mapping[str, Any] | None, tasks: Iterable[Any], model_args: Iterable[str]) -> None:
     """Refuse a knob of ours that no task of the command reads (it would be silently ignored). Keys that
     are not ours (model arguments, other harness tasks' metadata) are left to their readers."""

@@ -14,10 +14,8 @@ only (``OUR_TASKS``), or requests only ours can carry.
    knows only its own functions, so our aggregations (consistency, fluctuation, MONITOR, ...)
    would always print "N/A". An aggregation of ours (``scoring.common.with_stderr``) gets the function
    ``scoring.common.stderr_function`` names, the one ``belief-report`` recomputes with (None: "N/A").
-   ``--bootstrap_iters 0`` still turns all off.
-   A budgeted run's aggregations also carry an ``interval`` (``scoring.budgeted``): each task's
-   aggregated metrics then gain ``<metric>_ci95`` = [low, high] beside ``<metric>_stderr`` (each bound a
-   ``scoring.common.Bound``: four decimals in the printed table, every digit in the results JSON).
+   ``--bootstrap_iters 0`` still turns all off. (A budgeted run's intervals need no hook: each is a
+   ``metric_list`` entry ``<metric>_ci95`` of its own, ``scoring.budgeted.interval_metric``.)
 3. ``--use_cache`` for our own request types, and the one home of our cache reads
    (``read_through``): lm-eval's ``CachingLM`` reads its cache only for ``loglikelihood``,
    ``loglikelihood_rolling`` and ``generate_until`` and passes every other method through, so a
@@ -94,7 +92,6 @@ def install() -> None:
                     "what they patch, but results of lm-eval's private code paths may differ", WRITTEN_FOR, found)
     register_backends()
     install_stderr_hook()
-    install_interval_hook()
     install_cache_hook()
     install_cpu_data_parallel_hook()
     install_generation_seed_hook()
@@ -145,27 +142,6 @@ def install_stderr_hook() -> None:
         return stderr_for_metric
 
     _patch(eu, "stderr_for_metric", make, "standard errors of custom aggregations")
-
-
-def install_interval_hook() -> None:
-    import lm_eval.evaluator_utils as eu
-
-    from belief_tasks.scoring.common import Bound
-
-    def make(original):
-        def _compute_task_aggregations(task, raw_metrics, bootstrap_iters=100000):
-            agg_metrics, sample_len = original(task, raw_metrics, bootstrap_iters)
-            aggregations = task.aggregation() or {}
-            for (metric, filter_key), items in raw_metrics.items():
-                interval = getattr(aggregations.get(metric), "interval", None)
-                found = interval(items) if interval is not None else None
-                if found is not None:
-                    agg_metrics[f"{metric}_ci95,{filter_key}"] = [Bound(found.low), Bound(found.high)]
-            return agg_metrics, sample_len
-
-        return _compute_task_aggregations
-
-    _patch(eu, "_compute_task_aggregations", make, "intervals of budgeted runs")
 
 
 def _undefined_as_na(stderr: Callable[[list], float]) -> Callable[[list], Any]:
@@ -318,12 +294,11 @@ def install_tasks_before_model(on_bad_input: Callable[[BaseException, str], None
     exists (before ``simple_evaluate``), bad input goes to ``on_bad_input``, and ``simple_evaluate``
     then receives the tasks already built (nothing is built twice). Around the build, the command's own
     ``checks`` (the module ``belief_tasks.command_checks``, passed in by ``belief-eval``): the backend's
-    name, the task names (closest names for a typo), and a knob of ours that no task of the command reads. The run's ``--model_args`` keys
-    become ``options.declared_model_args``, so a metadata key that is neither a knob nor a model
-    argument can be refused."""
+    name, the task names (closest names for a typo), a metadata key that is neither a knob nor one of the
+    run's ``--model_args`` keys (which the built tasks are then handed), and a knob of ours that no task of
+    the command reads."""
     from lm_eval.config.evaluate_config import EvaluatorConfig
 
-    from belief_tasks import options
     from belief_tasks.options import KnobError
     from belief_tasks.schema import SchemaError
     from belief_tasks.sources import DataSourceError
@@ -342,10 +317,12 @@ def install_tasks_before_model(on_bad_input: Callable[[BaseException, str], None
                 if unknown is not None:
                     on_bad_input(unknown, "")
                 raise
-            options.declared_model_args = frozenset(self.model_args or {})
+            model_args = frozenset(self.model_args or {})
             try:
+                checks.check_unknown_keys(self.metadata, model_args)
                 built = manager.load(self.tasks)
-                checks.check_knobs_read(self.metadata, built["tasks"].values(), options.declared_model_args)
+                checks.declare_model_args(built["tasks"].values(), model_args)
+                checks.check_knobs_read(self.metadata, built["tasks"].values(), model_args)
             except (SchemaError, DataSourceError) as e:
                 on_bad_input(e, _task_of(e))
                 raise

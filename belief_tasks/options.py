@@ -240,19 +240,16 @@ def parse_options(knobs: Sequence[Knob], metadata: Mapping[str, Any] | None) -> 
 #: keys lm-eval itself puts in a task's metadata (the YAML's own, and where the YAML came from)
 HARNESS_KEYS = frozenset({"version", "description", "config_source", "num_fewshot"})
 
-#: the model-argument keys of this run, when known (``belief-eval`` sets them from ``--model_args``);
-#: None under a bare ``lm_eval``, where model args and knobs arrive merged and cannot be told apart
-declared_model_args: frozenset[str] | None = None
-
-
-def unknown_keys(metadata: Mapping[str, Any] | None, known: Iterable[str]) -> list[str]:
+def unknown_keys(metadata: Mapping[str, Any] | None, known: Iterable[str],
+                 model_args: Iterable[str] | None = None) -> list[str]:
     """Keys of ``metadata`` that are neither a knob in ``known``, nor lm-eval's own, nor a model argument.
 
-    Model arguments: those ``belief-eval`` declared; under a bare ``lm_eval`` every key that is a
-    keyword of lm-eval's ``HFLM`` or of our knob tables (``MODEL_ARGS``) passes, and the caller only warns.
+    Model arguments: the run's ``model_args`` keys where the caller knows them (``belief-eval``, the sweep);
+    None (a bare ``lm_eval``, where model args and knobs arrive merged): every key that is a keyword of
+    lm-eval's ``HFLM`` or of our knob tables (``MODEL_ARGS``) passes, and the caller only warns.
     """
     allowed = set(known) | HARNESS_KEYS | {k.name for k in MODEL_ARGS}
-    allowed |= declared_model_args if declared_model_args is not None else _hf_model_args()
+    allowed |= set(model_args) if model_args is not None else _hf_model_args()
     return sorted(k for k in (metadata or {}) if k not in allowed)
 
 

@@ -27,7 +27,7 @@ from typing import Any
 
 from belief_tasks import harness
 from belief_tasks.requests import is_seeded_sample
-from belief_tasks.truncation import unwrap
+from belief_tasks.truncation import model_behind_cache
 
 log = logging.getLogger(__name__)
 
@@ -38,7 +38,7 @@ class PreflightError(RuntimeError):
 
 def probed(lm) -> bool:
     """Whether ``lm``'s backend is probed: lm-eval's API models and its vLLM engine."""
-    names = {(c.__module__, c.__name__) for c in type(unwrap(lm)).__mro__}
+    names = {(c.__module__, c.__name__) for c in type(model_behind_cache(lm)).__mro__}
     return bool(names & {("lm_eval.models.api_models", "TemplateAPI"), ("lm_eval.models.vllm_causallms", "VLLM")})
 
 
@@ -57,7 +57,7 @@ def check(task, lm) -> list[str]:
     ``PreflightError`` on the first failure."""
     if lm is None or not probed(lm):
         return []
-    inner = unwrap(lm)
+    inner = model_behind_cache(lm)
     db = getattr(lm, "dbdict", None)  # lm-eval's CachingLM under --use_cache
     by_kind: dict[str, list] = {}
     for inst in task.instances:

@@ -115,7 +115,7 @@ class Context:
 
 def context(lm) -> Context | None:
     """``lm``'s ``Context``; None for a model that holds no context (lm-eval's ``dummy``)."""
-    lm = unwrap(lm)
+    lm = model_behind_cache(lm)
     names = {(c.__module__, c.__name__) for c in type(lm).__mro__}
     if ("lm_eval.models.dummy", "DummyLM") in names:
         return None
@@ -150,7 +150,7 @@ def _lengths(measure: Callable[[str, list], list], instances: list) -> list[int]
     return [tokens[k] for k in keys if tokens[k] is not None]
 
 
-def unwrap(lm):
+def model_behind_cache(lm):
     """The model itself: under ``--use_cache`` lm-eval's ``CachingLM`` wraps it."""
     from lm_eval.api.model import CachingLM
 
@@ -279,7 +279,7 @@ def server_context(lm) -> int | None:
 def all_ranks(cut: Truncation, lm) -> Truncation:
     """``cut`` combined over the processes of a data-parallel launch (every rank gets the same), so that
     all of them record or refuse alike."""
-    lm = unwrap(lm)
+    lm = model_behind_cache(lm)
     if getattr(lm, "world_size", 1) <= 1:
         return cut
     import torch
@@ -332,7 +332,7 @@ def check(task, lm) -> Truncation | None:
     allowed = bool(task.options.get(KNOB))
     if cut.truncated:
         ll = [i.args[0] for i in task.instances if i.request_type == "loglikelihood"]
-        causal = getattr(unwrap(lm), "request_tokens", None) is None  # hf-mlm measures (and cuts) its own
+        causal = getattr(model_behind_cache(lm), "request_tokens", None) is None  # hf-mlm measures (and cuts) its own
         if causal and ll and not any(ll):  # every log-likelihood scored from its first token (BEAR): no cut can run
             raise TruncationError(name, cut, task.WHOLE_CONTEXT, scored_whole=True)
     if cut.truncated and task.WHOLE_CONTEXT and not allowed:

@@ -28,12 +28,12 @@ TREX_MC_TEST_FACTS = 20_000
 
 def requests_for(docs, method: str) -> list[tuple[str, str]]:
     from belief_tasks.prompts.iclke import TARGET_DELIMITER
-    from belief_tasks.tasks import iclke as T
+    from belief_tasks.tasks import iclke as iclke_task
 
     out = []
     for d in docs:
         for k, option in enumerate(d["options"]):
-            ctx = T.eic_context(d, k) if method == "eiclke" else d["context"]
+            ctx = iclke_task.eic_context(d, k) if method == "eiclke" else d["context"]
             out.append((ctx, TARGET_DELIMITER + option))
     return out
 
@@ -81,13 +81,13 @@ def main() -> None:
 
     from belief_tasks.data import load_facts
     from belief_tasks.model import default_model_path
-    from belief_tasks.tasks import iclke as T
+    from belief_tasks.tasks import iclke as iclke_task
 
     torch.set_num_threads(int(os.environ.get("BENCH_THREADS", "2")))
     bear = ROOT.parent / "shared" / "data" / "bear" / "BEAR-big"
     md = {"bear_big_path": str(bear)} if bear.is_dir() else {"source": "sample"}
     md.update(relations=args.relation)
-    build = T.eiclke_docs if args.method == "eiclke" else T.iclke_docs
+    build = iclke_task.eiclke_docs if args.method == "eiclke" else iclke_task.iclke_docs
     docs = build(load_facts("bear_big", md), md)[: args.facts]
     docs = [{**d, "examples": json.dumps(d["examples"]), "prior": json.dumps(d["prior"])} if args.method == "eiclke" else d
             for d in docs]

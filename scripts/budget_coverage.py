@@ -22,18 +22,18 @@ import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the checkout's belief_tasks, as other scripts do
 
-from belief_tasks import budget_coverage as C  # noqa: E402
+from belief_tasks import budget_coverage  # noqa: E402
 from belief_tasks.families import budget_estimators  # noqa: E402
 from belief_tasks.scoring import budgeted  # noqa: E402
-from belief_tasks.scoring.common import unwrap  # noqa: E402
+from belief_tasks.scoring.common import records_behind  # noqa: E402
 
 #: coverage a 95 % interval should reach over the draws (the must-hold band of docs/budget.md)
 BAND = (0.93, 0.97)
 
 
-def populations(args) -> list[C.Population]:
+def populations(args) -> list[budget_coverage.Population]:
     if args.synthetic:
-        return [C.SYNTHETIC[args.synthetic](args.scale, args.seed)]
+        return [budget_coverage.SYNTHETIC[args.synthetic](args.scale, args.seed)]
     from belief_tasks.report.loading import load_runs
 
     found: dict[str, list] = {}  # population name -> (family, records)
@@ -41,7 +41,7 @@ def populations(args) -> list[C.Population]:
         for name, task in sorted(run.tasks.items()):
             if not task.has_records or budget_estimators(task.family) is None or (args.task and name not in args.task):
                 continue
-            records = unwrap(task.records())
+            records = records_behind(task.records())
             if budgeted.is_budgeted(records):
                 print(f"{run.name} {name}: a budgeted run; the study needs a full run's records", file=sys.stderr)
                 continue
@@ -53,20 +53,20 @@ def populations(args) -> list[C.Population]:
     for key, (family, records) in found.items():
         est = budget_estimators(family)
         units = est.units(records)
-        out.append(C.Population(key, family, units, est.statistics, est.not_estimable,
+        out.append(budget_coverage.Population(key, family, units, est.statistics, est.not_estimable,
                                 f"{len(units.ids):,} facts, {len(set(units.relations))} relations"))
     return out
 
 
-def table(pop: C.Population, args) -> pd.DataFrame:
+def table(pop: budget_coverage.Population, args) -> pd.DataFrame:
     start = time.time()
     if args.metrics:
         unknown = sorted(set(args.metrics) - set(pop.statistics))
         if unknown:
             raise SystemExit(f"{pop.name}: no budgeted statistic named {', '.join(unknown)}")
         pop.statistics = {m: g for m, g in pop.statistics.items() if m in args.metrics}
-    rows = C.simulate(pop, args.budgets, args.draws, args.method, args.first_seed, args.reps)
-    out = C.summarise(pop, rows)
+    rows = budget_coverage.simulate(pop, args.budgets, args.draws, args.method, args.first_seed, args.reps)
+    out = budget_coverage.summarise(pop, rows)
     out.insert(0, "population", pop.name)
     out["within_band"] = out["coverage"].between(*BAND)
     print(f"{pop.name} ({pop.note}): {args.draws} draws x {len(args.budgets)} budgets, {args.method}, "
@@ -111,13 +111,13 @@ def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     src = ap.add_mutually_exclusive_group(required=True)
     src.add_argument("--records", nargs="+", help="output folders of full runs (with --log_samples)")
-    src.add_argument("--synthetic", choices=sorted(C.SYNTHETIC), help="a synthetic population in this layout")
+    src.add_argument("--synthetic", choices=sorted(budget_coverage.SYNTHETIC), help="a synthetic population in this layout")
     ap.add_argument("--task", nargs="*", help="only these tasks of the records")
     ap.add_argument("--pool", action="store_true", help="one population per model and task from several runs "
                     "(e.g. runs of disjoint relations)")
     ap.add_argument("--scale", type=float, default=1.0, help="synthetic size relative to the real dataset")
     ap.add_argument("--seed", type=int, default=0, help="seed of the synthetic population")
-    ap.add_argument("--budgets", type=lambda s: tuple(float(x) for x in s.split(",")), default=C.BUDGETS)
+    ap.add_argument("--budgets", type=lambda s: tuple(float(x) for x in s.split(",")), default=budget_coverage.BUDGETS)
     ap.add_argument("--draws", type=int, default=1000, help="budgeted samples per budget")
     ap.add_argument("--first-seed", type=int, default=0, help="sampler seed of the first draw (then +1 each)")
     ap.add_argument("--method", choices=("bootstrap", "jackknife"), default=budgeted.METHOD)

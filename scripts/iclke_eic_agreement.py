@@ -47,7 +47,7 @@ def main() -> None:
 
     from harness import evaluate
 
-    from belief_tasks.metrics import iclke as M
+    from belief_tasks.metrics import iclke as iclke_metrics
     from belief_tasks.scoring.iclke import columns
     from belief_tasks.model import default_model_path
 
@@ -62,14 +62,14 @@ def main() -> None:
 
     ic, eic = runs["belief_iclke"], runs["belief_eiclke"]
     assert sorted(r["fact_id"] for r in ic) == sorted(r["fact_id"] for r in eic), "both tasks must score the same facts"
-    acc_ic, acc_eic = M.per_relation_accuracy(*columns(ic)), M.per_relation_accuracy(*columns(eic))
+    acc_ic, acc_eic = iclke_metrics.per_relation_accuracy(*columns(ic)), iclke_metrics.per_relation_accuracy(*columns(eic))
     gp_ic, gp_eic = per_relation(ic, "gold_prob"), per_relation(eic, "gold_prob")
-    r_acc, rho_acc, n = M.relation_agreement(acc_ic, acc_eic)
-    r_gp, rho_gp, _ = M.relation_agreement(gp_ic, gp_eic)
+    r_acc, rho_acc, n = iclke_metrics.relation_agreement(acc_ic, acc_eic)
+    r_gp, rho_gp, _ = iclke_metrics.relation_agreement(gp_ic, gp_eic)
     report = {
         "model": args.model, "metadata": md, "facts": len(ic), "relations": n, "seconds": timing,
-        "acc": {"iclke": M.accuracy([r["logprobs"] for r in ic], [r["gold_index"] for r in ic]),
-                "eiclke": M.accuracy([r["logprobs"] for r in eic], [r["gold_index"] for r in eic])},
+        "acc": {"iclke": iclke_metrics.accuracy([r["logprobs"] for r in ic], [r["gold_index"] for r in ic]),
+                "eiclke": iclke_metrics.accuracy([r["logprobs"] for r in eic], [r["gold_index"] for r in eic])},
         "per_relation_accuracy": {rel: [acc_ic[rel], acc_eic[rel]] for rel in acc_ic},
         "per_relation_gold_prob": {rel: [round(gp_ic[rel], 4), round(gp_eic[rel], 4)] for rel in gp_ic},
         "accuracy_pearson": r_acc, "accuracy_spearman": rho_acc,

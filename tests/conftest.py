@@ -42,14 +42,3 @@ def one_torch_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(before)
-
-
-@pytest.fixture(autouse=True)
-def _declared_model_args_restored():
-    """``options.declared_model_args`` is process state that belief-eval, the sweep and the Trainer callback
-    set for their run; a test that runs one of them must not leave it to the tests after it."""
-    from belief_tasks import options
-
-    before = options.declared_model_args
-    yield
-    options.declared_model_args = before

@@ -36,10 +36,10 @@ def test_ties_go_to_the_first_option_like_lm_pub_quiz():
 
 def test_precision_at_k_eq2():
     ranks = [0, 1, 4, 9, 10]
-    assert M.precision_at_k(ranks, 1) == pytest.approx(1 / 5)
-    assert M.precision_at_k(ranks, 5) == pytest.approx(3 / 5)
-    assert M.precision_at_k(ranks, 10) == pytest.approx(4 / 5)
-    assert math.isnan(M.precision_at_k([], 1))
+    assert M.top_k_share(ranks, 1) == pytest.approx(1 / 5)
+    assert M.top_k_share(ranks, 5) == pytest.approx(3 / 5)
+    assert M.top_k_share(ranks, 10) == pytest.approx(4 / 5)
+    assert math.isnan(M.top_k_share([], 1))
 
 
 def test_bear_score_is_the_mean_over_templates_with_its_stderr():

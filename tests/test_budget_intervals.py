@@ -166,7 +166,7 @@ def test_bear_statistics_equal_the_metrics_on_the_full_run():
     sub = [k for k, o in enumerate(one) if o]
     want = {"bear": MB.bear_score(ranks, tpl), "bear_1to1": MB.bear_score([ranks[k] for k in sub], [tpl[k] for k in sub]),
             **{f"bear_t{t}": MB.template_scores(ranks, tpl)[t] for t in range(3)},
-            **{f"p_at_{k}": MB.precision_at_k(ranks, k) for k in (1, 5, 10)}}
+            **{f"p_at_{k}": MB.top_k_share(ranks, k) for k in (1, 5, 10)}}
     rest = [k for k, o in enumerate(one) if not o]
     want["bear_1toN"] = MB.bear_score([ranks[k] for k in rest], [tpl[k] for k in rest])
     assert got == pytest.approx(want, rel=1e-12)
@@ -181,7 +181,7 @@ def test_iclke_statistics_equal_the_metrics_on_the_full_run():
     got = _census(BI.units([f"f{i}" for i in range(len(lps))], lps, gold, rels), BI.STATISTICS)
     want = {"acc": MI.accuracy(lps, gold), "acc_macro": MI.macro_accuracy(lps, gold, rels),
             "gold_prob": float(np.mean(MI.gold_confidences(lps, gold))),
-            **{f"acc@{k}": MI.accuracy_at_k(lps, gold, k) for k in MI.THRESHOLDS}}
+            **{f"acc@{k}": MI.accuracy_at_confidence(lps, gold, k) for k in MI.THRESHOLDS}}
     assert got == pytest.approx(want, rel=1e-12, nan_ok=True)
 
 

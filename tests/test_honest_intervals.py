@@ -110,3 +110,27 @@ def test_every_budgeted_metric_with_an_interval_has_a_standard_error():
             wrapped = budget_aware(fam.budgeted, metric, agg)
             if metric in fam.budgeted.statistics:  # it gets a _ci95 on a budgeted run
                 assert stderr_function(wrapped) is not None, (fam.name, metric)
+
+
+def test_a_budgeted_task_declares_each_interval_as_a_metric_of_its_own():
+    """No hook on lm-eval's aggregation: ``<metric>_ci95`` is a ``metric_list`` entry, on budgeted runs only, for
+    exactly the metrics with a budgeted statistic; its value is the [low, high] of that metric's estimate."""
+    from belief_tasks.families import FAMILIES
+    from belief_tasks.scoring.budgeted import estimates
+    from belief_tasks.scoring.common import SameRecord
+    from belief_tasks.tasks.base import interval_entries
+
+    fam = FAMILIES["bear"]
+    entries = [{"metric": m, "aggregation": agg, "higher_is_better": hib} for m, (agg, hib) in fam.metrics.items()]
+    assert interval_entries("bear", entries, {"budget": "none"}) == [] == interval_entries("bear", entries, {})
+    added = interval_entries("bear", entries, {"budget": 0.5})
+    assert [e["metric"] for e in added] == [f"{m}_ci95" for m in fam.metrics if m in fam.budgeted.statistics]
+    assert interval_entries("belief_mlm", entries, {"budget": 0.5}) == []  # a family without estimators: none
+    from test_budget_report import bear_records
+
+    records = bear_records(100, {"P1": 8, "P2": 2}, 0.6)
+    first = added[0]
+    metric = first["metric"].removesuffix("_ci95")
+    low, high = first["aggregation"]([SameRecord(r, metric) for r in records])
+    found = estimates(fam.budgeted, records)[metric]
+    assert (low, high) == (found.low, found.high) and low <= found.estimate <= high

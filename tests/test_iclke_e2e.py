@@ -46,7 +46,7 @@ def test_iclke_sample_easy_relations_beat_chance(model_path):
     assert out["acc_macro,none"] == pytest.approx(sum(per_rel.values()) / 2)
     # Accuracy@K from the logged records equals the aggregated number (NaN when D_K is empty)
     for k in M.THRESHOLDS:
-        want = M.accuracy_at_k([r["logprobs"] for r in recs], [r["gold_index"] for r in recs], k)
+        want = M.accuracy_at_confidence([r["logprobs"] for r in recs], [r["gold_index"] for r in recs], k)
         got = out[f"acc@{k},none"]
         assert (math.isnan(want) and math.isnan(got)) or got == pytest.approx(want)
     # every option of a fact was one loglikelihood request on the same context σ

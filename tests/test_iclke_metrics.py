@@ -56,12 +56,12 @@ def test_accuracy_at_k_by_hand():
     ]
     gold = [0, 0, 0, 0]
     assert M.accuracy(lps, gold) == 0.5
-    assert M.accuracy_at_k(lps, gold, 0.1) == 0.5  # all four
-    assert M.accuracy_at_k(lps, gold, 0.5) == pytest.approx(1 / 3)  # 0.8, 0.6, 0.5: correct, wrong, tie
-    assert M.accuracy_at_k(lps, gold, 0.6) == 0.5  # 0.8 correct, 0.6 wrong
-    assert M.accuracy_at_k(lps, gold, 0.7) == 1.0
-    assert math.isnan(M.accuracy_at_k(lps, gold, 0.9))  # nothing that confident
-    assert M.coverage_at_k(lps, 0.5) == 0.75
+    assert M.accuracy_at_confidence(lps, gold, 0.1) == 0.5  # all four
+    assert M.accuracy_at_confidence(lps, gold, 0.5) == pytest.approx(1 / 3)  # 0.8, 0.6, 0.5: correct, wrong, tie
+    assert M.accuracy_at_confidence(lps, gold, 0.6) == 0.5  # 0.8 correct, 0.6 wrong
+    assert M.accuracy_at_confidence(lps, gold, 0.7) == 1.0
+    assert math.isnan(M.accuracy_at_confidence(lps, gold, 0.9))  # nothing that confident
+    assert M.coverage_at_confidence(lps, 0.5) == 0.75
     assert M.THRESHOLDS == (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
 
 
@@ -89,8 +89,8 @@ def test_stderrs_and_gold_confidences_by_hand():
     gold = [0, 0, 0, 0]  # correct, wrong, correct, tie (wrong)
     assert M.accuracy_stderr(lps, gold) == pytest.approx(math.sqrt(0.5 * 0.5 / 4))
     # D_0.5 = confidences 0.8, 0.6, 0.5: correct, wrong, tie -> p = 1/3 over 3
-    assert M.accuracy_at_k_stderr(lps, gold, 0.5) == pytest.approx(math.sqrt((1 / 3) * (2 / 3) / 3))
-    assert math.isnan(M.accuracy_at_k_stderr(lps, gold, 0.9))
+    assert M.accuracy_at_confidence_stderr(lps, gold, 0.5) == pytest.approx(math.sqrt((1 / 3) * (2 / 3) / 3))
+    assert math.isnan(M.accuracy_at_confidence_stderr(lps, gold, 0.9))
     np.testing.assert_allclose(M.gold_confidences(lps, gold), [0.8, 0.4, 0.45, 0.5])
 
 

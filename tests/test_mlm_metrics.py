@@ -30,8 +30,8 @@ RECORDS = [
 
 def test_acc_at_k_and_mrr_per_prompt():
     ranks = [1, 3, None, 12]
-    assert M.acc_at_k(ranks, 1) == 0.25
-    assert M.acc_at_k(ranks, 10) == 0.5
+    assert M.vocabulary_top_k_share(ranks, 1) == 0.25
+    assert M.vocabulary_top_k_share(ranks, 10) == 0.5
     assert M.mean_reciprocal_rank(ranks) == pytest.approx((1 + 1 / 3 + 0 + 1 / 12) / 4)  # 17/48
 
 

@@ -112,10 +112,9 @@ for value in (0, "many"):
         options.parse_options(bear.KNOBS, {"toy_knob": value})
     except options.KnobError as e:
         out.setdefault("refused", []).append(str(e))
-options.declared_model_args = frozenset()  # as under belief-eval: an unknown key is an error
-check_metadata({"toy_knob": 5}, ICLKE_KNOBS)
+check_metadata({"toy_knob": 5}, ICLKE_KNOBS, model_args=())  # as under belief-eval: an unknown key is an error
 try:
-    check_metadata({"toy_knobs": 5}, ICLKE_KNOBS)
+    check_metadata({"toy_knobs": 5}, ICLKE_KNOBS, model_args=())
 except options.KnobError as e:
     out["unknown"] = str(e)
 print(json.dumps(out))

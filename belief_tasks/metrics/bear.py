@@ -58,8 +58,9 @@ def gold_rank(scores: Sequence[float], gold: int | Iterable[int]) -> int:
     raise ValueError(f"no gold index {sorted(gold_set)} among {len(scores)} options")
 
 
-def precision_at_k(ranks: Sequence[int], k: int = 1) -> float:
-    """Mean P@k over instances, eq. 2: P@k = 1 if the ground truth is among the top k options, else 0.
+def top_k_share(ranks: Sequence[int], k: int = 1) -> float:
+    """The share of instances whose ground truth is among their top k options: mean P@k, eq. 2 (P@k = 1 if
+    it is, else 0; the paper's "precision at k").
 
     ``ranks``: the 0-based rank of each instance's correct option. k=1 over every
     (instance, template) pair is the pooled BEAR score.
@@ -76,7 +77,7 @@ def template_scores(ranks: Sequence[int], template_index: Sequence[int]) -> dict
     groups: dict[int, list[int]] = defaultdict(list)
     for rank, t in zip(ranks, template_index):
         groups[int(t)].append(int(rank))
-    return {t: precision_at_k(groups[t], 1) for t in sorted(groups)}
+    return {t: top_k_share(groups[t], 1) for t in sorted(groups)}
 
 
 def bear_score(ranks: Sequence[int], template_index: Sequence[int]) -> float:
@@ -101,7 +102,7 @@ def accuracy_by(ranks: Sequence[int], groups: Sequence[str | Sequence[str]]) -> 
     for rank, names in zip(ranks, groups):
         for name in names if isinstance(names, (list, tuple)) else [names]:
             pooled[str(name)].append(int(rank))
-    return {g: precision_at_k(v, 1) for g, v in sorted(pooled.items())}
+    return {g: top_k_share(v, 1) for g, v in sorted(pooled.items())}
 
 
 # --------------------------------------------------------------------------- confidence (lm-pub-quiz 0.3.3)

@@ -44,8 +44,9 @@ def _ranks(ranks: Iterable[float | None]) -> np.ndarray:
     return np.array([math.inf if r is None else float(r) for r in ranks], dtype=float)
 
 
-def acc_at_k(ranks: Iterable[float | None], k: int) -> float:
-    """Acc@K (BELIEF v1 eq. 1): share of prompts whose golden object ranks within the top K."""
+def vocabulary_top_k_share(ranks: Iterable[float | None], k: int) -> float:
+    """Acc@K (BELIEF v1 eq. 1): share of prompts whose golden object ranks within the top K of the
+    vocabulary (1-based ranks; None, not rankable, never does)."""
     r = _ranks(ranks)
     return float(np.mean(r <= k)) if r.size else float("nan")
 

@@ -67,8 +67,8 @@ def accuracy(logprobs_list: Sequence[Sequence[float]], gold: Sequence[int]) -> f
     return float(c.mean()) if len(c) else float("nan")
 
 
-def accuracy_at_k(logprobs_list: Sequence[Sequence[float]], gold: Sequence[int], k: float) -> float:
-    """acc_K(θ, D_K) (eq. 5, appendix D).
+def accuracy_at_confidence(logprobs_list: Sequence[Sequence[float]], gold: Sequence[int], k: float) -> float:
+    """acc_K(θ, D_K) (eq. 5, appendix D), the paper's Accuracy@K: accuracy at confidence K, not a top-K rank.
 
     D_K = {c : normalised probability of pred(c) >= K}; acc_K is eq. 4 on D_K.
     NaN when D_K is empty (no instance is that confident).
@@ -85,7 +85,7 @@ def accuracy_stderr(logprobs_list: Sequence[Sequence[float]], gold: Sequence[int
     return binomial_stderr(_correct(logprobs_list, gold))
 
 
-def accuracy_at_k_stderr(logprobs_list: Sequence[Sequence[float]], gold: Sequence[int], k: float) -> float:
+def accuracy_at_confidence_stderr(logprobs_list: Sequence[Sequence[float]], gold: Sequence[int], k: float) -> float:
     """Standard error of acc_K (eq. 5) over D_K, the choices whose prediction has confidence >= K."""
     conf = np.array([prediction_confidence(lp) for lp in logprobs_list])
     return binomial_stderr(_correct(logprobs_list, gold)[conf >= k])
@@ -96,7 +96,7 @@ def gold_confidences(logprobs_list: Sequence[Sequence[float]], gold: Sequence[in
     return np.array([gold_confidence(lp, g) for lp, g in zip(logprobs_list, gold)], dtype=float)
 
 
-def coverage_at_k(logprobs_list: Sequence[Sequence[float]], k: float) -> float:
+def coverage_at_confidence(logprobs_list: Sequence[Sequence[float]], k: float) -> float:
     """|D_K| / |D|: the share of instances Accuracy@K (eq. 5) is computed on."""
     conf = np.array([prediction_confidence(lp) for lp in logprobs_list])
     return float((conf >= k).mean()) if len(conf) else float("nan")

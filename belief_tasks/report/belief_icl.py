@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from belief_tasks.metrics import belief as MB
+from belief_tasks.metrics import belief as belief_metrics
 from belief_tasks.metrics.comparison import subsumption_rate
 from belief_tasks.report.base import CardEntry, Context, Section, stderr, value
 from belief_tasks.report.output import fmt, heatmap, line_plot, pm
@@ -105,8 +105,8 @@ def build(ctx: Context) -> Section | None:
                 conf, correct = sampled_prompts(recs)
                 if not conf:
                     continue
-                n_bins = plot_bins(int(recs[0].get("bins", MB.DEFAULT_BINS)), len(conf))
-                bins = MB.calibration_bins(conf, correct, n_bins)
+                n_bins = plot_bins(int(recs[0].get("bins", belief_metrics.DEFAULT_BINS)), len(conf))
+                bins = belief_metrics.calibration_bins(conf, correct, n_bins)
                 setting = SETTING_LABEL.get(style_setting(task)[1], task.name)
                 series.append((f"{setting} (n={len(conf)})", [b["confidence"] for b in bins], [b["accuracy"] for b in bins]))
                 for i, b in enumerate(bins, 1):

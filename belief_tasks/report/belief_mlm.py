@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from belief_tasks.metrics import belief as MB
+from belief_tasks.metrics import belief as belief_metrics
 from belief_tasks.report.belief_icl import plot_bins
 from belief_tasks.report.base import CardEntry, Context, Section, stderr, value
 from belief_tasks.report.output import fmt, line_plot, pm
@@ -51,7 +51,7 @@ def build(ctx: Context) -> Section | None:
             recs = [r for r in task.records() if r.get("confidence") is not None]
             if not recs:
                 continue
-            bins = MB.calibration_bins([r["confidence"] for r in recs], hits(recs), plot_bins(MB.DEFAULT_BINS, len(recs)))
+            bins = belief_metrics.calibration_bins([r["confidence"] for r in recs], hits(recs), plot_bins(belief_metrics.DEFAULT_BINS, len(recs)))
             label = run.name if len({t.name for _, t in found}) == 1 else f"{run.name} · {task.name}"
             series.append((label, [b["confidence"] for b in bins], [b["accuracy"] for b in bins]))
             bins_rows += [{"model": run.name, "task": task.name, "bin": i, **b} for i, b in enumerate(bins, 1)]

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from belief_tasks.metrics import iclke as MI
+from belief_tasks.metrics import iclke as iclke_metrics
 from belief_tasks.metrics.comparison import mean_subsumption_rate
 from belief_tasks.report.base import CardEntry, Context, Section, stderr, value
 from belief_tasks.report.output import fmt, heatmap, line_plot, pm
@@ -58,7 +58,7 @@ def build(ctx: Context) -> Section | None:
             continue
 
         # ---- per-relation heatmap (Figure 5)
-        per_rel = pd.DataFrame({r.name: MI.per_relation_accuracy(*columns(t.records())) for r, t in with_records})
+        per_rel = pd.DataFrame({r.name: iclke_metrics.per_relation_accuracy(*columns(t.records())) for r, t in with_records})
         per_rel.index.name = "relation"
         per_rel = per_rel.loc[per_rel.mean(axis=1).sort_values(ascending=False).index]  # best-known relations first
         md.append("#### Accuracy per relation (cf. Figure 5)\n")
@@ -82,9 +82,9 @@ def build(ctx: Context) -> Section | None:
         series, rows = [], []
         for run, task in with_records:
             lps, gold, _ = columns(task.records())
-            ks = list(MI.THRESHOLDS)
-            accs = [MI.accuracy_at_k(lps, gold, k) for k in ks]
-            covs = [MI.coverage_at_k(lps, k) for k in ks]
+            ks = list(iclke_metrics.THRESHOLDS)
+            accs = [iclke_metrics.accuracy_at_confidence(lps, gold, k) for k in ks]
+            covs = [iclke_metrics.coverage_at_confidence(lps, k) for k in ks]
             series.append((run.name, ks, accs))
             rows += [{"model": run.name, "K": f"{k:.1f}", "accuracy@K": a, "share with confidence ≥ K": c} for k, a, c in zip(ks, accs, covs)]
         md.append("#### Accuracy@K (cf. Figure 8)\n")

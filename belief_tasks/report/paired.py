@@ -18,7 +18,7 @@ import pandas as pd
 from belief_tasks.report.base import Context, Section, value
 from belief_tasks.families import budget_estimators
 from belief_tasks.scoring.budgeted import BudgetError, is_budgeted, paired_estimates
-from belief_tasks.scoring.common import unwrap
+from belief_tasks.scoring.common import records_behind
 
 TITLE = "Paired differences"
 
@@ -50,7 +50,7 @@ def _rows(ctx: Context, family: str, a, b, notes: list[str]) -> list[dict]:
     except (BudgetError, ValueError) as e:
         notes.append(f"`{task_a.name}`: {run_a.name} and {run_b.name} are not paired ({e}).")
         return []
-    budgeted = is_budgeted(unwrap(task_a.records()))
+    budgeted = is_budgeted(records_behind(task_a.records()))
     na, nb = ctx.numbers(run_a, task_a.name), ctx.numbers(run_b, task_b.name)
     return [{"task": task_a.name, "metric": m, "A": run_a.name, "B": run_b.name, "value A": value(na, m),
              "value B": value(nb, m), "A − B": difference_text(iv, budgeted), "difference": iv.estimate,

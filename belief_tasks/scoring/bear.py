@@ -16,7 +16,7 @@ from typing import Callable, Mapping, Optional, Sequence, TypedDict
 
 import numpy as np
 
-from belief_tasks.metrics import bear as M
+from belief_tasks.metrics import bear as bear_metrics
 from belief_tasks.metrics.budgeted import bear as budgeted
 from belief_tasks.metrics.intervals import Units
 from belief_tasks.metrics.stats import weighted_mean_stderr
@@ -56,12 +56,12 @@ _memo = Memo()
 
 def record_scores(record: Mapping):
     """A record's option scores under its own reduction (eq. 1, or per token)."""
-    return M.reduce_scores(record["ll"], record.get("n_tokens"), record.get("reduction", "sum"))
+    return bear_metrics.reduce_scores(record["ll"], record.get("n_tokens"), record.get("reduction", "sum"))
 
 
 def record_rank(record: Mapping) -> int:
     """0-based rank of the record's correct option, recomputed from its log-likelihoods."""
-    return M.gold_rank(record_scores(record), record["gold"])
+    return bear_metrics.gold_rank(record_scores(record), record["gold"])
 
 
 def ranks_of(records: Sequence[Mapping]) -> list[int]:
@@ -98,13 +98,13 @@ def known(records: Sequence[Mapping]) -> dict[str, bool]:
 
 
 def _bear_stderr(records) -> float:
-    return M.bear_score_stderr(ranks_of(records), templates_of(records))
+    return bear_metrics.bear_score_stderr(ranks_of(records), templates_of(records))
 
 
 @with_stderr(_bear_stderr)
 def agg_bear(records):
     """BEAR score: per-template P@1 averaged over templates; stderr across templates (Table 3)."""
-    return M.bear_score(ranks_of(records), templates_of(records))
+    return bear_metrics.bear_score(ranks_of(records), templates_of(records))
 
 
 def _cardinality_agg(cardinality: str, name: str):
@@ -113,9 +113,9 @@ def _cardinality_agg(cardinality: str, name: str):
     def of(records):
         return _ranks_where(records, lambda r: r["cardinality"] == cardinality)
 
-    @with_stderr(lambda records: M.bear_score_stderr(*of(records)), name)
+    @with_stderr(lambda records: bear_metrics.bear_score_stderr(*of(records)), name)
     def agg(records):
-        return M.bear_score(*of(records))
+        return bear_metrics.bear_score(*of(records))
 
     return agg
 
@@ -130,9 +130,9 @@ def _p_at_k_agg(k: int, template: int | None, name: str):
     def ranks(records):
         return ranks_of(records) if template is None else _ranks_where(records, lambda r: int(r["template_index"]) == template)[0]
 
-    @with_stderr(lambda records: M.mean_stderr([int(r < k) for r in ranks(records)]), name)
+    @with_stderr(lambda records: bear_metrics.mean_stderr([int(r < k) for r in ranks(records)]), name)
     def agg(records):
-        return M.precision_at_k(ranks(records), k)
+        return bear_metrics.top_k_share(ranks(records), k)
 
     return agg
 
@@ -161,12 +161,12 @@ def scores_by_relation(records: Sequence[Mapping]) -> dict[str, tuple[list, list
 
 def confidence_by_relation(records: Sequence[Mapping]) -> dict[str, dict]:
     """``metrics.bear.relation_confidence`` of each relation's records."""
-    return {rel: M.relation_confidence(s, g) for rel, (s, g) in scores_by_relation(records).items()}
+    return {rel: bear_metrics.relation_confidence(s, g) for rel, (s, g) in scores_by_relation(records).items()}
 
 
 def instance_values(records: Sequence[Mapping], key: str) -> list[float]:
     """A per-instance term (``metrics.bear.instance_confidences``) of every record, relation by relation."""
-    return [float(v) for s, g in scores_by_relation(records).values() for v in M.instance_confidences(s, g)[key]]
+    return [float(v) for s, g in scores_by_relation(records).values() for v in bear_metrics.instance_confidences(s, g)[key]]
 
 
 def subset_values(records: Sequence[Mapping], term: str, subset: str | None) -> tuple[list[float], list[float]]:
@@ -177,7 +177,7 @@ def subset_values(records: Sequence[Mapping], term: str, subset: str | None) -> 
     mean over relations of ``_confidence_agg``."""
     values, weights = [], []
     for s, g in scores_by_relation(records).values():
-        arrays = M.instance_confidences(s, g)
+        arrays = bear_metrics.instance_confidences(s, g)
         hit = arrays["correct"] > 0
         x = arrays[term][hit if subset == "correct" else ~hit if subset == "incorrect" else slice(None)]
         if len(x) == 0 or np.isnan(x).any():
@@ -211,7 +211,7 @@ def _confidence_agg(name: str):
     metric, subset, term, _ = CONFIDENCE_METRICS[name]
     if subset in ("all", None):
         def stderr(rs):
-            return M.mean_stderr(subset_values(rs, term, None)[0])
+            return bear_metrics.mean_stderr(subset_values(rs, term, None)[0])
     else:
         def stderr(rs):
             return weighted_mean_stderr(*subset_values(rs, term, subset))
@@ -220,7 +220,7 @@ def _confidence_agg(name: str):
     def agg(records):
         per_relation = confidence_by_relation(records).values()
         values = [v[metric] if subset is None else v[metric][subset] for v in per_relation]
-        return M.support_weighted_mean(values, [v["support"] for v in per_relation])
+        return bear_metrics.support_weighted_mean(values, [v["support"] for v in per_relation])
 
     return agg
 
@@ -249,7 +249,7 @@ def instance_order(records: Sequence[Mapping]) -> list[int]:
 def doc_confidences(records: Sequence[Mapping]) -> dict[str, list[float]]:
     """Each record's per-doc confidence terms (``metrics.bear.instance_confidences`` over its relation's
     records: ``correct`` and ``budgeted.CONFIDENCE_TERMS``), in record order."""
-    terms = {rel: M.instance_confidences(s, g) for rel, (s, g) in scores_by_relation(records).items()}
+    terms = {rel: bear_metrics.instance_confidences(s, g) for rel, (s, g) in scores_by_relation(records).items()}
     seen: dict[str, int] = {}
     position = [0] * len(records)  # each record's row in its relation's group
     for i in instance_order(records):

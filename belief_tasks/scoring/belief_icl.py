@@ -16,10 +16,10 @@ import logging
 from typing import Iterable, Iterator, NamedTuple, Optional, TypedDict
 
 from belief_tasks import seeding
-from belief_tasks.metrics import belief as M
+from belief_tasks.metrics import belief as belief_metrics
 from belief_tasks.metrics.budgeted import belief as budgeted
 from belief_tasks.metrics.intervals import Units
-from belief_tasks.scoring.common import Memo, most_templates, unwrap, with_stderr
+from belief_tasks.scoring.common import Memo, most_templates, records_behind, with_stderr
 
 log = logging.getLogger("lm_eval.belief_icl")
 
@@ -80,7 +80,7 @@ def records_of(items: list) -> list[dict]:
     """The records, in the data's order (``order``: the order of a run's documents), whatever order
     they come in: records gathered rank by rank or pooled from relation shards aggregate exactly as
     one process's. Records of older logs (no ``order``) keep their order."""
-    recs = unwrap(items)
+    recs = records_behind(items)
     if recs and all(r.get("order") is not None for r in recs):
         recs.sort(key=lambda r: tuple(r["order"]))
     return recs
@@ -156,7 +156,7 @@ def _answers(items: list) -> list:
 def accuracy_values(items: list):
     """V_Acc@1: the N draws' accuracies (same records, same numbers)."""
     n_draws, seed = _setting(items, "draws"), _setting(items, "seed")
-    return _memo.get(records_of(items), ("draws", n_draws, seed), lambda: M.accuracy_draws(
+    return _memo.get(records_of(items), ("draws", n_draws, seed), lambda: belief_metrics.accuracy_draws(
         *_columns(items), n_draws=n_draws, seed=seeding.derive_seed(seed, "belief_icl", "accuracy_draws")))
 
 
@@ -165,7 +165,7 @@ def _once(name: str, fn, items: list):
     return _memo.get(records_of(items), name, lambda: fn(*_columns(items)))
 
 
-@with_stderr(lambda items: M.accuracy_stderr(*_columns(items)))
+@with_stderr(lambda items: belief_metrics.accuracy_stderr(*_columns(items)))
 def agg_acc(items: list) -> float:
     """Acc@1: mean of the N draws."""
     return float(accuracy_values(items).mean())
@@ -173,41 +173,41 @@ def agg_acc(items: list) -> float:
 
 @with_stderr(None)
 def agg_acc_range(items: list) -> float:
-    return M.fluctuation(accuracy_values(items))[0]
+    return belief_metrics.fluctuation(accuracy_values(items))[0]
 
 
 @with_stderr(None)
 def agg_acc_sd(items: list) -> float:
-    return M.fluctuation(accuracy_values(items))[1]
+    return belief_metrics.fluctuation(accuracy_values(items))[1]
 
 
-@with_stderr(lambda items: M.consistency_stderr(_prompts(items).fact_ids, _answers(items)))
+@with_stderr(lambda items: belief_metrics.consistency_stderr(_prompts(items).fact_ids, _answers(items)))
 def agg_consist(items: list) -> float:
-    return M.consistency(_prompts(items).fact_ids, _answers(items))
+    return belief_metrics.consistency(_prompts(items).fact_ids, _answers(items))
 
 
-@with_stderr(lambda items: M.overconfidence_stderr(*sampled_prompts(items)))
+@with_stderr(lambda items: belief_metrics.overconfidence_stderr(*sampled_prompts(items)))
 def agg_ovconf(items: list) -> float:
     conf, correct = sampled_prompts(items)
     if not conf:
         return float("nan")
     bins = _setting(items, "bins")
     first = records_of(items[:1])[0]
-    for i, b in enumerate(M.calibration_bins(conf, correct, bins), start=1):  # the report tabulates them
+    for i, b in enumerate(belief_metrics.calibration_bins(conf, correct, bins), start=1):  # the report tabulates them
         log.debug("belief %s/%s calibration bin %d/%d: n=%d confidence=%.4f acc=%.4f",
                   first["style"], first["context"], i, bins, b["size"], b["confidence"], b["accuracy"])
-    return M.overconfidence(conf, correct, bins)
+    return belief_metrics.overconfidence(conf, correct, bins)
 
 
-@with_stderr(lambda items: M.one_word_stderr(_answers(items)))
+@with_stderr(lambda items: belief_metrics.one_word_stderr(_answers(items)))
 def agg_one_word(items: list) -> float:
-    return M.one_word_ratio(_answers(items))
+    return belief_metrics.one_word_ratio(_answers(items))
 
 
-@with_stderr(lambda items: M.empty_answer_stderr(_answers(items)))
+@with_stderr(lambda items: belief_metrics.empty_answer_stderr(_answers(items)))
 def agg_empty_answer_rate(items: list) -> float:
     answers = _answers(items)
-    rate = M.empty_answer_rate(answers)
+    rate = belief_metrics.empty_answer_rate(answers)
     if rate:
         log.warning("%s: %d of %d greedy answers are empty or punctuation only; they are scored wrong, not dropped",
                     records_of(items[:1])[0]["style"], round(rate * len(answers)), len(answers))
@@ -215,9 +215,9 @@ def agg_empty_answer_rate(items: list) -> float:
 
 
 def _coverage(key: str):
-    @with_stderr(lambda items: _once("coverage_stderr", M.coverage_stderr, items)[key], f"agg_coverage_{key}")
+    @with_stderr(lambda items: _once("coverage_stderr", belief_metrics.coverage_stderr, items)[key], f"agg_coverage_{key}")
     def agg(items: list) -> float:
-        return _once("coverage", M.knowledge_coverage, items)[key]
+        return _once("coverage", belief_metrics.knowledge_coverage, items)[key]
 
     return agg
 

@@ -14,8 +14,8 @@ from __future__ import annotations
 from typing import Iterable, Mapping, Optional, Sequence, TypedDict
 
 from belief_tasks import seeding
-from belief_tasks.metrics import belief as B
-from belief_tasks.metrics import belief_mlm as M
+from belief_tasks.metrics import belief as belief_metrics
+from belief_tasks.metrics import belief_mlm as mlm_metrics
 from belief_tasks.metrics.stats import mean_stderr
 from belief_tasks.scoring.common import Memo, most_templates, with_stderr
 
@@ -65,7 +65,7 @@ def ranks_of(records: Sequence[Mapping]) -> list:
 
 def hits(records: Sequence[Mapping], k: int = 1) -> list[bool]:
     """Per prompt: is the golden object in the top k (Acc@k's summand)?"""
-    return [bool(M.hit(r["gold_rank"], k)) for r in records]
+    return [bool(mlm_metrics.hit(r["gold_rank"], k)) for r in records]
 
 
 def draw_columns(records: Sequence[Mapping], k: int) -> tuple:
@@ -88,7 +88,7 @@ def bias_columns(records: Sequence[Mapping]) -> tuple[list, list, list]:
 
 def correct(record: Mapping) -> bool:
     """The object ranked first at the mask (Acc@1's summand)."""
-    return bool(M.hit(record.get("gold_rank"), 1))
+    return bool(mlm_metrics.hit(record.get("gold_rank"), 1))
 
 
 def covered(records: Iterable[Mapping]) -> set[tuple[str, str]]:
@@ -108,12 +108,12 @@ def known(records: Iterable[Mapping]) -> dict[str, bool]:
 def accuracy_values(records: list, k: int = 1):
     """V_Acc@k: the accuracies of the N draws of one prompt per pair (``accuracy_draws`` knob, default 50,000)."""
     n_draws, seed = int(records[0]["draws"]), int(records[0]["seed"])
-    return _memo.get(records, ("draws", k, n_draws, seed), lambda: B.accuracy_draws(
+    return _memo.get(records, ("draws", k, n_draws, seed), lambda: belief_metrics.accuracy_draws(
         *draw_columns(records, k), n_draws=n_draws, seed=seeding.derive_seed(seed, "belief_mlm", "accuracy_draws", k)))
 
 
 def _acc(k: int):
-    @with_stderr(lambda records: B.accuracy_stderr(*draw_columns(records, k)), f"acc_at_{k}")
+    @with_stderr(lambda records: belief_metrics.accuracy_stderr(*draw_columns(records, k)), f"acc_at_{k}")
     def agg(records: list) -> float:
         """Acc@k: the mean of the N draws' accuracies (BELIEF v1 eq. 1, v3 section 2.2)."""
         return float(accuracy_values(records, k).mean())
@@ -126,23 +126,23 @@ acc_at_10 = _acc(10)
 
 
 def _reciprocal_expectations(records: list):
-    return M.fact_expectations(*prompt_ids(records), [M.reciprocal(r) for r in ranks_of(records)])
+    return mlm_metrics.fact_expectations(*prompt_ids(records), [mlm_metrics.reciprocal(r) for r in ranks_of(records)])
 
 
 @with_stderr(lambda records: mean_stderr(_reciprocal_expectations(records)))
 def mrr(records: list) -> float:
     """MRR (v1 eq. 2): the exact expectation over draws (what the mean of V_MRR estimates)."""
-    return M.expected_mrr(*prompt_ids(records), ranks_of(records))
+    return mlm_metrics.expected_mrr(*prompt_ids(records), ranks_of(records))
 
 
 @with_stderr(None)
 def acc_at_1_range(records: list) -> float:
-    return B.fluctuation(accuracy_values(records, 1))[0]
+    return belief_metrics.fluctuation(accuracy_values(records, 1))[0]
 
 
 @with_stderr(None)
 def acc_at_1_sd(records: list) -> float:
-    return B.fluctuation(accuracy_values(records, 1))[1]
+    return belief_metrics.fluctuation(accuracy_values(records, 1))[1]
 
 
 def _consistency_inputs(records: list):
@@ -150,19 +150,19 @@ def _consistency_inputs(records: list):
     return fact_ids, relation_ids, [r["pred"] for r in records]
 
 
-@with_stderr(lambda records: mean_stderr(M.fact_consistencies(*_consistency_inputs(records))))
+@with_stderr(lambda records: mean_stderr(mlm_metrics.fact_consistencies(*_consistency_inputs(records))))
 def consist(records: list) -> float:
-    return M.token_consistency(*_consistency_inputs(records))
+    return mlm_metrics.token_consistency(*_consistency_inputs(records))
 
 
 def _overconf(k: int, confidence: str, name: str):
     def inputs(records):
         return [r[confidence] for r in records], hits(records, k)
 
-    @with_stderr(lambda records: B.overconfidence_stderr(*inputs(records)), name)
+    @with_stderr(lambda records: belief_metrics.overconfidence_stderr(*inputs(records)), name)
     def agg(records: list) -> float:
         """Overconf@k (v1 eq. 6) with the record's ``confidence`` field as o_max (see docs/mlm.md)."""
-        return B.overconfidence(*inputs(records), B.DEFAULT_BINS)
+        return belief_metrics.overconfidence(*inputs(records), belief_metrics.DEFAULT_BINS)
 
     return agg
 
@@ -192,12 +192,12 @@ def prompts_dropped(records: list) -> float:
 
 @with_stderr(None)
 def bias_single(records: list) -> float:
-    return M.bias_single(*bias_columns(records))
+    return mlm_metrics.bias_single(*bias_columns(records))
 
 
 @with_stderr(None)
 def bias_multi(records: list) -> float:
-    return M.bias_multi(*bias_columns(records))
+    return mlm_metrics.bias_multi(*bias_columns(records))
 
 
 #: metric name -> (aggregation, higher is better) of the prompt tasks (``_belief_mlm_prompts.yaml``)

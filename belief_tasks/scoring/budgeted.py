@@ -12,8 +12,9 @@ nothing changes.
 A family's ``Estimators`` (its ``Family.budgeted`` in ``belief_tasks.families``) say how its records
 become per-fact units and which statistic each metric is. ``budget_aware(estimators, metric, agg)``
 wraps one aggregation: ``BeliefTask.aggregation`` hands lm-eval the wrapped functions, ``belief-report``
-recomputes with the same ones, and the harness writes each interval into the results JSON as
-``<metric>_ci95``. ``paired_estimates`` gives the difference of two runs on the same facts.
+recomputes with the same ones. Each estimated metric's interval is a metric of its own, ``<metric>_ci95``
+(``interval_metric``: a ``metric_list`` entry of a budgeted task, its value [low, high] in the results
+JSON). ``paired_estimates`` gives the difference of two runs on the same facts.
 
 Pure: numpy through ``belief_tasks.metrics``; no lm-eval.
 """
@@ -25,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Mapping, Sequence
 
 from belief_tasks.metrics.intervals import Design, Interval, Statistic, Units, difference, intervals, paired
-from belief_tasks.scoring.common import unwrap
+from belief_tasks.scoring.common import Bound, records_behind, with_stderr
 
 METHOD = "bootstrap"
 REPS = 500
@@ -91,7 +92,7 @@ def budget_aware(est: Estimators | None, metric: str, agg: Callable) -> Callable
     own_stderr = getattr(agg, "stderr", None)
 
     def value(items: list):
-        records = unwrap(items)
+        records = records_behind(items)
         if not is_budgeted(records):
             return agg(items)
         if metric in est.not_estimable:
@@ -101,13 +102,13 @@ def budget_aware(est: Estimators | None, metric: str, agg: Callable) -> Callable
         return estimates(est, records)[metric].estimate
 
     def stderr(items: list):
-        records = unwrap(items)
+        records = records_behind(items)
         if not is_budgeted(records):  # a full run's exact count (MONITOR's costs) has none: NaN, printed "N/A"
             return own_stderr(items) if own_stderr is not None else math.nan
         return math.nan if metric in est.not_estimable else estimates(est, records)[metric].se
 
     def interval(items: list) -> Interval | None:
-        records = unwrap(items)
+        records = records_behind(items)
         return estimates(est, records)[metric] if is_budgeted(records) and metric in est.statistics else None
 
     # every metric with an interval has a standard error: a budgeted run estimates even an exact count
@@ -116,6 +117,25 @@ def budget_aware(est: Estimators | None, metric: str, agg: Callable) -> Callable
     value.__name__ = value.__qualname__ = getattr(agg, "__name__", metric)
     value.__wrapped__ = agg
     return value
+
+
+#: the suffix of an interval's metric name: ``acc`` -> ``acc_ci95``
+INTERVAL_SUFFIX = "_ci95"
+
+
+def interval_metric(est: Estimators, metric: str) -> Callable:
+    """The aggregation of ``<metric>_ci95`` on a budgeted run: [low, high] of ``metric``'s 95 % interval, each a
+    ``Bound`` (four decimals in the printed table, every digit in the results JSON). It reads the records
+    ``metric`` reads (the doc's record, logged once) and the estimates computed for them (``estimates``).
+    It has no standard error of its own (lm-eval prints "N/A")."""
+
+    @with_stderr(None, name=metric + INTERVAL_SUFFIX)
+    def interval(items: list) -> list:
+        found = estimates(est, records_behind(items))[metric]
+        return [Bound(found.low), Bound(found.high)]
+
+    interval.interval_of = metric
+    return interval
 
 
 def missing(est: Estimators, metrics) -> list[str]:
@@ -136,7 +156,7 @@ def paired_estimates(est: Estimators, records_a: Sequence[dict], records_b: Sequ
     full-data values and its paired interval (a fact's values in both runs form one unit, so what the
     runs share cancels). Two budgeted runs must share their draw (same budget, seed, data); two full
     runs give the exact difference on their facts (a zero-width interval)."""
-    a, b = unwrap(records_a), unwrap(records_b)
+    a, b = records_behind(records_a), records_behind(records_b)
     if is_budgeted(a) != is_budgeted(b):
         raise BudgetError("a budgeted run can be paired only with a run at the same budget")
     ua, ub = est.units(a), est.units(b)

@@ -80,7 +80,7 @@ class SameRecord:
 SAME_AS = re.compile(r"<same as ([^<>]+)>")
 
 
-def unwrap(items: Iterable) -> list:
+def records_behind(items: Iterable) -> list:
     """The records behind ``items`` (``SameRecord`` references resolved)."""
     return [x.record if isinstance(x, SameRecord) else x for x in items]
 
@@ -118,9 +118,9 @@ def on_records(agg: Callable) -> Callable:
     own = stderr_function(agg)
 
     def value(items: list):
-        return agg(unwrap(items))
+        return agg(records_behind(items))
 
-    value.stderr = None if own is None else (lambda items: own(unwrap(items)))
+    value.stderr = None if own is None else (lambda items: own(records_behind(items)))
     value.reads_records = True
     value.__name__ = value.__qualname__ = getattr(agg, "__name__", "aggregation")
     value.__wrapped__ = agg

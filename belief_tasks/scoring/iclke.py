@@ -13,7 +13,7 @@ from typing import Mapping, Optional, Sequence, TypedDict
 
 import numpy as np
 
-from belief_tasks.metrics import iclke as M
+from belief_tasks.metrics import iclke as iclke_metrics
 from belief_tasks.metrics.budgeted import iclke as budgeted
 from belief_tasks.metrics.intervals import Units
 from belief_tasks.metrics.stats import mean_stderr
@@ -64,7 +64,7 @@ def _lp_gold(records):
 
 def correct(record: Mapping) -> bool:
     """φ(θ, F) for one fact: its gold option has the highest probability."""
-    return bool(M.is_correct(record["logprobs"], int(record["gold_index"])))
+    return bool(iclke_metrics.is_correct(record["logprobs"], int(record["gold_index"])))
 
 
 def known(records: Sequence[Mapping]) -> dict[str, bool]:
@@ -85,34 +85,34 @@ def known_by_relation(records: Sequence[Mapping]) -> dict[str, set[str]]:
 # --- aggregations (lm-eval passes the list of records) ---------------------------------------------------
 
 
-@with_stderr(lambda records: M.accuracy_stderr(*_lp_gold(records)))
+@with_stderr(lambda records: iclke_metrics.accuracy_stderr(*_lp_gold(records)))
 def acc(records) -> float:
     """Eq. 4 over all test facts, pooled."""
-    return M.accuracy(*_lp_gold(records))
+    return iclke_metrics.accuracy(*_lp_gold(records))
 
 
-@with_stderr(lambda records: M.macro_accuracy_stderr(*columns(records)))
+@with_stderr(lambda records: iclke_metrics.macro_accuracy_stderr(*columns(records)))
 def acc_macro(records) -> float:
     """The mean of per-relation accuracies (the paper's averages over relations)."""
-    return M.macro_accuracy(*columns(records))
+    return iclke_metrics.macro_accuracy(*columns(records))
 
 
-@with_stderr(lambda records: mean_stderr(M.gold_confidences(*_lp_gold(records))))
+@with_stderr(lambda records: mean_stderr(iclke_metrics.gold_confidences(*_lp_gold(records))))
 def gold_prob(records) -> float:
     """The mean probability of the gold option, normalised over the options."""
-    return float(np.mean(M.gold_confidences(*_lp_gold(records))))
+    return float(np.mean(iclke_metrics.gold_confidences(*_lp_gold(records))))
 
 
 def _acc_at(k: float):
-    @with_stderr(lambda records: M.accuracy_at_k_stderr(*_lp_gold(records), k), f"acc_at_{int(round(k * 100))}")
+    @with_stderr(lambda records: iclke_metrics.accuracy_at_confidence_stderr(*_lp_gold(records), k), f"acc_at_{int(round(k * 100))}")
     def agg(records) -> float:
         """Eq. 5 (appendix D): accuracy on the facts whose predicted option has probability >= K."""
-        return M.accuracy_at_k(*_lp_gold(records), k)
+        return iclke_metrics.accuracy_at_confidence(*_lp_gold(records), k)
 
     return agg
 
 
-_ACC_AT = tuple(_acc_at(k) for k in M.THRESHOLDS)
+_ACC_AT = tuple(_acc_at(k) for k in iclke_metrics.THRESHOLDS)
 acc_at_10, acc_at_20, acc_at_30, acc_at_40, acc_at_50, acc_at_60, acc_at_70, acc_at_80, acc_at_90 = _ACC_AT
 
 def budget_units(records: Sequence[Mapping]) -> Units:
@@ -125,5 +125,5 @@ METRICS = {
     "acc": (acc, True),
     "acc_macro": (acc_macro, True),
     "gold_prob": (gold_prob, True),
-    **{f"acc@{k}": (agg, True) for k, agg in zip(M.THRESHOLDS, _ACC_AT)},
+    **{f"acc@{k}": (agg, True) for k, agg in zip(iclke_metrics.THRESHOLDS, _ACC_AT)},
 }

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Callable, Mapping, Sequence, TypedDict
 
-from belief_tasks.metrics import monitor as M
+from belief_tasks.metrics import monitor as monitor_metrics
 from belief_tasks.metrics.budgeted import monitor as budgeted
 from belief_tasks.metrics.intervals import Units
 from belief_tasks.scoring.common import Memo, with_stderr
@@ -64,17 +64,17 @@ _memo = Memo()
 
 
 def facts_of(records: Sequence[Mapping]) -> list[dict]:
-    """Per-fact quantities of eqs. 1-3 (``M.fact_quantities``) with what the statistics group by, once per
+    """Per-fact quantities of eqs. 1-3 (``monitor_metrics.fact_quantities``) with what the statistics group by, once per
     run's records: every metric (the anchors' and accuracies, each with a bootstrap) reads them, and computing them takes seconds
     on all of FKTC."""
     return _memo.get(records, "facts", lambda: [{
-        **M.fact_quantities(r["primary"], r["frames"], r["negatives"]),
+        **monitor_metrics.fact_quantities(r["primary"], r["frames"], r["negatives"]),
         "relation": r["relation"],
         "correct": r["correct"],
         "positive_correct": r["positive_correct"],
         "interference_correct": r.get("interference_correct"),  # absent in records before monitor_accuracy
         "scored": (not r.get("only_correct_primary")) or bool(r["positive_correct"]),
-        "alpha": tuple(r.get("alpha") or M.DEFAULT_ALPHA),
+        "alpha": tuple(r.get("alpha") or monitor_metrics.DEFAULT_ALPHA),
     } for r in records])
 
 
@@ -95,7 +95,7 @@ def _alpha(facts: list[dict]) -> tuple:
     alphas = {f["alpha"] for f in facts}
     if len(alphas) > 1:
         raise ValueError(f"records mix monitor_alpha settings {sorted(alphas)}")
-    return alphas.pop() if alphas else M.DEFAULT_ALPHA
+    return alphas.pop() if alphas else monitor_metrics.DEFAULT_ALPHA
 
 
 # --- which facts a model knows -------------------------------------------------------------------------
@@ -117,38 +117,38 @@ def known(records: Sequence[Mapping]) -> dict[str, bool]:
 def _monitor(facts: list[dict]) -> float:
     scored = [f for f in facts if f["scored"]]
     pfd, ird, prob = ([f[key] for f in scored] for key in ("pfd", "ird", "primary_prob"))
-    return M.monitor_over_relations([f["relation"] for f in scored], pfd, ird, prob, _alpha(scored))
+    return monitor_metrics.monitor_over_relations([f["relation"] for f in scored], pfd, ird, prob, _alpha(scored))
 
 
 def _mean_of(key: str, anchors: bool):
-    return lambda facts: M.mean_over_relations(*_column(facts, key, anchors))
+    return lambda facts: monitor_metrics.mean_over_relations(*_column(facts, key, anchors))
 
 
 def _accuracy(which: str):
-    return lambda facts: M.accuracy_over_relations(*_column(facts, "correct"), which)
+    return lambda facts: monitor_metrics.accuracy_over_relations(*_column(facts, "correct"), which)
 
 
 def _relation_extreme(which: str):
-    return lambda facts: M.accuracy_across_relations(*_column(facts, "correct"), which)
+    return lambda facts: monitor_metrics.accuracy_across_relations(*_column(facts, "correct"), which)
 
 
 def _paper_accuracy(which: str):
-    return lambda facts: M.accuracy_over_relations(*_column(facts, "interference_correct"), which)
+    return lambda facts: monitor_metrics.accuracy_over_relations(*_column(facts, "interference_correct"), which)
 
 
 def _paper_extreme(which: str):
-    return lambda facts: M.accuracy_across_relations(*_column(facts, "interference_correct"), which)
+    return lambda facts: monitor_metrics.accuracy_across_relations(*_column(facts, "interference_correct"), which)
 
 
 def _frame_accuracy(j: int):
-    return lambda facts: M.frame_accuracy_over_relations(*_column(facts, "correct"), j)
+    return lambda facts: monitor_metrics.frame_accuracy_over_relations(*_column(facts, "correct"), j)
 
 
 def _aggregation(stat: Callable[[list[dict]], float], name: str):
     """An aggregation over records with a bootstrap standard error over facts; its ``statistic`` (the same
     number from per-fact rows) gives ``per_relation`` a relation's value without recomputing the rows."""
 
-    @with_stderr(lambda records: M.bootstrap_stderr(facts_of(records), stat, iters=BOOTSTRAP_ITERS, seed=0),
+    @with_stderr(lambda records: monitor_metrics.bootstrap_stderr(facts_of(records), stat, iters=BOOTSTRAP_ITERS, seed=0),
                  f"agg_{name}")
     def agg(records):
         return stat(facts_of(records))

@@ -21,7 +21,7 @@ from typing import Callable, Mapping, Sequence
 
 from belief_tasks.metrics.intervals import Design, Interval, Units, difference, intervals, paired
 from belief_tasks.scoring.budgeted import METHOD, REPS, SEED, Estimators, is_budgeted
-from belief_tasks.scoring.common import unwrap
+from belief_tasks.scoring.common import records_behind
 
 #: population = LARGE x the subset's facts per relation: the finite-population correction 1 - 1/LARGE
 LARGE = 10**6
@@ -40,7 +40,7 @@ def _design(records: Sequence[dict], units: Units) -> Design:
 
 def subset_estimates(est: Estimators, records: Sequence, keep: Callable[[Mapping], bool]) -> dict[str, Interval]:
     """Every budgeted statistic of ``est`` on the records ``keep`` selects, with its interval over facts."""
-    chosen = [r for r in unwrap(records) if keep(r)]
+    chosen = [r for r in records_behind(records) if keep(r)]
     if not chosen:
         return {}
     units = est.units(chosen)
@@ -50,8 +50,8 @@ def subset_estimates(est: Estimators, records: Sequence, keep: Callable[[Mapping
 def paired_subset_estimates(est: Estimators, records_a: Sequence, records_b: Sequence,
                             keep: Callable[[Mapping], bool]) -> dict[str, Interval]:
     """Run A minus run B per statistic, on the selected facts (both runs must hold the same facts)."""
-    a = [r for r in unwrap(records_a) if keep(r)]
-    b = [r for r in unwrap(records_b) if keep(r)]
+    a = [r for r in records_behind(records_a) if keep(r)]
+    b = [r for r in records_behind(records_b) if keep(r)]
     if not a or not b:
         return {}
     ua, ub = est.units(a), est.units(b)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from lm_eval.api.instance import Instance
 from lm_eval.api.task import ConfigurableTask
@@ -26,7 +26,7 @@ from belief_tasks import budget, harness, options, preflight, seeding, truncatio
 from belief_tasks.budget import Draw
 from belief_tasks.families import FAMILIES, budget_estimators, knob_names
 from belief_tasks.options import COMMON, MODEL_ARGS, Knob, KnobError, Options, parse_options
-from belief_tasks.scoring.budgeted import budget_aware, missing
+from belief_tasks.scoring.budgeted import INTERVAL_SUFFIX, budget_aware, interval_metric, missing
 from belief_tasks.scoring.common import logged_once, on_records
 from belief_tasks.schema import Fact, FactSet, sampling_key
 from belief_tasks.sources import SOURCE_KNOBS
@@ -61,12 +61,15 @@ class BeliefTask(ConfigurableTask):
         harness.install()
         cfg = {k: v for k, v in (config or {}).items() if k != "class"}
         harness.OUR_TASKS.add(cfg.get("task"))
-        check_metadata(cfg.get("metadata"), self.KNOBS, cfg.get("task"))
+        #: an unknown metadata key, warned of when the requests are built unless the command that knows the run's
+        #: model arguments hands them over first (``declare_model_args``)
+        self.unknown_key = check_metadata(cfg.get("metadata"), self.KNOBS, cfg.get("task"))
         check_budget_supported(self.FAMILY, cfg.get("metadata"))
         cfg["metadata"] = {**(cfg.get("metadata") or {}), **stamp(cfg, self.FAMILY)}
         if "metric_list" not in cfg:  # the family's METRICS wire the task: no YAML repeats them
             cfg["metric_list"] = [{"metric": name, "aggregation": agg, "higher_is_better": higher}
                                   for name, (agg, higher) in self.metric_table(cfg).items()]
+        cfg["metric_list"] = [*cfg["metric_list"], *interval_entries(self.FAMILY, cfg["metric_list"], cfg["metadata"])]
         if self.SCORES_ITSELF:
             cfg["process_results"] = _scored_by_task
         super().__init__(config=cfg, **kwargs)
@@ -91,13 +94,20 @@ class BeliefTask(ConfigurableTask):
         estimate of the full-data value with its interval on a budgeted run's records."""
         if getattr(self, "_budget_aware", None) is None:
             est = budget_estimators(self.FAMILY)
-            self._budget_aware = {m: budget_aware(est, m, on_records(fn)) for m, fn in super().aggregation().items()}
+            self._budget_aware = {m: fn if hasattr(fn, "interval_of") else budget_aware(est, m, on_records(fn))
+                                  for m, fn in super().aggregation().items()}
         return self._budget_aware
 
     def process_results(self, doc: dict, results: list) -> dict:
         """The doc's metric values (``score_doc``), its record written once in the samples file: under the
-        first metric, and a ``SameRecord`` reference under the others (``scoring.common.logged_once``)."""
-        return logged_once(self.score_doc(doc, results))
+        first metric, and a ``SameRecord`` reference under the others (``scoring.common.logged_once``). On a
+        budgeted run each ``<metric>_ci95`` reads the record of its metric (``interval_entries``)."""
+        values = self.score_doc(doc, results)
+        for name, fn in self.aggregation().items():
+            of = getattr(fn, "interval_of", None)
+            if of in values:
+                values[name] = values[of]
+        return logged_once(values)
 
     def score_doc(self, doc: dict, results: list) -> dict:
         """metric -> value of one doc: the YAML's ``process_results`` (a family's class may override)."""
@@ -107,9 +117,17 @@ class BeliefTask(ConfigurableTask):
         """lm-eval's, then the requests measured against the evaluated model's context, before it scores
         any of them (``belief_tasks.truncation``); on a server or engine, one probe request of each kind
         (``belief_tasks.preflight``)."""
+        if self.unknown_key is not None:
+            log.warning("%s: %s (ignored: under a bare lm_eval a model argument cannot be told from a misspelt knob; "
+                        "belief-eval refuses it)", self.config.task, self.unknown_key)
         super().build_all_requests(*args, **kwargs)
         truncation.check(self, harness.evaluated_model())
         preflight.check(self, harness.evaluated_model())
+
+    def declare_model_args(self, model_args: Iterable[str]) -> None:
+        """The run's model-argument keys, from the command that knows them (``belief-eval``, the sweep, the
+        Trainer callback): a metadata key that is neither a knob nor one of them is refused (``KnobError``)."""
+        self.unknown_key = check_metadata(self.config.metadata, self.KNOBS, self.config.task, frozenset(model_args))
 
     @property
     def options(self) -> Options:
@@ -124,14 +142,16 @@ class BeliefTask(ConfigurableTask):
         return Instance(request_type=request_type, doc=doc, arguments=arguments, idx=idx, **rest)
 
 
-def check_metadata(metadata: Mapping[str, Any] | None, knobs: Sequence[Knob], task: str | None = None) -> None:
+def check_metadata(metadata: Mapping[str, Any] | None, knobs: Sequence[Knob], task: str | None = None,
+                   model_args: Iterable[str] | None = None) -> KnobError | None:
     """Every knob parses (type, range), and no key is unknown, before any data is read.
 
     One ``--metadata`` serves every task of a command, so a knob of any family of ours is a known key
     (only this family's are type-checked here; ``belief-eval`` then refuses a knob that no task of the
-    command reads: ``command_checks.check_knobs_read``). An unknown key is an error under ``belief-eval``, which
-    knows the run's model arguments; under a bare ``lm_eval`` (model args merged into the metadata,
-    indistinguishable) it is a warning."""
+    command reads: ``command_checks.check_knobs_read``). An unknown key is refused when the run's model
+    arguments are known (``model_args``: ``belief-eval`` and the sweep pass them); under a bare ``lm_eval``
+    (model args merged into the metadata, indistinguishable) it is returned, and the task warns of it
+    (``BeliefTask.unknown_key``)."""
     table = tuple(knobs) + SOURCE_KNOBS
     try:
         options.check_combinations(parse_options(table, metadata))
@@ -139,14 +159,13 @@ def check_metadata(metadata: Mapping[str, Any] | None, knobs: Sequence[Knob], ta
         involved = [k for k in table if k.name in str(e)]
         raise KnobError(e.knob, str(e).split(": ", 1)[1] + yaml_set(metadata, involved)) from None
     known = sorted(knob_names() | {k.name for k in table})
-    unknown = options.unknown_keys(metadata, known + list(STAMPED))
+    unknown = options.unknown_keys(metadata, known + list(STAMPED), model_args)
     if not unknown:
-        return
+        return None
     error = options.unknown_knob(unknown[0], known)
-    if options.declared_model_args is not None:
+    if model_args is not None:
         raise error
-    log.warning("%s: %s (ignored: under a bare lm_eval a model argument cannot be told from a misspelt knob; "
-                "belief-eval refuses it)", task or "task", error)
+    return error
 
 
 def yaml_set(metadata: Mapping[str, Any] | None, table: Sequence[Knob]) -> str:
@@ -173,10 +192,16 @@ def yaml_set(metadata: Mapping[str, Any] | None, table: Sequence[Knob]) -> str:
     return "".join(f"; {f}" for f in found)
 
 
+def budget_set(metadata: Mapping[str, Any] | None) -> bool:
+    """Whether ``metadata`` sets a budget (a value other than the knob's unset ones; parsed by ``check_metadata``)."""
+    unset = next(k.unset for k in COMMON if k.name == "budget")
+    return (metadata or {}).get("budget") not in unset
+
+
 def check_budget_supported(family: str, metadata: Mapping[str, Any] | None) -> None:
     """A budget only where the family's metrics have budgeted estimators (``Family.budgeted``): elsewhere its
     numbers would be the drawn facts' plain values, not estimates of the full run."""
-    if (metadata or {}).get("budget") in (None, "", "none"):
+    if not budget_set(metadata):
         return
     est = budget_estimators(family)
     if est is None:
@@ -187,6 +212,17 @@ def check_budget_supported(family: str, metadata: Mapping[str, Any] | None) -> N
     if lacking:
         raise KnobError("budget", f"{family}: metrics {lacking} have no budgeted statistic yet "
                         "(metrics/budgeted/); a budgeted run could not estimate them")
+
+
+def interval_entries(family: str, metric_list: Sequence[Mapping[str, Any]], metadata: Mapping[str, Any] | None) -> list[dict]:
+    """On a budgeted run, a ``metric_list`` entry ``<metric>_ci95`` for each metric with a budgeted statistic:
+    its 95 % interval, [low, high] in the results JSON (``scoring.budgeted.interval_metric``); [] otherwise."""
+    est = budget_estimators(family)
+    if est is None or not budget_set(metadata):
+        return []
+    return [{"metric": e["metric"] + INTERVAL_SUFFIX, "aggregation": interval_metric(est, e["metric"]),
+             "higher_is_better": e.get("higher_is_better", True)}
+            for e in metric_list if e["metric"] in est.statistics]
 
 
 def probe(name: str, dataset: str) -> Callable[[Callable], Callable]:

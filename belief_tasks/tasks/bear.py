@@ -19,7 +19,7 @@ from typing import Any, Mapping
 
 from belief_tasks.data import load_facts
 from belief_tasks.families import BEAR
-from belief_tasks.metrics import bear as M
+from belief_tasks.metrics import bear as bear_metrics
 from belief_tasks.options import KnobError, Options, parse_options
 from belief_tasks.prompts.bear import OptionRequests, option_requests
 from belief_tasks.schema import Fact, FactSet, Relation, SchemaError, fact_key
@@ -169,7 +169,7 @@ def process_results(doc, results) -> dict[str, dict]:
         **record_design(doc),
     }
     scores = record_scores(record)
-    pred = int(M.ranking(scores)[0])
-    rank = M.gold_rank(scores, gold)
+    pred = int(bear_metrics.ranking(scores)[0])
+    rank = bear_metrics.gold_rank(scores, gold)
     record.update(pred=pred, pred_label=options[pred], gold_label=options[gold[0]], rank=rank, correct=int(rank == 0))
     return {name: record for name in METRICS}

@@ -49,9 +49,9 @@ from belief_tasks import seeding
 from belief_tasks.data import load_facts
 from belief_tasks.families import BELIEF_ICL
 from belief_tasks.matching import contains_answer
-from belief_tasks.metrics import belief as M
+from belief_tasks.metrics import belief as belief_metrics
 from belief_tasks.options import Options, parse_options
-from belief_tasks.prompts import belief as P
+from belief_tasks.prompts import belief as belief_prompts
 from belief_tasks.schema import Fact, SchemaError, Template, fact_key
 from belief_tasks.scoring.belief_icl import METRICS, RECORD_METRIC
 from belief_tasks.scoring.common import SameRecord
@@ -86,19 +86,19 @@ class PromptSet:
     position: Mapping[str, tuple[int, int]]  # pair -> (relation, fact) index in the data, selection-free
     selection: Selection  # what select_facts chose (its budget design)
 
-    def demonstrations(self, fact: Fact, template: Template) -> list[P.Demonstration]:
-        return P.demonstrations(self.context, self.style, fact, template, facts_by_relation=self.by_relation,
+    def demonstrations(self, fact: Fact, template: Template) -> list[belief_prompts.Demonstration]:
+        return belief_prompts.demonstrations(self.context, self.style, fact, template, facts_by_relation=self.by_relation,
                                 all_facts=self.pool, templates=self.templates, seed=self.opts.seed)
 
     def render(self, fact: Fact, as_turns: bool = False) -> list:
         """The pair's prompt texts templates first (or, ``as_turns``, each as chat turns:
-        ``P.chat_turns``); demonstrations are drawn once per template (every subject expression of a
+        ``belief_prompts.chat_turns``); demonstrations are drawn once per template (every subject expression of a
         pair under one template sees the same ones)."""
-        build = P.chat_turns if as_turns else P.render
+        build = belief_prompts.chat_turns if as_turns else belief_prompts.render
         out = []
         for template in self.templates[fact.relation]:
             demos = self.demonstrations(fact, template)
-            out += [build(self.style, demos, P.query(template, s, self.style)) for s in fact.subject.expressions]
+            out += [build(self.style, demos, belief_prompts.query(template, s, self.style)) for s in fact.subject.expressions]
         return out
 
     def sampled_prompt(self, fact: Fact) -> int | None:
@@ -130,7 +130,7 @@ def prompt_set(style: str, context: str, metadata: Mapping[str, Any] | None) -> 
 def _prompt_set(style: str, context: str, metadata: Mapping[str, Any] | None, fs) -> PromptSet:
     opts = parse_options(KNOBS, metadata)
     manual_only = opts[f"{style}_templates"] == "manual"
-    templates = {rid: P.templates_for(rel, style, manual_only) for rid, rel in fs.relations.items()}
+    templates = {rid: belief_prompts.templates_for(rel, style, manual_only) for rid, rel in fs.relations.items()}
     usable = {rid for rid, ts in templates.items() if ts}
     selection = select_facts(fs, opts)
     facts = tuple(f for f in selection if f.relation in usable)
@@ -291,7 +291,7 @@ class BeliefICLTask(BeliefTask):
     def fewshot_context(self, doc, num_fewshot, system_instruction=None, apply_chat_template=False,
                         fewshot_as_multiturn=False, chat_template=None, gen_prefix=None):
         """lm-eval's context (one slot for the prompt); with ``--apply_chat_template --fewshot_as_multiturn``
-        the demonstrations become turns instead (``construct_requests``, ``P.chat_turns``)."""
+        the demonstrations become turns instead (``construct_requests``, ``belief_prompts.chat_turns``)."""
         multiturn = apply_chat_template and fewshot_as_multiturn and chat_template is not None
         self._multiturn = (chat_template, system_instruction) if multiturn else None
         return super().fewshot_context(doc, num_fewshot, system_instruction, apply_chat_template,
@@ -358,7 +358,7 @@ def make_record(doc: Mapping[str, Any], greedy: list[str], samples: list[str]) -
         "answers": answers,
         "correct": [judged[a] for a in answers],
         "sampled": j,
-        "confidence": M.sampled_confidence(answers[j], [extract_answer(s) for s in samples]) if samples else None,
+        "confidence": belief_metrics.sampled_confidence(answers[j], [extract_answer(s) for s in samples]) if samples else None,
         "n_samples": len(samples),
         "seed": int(doc["seed"]),
         "draws": int(doc["draws"]),

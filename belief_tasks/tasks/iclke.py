@@ -22,9 +22,9 @@ from typing import Any, Mapping
 
 from belief_tasks.data import load_facts
 from belief_tasks.families import ICLKE
-from belief_tasks.metrics import iclke as M
+from belief_tasks.metrics import iclke as iclke_metrics
 from belief_tasks.options import Options, parse_options
-from belief_tasks.prompts import iclke as P
+from belief_tasks.prompts import iclke as iclke_prompts
 from belief_tasks.schema import FactSet, fact_key
 from belief_tasks.scoring.iclke import METRICS
 from belief_tasks.tasks.base import BeliefTask, as_split, check_relations, record_design, probe, select_facts, unpack
@@ -34,9 +34,9 @@ log = logging.getLogger(__name__)
 KNOBS = ICLKE.knobs
 
 
-def params(opts: Options) -> P.Params:
+def params(opts: Options) -> iclke_prompts.Params:
     """The prompt layer's parameters from the parsed knobs."""
-    return P.Params(seed=opts.seed, n_examples=opts.n_examples, max_options=opts.max_options, demos=opts.demos,
+    return iclke_prompts.Params(seed=opts.seed, n_examples=opts.n_examples, max_options=opts.max_options, demos=opts.demos,
                     eic_lead=opts.eic_lead, eic_every=opts.eic_every)
 
 
@@ -51,7 +51,7 @@ def _splits(fs: FactSet, opts: Options):
     for rid, rel in fs.relations.items():
         if opts.relations is not None and rid not in opts.relations:
             continue
-        train, test = P.split_relation(fs.facts_of(rid), opts.seed, opts.train_size)
+        train, test = iclke_prompts.split_relation(fs.facts_of(rid), opts.seed, opts.train_size)
         if not train or not test:
             log.warning("IC-LKE: relation %s has %d training and %d test facts; skipped", rid, len(train), len(test))
             continue
@@ -69,21 +69,21 @@ def _base_doc(fact, rel, options, gold_index, opts: Options, method: str) -> dic
         "gold_index": gold_index,
         "options": options,
         "method": method,
-        "format": opts.format or P.DEFAULT_FORMAT[method],
+        "format": opts.format or iclke_prompts.DEFAULT_FORMAT[method],
     }
 
 
 def iclke_docs(fs: FactSet, metadata: Mapping[str, Any] | None) -> list[dict]:
     """One doc per test fact: σ(x, r) (eq. 1) and its option set."""
     opts = parse_options(KNOBS, metadata)
-    fmt, par = P.pair_format(opts.format or P.DEFAULT_FORMAT["iclke"]), params(opts)
+    fmt, par = iclke_prompts.pair_format(opts.format or iclke_prompts.DEFAULT_FORMAT["iclke"]), params(opts)
     docs = []
     for rel, train, test in _splits(fs, opts):
         for fact in test:
-            examples = P.choose_examples(fact, train, par)
-            options, gold = P.option_set(fact, rel, opts.seed, opts.max_options)
+            examples = iclke_prompts.choose_examples(fact, train, par)
+            options, gold = iclke_prompts.option_set(fact, rel, opts.seed, opts.max_options)
             doc = _base_doc(fact, rel, options, gold, opts, "iclke")
-            doc.update(context=fmt.render(P.as_pairs(examples), fact.subject.label), n_examples=len(examples),
+            doc.update(context=fmt.render(iclke_prompts.as_pairs(examples), fact.subject.label), n_examples=len(examples),
                        example_ids=[f.id for f in examples], **test.design(fact))
             docs.append(doc)
     return docs
@@ -99,7 +99,7 @@ def eiclke_docs(fs: FactSet, metadata: Mapping[str, Any] | None) -> list[dict]:
     docs = []
     for rel, train, test in _splits(fs, opts):
         drawn = {f.id for f in test}
-        for group in P.eic_groups(rel, train, test.population, params(opts)):
+        for group in iclke_prompts.eic_groups(rel, train, test.population, params(opts)):
             for slot in (s for s in group if s.fact.id in drawn):
                 doc = _base_doc(slot.fact, rel, slot.options, slot.gold_index, opts, "eiclke")
                 doc.update(group=slot.group, slot=slot.index, examples=slot.examples,
@@ -153,8 +153,8 @@ def doc_to_target(doc) -> int:
 
 def eic_context(doc, k: int) -> str:
     """The input before option k of this fact: sequence k of its group, up to its subject."""
-    fmt = P.pair_format(doc["format"])
-    return fmt.render(P.eic_pairs(unpack(doc, "examples"), unpack(doc, "prior"), k), doc["subject"])
+    fmt = iclke_prompts.pair_format(doc["format"])
+    return fmt.render(iclke_prompts.eic_pairs(unpack(doc, "examples"), unpack(doc, "prior"), k), doc["subject"])
 
 
 class IclkeTask(BeliefTask):
@@ -170,7 +170,7 @@ class EICLKETask(IclkeTask):
     group (appendix F). Requests stay plain ``loglikelihood`` ones, so every backend runs them."""
 
     def construct_requests(self, doc, ctx, **kwargs):
-        return [self.instance("loglikelihood", doc, (eic_context(doc, k), P.TARGET_DELIMITER + option), k, kwargs)
+        return [self.instance("loglikelihood", doc, (eic_context(doc, k), iclke_prompts.TARGET_DELIMITER + option), k, kwargs)
                 for k, option in enumerate(doc_to_choice(doc))]
 
 
@@ -181,7 +181,7 @@ def process_results(doc, results) -> dict:
     """One ``IclkeRecord`` per test fact, under every metric name (aggregations read the same fields)."""
     logprobs = [float(r[0]) if isinstance(r, (tuple, list)) else float(r) for r in results]
     gold = int(doc["gold_index"])
-    pred = M.prediction(logprobs)
+    pred = iclke_metrics.prediction(logprobs)
     record = {
         "relation": doc["relation"],
         "fact_id": doc["fact_id"],
@@ -196,8 +196,8 @@ def process_results(doc, results) -> dict:
         "logprobs": logprobs,
         "prediction": pred,
         "correct": pred == gold,
-        "gold_prob": M.gold_confidence(logprobs, gold),
-        "pred_prob": M.prediction_confidence(logprobs),
+        "gold_prob": iclke_metrics.gold_confidence(logprobs, gold),
+        "pred_prob": iclke_metrics.prediction_confidence(logprobs),
         "n_examples": int(doc["n_examples"]),
     }
     if doc.get("method") == "eiclke":

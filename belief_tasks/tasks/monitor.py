@@ -29,10 +29,10 @@ from belief_tasks.data import load_facts
 from belief_tasks.families import MONITOR
 from belief_tasks.matching import contains_answer
 from belief_tasks.options import KnobError, Options, parse_options
-from belief_tasks.prompts import monitor as P
+from belief_tasks.prompts import monitor as monitor_prompts
 from belief_tasks.schema import FactSet, SchemaError, fact_key
 from belief_tasks.scoring.monitor import MAX_FRAMES, metrics_of
-from belief_tasks.tasks import monitor_subwords as S
+from belief_tasks.tasks import monitor_subwords
 from belief_tasks.tasks.base import BeliefTask, as_split, record_design, probe, select_facts, unpack
 
 log = logging.getLogger(__name__)
@@ -50,7 +50,7 @@ def check_options(opts: Options) -> None:
 def answer_format(opts: Options) -> str:
     """The answer format's template (``answer_format`` resolved), refused with the knob's name."""
     try:
-        return P.answer_format(opts.answer_format)
+        return monitor_prompts.answer_format(opts.answer_format)
     except ValueError as e:
         raise KnobError("answer_format", str(e)) from None
 
@@ -76,9 +76,9 @@ def build_docs(fs: FactSet, opts: Options) -> list[dict]:
             "object": fact.object.label,
             "accepted": list(fact.object_expressions),
             "negatives": [n.label for n in fact.negatives],
-            "anchors": [{"key": a.key, "kind": a.kind, "text": a.text} for a in P.anchor_prompts(fact, rel, fmt)],
+            "anchors": [{"key": a.key, "kind": a.kind, "text": a.text} for a in monitor_prompts.anchor_prompts(fact, rel, fmt)],
             **({"interference": [{"frame": q.frame, "negative": q.negative, "text": q.text}
-                                 for q in P.interference_prompts(fact, rel, fmt)]} if opts.monitor_accuracy == "paper" else {}),
+                                 for q in monitor_prompts.interference_prompts(fact, rel, fmt)]} if opts.monitor_accuracy == "paper" else {}),
             **selection.design(fact),
         })
     return docs
@@ -87,7 +87,7 @@ def build_docs(fs: FactSet, opts: Options) -> list[dict]:
 def _dataset(metadata: Mapping[str, Any]) -> dict:
     opts = parse_options(KNOBS, metadata)
     check_options(opts)
-    S.Codec(metadata)  # no tokenizer, no run: say so before any model time
+    monitor_subwords.Codec(metadata)  # no tokenizer, no run: say so before any model time
     return as_split(build_docs(load_facts("fktc", metadata), opts))
 
 
@@ -114,7 +114,7 @@ def doc_to_target(doc) -> str:
 # --------------------------------------------------------------------------- requests and records
 
 
-def answered_anchors(pl: S.Plan, mode: str) -> list[dict]:
+def answered_anchors(pl: monitor_subwords.Plan, mode: str) -> list[dict]:
     """The anchors whose greedy answer is asked for: the positive context and the R frames (not with ``none``)."""
     return [] if mode == "none" else [a for a in pl.anchors if a["kind"] != "negative"]
 
@@ -128,12 +128,12 @@ def interference_of(doc, mode: str) -> list[dict]:
     return unpack(doc, "interference")
 
 
-def requests_of(pl: S.Plan, doc, opts: Options, gen_kwargs: Mapping[str, Any]) -> list[tuple[str, tuple]]:
+def requests_of(pl: monitor_subwords.Plan, doc, opts: Options, gen_kwargs: Mapping[str, Any]) -> list[tuple[str, tuple]]:
     """(request type, arguments) in order: the anchors' scoring first, then the greedy answers under the
     positive context and the frames, then the R x M frame-interference answers."""
     mode = opts.monitor_accuracy
     texts = [a["text"] for a in answered_anchors(pl, mode)] + [q["text"] for q in interference_of(doc, mode)]
-    return S.scoring_requests(pl, opts.monitor_route) + [("generate_until", (t, dict(gen_kwargs))) for t in texts]
+    return monitor_subwords.scoring_requests(pl, opts.monitor_route) + [("generate_until", (t, dict(gen_kwargs))) for t in texts]
 
 
 class MonitorTask(BeliefTask):
@@ -145,13 +145,13 @@ class MonitorTask(BeliefTask):
     # a left cut removes an anchor's leading misleading context or part of its frame: another anchor
     WHOLE_CONTEXT = "its anchors' contexts (the misleading context placed before a frame)"
 
-    def _plan(self, doc) -> S.Plan:
+    def _plan(self, doc) -> monitor_subwords.Plan:
         """The fact's subword plan, computed once for its requests and its results."""
         if getattr(self, "_codec", None) is None:
-            self._codec, self._plans = S.Codec(self.config.metadata), {}
+            self._codec, self._plans = monitor_subwords.Codec(self.config.metadata), {}
         key = (doc["relation"], doc["fact_id"])
         if key not in self._plans:
-            self._plans[key] = S.plan(doc, self._codec)
+            self._plans[key] = monitor_subwords.plan(doc, self._codec)
         return self._plans[key]
 
     def construct_requests(self, doc, ctx, **kwargs):
@@ -165,11 +165,11 @@ class MonitorTask(BeliefTask):
         return {name: record for name in metrics_of(record)}
 
 
-def make_record(doc, results: list, opts: Options, pl: S.Plan, codec: S.Codec) -> dict:
+def make_record(doc, results: list, opts: Options, pl: monitor_subwords.Plan, codec: monitor_subwords.Codec) -> dict:
     """The fact's record (``belief_tasks.scoring.monitor.MonitorRecord``) from its results in request order."""
     route, mode = opts.monitor_route, opts.monitor_accuracy
-    n_score = S.n_scoring_requests(pl, route)
-    probs = S.unit_probabilities(results[:n_score], pl, route)
+    n_score = monitor_subwords.n_scoring_requests(pl, route)
+    probs = monitor_subwords.unit_probabilities(results[:n_score], pl, route)
     kinds = [a["kind"] for a in pl.anchors]
     frame_ids = [a["key"] for a in pl.anchors if a["kind"] == "frame"]
     answers = answer_fields(doc, results[n_score:], answered_anchors(pl, mode), interference_of(doc, mode), frame_ids)
@@ -203,10 +203,10 @@ def answer_fields(doc, generated: list, answered: list[dict], grid: list[dict], 
     if len(generated) != len(answered) + len(grid):
         raise RuntimeError(f"{doc['fact_id']}: {len(generated)} greedy answers for {len(answered) + len(grid)} requests")
     accepted = unpack(doc, "accepted")
-    answers = {a["key"]: P.first_line(r) for a, r in zip(answered, generated)}
+    answers = {a["key"]: monitor_prompts.first_line(r) for a, r in zip(answered, generated)}
     rows: dict[str, list[str]] = {f: [] for f in frame_ids} if grid else {}
     for q, r in zip(grid, generated[len(answered):]):
-        rows[q["frame"]].append(P.first_line(r))
+        rows[q["frame"]].append(monitor_prompts.first_line(r))
     positive = answers.get("positive")
     return {
         "positive_answer": positive,
@@ -218,15 +218,15 @@ def answer_fields(doc, generated: list, answered: list[dict], grid: list[dict], 
     }
 
 
-def request_cost(codec: S.Codec, pl: S.Plan, route: str, generated: list, answered: list[dict],
+def request_cost(codec: monitor_subwords.Codec, pl: monitor_subwords.Plan, route: str, generated: list, answered: list[dict],
                  grid: list[dict]) -> dict[str, dict[str, int]]:
     """Requests and tokens the fact cost, per group: ``anchors`` (MONITOR's R + 1 + M scored anchors),
     ``answers`` (greedy answers under the positive context and the R frames), ``interference`` (the R x M
     accuracy generations). Tokens: the prompt (and scored answer) tokens each request holds, plus the
-    generated tokens of greedy requests (``S.Codec.generation_tokens``)."""
+    generated tokens of greedy requests (``monitor_subwords.Codec.generation_tokens``)."""
     gen_answers, gen_grid = generated[:len(answered)], generated[len(answered):]
     return {
-        "anchors": {"requests": S.n_scoring_requests(pl, route), "tokens": S.scoring_tokens(pl, route)},
+        "anchors": {"requests": monitor_subwords.n_scoring_requests(pl, route), "tokens": monitor_subwords.scoring_tokens(pl, route)},
         "answers": {"requests": len(answered), "tokens": codec.generation_tokens([a["text"] for a in answered], gen_answers)},
         "interference": {"requests": len(grid), "tokens": codec.generation_tokens([q["text"] for q in grid], gen_grid)},
     }

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from belief_tasks.options import MODEL_ARGS, parse_options
-from belief_tasks.prompts import monitor as P
+from belief_tasks.prompts import monitor as monitor_prompts
 from belief_tasks.requests import PER_TOKEN_LOGLIKELIHOOD
 from belief_tasks.tasks.base import model_tokenizer, unpack
 
@@ -80,9 +80,9 @@ def plan(doc: Mapping[str, Any], codec: Codec) -> Plan:
     """The subword units of a fact's answer, shared by all its anchors, and each anchor's token counts."""
     answer = " " + doc["object"]
     anchors = unpack(doc, "anchors")
-    pieces = [P.exact_cuts(codec.encode, a["text"], answer, codec.candidates(a["text"], answer)) for a in anchors]
-    cuts = P.subword_units(pieces, answer)
-    return Plan(answer, anchors, cuts, [P.unit_token_counts(p, cuts) for p in pieces],
+    pieces = [monitor_prompts.exact_cuts(codec.encode, a["text"], answer, codec.candidates(a["text"], answer)) for a in anchors]
+    cuts = monitor_prompts.subword_units(pieces, answer)
+    return Plan(answer, anchors, cuts, [monitor_prompts.unit_token_counts(p, cuts) for p in pieces],
                 [len(p.answer_ids) for p in pieces], [len(p.context_ids) for p in pieces])
 
 
@@ -91,7 +91,7 @@ def scoring_requests(pl: Plan, route: str) -> list[tuple[str, tuple]]:
     out: list[tuple[str, tuple]] = []
     for a in pl.anchors:
         if route == "prefix":
-            out += [("loglikelihood", args) for args in P.prefix_requests(a["text"], pl.answer, pl.cuts)]
+            out += [("loglikelihood", args) for args in monitor_prompts.prefix_requests(a["text"], pl.answer, pl.cuts)]
         else:
             out.append((PER_TOKEN_LOGLIKELIHOOD, (a["text"], pl.answer)))
     return out

@@ -11,17 +11,17 @@ from typing import Sequence
 
 import numpy as np
 
-from belief_tasks.metrics import iclke as M
+from belief_tasks.metrics import iclke as iclke_metrics
 from belief_tasks.metrics.budgeted import pooled, relation_mean
 from belief_tasks.metrics.intervals import Units, share
 
 
 def units(fact_ids: Sequence[str], logprobs_list: Sequence[Sequence[float]], gold: Sequence[int],
           relations: Sequence[str]) -> Units:
-    correct = np.array([M.is_correct(lp, g) for lp, g in zip(logprobs_list, gold)], dtype=float)
-    confidence = np.array([M.prediction_confidence(lp) for lp in logprobs_list])
-    columns = {"one": np.ones(len(correct)), "correct": correct, "gold_prob": M.gold_confidences(logprobs_list, gold)}
-    for i, k in enumerate(M.THRESHOLDS):
+    correct = np.array([iclke_metrics.is_correct(lp, g) for lp, g in zip(logprobs_list, gold)], dtype=float)
+    confidence = np.array([iclke_metrics.prediction_confidence(lp) for lp in logprobs_list])
+    columns = {"one": np.ones(len(correct)), "correct": correct, "gold_prob": iclke_metrics.gold_confidences(logprobs_list, gold)}
+    for i, k in enumerate(iclke_metrics.THRESHOLDS):
         columns[f"confident{i}"] = confidence >= k
         columns[f"confident_correct{i}"] = (confidence >= k) * correct
     return Units.of(list(fact_ids), list(relations), columns)
@@ -34,7 +34,7 @@ STATISTICS = {
     "acc": pooled("correct", "one"),
     "acc_macro": relation_mean("correct", "one"),
     "gold_prob": pooled("gold_prob", "one"),
-    **{f"acc@{k}": pooled(f"confident_correct{i}", f"confident{i}") for i, k in enumerate(M.THRESHOLDS)},
+    **{f"acc@{k}": pooled(f"confident_correct{i}", f"confident{i}") for i, k in enumerate(iclke_metrics.THRESHOLDS)},
 }
 for _stat in STATISTICS.values():  # accuracies and a probability: every interval inside [0, 1]
     share(_stat)
