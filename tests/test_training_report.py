@@ -2,6 +2,7 @@
 on hand-made BELIEF-ICL records of three checkpoints (values computed by hand below)."""
 
 import math
+import os
 
 import pytest
 from test_report_synthetic import icl_record, read_csv, write_run
@@ -14,6 +15,7 @@ T, F = True, False
 TRAINED_FACTS, HELD_FACTS = ["Aa", "Bb", "Cc", "Dd"], ["Ee", "Ff", "Gg", "Hh"]
 OUTSIDE = "Zz"  # a fact the split does not know: on neither side
 SUBJECTS = TRAINED_FACTS + HELD_FACTS + [OUTSIDE]
+HOME = os.path.expanduser("~")  # the checkpoints sit in the home folder, which a shared report must not name
 
 
 def key(subject: str) -> FactKey:
@@ -54,7 +56,7 @@ def records(known: list[bool]) -> list[dict]:
 def report(tmp_path_factory):
     root = tmp_path_factory.mktemp("training")
     for step, probes in KNOWN.items():
-        write_run(root / "runs", f"series/checkpoint-{step}", {t: records(k) for t, k in probes.items()},
+        write_run(root / "runs", f"{HOME}/series/checkpoint-{step}", {t: records(k) for t, k in probes.items()},
                   {t: {} for t in probes}, metadata={t: {"dataset": "sample"} for t in probes})
     split = FactSplit(frozenset(key(s).text for s in TRAINED_FACTS), frozenset(key(s).text for s in HELD_FACTS),
                       seed=7, share=0.5)
@@ -74,3 +76,4 @@ def test_agreement_between_probes_is_followed_across_checkpoints_per_side(report
     md = (report / "report.md").read_text()
     assert "Do the probes agree more as the facts are learnt?" in md
     assert "split seed 7, 4 trained and 4 held-out facts in the split" in md
+    assert "### `pretrained=~/series/checkpoint-{step}`" in md and f"{HOME}/series" not in md
