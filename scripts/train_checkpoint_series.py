@@ -73,9 +73,9 @@ def main(argv=None) -> int:
     ap.add_argument("--out", type=Path, default=cache_dir() / "checkpoints" / "series")
     ap.add_argument("--model", type=Path, default=default_model_path())
     ap.add_argument("--seed", type=int, default=1234, help="the split's seed and the Trainer's")
-    ap.add_argument("--steps", type=int, default=36)
+    ap.add_argument("--steps", type=int, default=160)
     ap.add_argument("--templates", choices=("manual", "all"), default="manual")
-    ap.add_argument("--checkpoints", type=int, default=6)
+    ap.add_argument("--checkpoints", type=int, default=5)
     ap.add_argument("--batch-size", type=int, default=16)
     ap.add_argument("--lr", type=float, default=3e-4)
     ap.add_argument("--max-minutes", type=float, default=15.0,

@@ -24,6 +24,7 @@ from belief_tasks.fact_split import HELD_OUT, TRAINED, FactSplit
 from belief_tasks.families import FAMILIES
 from belief_tasks.metrics.agreement import agreement_table, cohen_kappa
 from belief_tasks.report.base import Context, Section, value
+from belief_tasks.report.loading import home_relative
 from belief_tasks.report.output import line_plot, slug
 from belief_tasks.scoring.subsets import paired_subset_estimates, subset_estimates
 
@@ -209,15 +210,16 @@ def build(ctx: Context, x_pattern: str | None = None, split: FactSplit | None = 
         if table.empty:
             continue
         drawn += 1
-        md.append(f"### `{series}`\n")
-        md.append(w.table(table, f"training_{i}_{slug(series)[:40]}", "Headline metric per checkpoint.", digits=4))
+        shown = home_relative(series)  # reports are shared beyond the machine: no home folder in them
+        md.append(f"### `{shown}`\n")
+        md.append(w.table(table, f"training_{i}_{slug(shown)[:40]}", "Headline metric per checkpoint.", digits=4))
         groups = list(table.groupby("task", sort=True))
         lines = [(f"{task} ({grp['metric'].iloc[0]})", list(grp["step"]), list(grp["value"])) for task, grp in groups]
         # budgeted runs: their 95 % intervals as bands
         bands = [(list(grp["low"]), list(grp["high"])) if grp["low"].notna().any() else None for _, grp in groups]
         fig = line_plot(lines, "Knowledge over training", "training step", "headline metric", "task", xlim=None,
                         ylim=None, bands=bands)
-        md.append(w.figure(fig, f"training_{i}_{slug(series)[:40]}", "headline metrics against the training step"))
+        md.append(w.figure(fig, f"training_{i}_{slug(shown)[:40]}", "headline metrics against the training step"))
         if split is not None:
             md += split_markdown(ctx, i, series, points, split)
     if not drawn:
