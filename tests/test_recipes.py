@@ -136,10 +136,10 @@ def top_two_rate(ranks) -> float:
 
 AGG_TOP_TWO = '''
 
-@with_stderr(lambda records: M.mean_stderr([int(r < 2) for r in ranks_of(records)]))
+@with_stderr(lambda records: bear_metrics.mean_stderr([int(r < 2) for r in ranks_of(records)]))
 def agg_top_two(records):
     """The share of records whose gold option ranks first or second."""
-    return M.top_two_rate(ranks_of(records))
+    return bear_metrics.top_two_rate(ranks_of(records))
 
 
 #: metric name -> (aggregation, higher is better)'''
@@ -257,7 +257,7 @@ def hit_rate(scores, gold) -> float:
 
 from typing import TypedDict
 
-from belief_tasks.metrics import toy as M
+from belief_tasks.metrics import toy as toy_metrics
 from belief_tasks.metrics.stats import binomial_stderr
 from belief_tasks.scoring.common import Memo, with_stderr
 
@@ -279,7 +279,7 @@ def columns(records):
 
 
 def correct(record) -> bool:
-    return M.hit_rate([record["ll"]], [record["gold"]]) == 1.0
+    return toy_metrics.hit_rate([record["ll"]], [record["gold"]]) == 1.0
 
 
 def known(records) -> dict:
@@ -288,7 +288,7 @@ def known(records) -> dict:
 
 @with_stderr(lambda records: binomial_stderr([correct(r) for r in records]))
 def agg_hit(records) -> float:
-    return M.hit_rate(*columns(records))
+    return toy_metrics.hit_rate(*columns(records))
 
 
 METRICS = {"hit": (agg_hit, True)}
