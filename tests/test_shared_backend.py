@@ -257,7 +257,7 @@ def test_auto_batch_off_cuda_is_the_token_budget(shared, monkeypatch):
     longest = max(len(shared.tok_encode(p)) for p in PROMPTS[::2]) + GEN["max_gen_toks"]
     assert 8 < longest < 32  # so the budget gives 2 or 3 rows, neither 1 nor max_batch_size
     assert sizes == [64 // longest]
-    assert shared._generation_length is None  # the hint lives only during its call
+    assert shared._stock_generation is None  # the hint lives only during its call
     monkeypatch.setattr(shared, "max_batch_tokens", 10**6)
     assert shared._detect_batch_size() == 8  # capped by max_batch_size
 

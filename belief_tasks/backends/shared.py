@@ -242,8 +242,8 @@ class HFSharedPrefixLM(HFLM):
         #: the KV cache's name in this transformers: ``cache`` (current; ``past_key_values`` is deprecated and
         #: warns) or ``past_key_values`` (before the rename), as the model's forward names it
         self._cache_name = "cache" if "cache" in inspect.signature(self.model.forward).parameters else "past_key_values"
-        #: the longest prompt + new tokens of the stock generation call under way (``_detect_batch_size``)
-        self._generation_length: int | None = None
+        #: the requests of the stock generation call under way (``_detect_batch_size`` sizes "auto" by them)
+        self._stock_generation: list | None = None
         #: work counters, reset by the caller (the benchmark reads them)
         self.stats = {"tokens_forwarded": 0, "forward_calls": 0}
 
@@ -270,9 +270,13 @@ class HFSharedPrefixLM(HFLM):
         if requests:
             _, context_enc, continuation_enc = requests[pos]
             length = len((context_enc + continuation_enc)[-(self.max_length + 1) :][:-1])
+        elif self._stock_generation:  # tokenised only here: a fixed batch size never needs it
+            stock = self._stock_generation
+            length = max(len(self.tok_encode(r.args[0])) for r in stock) + max(
+                normalize_gen_kwargs(dict(r.args[1]), self.max_gen_toks)["max_gen_toks"] for r in stock)
         else:
-            length = self._generation_length or self.max_length
-        return max(1, min(self.max_batch_size, self.max_batch_tokens // max(1, length)))
+            length = self.max_length
+        return min(self.max_batch_size, self._rows_per_batch(length, None))
 
     def _call(self, input_ids: torch.Tensor, prefix: SharedPrefix | RowPrefixes, *, keep: int = 0, past=None,
               use_cache: bool = False):
@@ -474,13 +478,11 @@ class HFSharedPrefixLM(HFLM):
         )
         results: list[str | None] = [None] * len(requests)
         if plan.stock:  # stock generation, one request per distinct (context, kwargs)
-            stock = [requests[idx[0]] for idx in plan.stock]
-            self._generation_length = max(len(self.tok_encode(r.args[0])) for r in stock) + max(
-                normalize_gen_kwargs(dict(r.args[1]), self.max_gen_toks)["max_gen_toks"] for r in stock)
+            self._stock_generation = [requests[idx[0]] for idx in plan.stock]
             try:
-                texts = super().generate_until(stock, disable_tqdm=disable_tqdm)
+                texts = super().generate_until(self._stock_generation, disable_tqdm=disable_tqdm)
             finally:
-                self._generation_length = None
+                self._stock_generation = None
             for idx, text in zip(plan.stock, texts, strict=True):
                 for i in idx:
                     results[i] = text
