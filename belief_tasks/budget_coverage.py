@@ -1,7 +1,7 @@
 """The coverage study behind the budgeted intervals (``scripts/budget_coverage.py``, docs/budget.md).
 
 A *population* is every fact of a full run as per-fact columns (``metrics.intervals.Units``) with the
-family's statistics (``metrics.budgeted.<family>.STATISTICS``); its full-data values are the statistics
+family's statistics (each metric's ``budgeted`` in ``scoring.<family>.METRICS``); its full-data values are the statistics
 on every fact. ``simulate`` draws budgeted samples of it again and again with the project's own sampler
 (``belief_tasks.budget``: seed s ranks each relation's facts by their seeded hash, a budget keeps each
 relation's ``allocation`` first ones, so the budgets of one seed are nested as in real runs) and the
@@ -23,6 +23,7 @@ import numpy as np
 
 from belief_tasks import budget
 from belief_tasks.metrics.intervals import Design, Statistic, Totals, Units, intervals, t_quantile, totals
+from belief_tasks.scoring.common import Metric, budget_statistics, not_estimable
 
 BUDGETS = (0.01, 0.05, 0.2)
 
@@ -47,6 +48,11 @@ class Population:
             T = Totals(totals(design, self.units.values), self.units.columns)
             self._truth.update({m: float(g(T)) for m, g in self.statistics.items()})
         return self._truth
+
+    @classmethod
+    def of(cls, name: str, family: str, units: Units, metrics: Mapping[str, Metric], note: str = "") -> "Population":
+        """A population whose statistics are those a family's ``METRICS`` declare."""
+        return cls(name, family, units, budget_statistics(metrics), not_estimable(metrics), note)
 
     def sizes(self) -> dict[str, int]:
         out: dict[str, int] = {}
@@ -138,6 +144,7 @@ def synthetic_myriadlama(scale: float = 1.0, seed: int = 0, templates: int = 5, 
     ``model``). Another ``model`` answers the same facts: its knowledge is z + ``shift`` + N(0, 0.5) per
     pair, so two models of one seed are a paired comparison on the same facts."""
     from belief_tasks.metrics.budgeted import belief as budgeted
+    from belief_tasks.scoring import belief_icl
 
     rng, out = np.random.default_rng(seed), np.random.default_rng([seed, model])
     sizes = _relation_sizes(rng, 41, max(41 * 4, round(24_643 * scale)), 4 if scale < 0.2 else 40)
@@ -161,8 +168,8 @@ def synthetic_myriadlama(scale: float = 1.0, seed: int = 0, templates: int = 5, 
     sampled = _confidences(rng, out, cols, prob_of, confidence_prompts, samples)
     units = budgeted.units(cols["fact"], cols["relation"], cols["template"], cols["correct"], cols["answer"], sampled)
     name = f"synthetic MyriadLAMA (scale {scale:g}, seed {seed}" + (f", model {model})" if model else ")")
-    return Population(name, "belief_icl", units, budgeted.STATISTICS, budgeted.NOT_ESTIMABLE,
-                      f"{len(units.ids):,} pairs, {len(sizes)} relations, {len(cols['fact']):,} prompts")
+    return Population.of(name, "belief_icl", units, belief_icl.METRICS,
+                         f"{len(units.ids):,} pairs, {len(sizes)} relations, {len(cols['fact']):,} prompts")
 
 
 def _myriadlama_relation(rng, out, n: int, templates: int, model: int, shift: float):
@@ -208,6 +215,7 @@ def synthetic_bear(scale: float = 1.0, seed: int = 0, templates: int = 3) -> Pop
     skewed towards the top of the answer space. Each doc's softmax terms (lm-pub-quiz's confidence,
     margin, Brier) follow the same skill, higher when the top option is right."""
     from belief_tasks.metrics.budgeted import bear as budgeted
+    from belief_tasks.scoring import bear
 
     rng = np.random.default_rng(seed)
     sizes = _relation_sizes(rng, 60, max(60 * 4, round(7_731 * scale)), 4 if scale < 0.2 else 20)
@@ -229,8 +237,8 @@ def synthetic_bear(scale: float = 1.0, seed: int = 0, templates: int = 3) -> Pop
             one += [is_1to1] * templates
             _bear_confidences(terms, confidences, first, z[i] + tau, options)
     units = budgeted.units(facts, relations, tpl, ranks, one, confidences)
-    return Population(f"synthetic BEAR (scale {scale:g}, seed {seed})", "bear", units, budgeted.STATISTICS, budgeted.NOT_ESTIMABLE,
-                      f"{len(units.ids):,} instances, {len(sizes)} relations, {len(facts):,} (instance, template) docs")
+    return Population.of(f"synthetic BEAR (scale {scale:g}, seed {seed})", "bear", units, bear.METRICS,
+                         f"{len(units.ids):,} instances, {len(sizes)} relations, {len(facts):,} (instance, template) docs")
 
 
 def _bear_confidences(rng, out: dict, first: np.ndarray, skill: np.ndarray, options: int) -> None:
@@ -268,6 +276,7 @@ def synthetic_monitor(scale: float = 1.0, seed: int = 0) -> Population:
     effects N(-1, 0.5) per relation; per-fact request and token counts as the task counts them."""
     from belief_tasks.metrics import monitor as monitor_metrics
     from belief_tasks.metrics.budgeted import monitor as budgeted
+    from belief_tasks.scoring import monitor
 
     rng = np.random.default_rng(seed)
     sizes = _relation_sizes(rng, 20, max(20 * 4, round(16_198 * scale)), 4 if scale < 0.2 else 200)
@@ -290,14 +299,15 @@ def synthetic_monitor(scale: float = 1.0, seed: int = 0) -> Population:
             for name, value in cost.items():
                 costs[name].append(value)
     units = budgeted.units(ids, relations, quantities, correct, positive, [True] * len(ids), monitor_metrics.DEFAULT_ALPHA, 7, grids, costs)
-    return Population(f"synthetic FKTC (scale {scale:g}, seed {seed})", "monitor", units, budgeted.STATISTICS, (),
-                      f"{len(ids):,} facts, {len(sizes)} relations")
+    return Population.of(f"synthetic FKTC (scale {scale:g}, seed {seed})", "monitor", units, monitor.METRICS,
+                         f"{len(ids):,} facts, {len(sizes)} relations")
 
 
 def synthetic_iclke(scale: float = 1.0, seed: int = 0, options: int = 100) -> Population:
     """A T-REx-MC-sized IC-LKE run (50 relations, 20,000 test facts at scale 1, 100 options). The gold
     option's log-probability is k + N(0, 1) with k ~ N(relation mean, 1.5), the others N(0, 1.5)."""
     from belief_tasks.metrics.budgeted import iclke as budgeted
+    from belief_tasks.scoring import iclke
 
     rng = np.random.default_rng(seed)
     sizes = _relation_sizes(rng, 50, max(50 * 4, round(20_000 * scale)), 4 if scale < 0.2 else 100)
@@ -310,8 +320,8 @@ def synthetic_iclke(scale: float = 1.0, seed: int = 0, options: int = 100) -> Po
             lp[g] = rng.normal(mu, 1.5) + rng.normal(0, 1.0)
             ids.append(f"T{r}_{i:05d}"), relations.append(f"P{500 + r}"), logprobs.append(lp.tolist()), gold.append(g)
     units = budgeted.units(ids, logprobs, gold, relations)
-    return Population(f"synthetic T-REx-MC (scale {scale:g}, seed {seed})", "iclke", units, budgeted.STATISTICS, (),
-                      f"{len(ids):,} test facts, {len(sizes)} relations, {options} options")
+    return Population.of(f"synthetic T-REx-MC (scale {scale:g}, seed {seed})", "iclke", units, iclke.METRICS,
+                         f"{len(ids):,} test facts, {len(sizes)} relations, {options} options")
 
 
 def synthetic_paired(scale: float = 1.0, seed: int = 0) -> Population:

@@ -22,12 +22,9 @@ from belief_tasks.prompts import monitor as monitor_prompts
 from belief_tasks.prompts.bear import SCORING_MODES
 from belief_tasks.prompts.belief_mlm import TEMPLATE_SETS as MLM_TEMPLATE_SETS
 from belief_tasks.requests import SUBWORD_ROUTES
-from belief_tasks.metrics.budgeted import bear as bear_budgeted
-from belief_tasks.metrics.budgeted import belief as belief_budgeted
-from belief_tasks.metrics.budgeted import iclke as iclke_budgeted
-from belief_tasks.metrics.budgeted import monitor as monitor_budgeted
 from belief_tasks.scoring import bear, belief_icl, belief_mlm, iclke, monitor
 from belief_tasks.scoring.budgeted import Estimators
+from belief_tasks.scoring.common import Metric
 
 
 @dataclass(frozen=True)
@@ -38,11 +35,11 @@ class Family:
     title: str  # its name in the papers
     doc: str  # the page that documents its knobs and metrics
     knobs: tuple[Knob, ...]  # its ``--metadata`` table: ``COMMON`` + its own rows
-    metrics: Mapping[str, tuple[Callable, bool]]  # metric name -> (aggregation over records, higher is better)
+    metrics: Mapping[str, Metric]  # metric name -> its declaration (``scoring.<family>.METRICS``)
     known: Callable[[list], dict[str, bool]]  # records -> {fact id: known}, the family's known-fact rule
     record: type  # the TypedDict of one logged record
     headline: str  # the metric the report's training curves plot
-    budgeted: Estimators | None = None  # a budgeted run's estimators (``scoring.budgeted``); None: no budget
+    budgeted: Estimators | None = None  # a budgeted run's estimators (``Estimators.of`` its METRICS); None: no budget
 
 
 # --- knob tables --------------------------------------------------------------------------------------
@@ -107,15 +104,13 @@ MONITOR_KNOBS: tuple[Knob, ...] = COMMON + (
 # --- the registry -------------------------------------------------------------------------------------
 
 BELIEF_ICL = Family("belief_icl", "BELIEF-ICL", "docs/belief.md", BELIEF_ICL_KNOBS, belief_icl.METRICS, belief_icl.known,
-                    belief_icl.BeliefICLRecord, "acc", Estimators(belief_icl.budget_units, belief_budgeted.STATISTICS,
-                                                                  belief_budgeted.NOT_ESTIMABLE))
+                    belief_icl.BeliefICLRecord, "acc", Estimators.of(belief_icl.budget_units, belief_icl.METRICS))
 BEAR = Family("bear", "BEAR", "docs/bear.md", BEAR_KNOBS, bear.METRICS, bear.known, bear.BearRecord, "bear",
-              Estimators(bear.budget_units, bear_budgeted.STATISTICS, bear_budgeted.NOT_ESTIMABLE))
+              Estimators.of(bear.budget_units, bear.METRICS))
 ICLKE = Family("iclke", "IC-LKE / EIC-LKE", "docs/iclke.md", ICLKE_KNOBS, iclke.METRICS, iclke.known, iclke.IclkeRecord,
-               "acc", Estimators(iclke.budget_units, iclke_budgeted.STATISTICS, iclke_budgeted.NOT_ESTIMABLE))
+               "acc", Estimators.of(iclke.budget_units, iclke.METRICS))
 MONITOR = Family("monitor", "MONITOR", "docs/monitor.md", MONITOR_KNOBS, monitor.METRICS, monitor.known,
-                 monitor.MonitorRecord, "monitor", Estimators(monitor.budget_units, monitor_budgeted.STATISTICS,
-                                                                        monitor_budgeted.NOT_ESTIMABLE))
+                 monitor.MonitorRecord, "monitor", Estimators.of(monitor.budget_units, monitor.METRICS))
 BELIEF_MLM = Family("belief_mlm", "BELIEF, masked LMs", "docs/mlm.md", BELIEF_MLM_KNOBS, belief_mlm.METRICS,
                     belief_mlm.known, belief_mlm.MlmPromptRecord, "acc@1")
 
@@ -129,7 +124,7 @@ def budget_estimators(name: str) -> Estimators | None:
     return family.budgeted if family else None
 
 
-def metric_table(name: str) -> dict[str, tuple[Callable, bool]]:
+def metric_table(name: str) -> dict[str, Metric]:
     """The metric table of family ``name`` ({} for a family we do not have, e.g. another harness task)."""
     family = FAMILIES.get(name)
     return dict(family.metrics) if family else {}

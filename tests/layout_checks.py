@@ -6,9 +6,9 @@ Each returns the problems it finds (an empty list: none). The tests call them on
 that imports the copy's ``belief_tasks``:
 
 * ``metric_wiring``: every task YAML names a task class of a family (which wires the family's ``METRICS``:
-  ``BeliefTask.metric_table``), no YAML declares a ``metric_list``, every aggregation of ``METRICS`` carries its
-  standard-error decision, and every metric of a family that takes a budget has its budgeted statistic or is
-  not estimable;
+  ``BeliefTask.metric_table``), no YAML declares a ``metric_list``, every entry of ``METRICS`` is a ``Metric``
+  whose aggregation carries its standard-error decision, and every metric of a family that takes a budget
+  declares its budgeted statistic or ``NotEstimable`` with a reason (none in a family that takes none);
 * ``doc_tables``: each family's doc page (``Family.doc``) has a knob table listing the family's own knobs and a
   metric table listing exactly its ``METRICS``;
 * ``layers``: every import of every module follows the layer table of docs/architecture.md; no circles;
@@ -38,7 +38,7 @@ def metric_wiring(root: Path) -> list[str]:
 
     from belief_tasks.families import FAMILIES
     from belief_tasks.scoring.budgeted import missing
-    from belief_tasks.scoring.common import has_stderr_decision
+    from belief_tasks.scoring.common import Metric, NotEstimable, has_stderr_decision
     from belief_tasks.tasks.base import BeliefTask
 
     problems = []
@@ -50,12 +50,19 @@ def metric_wiring(root: Path) -> list[str]:
         if "metric_list" in (load_yaml(path, resolve_func=False, recursive=False) or {}):
             problems.append(f"{path.relative_to(root / 'task_yamls')}: a metric_list (the task class wires its family's METRICS)")
     for name, family in FAMILIES.items():
-        for metric, (agg, _) in family.metrics.items():
-            if not has_stderr_decision(agg):
+        for metric, declared in family.metrics.items():
+            if not isinstance(declared, Metric):
+                problems.append(f"{name}: {metric} is declared as {type(declared).__name__}, not a Metric (scoring.common)")
+                continue
+            if not has_stderr_decision(declared.aggregation):
                 problems.append(f"{name}: the aggregation of {metric} has no standard-error decision (with_stderr)")
+            if isinstance(declared.budgeted, NotEstimable) and not declared.budgeted.reason.strip():
+                problems.append(f"{name}: metric {metric} is NotEstimable without a reason")
+            if family.budgeted is None and declared.budgeted is not None:
+                problems.append(f"{name}: metric {metric} has a Metric.budgeted, but the family takes no budget (None)")
         if family.budgeted is not None:
-            problems += [f"{name}: metric {m} has neither a budgeted statistic nor a place in NOT_ESTIMABLE "
-                         "(metrics/budgeted/)" for m in missing(family.budgeted, family.metrics)]
+            problems += [f"{name}: metric {m} declares neither a budgeted statistic nor NotEstimable (Metric.budgeted)"
+                         for m in missing(family.budgeted, family.metrics)]
     return problems
 
 

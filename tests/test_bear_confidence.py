@@ -171,7 +171,7 @@ def test_a_budgeted_run_of_every_fact_estimates_the_plain_values():
                                 "reduction": "sum", "cardinality": "1:N", "domains": [],
                                 "budget": 1.0, "population": 12, "drawn": 12})
     for name in ("confidence", "confidence_correct", "margin_incorrect", "brier"):
-        agg = budgeted.budget_aware(BEAR.budgeted, name, SC.METRICS[name][0])
-        assert agg(records) == pytest.approx(SC.METRICS[name][0](records), rel=1e-12), name
-    unc = budgeted.budget_aware(BEAR.budgeted, "uncertainty", SC.METRICS["uncertainty"][0])
+        agg = budgeted.budget_aware(BEAR.budgeted, name, SC.METRICS[name].aggregation)
+        assert agg(records) == pytest.approx(SC.METRICS[name].aggregation(records), rel=1e-12), name
+    unc = budgeted.budget_aware(BEAR.budgeted, "uncertainty", SC.METRICS["uncertainty"].aggregation)
     assert math.isnan(unc(records)) and math.isnan(unc.stderr(records)) and unc.interval(records) is None

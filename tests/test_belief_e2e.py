@@ -88,7 +88,8 @@ def test_metrics_recompute_offline_from_logged_records(icl_run):
     for task in ("belief_mp_4template", "belief_qa_4random"):
         records = [s["acc"] for s in icl_run["samples"][task]]
         r = icl_run["results"][task]
-        for metric, (agg, _) in SC.METRICS.items():
+        for metric, declared in SC.METRICS.items():
+            agg = declared.aggregation
             assert agg(records) == pytest.approx(r[f"{metric},none"], nan_ok=True), metric
 
 

@@ -172,7 +172,8 @@ def test_records_and_aggregations():
     assert SC.agg_acc.stderr(recs) == pytest.approx(0.25)  # pairs .5 and 1
     assert SC.agg_acc_range.stderr is None and SC.agg_acc_sd.stderr is None
     # lm-eval hands each metric its own list: the record under "acc", references under the others
-    for name, (agg, _) in SC.METRICS.items():
+    for name, declared in SC.METRICS.items():
+        agg = declared.aggregation
         items = [x[name] for x in logged]
         assert all(isinstance(x, SameRecord) and x.record is r for x, r in zip(items, recs)) or name == "acc"
         assert agg(items) == agg(recs) or math.isnan(agg(recs))
@@ -188,7 +189,8 @@ def test_one_prompt_records_of_earlier_logs_aggregate_to_the_same_numbers():
                            "subject_form": r["subjects"][0], "answer": a, "correct": c, "style": "mp",
                            "context": "zeroshot", "confidence": r["confidence"] if k == r["sampled"] else None,
                            "seed": 1, "draws": 2000, "bins": 10})
-    for name, (agg, _) in SC.METRICS.items():
+    for name, declared in SC.METRICS.items():
+        agg = declared.aggregation
         assert agg(legacy) == pytest.approx(agg(recs), nan_ok=True), name
         if agg.stderr is not None:
             assert agg.stderr(legacy) == pytest.approx(agg.stderr(recs), nan_ok=True), name

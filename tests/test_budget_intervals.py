@@ -10,9 +10,13 @@ import numpy as np
 import pytest
 
 from belief_tasks.metrics import bear as MB, belief as MBel, iclke as MI, monitor as MM
+from belief_tasks.families import FAMILIES
 from belief_tasks.metrics.budgeted import bear as BB, belief as BBel, iclke as BI, monitor as BM, pooled, relation_mean
 from belief_tasks.metrics.intervals import (Design, Totals, Units, difference, estimate, interval, intervals,
                                             jackknife_se, paired, t_quantile, totals)
+
+#: each family's statistics (metric -> statistic), as its ``METRICS`` declare them, in table order
+BB_STATS, BBEL_STATS, BI_STATS, BM_STATS = (FAMILIES[f].budgeted.statistics for f in ("bear", "belief_icl", "iclke", "monitor"))
 
 MEAN = pooled("y", "one")
 
@@ -143,7 +147,7 @@ def test_belief_statistics_equal_the_metrics_on_the_full_run():
                 answers.append(words[rng.integers(len(words))])
                 correct.append(bool(rng.random() < 0.4))
     sampled = {f"f{p}": (rng.random(), bool(rng.random() < 0.5)) for p in range(0, 60, 3)}
-    got = _census(BBel.units(fact_ids, relations, templates, correct, answers, sampled), BBel.STATISTICS)
+    got = _census(BBel.units(fact_ids, relations, templates, correct, answers, sampled), BBEL_STATS)
     cov = MBel.knowledge_coverage(fact_ids, relations, templates, correct)
     conf, ok = zip(*sampled.values())
     want = {"acc": MBel.expected_accuracy(fact_ids, relations, templates, correct),
@@ -161,8 +165,8 @@ def test_bear_statistics_equal_the_metrics_on_the_full_run():
         for t in range(3 + (i % 5 == 0)):  # one relation has a 4th template
             facts.append(f"f{i}"), relations.append(rel), tpl.append(t), one.append(i % 5 < 2)
             ranks.append(int(rng.integers(0, 12)) if rng.random() < 0.6 else 0)
-    got = _census(BB.units(facts, relations, tpl, ranks, one), BB.STATISTICS)
-    assert all(math.isnan(got.pop(m)) for m in [*BB.STATISTICS][9:])  # the confidence metrics need their terms
+    got = _census(BB.units(facts, relations, tpl, ranks, one), BB_STATS)
+    assert all(math.isnan(got.pop(m)) for m in [*BB_STATS][9:])  # the confidence metrics need their terms
     sub = [k for k, o in enumerate(one) if o]
     want = {"bear": MB.bear_score(ranks, tpl), "bear_1to1": MB.bear_score([ranks[k] for k in sub], [tpl[k] for k in sub]),
             **{f"bear_t{t}": MB.template_scores(ranks, tpl)[t] for t in range(3)},
@@ -178,7 +182,7 @@ def test_iclke_statistics_equal_the_metrics_on_the_full_run():
     lps[3] = [1.0, 1.0, 0.0, 0.0, 0.0, 0.0]  # a tie counts as wrong
     gold = [int(rng.integers(0, 6)) for _ in lps]
     rels = [f"P{i % 7}" for i in range(len(lps))]
-    got = _census(BI.units([f"f{i}" for i in range(len(lps))], lps, gold, rels), BI.STATISTICS)
+    got = _census(BI.units([f"f{i}" for i in range(len(lps))], lps, gold, rels), BI_STATS)
     want = {"acc": MI.accuracy(lps, gold), "acc_macro": MI.macro_accuracy(lps, gold, rels),
             "gold_prob": float(np.mean(MI.gold_confidences(lps, gold))),
             **{f"acc@{k}": MI.accuracy_at_confidence(lps, gold, k) for k in MI.THRESHOLDS}}
@@ -199,8 +203,8 @@ def test_monitor_statistics_equal_the_metrics_on_the_full_run():
         scored.append(bool(positive[-1]))
     alpha = (0.5, 0.3, 0.2)
     got = _census(BM.units([f"f{i}" for i in range(70)], rels, quantities, correct, positive, scored, alpha, 7),
-                  BM.STATISTICS)
-    assert all(math.isnan(got.pop(m)) for m in [*BM.STATISTICS][19:])  # the R x M accuracies and costs need their columns
+                  BM_STATS)
+    assert all(math.isnan(got.pop(m)) for m in [*BM_STATS][19:])  # the R x M accuracies and costs need their columns
     keep = [k for k, s in enumerate(scored) if s]
     pick = lambda key: [quantities[k][key] for k in keep]  # noqa: E731
     want = {"monitor": MM.monitor_over_relations([rels[k] for k in keep], pick("pfd"), pick("ird"),
@@ -252,15 +256,15 @@ def test_monitor_paper_accuracies_and_costs_equal_the_metrics_on_the_full_run():
         for name in BM.COSTS:
             costs[name].append(int(rng.integers(5, 400)))
     args = ([f"f{i}" for i in range(45)], rels, quantities, correct, [1] * 45, [True] * 45, MM.DEFAULT_ALPHA, 7)
-    names = [m for m in BM.STATISTICS if m.startswith(("acc_paper_", "cost_"))]
-    got = _census(BM.units(*args, grids, costs), {m: BM.STATISTICS[m] for m in names})
+    names = [m for m in BM_STATS if m.startswith(("acc_paper_", "cost_"))]
+    got = _census(BM.units(*args, grids, costs), {m: BM_STATS[m] for m in names})
     want = {**{f"acc_paper_{w}": MM.accuracy_over_relations(rels, grids, w) for w in ("avg", "max", "min")},
             **{f"acc_paper_relation_{w}": MM.accuracy_across_relations(rels, grids, w) for w in ("max", "min")},
             **{name: float(sum(v)) for name, v in costs.items()}}
     assert got == pytest.approx(want, rel=1e-12)
     assert len(names) == 5 + 6
     # a run without the R x M answers has no such accuracy (NaN), and its frame accuracies are unchanged
-    plain = _census(BM.units(*args), BM.STATISTICS)
+    plain = _census(BM.units(*args), BM_STATS)
     assert all(math.isnan(plain[f"acc_paper_{w}"]) for w in ("avg", "max", "min", "relation_max", "relation_min"))
     assert plain["acc_avg"] == pytest.approx(MM.accuracy_over_relations(rels, correct, "avg"), rel=1e-12)
 
@@ -289,7 +293,7 @@ def test_bear_confidence_statistics_equal_lm_pub_quiz_accumulation_on_the_full_r
         for key in confidences:
             confidences[key].append(terms[rel][key][i])
     names = [f"{t}{s}" for t in ("confidence", "margin") for s in ("", "_correct", "_incorrect")] + ["brier"]
-    got = _census(BB.units(facts, relations, tpl, ranks, one, confidences), {m: BB.STATISTICS[m] for m in names})
+    got = _census(BB.units(facts, relations, tpl, ranks, one, confidences), {m: BB_STATS[m] for m in names})
     per_rel = [MB.relation_confidence(scores[rel], golds[rel]) for rel in scores]
     assert per_rel[2]["confidence_score"]["incorrect"] is None and math.isnan(per_rel[3]["margin_of_confidence"]["all"])
     support = [v["support"] for v in per_rel]

@@ -127,9 +127,16 @@ def test_every_metric_of_a_budgeted_family_has_an_estimator_or_is_marked():
         est = family.budgeted
         assert set(family.metrics) == set(est.statistics) | set(est.not_estimable), family.name
         assert missing(est, family.metrics) == []
-    # a metric added without its statistic: a budget is refused for the family (before the model)
+    # the estimators are the declarations: each statistic is the object the metric's Metric holds
+    for family in budgeted:
+        assert all(family.budgeted.statistics[m] is d.budgeted for m, d in family.metrics.items() if d.estimable)
+    # a metric declared without its statistic (None) in a budgeted family: a budget is refused (before the model)
+    from belief_tasks.scoring.budgeted import Estimators
+    from belief_tasks.scoring.common import Metric
+
     bear = FAMILIES["bear"]
-    assert missing(bear.budgeted, {**bear.metrics, "top_two": None}) == ["top_two"]
+    metrics = {**bear.metrics, "top_two": Metric(bear.metrics["p_at_1"].aggregation, True, None)}
+    assert missing(Estimators.of(bear.budgeted.units, metrics), metrics) == ["top_two"]
 
 
 def test_belief_eval_refuses_bad_budgets_before_the_model():

@@ -9,7 +9,6 @@ import pytest
 from scipy import stats
 
 from belief_tasks.metrics import budgeted
-from belief_tasks.metrics.budgeted import bear as BB
 from belief_tasks.metrics.intervals import Design, Units, bounded_interval, intervals, share, wilson
 
 
@@ -51,7 +50,10 @@ def test_bear_1to1_on_two_facts_stays_in_zero_one():
 
 
 def test_every_bear_statistic_is_marked_as_a_share():
-    assert all(getattr(s, "bounds", None) == (0.0, 1.0) for s in BB.STATISTICS.values())
+    from belief_tasks.families import FAMILIES
+
+    statistics = FAMILIES["bear"].budgeted.statistics
+    assert len(statistics) == 16 and all(getattr(s, "bounds", None) == (0.0, 1.0) for s in statistics.values())
 
 
 # ---------------------------------------------------------------- captions and the card say what ± is
@@ -106,8 +108,8 @@ def test_every_budgeted_metric_with_an_interval_has_a_standard_error():
     for fam in FAMILIES.values():
         if fam.budgeted is None:
             continue
-        for metric, (agg, _) in fam.metrics.items():
-            wrapped = budget_aware(fam.budgeted, metric, agg)
+        for metric, declared in fam.metrics.items():
+            wrapped = budget_aware(fam.budgeted, metric, declared.aggregation)
             if metric in fam.budgeted.statistics:  # it gets a _ci95 on a budgeted run
                 assert stderr_function(wrapped) is not None, (fam.name, metric)
 
@@ -121,7 +123,7 @@ def test_a_budgeted_task_declares_each_interval_as_a_metric_of_its_own():
     from belief_tasks.tasks.base import interval_entries
 
     fam = FAMILIES["bear"]
-    entries = [{"metric": m, "aggregation": agg, "higher_is_better": hib} for m, (agg, hib) in fam.metrics.items()]
+    entries = [{"metric": m, "aggregation": d.aggregation, "higher_is_better": d.higher_is_better} for m, d in fam.metrics.items()]
     assert interval_entries("bear", entries, {"budget": "none"}) == [] == interval_entries("bear", entries, {})
     added = interval_entries("bear", entries, {"budget": 0.5})
     assert [e["metric"] for e in added] == [f"{m}_ci95" for m in fam.metrics if m in fam.budgeted.statistics]

@@ -7,6 +7,9 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+import numpy as np
+import pytest
+
 from lm_eval.tasks._yaml_loader import load_yaml  # tests may read lm-eval's YAML loader; the product does not
 
 from belief_tasks.families import FAMILIES
@@ -22,6 +25,45 @@ def test_there_are_task_files_of_every_family():
 
 def test_metrics_are_declared_once_and_wired_by_the_task_classes():
     assert metric_wiring(ROOT) == []
+
+
+def test_a_declaration_holds_the_aggregation_its_direction_its_stderr_and_its_budgeted_statistic():
+    from belief_tasks.metrics.budgeted import bear as bear_budgeted
+    from belief_tasks.scoring import bear, belief_icl, monitor
+    from belief_tasks.scoring.common import NotEstimable, stderr_function
+
+    p_at_1 = bear.METRICS["p_at_1"]
+    assert p_at_1.aggregation is bear.agg_p_at_1 and p_at_1.higher_is_better is True
+    assert p_at_1.stderr is stderr_function(bear.agg_p_at_1) is not None  # the with_stderr mark, one home
+    assert monitor.METRICS["cost_anchor_tokens"].stderr is None and monitor.METRICS["monitor"].higher_is_better is False
+    # the statistic is a function of metrics/budgeted/<family>.py: with its totals it gives P@1 by hand
+    from belief_tasks.metrics.intervals import Totals
+
+    T = Totals(np.array([[[3.0, 4.0], [1.0, 6.0]]]), {"top1": 0, "docs": 1})  # two relations: 3 of 4, 1 of 6 docs
+    assert p_at_1.budgeted(T) == pytest.approx([4 / 10]) and p_at_1.budgeted.bounds == (0.0, 1.0)
+    with pytest.raises(ValueError, match="P@2"):
+        bear_budgeted.p_at(2)  # no per-fact column counts it
+    spread = belief_icl.METRICS["acc_sd"].budgeted
+    assert isinstance(spread, NotEstimable) and "spread" in spread.reason and not belief_icl.METRICS["acc_sd"].estimable
+    assert FAMILIES["belief_icl"].budgeted.not_estimable == ("acc_range", "acc_sd")
+    assert FAMILIES["bear"].budgeted.not_estimable == ("uncertainty", "uncertainty_correct", "uncertainty_incorrect")
+
+
+def test_a_metric_without_its_budgeted_statistic_is_reported(monkeypatch):
+    from dataclasses import replace
+
+    from belief_tasks.scoring.budgeted import Estimators
+    from belief_tasks.scoring.common import Metric, NotEstimable
+
+    bear = FAMILIES["bear"]
+    agg = bear.metrics["p_at_1"].aggregation
+    metrics = {**bear.metrics, "top_two": Metric(agg, True, None), "top_three": Metric(agg, True, NotEstimable(" "))}
+    monkeypatch.setitem(FAMILIES, "bear", replace(bear, metrics=metrics, budgeted=Estimators.of(bear.budgeted.units, metrics)))
+    mlm = FAMILIES["belief_mlm"]
+    monkeypatch.setitem(FAMILIES, "belief_mlm", replace(mlm, metrics={**mlm.metrics, "mrr": replace(mlm.metrics["mrr"], budgeted=NotEstimable("x"))}))
+    assert metric_wiring(ROOT) == ["bear: metric top_three is NotEstimable without a reason",
+                                   "bear: metric top_two declares neither a budgeted statistic nor NotEstimable (Metric.budgeted)",
+                                   "belief_mlm: metric mrr has a Metric.budgeted, but the family takes no budget (None)"]
 
 
 def test_a_metric_list_in_a_yaml_is_reported(tmp_path):

@@ -142,8 +142,8 @@ def test_a_budgeted_run_of_every_fact_estimates_the_plain_values():
     records = [dict(_record(rel, grid, [1, 0], cost=cost), fact_id=f"{rel}_{i}", budget=1.0, population=2, drawn=2)
                for i in range(2) for rel, grid in ((rel, grids[rel][i]) for rel in grids)]
     for name in (*SC.PAPER_ACCURACY_METRICS, "acc_avg", "cost_paper_tokens"):
-        agg = budgeted.budget_aware(MONITOR.budgeted, name, SC.METRICS[name][0])
-        assert agg(records) == pytest.approx(SC.METRICS[name][0](records), rel=1e-12), name
+        agg = budgeted.budget_aware(MONITOR.budgeted, name, SC.METRICS[name].aggregation)
+        assert agg(records) == pytest.approx(SC.METRICS[name].aggregation(records), rel=1e-12), name
     assert budgeted.budget_aware(MONITOR.budgeted, "cost_anchor_requests", SC.agg_cost_anchor_requests)(records) == 52
 
 

@@ -22,10 +22,10 @@ def test_metric_list_is_the_metric_table(model_path):
     task = TaskManager(include_path=str(task_yamls_dir()), include_defaults=False,
                        metadata=meta).load(["belief_monitor_sample"])["tasks"]["belief_monitor_sample"]
     wired = [(m["metric"], m["aggregation"], m["higher_is_better"]) for m in task.config.metric_list]
-    assert wired == [(k, agg, better) for k, (agg, better) in SC.METRICS.items()]
-    assert list(task.aggregation()) == list(SC.METRICS) and task.higher_is_better() == {k: v[1] for k, v in SC.METRICS.items()}
+    assert wired == [(k, m.aggregation, m.higher_is_better) for k, m in SC.METRICS.items()]
+    assert list(task.aggregation()) == list(SC.METRICS) and task.higher_is_better() == {k: m.higher_is_better for k, m in SC.METRICS.items()}
     assert len(SC.METRICS) == 12 + SC.MAX_FRAMES + 5 + 6  # anchors and frame accuracies, R x M accuracies, costs
-    assert {k for k, (_, better) in SC.METRICS.items() if not better} == {"monitor", "pfd", "ird", *SC.COST_METRICS}
+    assert {k for k, m in SC.METRICS.items() if not m.higher_is_better} == {"monitor", "pfd", "ird", *SC.COST_METRICS}
 
 
 def test_tasks_are_indexed():

@@ -142,35 +142,38 @@ def agg_top_two(records):
     return bear_metrics.top_two_rate(ranks_of(records))
 
 
-#: metric name -> (aggregation, higher is better)'''
+#: lm-pub-quiz's uncertainty'''
 
 
 def test_add_a_metric(tmp_path):
     co = checkout_copy(tmp_path)
     # a pure function in metrics/<family>.py, its equation in the docstring (tested below on hand values)
     append(co / "belief_tasks" / "metrics" / "bear.py", TOP_TWO)
-    # an aggregation with its standard error, and its entry in METRICS, in scoring/<family>.py
+    # its budgeted statistic in metrics/budgeted/<family>.py: P@2 of the per-fact top-k counts (a column for k = 2)
+    edit(co / "belief_tasks" / "metrics" / "budgeted" / "bear.py", "PRECISION_KS = (1, 5, 10)", "PRECISION_KS = (1, 2, 5, 10)")
+    # in scoring/<family>.py an aggregation with its standard error, and its one declaration in METRICS
     scoring = co / "belief_tasks" / "scoring" / "bear.py"
-    edit(scoring, "\n\n#: metric name -> (aggregation, higher is better)", AGG_TOP_TWO)
-    edit(scoring, '    "p_at_10": (agg_p_at_10, True),\n', '    "p_at_10": (agg_p_at_10, True),\n    "top_two": (agg_top_two, True),\n')
-    # no YAML and no utils.py: the task class wires METRICS; a budgeted run needs its statistic, or to know it has none
-    assert problems(co)["metric_wiring"] == ["bear: metric top_two has neither a budgeted statistic nor a place in "
-                                             "NOT_ESTIMABLE (metrics/budgeted/)"]
-    edit(co / "belief_tasks" / "metrics" / "budgeted" / "bear.py", 'NOT_ESTIMABLE = ("uncertainty", ',
-         'NOT_ESTIMABLE = ("top_two", "uncertainty", ')
-    assert problems(co)["doc_tables"] == ["docs/bear.md: metric table lacks top_two"]
+    edit(scoring, "\n\n#: lm-pub-quiz's uncertainty", AGG_TOP_TWO)
+    edit(scoring, '    "p_at_10": Metric(agg_p_at_10, True, budgeted.p_at(10)),\n',
+         '    "p_at_10": Metric(agg_p_at_10, True, budgeted.p_at(10)),\n    "top_two": Metric(agg_top_two, True, budgeted.p_at(2)),\n')
+    # no YAML, no utils.py, no second table: the task class wires METRICS, a budgeted run reads its statistic there
+    assert problems(co) == {**no_problems(co), "doc_tables": ["docs/bear.md: metric table lacks top_two"]}
     # a row in the metric table of the family's doc
     add_table_row(co / "docs" / "bear.md", "| metric | definition | stderr |", "| `top_two` | the gold option ranks first or second | over instances |")
     assert problems(co) == no_problems(co)
-    # hand values, then a run: lm-eval reports it, belief-report recomputes it from the records
+    # hand values, then a budgeted run on one relation (its estimate of a pooled share is the drawn docs' share):
+    # lm-eval reports it with its interval, belief-report recomputes both from the records
     python(co, "from belief_tasks.metrics.bear import top_two_rate as t\nassert t([0, 1, 2, 5]) == 0.5 and t([3]) == 0.0\n")
-    results = lm_eval_dummy(co, "belief_demo_bear", {"source": "sample", "max_facts_per_relation": 1})
+    results = lm_eval_dummy(co, "belief_demo_bear", {"source": "sample", "relations": "P36", "budget": 0.1,
+                                                        "max_facts_per_relation": "all"})
     bear = results["results"]["belief_demo_bear"]
     samples = [json.loads(line) for line in next((co / "out").rglob("samples_belief_demo_bear_*.jsonl")).open()]
     records = [s[s["metrics"][0]] for s in samples]  # one record per doc; the other metrics log a reference to it
     assert all(s["top_two"] == f"<same as {s['metrics'][0]}>" for s in samples)
+    assert {r["budget"] for r in records} == {0.1} and len({r["fact_id"] for r in records}) < records[0]["population"]
     assert bear["top_two,none"] == pytest.approx(sum(r["rank"] < 2 for r in records) / len(records))
-    assert isinstance(bear["top_two_stderr,none"], float)
+    low, high = bear["top_two_ci95,none"]
+    assert isinstance(bear["top_two_stderr,none"], float) and low <= bear["top_two,none"] <= high
     report(co)
 
 
@@ -180,17 +183,20 @@ agg_acc_frames_total = _aggregation(lambda facts: float(sum(sum(f["correct"]) fo
 
 
 def test_add_a_monitor_metric(tmp_path):
+    """A metric a sample cannot estimate: declared ``NotEstimable`` with its reason (NaN on a budgeted run)."""
     co = checkout_copy(tmp_path)
     scoring = co / "belief_tasks" / "scoring" / "monitor.py"
     edit(scoring, "\nFRAME_METRICS = ", MONITOR_TOTAL + "\nFRAME_METRICS = ")
-    edit(scoring, '    "acc_relation_min": (agg_acc_relation_min, True),\n',
-         '    "acc_relation_min": (agg_acc_relation_min, True),\n    "acc_frames_total": (agg_acc_frames_total, True),\n')
-    assert problems(co)["metric_wiring"] == ["monitor: metric acc_frames_total has neither a budgeted statistic nor a "
-                                             "place in NOT_ESTIMABLE (metrics/budgeted/)"]
-    edit(co / "belief_tasks" / "metrics" / "budgeted" / "monitor.py", "NOT_ESTIMABLE: tuple[str, ...] = ()",
-         'NOT_ESTIMABLE: tuple[str, ...] = ("acc_frames_total",)')
+    edit(scoring, "from belief_tasks.scoring.common import Memo, Metric, with_stderr",
+         "from belief_tasks.scoring.common import Memo, Metric, NotEstimable, with_stderr")
+    edit(scoring, '    "acc_relation_min": Metric(agg_acc_relation_min, True, budgeted.across_relations("min")),\n',
+         '    "acc_relation_min": Metric(agg_acc_relation_min, True, budgeted.across_relations("min")),\n'
+         '    "acc_frames_total": Metric(agg_acc_frames_total, True, NotEstimable("a toy total of counts")),\n')
+    assert problems(co) == {**no_problems(co), "doc_tables": ["docs/monitor.md: metric table lacks acc_frames_total"]}
     add_table_row(co / "docs" / "monitor.md", "| metric | definition | better |", "| `acc_frames_total` | right frame answers, summed | higher |")
     assert problems(co) == no_problems(co)
+    out = python(co, "from belief_tasks.families import MONITOR\nprint(MONITOR.budgeted.not_estimable)\n").stdout
+    assert out.strip() == "('acc_frames_total',)"
 
 
 # --- a relation -----------------------------------------------------------------------------------------
@@ -259,7 +265,7 @@ from typing import TypedDict
 
 from belief_tasks.metrics import toy as toy_metrics
 from belief_tasks.metrics.stats import binomial_stderr
-from belief_tasks.scoring.common import Memo, with_stderr
+from belief_tasks.scoring.common import Memo, Metric, with_stderr
 
 
 class ToyRecord(TypedDict):
@@ -291,7 +297,7 @@ def agg_hit(records) -> float:
     return toy_metrics.hit_rate(*columns(records))
 
 
-METRICS = {"hit": (agg_hit, True)}
+METRICS = {"hit": Metric(agg_hit, True, None)}  # no budgeted statistic: the family takes no budget
 ''',
     "belief_tasks/tasks/toy.py": '''
 """Toy harness glue: one multiple-choice doc per fact of the bundled sample."""

@@ -66,7 +66,7 @@ def aggregations(task: TaskRun) -> dict[str, Callable]:
     from belief_tasks.scoring.budgeted import budget_aware
 
     est = budget_estimators(task.family)
-    return {name: budget_aware(est, name, agg) for name, (agg, _) in metric_table(task.family).items()}
+    return {name: budget_aware(est, name, m.aggregation) for name, m in metric_table(task.family).items()}
 
 
 # --------------------------------------------------------------------------- recomputing

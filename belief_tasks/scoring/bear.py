@@ -20,7 +20,7 @@ from belief_tasks.metrics import bear as bear_metrics
 from belief_tasks.metrics.budgeted import bear as budgeted
 from belief_tasks.metrics.intervals import Units
 from belief_tasks.metrics.stats import weighted_mean_stderr
-from belief_tasks.scoring.common import Memo, most_templates, with_stderr
+from belief_tasks.scoring.common import Memo, Metric, NotEstimable, most_templates, with_stderr
 
 PRECISION_KS = (1, 5, 10)
 TEMPLATE_METRICS = (0, 1, 2)  # bear_t0 .. bear_t2: BEAR has three templates per relation
@@ -187,18 +187,18 @@ def subset_values(records: Sequence[Mapping], term: str, subset: str | None) -> 
     return values, weights
 
 
-#: metric -> (lm-pub-quiz's per-relation metric, subset, per-instance term, higher is better)
+#: metric -> (lm-pub-quiz's per-relation metric, subset, per-instance term)
 CONFIDENCE_METRICS = {
-    "confidence": ("confidence_score", "all", "confidence", True),
-    "confidence_correct": ("confidence_score", "correct", "confidence", True),
-    "confidence_incorrect": ("confidence_score", "incorrect", "confidence", False),
-    "margin": ("margin_of_confidence", "all", "margin", True),
-    "margin_correct": ("margin_of_confidence", "correct", "margin", True),
-    "margin_incorrect": ("margin_of_confidence", "incorrect", "margin", False),
-    "uncertainty": ("uncertainty_score", "all", "uncertainty", False),
-    "uncertainty_correct": ("uncertainty_score", "correct", "uncertainty", False),
-    "uncertainty_incorrect": ("uncertainty_score", "incorrect", "uncertainty", True),
-    "brier": ("brier_score", None, "brier", False),
+    "confidence": ("confidence_score", "all", "confidence"),
+    "confidence_correct": ("confidence_score", "correct", "confidence"),
+    "confidence_incorrect": ("confidence_score", "incorrect", "confidence"),
+    "margin": ("margin_of_confidence", "all", "margin"),
+    "margin_correct": ("margin_of_confidence", "correct", "margin"),
+    "margin_incorrect": ("margin_of_confidence", "incorrect", "margin"),
+    "uncertainty": ("uncertainty_score", "all", "uncertainty"),
+    "uncertainty_correct": ("uncertainty_score", "correct", "uncertainty"),
+    "uncertainty_incorrect": ("uncertainty_score", "incorrect", "uncertainty"),
+    "brier": ("brier_score", None, "brier"),
 }
 
 
@@ -208,7 +208,7 @@ def _confidence_agg(name: str):
     term over those relations' instances, so its stderr is the standard error of that mean; a correct /
     incorrect split is the mean of its instances weighted n_r / m_r (``subset_values``), and its stderr
     that of a weighted mean with the weights held fixed (``metrics.stats.weighted_mean_stderr``)."""
-    metric, subset, term, _ = CONFIDENCE_METRICS[name]
+    metric, subset, term = CONFIDENCE_METRICS[name]
     if subset in ("all", None):
         def stderr(rs):
             return bear_metrics.mean_stderr(subset_values(rs, term, None)[0])
@@ -261,16 +261,30 @@ def doc_confidences(records: Sequence[Mapping]) -> dict[str, list[float]]:
     return out
 
 
-#: metric name -> (aggregation, higher is better): what ``_bear_common_yaml`` wires and the report recomputes
+#: lm-pub-quiz's uncertainty divides each entropy by log2 of the relation's distinct answers (``metrics.budgeted.bear``)
+UNCERTAINTY = NotEstimable("its entropies are divided by log2 of the number of distinct answers among the relation's "
+                           "instances, which a sample of facts does not show")
+
+#: metric name -> its declaration (aggregation, higher is better, budgeted statistic): what the task class wires
+#: and the report recomputes
 METRICS = {
-    "bear": (agg_bear, True),
-    "bear_1to1": (agg_bear_1to1, True),
-    "bear_1toN": (agg_bear_1toN, True),
-    "bear_t0": (agg_bear_t0, True),
-    "bear_t1": (agg_bear_t1, True),
-    "bear_t2": (agg_bear_t2, True),
-    "p_at_1": (agg_p_at_1, True),
-    "p_at_5": (agg_p_at_5, True),
-    "p_at_10": (agg_p_at_10, True),
-    **{name: (agg, CONFIDENCE_METRICS[name][3]) for name, agg in _CONFIDENCE_AGGS.items()},
+    "bear": Metric(agg_bear, True, budgeted.bear_score()),
+    "bear_1to1": Metric(agg_bear_1to1, True, budgeted.bear_score("1:1")),
+    "bear_1toN": Metric(agg_bear_1toN, True, budgeted.bear_score("1:N")),
+    "bear_t0": Metric(agg_bear_t0, True, budgeted.template_p_at_1(0)),
+    "bear_t1": Metric(agg_bear_t1, True, budgeted.template_p_at_1(1)),
+    "bear_t2": Metric(agg_bear_t2, True, budgeted.template_p_at_1(2)),
+    "p_at_1": Metric(agg_p_at_1, True, budgeted.p_at(1)),
+    "p_at_5": Metric(agg_p_at_5, True, budgeted.p_at(5)),
+    "p_at_10": Metric(agg_p_at_10, True, budgeted.p_at(10)),
+    "confidence": Metric(agg_confidence, True, budgeted.support_weighted("confidence", "all")),
+    "confidence_correct": Metric(agg_confidence_correct, True, budgeted.support_weighted("confidence", "correct")),
+    "confidence_incorrect": Metric(agg_confidence_incorrect, False, budgeted.support_weighted("confidence", "incorrect")),
+    "margin": Metric(agg_margin, True, budgeted.support_weighted("margin", "all")),
+    "margin_correct": Metric(agg_margin_correct, True, budgeted.support_weighted("margin", "correct")),
+    "margin_incorrect": Metric(agg_margin_incorrect, False, budgeted.support_weighted("margin", "incorrect")),
+    "uncertainty": Metric(agg_uncertainty, False, UNCERTAINTY),
+    "uncertainty_correct": Metric(agg_uncertainty_correct, False, UNCERTAINTY),
+    "uncertainty_incorrect": Metric(agg_uncertainty_incorrect, True, UNCERTAINTY),
+    "brier": Metric(agg_brier, False, budgeted.support_weighted("brier", "all")),
 }

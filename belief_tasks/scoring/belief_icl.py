@@ -19,7 +19,7 @@ from belief_tasks import seeding
 from belief_tasks.metrics import belief as belief_metrics
 from belief_tasks.metrics.budgeted import belief as budgeted
 from belief_tasks.metrics.intervals import Units
-from belief_tasks.scoring.common import Memo, most_templates, records_behind, with_stderr
+from belief_tasks.scoring.common import Memo, Metric, NotEstimable, most_templates, records_behind, with_stderr
 
 log = logging.getLogger("lm_eval.belief_icl")
 
@@ -234,16 +234,20 @@ def budget_units(items: list) -> Units:
     return budgeted.units(p.fact_ids, p.relations, p.template_ids, p.correct, p.answers, sampled)
 
 
-#: metric name -> (aggregation, higher is better): what the YAMLs wire and the report recomputes
+#: Acc@1's range and SD (v1 eqs. 3, 4) are spreads over the run's pairs (``metrics.budgeted.belief``)
+SPREAD = NotEstimable("a spread of N Acc@1 draws shrinks as pairs are added: a sample's spread is not the full run's")
+
+#: metric name -> its declaration (aggregation, higher is better, budgeted statistic): what the task classes wire
+#: and the report recomputes
 METRICS = {
-    "acc": (agg_acc, True),
-    "acc_range": (agg_acc_range, False),
-    "acc_sd": (agg_acc_sd, False),
-    "consist": (agg_consist, True),
-    "ovconf": (agg_ovconf, False),
-    "one_word_ratio": (agg_one_word, True),
-    "empty_answer_rate": (agg_empty_answer_rate, False),
-    "coverage_average": (agg_coverage_average, True),
-    "coverage_maximum": (agg_coverage_maximum, True),
-    "coverage_oracle": (agg_coverage_oracle, True),
+    "acc": Metric(agg_acc, True, budgeted.expected_accuracy),
+    "acc_range": Metric(agg_acc_range, False, SPREAD),
+    "acc_sd": Metric(agg_acc_sd, False, SPREAD),
+    "consist": Metric(agg_consist, True, budgeted.consistency),
+    "ovconf": Metric(agg_ovconf, False, budgeted.overconfidence),
+    "one_word_ratio": Metric(agg_one_word, True, budgeted.one_word_ratio),
+    "empty_answer_rate": Metric(agg_empty_answer_rate, False, budgeted.empty_answer_rate),
+    "coverage_average": Metric(agg_coverage_average, True, budgeted.expected_accuracy),
+    "coverage_maximum": Metric(agg_coverage_maximum, True, budgeted.coverage_maximum),
+    "coverage_oracle": Metric(agg_coverage_oracle, True, budgeted.coverage_oracle),
 }

@@ -17,7 +17,7 @@ from belief_tasks import seeding
 from belief_tasks.metrics import belief as belief_metrics
 from belief_tasks.metrics import belief_mlm as mlm_metrics
 from belief_tasks.metrics.stats import mean_stderr
-from belief_tasks.scoring.common import Memo, most_templates, with_stderr
+from belief_tasks.scoring.common import Memo, Metric, most_templates, with_stderr
 
 
 class MlmPromptRecord(TypedDict):
@@ -200,25 +200,26 @@ def bias_multi(records: list) -> float:
     return mlm_metrics.bias_multi(*bias_columns(records))
 
 
-#: metric name -> (aggregation, higher is better) of the prompt tasks (``_belief_mlm_prompts.yaml``)
+#: metric name -> its declaration (aggregation, higher is better; no budgeted statistic: masked-LM tasks take
+#: no budget) of the prompt tasks (``_belief_mlm_prompts.yaml``)
 PROMPT_METRICS = {
-    "acc@1": (acc_at_1, True),
-    "acc@10": (acc_at_10, True),
-    "mrr": (mrr, True),
-    "acc@1_range": (acc_at_1_range, False),
-    "acc@1_sd": (acc_at_1_sd, False),
-    "consist": (consist, True),
-    "overconf@1": (overconf_at_1, False),
-    "overconf@10": (overconf_at_10, False),
-    "overconf@10_maxprob": (overconf_at_10_maxprob, False),
-    "prompts_kept": (prompts_kept, True),
-    "prompts_dropped": (prompts_dropped, False),
+    "acc@1": Metric(acc_at_1, True, None),
+    "acc@10": Metric(acc_at_10, True, None),
+    "mrr": Metric(mrr, True, None),
+    "acc@1_range": Metric(acc_at_1_range, False, None),
+    "acc@1_sd": Metric(acc_at_1_sd, False, None),
+    "consist": Metric(consist, True, None),
+    "overconf@1": Metric(overconf_at_1, False, None),
+    "overconf@10": Metric(overconf_at_10, False, None),
+    "overconf@10_maxprob": Metric(overconf_at_10_maxprob, False, None),
+    "prompts_kept": Metric(prompts_kept, True, None),
+    "prompts_dropped": Metric(prompts_dropped, False, None),
 }
 
 #: the same for the content-free tasks (``belief_mlm_bias_*.yaml``)
 BIAS_METRICS = {
-    "bias_single": (bias_single, False),
-    "bias_multi": (bias_multi, False),
+    "bias_single": Metric(bias_single, False, None),
+    "bias_multi": Metric(bias_multi, False, None),
 }
 
 #: the family's metric table: both kinds of task

@@ -10,9 +10,10 @@ estimate (BELIEF's ``acc_range``, ``acc_sd``) are NaN with no standard error. On
 nothing changes.
 
 A family's ``Estimators`` (its ``Family.budgeted`` in ``belief_tasks.families``) say how its records
-become per-fact units and which statistic each metric is. ``budget_aware(estimators, metric, agg)``
-wraps one aggregation: ``BeliefTask.aggregation`` hands lm-eval the wrapped functions, ``belief-report``
-recomputes with the same ones. Each estimated metric's interval is a metric of its own, ``<metric>_ci95``
+become per-fact units and which statistic each metric is, as the family's ``METRICS`` declare it
+(``Estimators.of``). ``budget_aware(estimators, metric, agg)`` wraps one aggregation:
+``BeliefTask.aggregation`` hands lm-eval the wrapped functions, ``belief-report`` recomputes with the
+same ones. Each estimated metric's interval is a metric of its own, ``<metric>_ci95``
 (``interval_metric``: a ``metric_list`` entry of a budgeted task, its value [low, high] in the results
 JSON). ``paired_estimates`` gives the difference of two runs on the same facts.
 
@@ -26,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Mapping, Sequence
 
 from belief_tasks.metrics.intervals import Design, Interval, Statistic, Units, difference, intervals, paired
-from belief_tasks.scoring.common import Bound, records_behind, with_stderr
+from belief_tasks.scoring.common import Bound, Metric, budget_statistics, not_estimable, records_behind, with_stderr
 
 METHOD = "bootstrap"
 REPS = 500
@@ -41,6 +42,12 @@ class Estimators:
     units: Callable[[list], Units]
     statistics: Mapping[str, Statistic]
     not_estimable: tuple[str, ...] = field(default=())
+
+    @classmethod
+    def of(cls, units: Callable[[list], Units], metrics: Mapping[str, Metric]) -> "Estimators":
+        """A family's estimators: its units, and each metric's statistic or its being not estimable, as its
+        ``METRICS`` declares them (``Metric.budgeted``)."""
+        return cls(units, budget_statistics(metrics), not_estimable(metrics))
 
 
 class BudgetError(ValueError):

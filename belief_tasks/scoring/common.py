@@ -1,6 +1,6 @@
-"""What every family's scoring shares: an aggregation's standard error, the one memo of what is
-derived from a run's records, the record logged once under several metric names, and the
-"most templates" form of a known-fact rule.
+"""What every family's scoring shares: the declaration of a metric (``Metric``, the rows of a family's
+``METRICS``), an aggregation's standard error, the one memo of what is derived from a run's records, the
+record logged once under several metric names, and the "most templates" form of a known-fact rule.
 
 Pure Python: no lm-eval, no torch.
 """
@@ -8,7 +8,8 @@ Pure Python: no lm-eval, no torch.
 from __future__ import annotations
 
 import re
-from typing import Any, Callable, Hashable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, Callable, Hashable, Iterable, Mapping, Sequence
 
 #: the attribute ``with_stderr`` sets on an aggregation
 STDERR = "stderr"
@@ -36,6 +37,50 @@ def stderr_function(agg: Callable) -> Callable[[list], float] | None:
     """The standard error an aggregation of ours gets: the one decision that lm-eval's results (through
     ``belief_tasks.harness``) and ``belief-report``'s recomputed numbers both read. None: it has none."""
     return getattr(agg, STDERR, None)
+
+
+@dataclass(frozen=True)
+class NotEstimable:
+    """A metric whose full-data value a budgeted run's sample cannot estimate (it reports NaN, with no
+    standard error and no interval), and why."""
+
+    reason: str
+
+
+@dataclass(frozen=True)
+class Metric:
+    """One metric of a family, declared once, in its ``METRICS`` (metric name -> ``Metric``): what the task
+    classes wire into lm-eval's ``metric_list`` (``BeliefTask.metric_table``), what ``belief-report``
+    recomputes and what a budgeted run estimates.
+
+    ``aggregation``: records -> value, marked with its standard error (``with_stderr``; read back as
+    ``stderr``). ``budgeted``: the metric's statistic of stratum totals on a budgeted run (a function of
+    ``metrics.budgeted.<family>``, ``belief_tasks.metrics.intervals.Statistic``), ``NotEstimable(reason)``, or
+    None in a family that takes no budget (``Family.budgeted`` None: BELIEF for encoders)."""
+
+    aggregation: Callable[[list], Any]
+    higher_is_better: bool
+    budgeted: Callable | NotEstimable | None
+
+    @property
+    def stderr(self) -> Callable[[list], float] | None:
+        """The aggregation's standard error (``stderr_function``; None: it has none)."""
+        return stderr_function(self.aggregation)
+
+    @property
+    def estimable(self) -> bool:
+        """Whether a budgeted run estimates the metric (it has a statistic)."""
+        return self.budgeted is not None and not isinstance(self.budgeted, NotEstimable)
+
+
+def budget_statistics(metrics: Mapping[str, Metric]) -> dict[str, Callable]:
+    """metric -> its budgeted statistic, for the metrics a budgeted run estimates (in table order)."""
+    return {name: m.budgeted for name, m in metrics.items() if m.estimable}
+
+
+def not_estimable(metrics: Mapping[str, Metric]) -> tuple[str, ...]:
+    """The metrics declared ``NotEstimable`` (NaN on a budgeted run)."""
+    return tuple(name for name, m in metrics.items() if isinstance(m.budgeted, NotEstimable))
 
 
 class Memo:

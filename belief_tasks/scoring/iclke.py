@@ -17,7 +17,7 @@ from belief_tasks.metrics import iclke as iclke_metrics
 from belief_tasks.metrics.budgeted import iclke as budgeted
 from belief_tasks.metrics.intervals import Units
 from belief_tasks.metrics.stats import mean_stderr
-from belief_tasks.scoring.common import Memo, with_stderr
+from belief_tasks.scoring.common import Memo, Metric, with_stderr
 
 
 class IclkeRecord(TypedDict, total=False):
@@ -120,10 +120,11 @@ def budget_units(records: Sequence[Mapping]) -> Units:
     return budgeted.units([r["fact_id"] for r in records], *columns(records))
 
 
-#: metric name -> (aggregation, higher is better): what ``_iclke_common.yaml`` wires and the report recomputes
+#: metric name -> its declaration (aggregation, higher is better, budgeted statistic): what the task class wires
+#: and the report recomputes
 METRICS = {
-    "acc": (acc, True),
-    "acc_macro": (acc_macro, True),
-    "gold_prob": (gold_prob, True),
-    **{f"acc@{k}": (agg, True) for k, agg in zip(iclke_metrics.THRESHOLDS, _ACC_AT)},
+    "acc": Metric(acc, True, budgeted.accuracy),
+    "acc_macro": Metric(acc_macro, True, budgeted.macro_accuracy),
+    "gold_prob": Metric(gold_prob, True, budgeted.gold_prob),
+    **{f"acc@{k}": Metric(agg, True, budgeted.accuracy_at(k)) for k, agg in zip(iclke_metrics.THRESHOLDS, _ACC_AT)},
 }

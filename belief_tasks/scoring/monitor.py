@@ -20,7 +20,7 @@ from typing import Callable, Mapping, Sequence, TypedDict
 from belief_tasks.metrics import monitor as monitor_metrics
 from belief_tasks.metrics.budgeted import monitor as budgeted
 from belief_tasks.metrics.intervals import Units
-from belief_tasks.scoring.common import Memo, with_stderr
+from belief_tasks.scoring.common import Memo, Metric, with_stderr
 
 MAX_FRAMES = 7  # FKTC: 7 frames, 6 for P264 and P276
 BOOTSTRAP_ITERS = 100
@@ -211,27 +211,28 @@ def budget_units(records: Sequence[Mapping]) -> Units:
                           [f["interference_correct"] or [] for f in facts], costs)
 
 
-#: metric name -> (aggregation, higher is better): what the generated YAMLs wire and the report recomputes
+#: metric name -> its declaration (aggregation, higher is better, budgeted statistic): what the task classes wire
+#: and the report recomputes
 METRICS = {
-    "monitor": (agg_monitor, False),
-    "pfd": (agg_pfd, False),
-    "ird": (agg_ird, False),
-    "primary_prob": (agg_primary_prob, True),
-    "frame_prob": (agg_frame_prob, True),
-    "negative_prob": (agg_negative_prob, True),
-    "acc_avg": (agg_acc_avg, True),
-    "acc_max": (agg_acc_max, True),
-    "acc_min": (agg_acc_min, True),
-    "acc_positive": (agg_acc_positive, True),
-    "acc_relation_max": (agg_acc_relation_max, True),
-    "acc_relation_min": (agg_acc_relation_min, True),
-    **{name: (agg, True) for name, agg in zip(FRAME_METRICS, _FRAME_AGGS)},
-    "acc_paper_avg": (agg_acc_paper_avg, True),
-    "acc_paper_max": (agg_acc_paper_max, True),
-    "acc_paper_min": (agg_acc_paper_min, True),
-    "acc_paper_relation_max": (agg_acc_paper_relation_max, True),
-    "acc_paper_relation_min": (agg_acc_paper_relation_min, True),
-    **{name: (agg, False) for name, agg in _COST_AGGS.items()},
+    "monitor": Metric(agg_monitor, False, budgeted.monitor),
+    "pfd": Metric(agg_pfd, False, budgeted.anchor_mean("pfd")),
+    "ird": Metric(agg_ird, False, budgeted.anchor_mean("ird")),
+    "primary_prob": Metric(agg_primary_prob, True, budgeted.anchor_mean("primary_prob")),
+    "frame_prob": Metric(agg_frame_prob, True, budgeted.anchor_mean("frame_prob")),
+    "negative_prob": Metric(agg_negative_prob, True, budgeted.anchor_mean("negative_prob")),
+    "acc_avg": Metric(agg_acc_avg, True, budgeted.per_relation("avg")),
+    "acc_max": Metric(agg_acc_max, True, budgeted.per_relation("max")),
+    "acc_min": Metric(agg_acc_min, True, budgeted.per_relation("min")),
+    "acc_positive": Metric(agg_acc_positive, True, budgeted.positive_accuracy),
+    "acc_relation_max": Metric(agg_acc_relation_max, True, budgeted.across_relations("max")),
+    "acc_relation_min": Metric(agg_acc_relation_min, True, budgeted.across_relations("min")),
+    **{name: Metric(agg, True, budgeted.frame_accuracy(j)) for j, (name, agg) in enumerate(zip(FRAME_METRICS, _FRAME_AGGS))},
+    "acc_paper_avg": Metric(agg_acc_paper_avg, True, budgeted.per_relation("avg", "grid", "ingrid")),
+    "acc_paper_max": Metric(agg_acc_paper_max, True, budgeted.per_relation("max", "grid", "ingrid")),
+    "acc_paper_min": Metric(agg_acc_paper_min, True, budgeted.per_relation("min", "grid", "ingrid")),
+    "acc_paper_relation_max": Metric(agg_acc_paper_relation_max, True, budgeted.across_relations("max", "grid", "ingrid")),
+    "acc_paper_relation_min": Metric(agg_acc_paper_relation_min, True, budgeted.across_relations("min", "grid", "ingrid")),
+    **{name: Metric(agg, False, budgeted.cost(name)) for name, agg in _COST_AGGS.items()},
 }
 #: metrics of the greedy answers under the positive context and the frames (none with ``monitor_accuracy: none``)
 FRAME_ACCURACY_METRICS = ("acc_avg", "acc_max", "acc_min", "acc_positive", "acc_relation_max", "acc_relation_min",
@@ -257,7 +258,7 @@ def metrics_of(record: Mapping) -> list[str]:
 def per_relation(records: Sequence[Mapping], metric: str) -> dict[str, float]:
     """relation -> ``metric`` on that relation's records alone (Table 11's cells): the metric's statistic on
     the relation's per-fact rows, which are the rows of the whole run computed once."""
-    stat = METRICS[metric][0].statistic
+    stat = METRICS[metric].aggregation.statistic
     facts = facts_of(records)
     by_relation: dict[str, list[dict]] = {}
     for f in facts:

@@ -27,7 +27,7 @@ from belief_tasks.budget import Draw
 from belief_tasks.families import FAMILIES, budget_estimators, knob_names
 from belief_tasks.options import COMMON, MODEL_ARGS, Knob, KnobError, Options, parse_options
 from belief_tasks.scoring.budgeted import INTERVAL_SUFFIX, budget_aware, interval_metric, missing
-from belief_tasks.scoring.common import logged_once, on_records
+from belief_tasks.scoring.common import Metric, logged_once, on_records
 from belief_tasks.schema import Fact, FactSet, sampling_key
 from belief_tasks.sources import SOURCE_KNOBS
 
@@ -67,15 +67,15 @@ class BeliefTask(ConfigurableTask):
         check_budget_supported(self.FAMILY, cfg.get("metadata"))
         cfg["metadata"] = {**(cfg.get("metadata") or {}), **stamp(cfg, self.FAMILY)}
         if "metric_list" not in cfg:  # the family's METRICS wire the task: no YAML repeats them
-            cfg["metric_list"] = [{"metric": name, "aggregation": agg, "higher_is_better": higher}
-                                  for name, (agg, higher) in self.metric_table(cfg).items()]
+            cfg["metric_list"] = [{"metric": name, "aggregation": m.aggregation, "higher_is_better": m.higher_is_better}
+                                  for name, m in self.metric_table(cfg).items()]
         cfg["metric_list"] = [*cfg["metric_list"], *interval_entries(self.FAMILY, cfg["metric_list"], cfg["metadata"])]
         if self.SCORES_ITSELF:
             cfg["process_results"] = _scored_by_task
         super().__init__(config=cfg, **kwargs)
 
-    def metric_table(self, config: Mapping[str, Any]) -> Mapping[str, tuple[Callable, bool]]:
-        """metric -> (aggregation, higher is better) this task reports: its family's ``METRICS``, the one
+    def metric_table(self, config: Mapping[str, Any]) -> Mapping[str, Metric]:
+        """metric -> its declaration (``scoring.common.Metric``) this task reports: its family's ``METRICS``, the one
         declaration of a metric (a class may report part of it, as BEAR on some templates)."""
         return FAMILIES[self.FAMILY].metrics
 
@@ -210,8 +210,8 @@ def check_budget_supported(family: str, metadata: Mapping[str, Any] | None) -> N
                         f"estimators); it is for {', '.join(which)}")
     lacking = missing(est, FAMILIES[family].metrics)
     if lacking:
-        raise KnobError("budget", f"{family}: metrics {lacking} have no budgeted statistic yet "
-                        "(metrics/budgeted/); a budgeted run could not estimate them")
+        raise KnobError("budget", f"{family}: metrics {lacking} declare no budgeted statistic (Metric.budgeted in "
+                        "scoring/); a budgeted run could not estimate them")
 
 
 def interval_entries(family: str, metric_list: Sequence[Mapping[str, Any]], metadata: Mapping[str, Any] | None) -> list[dict]:

@@ -1,7 +1,9 @@
 """Each family's metrics as functions of stratum totals, for budgeted runs.
 
-A family module holds ``units(...)`` (per-fact columns from the arrays its metrics take) and
-``STATISTICS`` (metric name -> ``Statistic``: stratum totals -> value, ``belief_tasks.metrics.intervals``).
+A family module holds ``units(...)`` (per-fact columns from the arrays its metrics take) and its
+statistics (each a ``Statistic``: stratum totals -> value, ``belief_tasks.metrics.intervals``), marked
+``share`` where the value lies in [0, 1]. Which metric a statistic is, or that a metric has none, is
+declared with the metric, in ``belief_tasks.scoring.<family>.METRICS`` (``Metric.budgeted``).
 With every fact drawn a statistic equals the family's metric on the full data (tested per family);
 on a sample it is the design-weighted estimate of that value, and the intervals module gives its
 standard error and interval. The builders below are the shapes the metrics share: a pooled ratio

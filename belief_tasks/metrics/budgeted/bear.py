@@ -11,7 +11,10 @@ of each per-doc term (confidence, margin, Brier) over all, correct and incorrect
 correct and incorrect docs. Per relation a term's mean over the subset's docs is a ratio of totals;
 lm-pub-quiz weights relations by their docs. The uncertainty divides each entropy by log2 of the number
 of distinct answers among the relation's docs, which a sample does not show (it sees only the drawn
-facts' answers): ``NOT_ESTIMABLE``.
+facts' answers): it has no statistic here (``NotEstimable`` in ``scoring.bear.METRICS``).
+
+Which metric each statistic is: ``belief_tasks.scoring.bear.METRICS``. Every statistic here is a share:
+its interval stays inside [0, 1].
 """
 
 from __future__ import annotations
@@ -27,7 +30,6 @@ PRECISION_KS = (1, 5, 10)
 #: per-doc terms of ``metrics.bear.instance_confidences`` a budgeted run estimates, and the docs they average
 CONFIDENCE_TERMS = ("confidence", "margin", "brier")
 SUBSETS = ("all", "correct", "incorrect")
-NOT_ESTIMABLE = ("uncertainty", "uncertainty_correct", "uncertainty_incorrect")
 
 
 def units(fact_ids: Sequence[str], relations: Sequence[str], template_index: Sequence[int], ranks: Sequence[int],
@@ -72,39 +74,42 @@ def _confidence_columns(fact_of: np.ndarray, n: int, confidences: Mapping[str, S
     return columns
 
 
-def _bear(cardinality: str | None):
-    """Mean over templates of P@1 pooled over the relations of ``cardinality`` ("1:1", "1:N", None: all)."""
+def bear_score(cardinality: str | None = None):
+    """The BEAR score (Table 3): mean over templates of P@1 pooled over the relations of ``cardinality``
+    ("1:1", "1:N", None: all)."""
 
     def stat(T: Totals) -> np.ndarray:
         keep = np.ones_like(T["one"]) if cardinality is None else (T["one_to_one"] > 0) == (cardinality == "1:1")
         first, asked = T.block("first") * keep[..., None], T.block("asked") * keep[..., None]
         return nanmean(ratio(first.sum(-2), asked.sum(-2)))
 
-    return stat
+    return share(stat)
 
 
-def _template(t: int):
+def template_p_at_1(t: int):
+    """P@1 of template index ``t``, pooled over relations; NaN where no doc of it was asked."""
+
     def stat(T: Totals) -> np.ndarray:
         if f"asked{t}" not in T.columns:
             return np.full(T.values.shape[:-2], np.nan)
         return ratio(T[f"first{t}"].sum(-1), T[f"asked{t}"].sum(-1))
 
-    return stat
+    return share(stat)
 
 
-STATISTICS = {
-    "bear": _bear(None),
-    "bear_1to1": _bear("1:1"),
-    "bear_1toN": _bear("1:N"),
-    **{f"bear_t{t}": _template(t) for t in (0, 1, 2)},
-    **{f"p_at_{k}": pooled(f"top{k}", "docs") for k in PRECISION_KS},
-}
+def p_at(k: int):
+    """P@k (eq. 2) pooled over every doc: the docs with the gold option in the top k over all docs."""
+    if k not in PRECISION_KS:
+        raise ValueError(f"P@{k}: the units count the top k for k in {PRECISION_KS} only")
+    return share(pooled(f"top{k}", "docs"))
 
 
 def support_weighted(term: str, subset: str):
     """lm-pub-quiz's accumulation of a per-relation mean: per relation the mean of ``term`` over its docs of
     ``subset`` (a ratio of totals), weighted by all the relation's docs, over the relations with a value
     (none: no doc of the subset, or a margin over one option)."""
+    if term not in CONFIDENCE_TERMS or subset not in SUBSETS:
+        raise ValueError(f"no per-fact sums of {term!r} over {subset!r} docs (terms {CONFIDENCE_TERMS}, subsets {SUBSETS})")
     count = "docs" if subset == "all" else f"docs_{subset}"
 
     def stat(T: Totals) -> np.ndarray:
@@ -114,13 +119,4 @@ def support_weighted(term: str, subset: str):
         ok = np.isfinite(value)
         return ratio(np.where(ok, value * weight, 0.0).sum(-1), np.where(ok, weight, 0.0).sum(-1))
 
-    return stat
-
-
-STATISTICS.update({
-    **{(term if sub == "all" else f"{term}_{sub}"): support_weighted(term, sub)
-       for term in ("confidence", "margin") for sub in SUBSETS},
-    "brier": support_weighted("brier", "all"),
-})
-for _stat in STATISTICS.values():  # accuracies and probabilities: every interval inside [0, 1]
-    share(_stat)
+    return share(stat)

@@ -9,7 +9,11 @@ prompts, one-word and empty answers, and per template whether any subject expres
 
 ``acc_range`` and ``acc_sd`` (v1 eqs. 3, 4) are spreads of N Acc@1 draws over the run's pairs: the
 accuracy of a draw averages its pairs, so the spread shrinks as pairs are added, and a sample's
-spread is not the full run's. They are ``NOT_ESTIMABLE``: a budgeted run reports them as NaN.
+spread is not the full run's. They have no statistic here (``NotEstimable`` in
+``scoring.belief_icl.METRICS``): a budgeted run reports them as NaN.
+
+Which metric each statistic is: ``belief_tasks.scoring.belief_icl.METRICS``. Every statistic but
+``overconfidence`` (Ovconf, in [-1, 1]) is a share: its interval stays inside [0, 1].
 """
 
 from __future__ import annotations
@@ -23,9 +27,6 @@ from belief_tasks.matching import word_count
 from belief_tasks.metrics.belief import PromptTable, pair_consistency
 from belief_tasks.metrics.budgeted import pooled, ratio
 from belief_tasks.metrics.intervals import Totals, Units, selecting, share
-
-NOT_ESTIMABLE = ("acc_range", "acc_sd")
-
 
 def units(fact_ids: Sequence, relation_ids: Sequence, template_ids: Sequence, correct: Sequence,
           answers: Sequence[str], sampled: Mapping[str, tuple[float, bool]]) -> Units:
@@ -56,22 +57,22 @@ def units(fact_ids: Sequence, relation_ids: Sequence, template_ids: Sequence, co
     return Units.of(list(pairs), [relation[p] for p in pairs], columns)
 
 
+#: Acc@1 as the exact mean of its draws: the pairs' expected accuracy, pooled; also v3 section 7's average
+#: coverage
+expected_accuracy = share(pooled("expected_acc", "one"))
+#: Consist (v3 eq. 1) over the pairs with two or more prompts
+consistency = share(pooled("consist", "consist_pairs"))
+#: Ovconf (v3 eq. 2) over the pairs with a sampled prompt: their confidence minus correctness
+overconfidence = pooled("overconfidence", "sampled")
+#: the share of one-word answers and of empty answers among all prompts
+one_word_ratio = share(pooled("one_word", "prompts"))
+empty_answer_rate = share(pooled("empty", "prompts"))
+#: v3 section 7's oracle coverage: the pairs right under some template
+coverage_oracle = share(pooled("oracle", "one"))
+
+
+@share
 @selecting
 def coverage_maximum(T: Totals) -> np.ndarray:
     """v3 section 7: per relation the facts right under its best template, pooled over relations."""
     return ratio(T.block("template").max(-1).sum(-1), T["one"].sum(-1))
-
-
-STATISTICS = {
-    "acc": pooled("expected_acc", "one"),
-    "consist": pooled("consist", "consist_pairs"),
-    "ovconf": pooled("overconfidence", "sampled"),
-    "one_word_ratio": pooled("one_word", "prompts"),
-    "empty_answer_rate": pooled("empty", "prompts"),
-    "coverage_average": pooled("expected_acc", "one"),
-    "coverage_maximum": coverage_maximum,
-    "coverage_oracle": pooled("oracle", "one"),
-}
-for _name, _stat in STATISTICS.items():  # shares, their intervals inside [0, 1]; Ovconf lies in [-1, 1]
-    if _name != "ovconf":
-        share(_stat)

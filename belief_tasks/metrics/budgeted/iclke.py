@@ -2,7 +2,10 @@
 
 Per fact: correct (eq. 4, ties wrong), the gold option's normalised probability, and for each K of
 eq. 5 whether the prediction's normalised probability reaches K (``confident<i>``) and, if so, whether
-it is correct. ``acc_macro`` is the mean over relations of each relation's share (Table 7).
+it is correct. The macro accuracy is the mean over relations of each relation's share (Table 7).
+
+Which metric each statistic is: ``belief_tasks.scoring.iclke.METRICS``. Every statistic is a share: its
+interval stays inside [0, 1].
 """
 
 from __future__ import annotations
@@ -27,14 +30,17 @@ def units(fact_ids: Sequence[str], logprobs_list: Sequence[Sequence[float]], gol
     return Units.of(list(fact_ids), list(relations), columns)
 
 
-#: metrics whose full-data value a sample cannot estimate (none: every metric has its statistic)
-NOT_ESTIMABLE: tuple[str, ...] = ()
+#: accuracy (eq. 4) pooled over every test fact
+accuracy = share(pooled("correct", "one"))
+#: the mean over relations of each relation's accuracy
+macro_accuracy = share(relation_mean("correct", "one"))
+#: the gold option's normalised probability, averaged over test facts
+gold_prob = share(pooled("gold_prob", "one"))
 
-STATISTICS = {
-    "acc": pooled("correct", "one"),
-    "acc_macro": relation_mean("correct", "one"),
-    "gold_prob": pooled("gold_prob", "one"),
-    **{f"acc@{k}": pooled(f"confident_correct{i}", f"confident{i}") for i, k in enumerate(iclke_metrics.THRESHOLDS)},
-}
-for _stat in STATISTICS.values():  # accuracies and a probability: every interval inside [0, 1]
-    share(_stat)
+
+def accuracy_at(k: float):
+    """Eq. 5: accuracy on the facts whose prediction's normalised probability reaches ``k`` (a ``THRESHOLDS`` value)."""
+    if k not in iclke_metrics.THRESHOLDS:
+        raise ValueError(f"accuracy at {k}: the units count the thresholds {iclke_metrics.THRESHOLDS} only")
+    i = iclke_metrics.THRESHOLDS.index(k)
+    return share(pooled(f"confident_correct{i}", f"confident{i}"))

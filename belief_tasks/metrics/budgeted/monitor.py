@@ -9,6 +9,9 @@ the positive context; with ``monitor_accuracy: paper`` its R x M frame x negativ
 it cost (``cost_*``). Table 4 scores each relation alone and averages relations without weights, so
 every accuracy is a mean over relations of per-relation ratios of totals (or, for the accuracy
 extremes, their maximum or minimum); a cost is the total over every fact of the run.
+
+Which metric each statistic is: ``belief_tasks.scoring.monitor.METRICS``. Accuracies and probabilities are
+shares: their intervals stay inside [0, 1].
 """
 
 from __future__ import annotations
@@ -76,7 +79,20 @@ def _extreme(values: np.ndarray, how: str) -> np.ndarray:
     return np.where(np.isfinite(out), out, np.nan)
 
 
-def _per_relation(how: str, cell: str = "frame", present: str = "has"):
+def anchor_mean(quantity: str):
+    """The mean over relations of a scored fact's ``quantity`` (an ``ANCHOR_MEANS`` name: PFD, IRD or a mean
+    anchor probability, the last a share)."""
+    if quantity not in ANCHOR_MEANS:
+        raise ValueError(f"no per-fact column {quantity!r} (anchor means: {ANCHOR_MEANS})")
+    stat = relation_mean(quantity, "scored")
+    return share(stat) if quantity.endswith("_prob") else stat
+
+
+#: the mean over relations of the share of facts answered right under the positive context
+positive_accuracy = share(relation_mean("positive_correct", "one"))
+
+
+def per_relation(how: str, cell: str = "frame", present: str = "has"):
     """Table 4's avg / max / min over a relation's combinations (its frames; or, section 4.3, its R x M
     frame-interference pairs), averaged over relations."""
 
@@ -86,10 +102,10 @@ def _per_relation(how: str, cell: str = "frame", present: str = "has"):
             return np.full(acc.shape[:-2], np.nan)
         return nanmean(nanmean(acc) if how == "avg" else _extreme(acc, how))
 
-    return stat if how == "avg" else selecting(stat)
+    return share(stat if how == "avg" else selecting(stat))
 
 
-def _across_relations(how: str, cell: str = "frame", present: str = "has"):
+def across_relations(how: str, cell: str = "frame", present: str = "has"):
     """The max / min across relations of each relation's average accuracy over its combinations."""
 
     def stat(T: Totals) -> np.ndarray:
@@ -98,35 +114,22 @@ def _across_relations(how: str, cell: str = "frame", present: str = "has"):
             return np.full(acc.shape[:-2], np.nan)
         return _extreme(nanmean(acc), how)
 
-    return selecting(stat)
+    return share(selecting(stat))
 
 
-def _frame(j: int):
+def frame_accuracy(j: int):
+    """The mean over the relations with a frame j of their accuracy under it; NaN without frame j's column."""
+
     def stat(T: Totals) -> np.ndarray:
         if f"has{j}" not in T.columns:
             return np.full(T.values.shape[:-2], np.nan)
         return nanmean(ratio(T[f"frame{j}"], T[f"has{j}"]))
 
-    return stat
+    return share(stat)
 
 
-#: metrics whose full-data value a sample cannot estimate (none: every metric has its statistic)
-NOT_ESTIMABLE: tuple[str, ...] = ()
-
-STATISTICS = {
-    "monitor": monitor,
-    **{k: relation_mean(k, "scored") for k in ANCHOR_MEANS},
-    "acc_avg": _per_relation("avg"),
-    "acc_max": _per_relation("max"),
-    "acc_min": _per_relation("min"),
-    "acc_positive": relation_mean("positive_correct", "one"),
-    "acc_relation_max": _across_relations("max"),
-    "acc_relation_min": _across_relations("min"),
-    **{f"acc_frame_{j}": _frame(j) for j in range(7)},
-    **{f"acc_paper_{w}": _per_relation(w, "grid", "ingrid") for w in ("avg", "max", "min")},
-    **{f"acc_paper_relation_{w}": _across_relations(w, "grid", "ingrid") for w in ("max", "min")},
-    **{name: total(name) for name in COSTS},
-}
-for _name, _stat in STATISTICS.items():  # accuracies and probabilities: intervals inside [0, 1]
-    if _name.startswith("acc_") or _name.endswith("_prob"):
-        share(_stat)
+def cost(name: str):
+    """The run's total of a ``COSTS`` count (requests or tokens of a request group)."""
+    if name not in COSTS:
+        raise ValueError(f"no per-fact count {name!r} (costs: {COSTS})")
+    return total(name)
