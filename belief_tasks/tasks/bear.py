@@ -54,7 +54,7 @@ def _other_template(metric: str, chosen: tuple[int, ...]) -> bool:
 
 def build_docs(fs: FactSet, opts: Options) -> DocList:
     """Docs in relation / fact / template order (``--limit`` keeps whole facts of the first relation), with the
-    budget's draw (``DocList.draw``)."""
+    selection's draw (``DocList.draw``)."""
     docs = []
     selection = select_facts(fs, opts)
     for fact in selection:

@@ -59,7 +59,7 @@ def answer_format(opts: Options) -> str:
 
 
 def build_docs(fs: FactSet, opts: Options) -> DocList:
-    """One doc per selected fact: its ids, object, accepted answers and anchor prompts; with the budget's draw
+    """One doc per selected fact: its ids, object, accepted answers and anchor prompts; with the selection's draw
     (``DocList.draw``)."""
     fmt = answer_format(opts)
     docs = []
