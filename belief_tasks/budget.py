@@ -58,14 +58,29 @@ def ranked(keys: Sequence[str], seed: int) -> list[int]:
 
 @dataclass(frozen=True)
 class Draw:
-    """What a budgeted run drew: per relation its population size and how many facts it drew,
-    and the drawn facts' keys."""
+    """What a budgeted run drew: per relation its population size, how many facts it drew and their keys.
+    Computed once per task (``tasks.base.select_facts``) and handed on with its documents (``DocList.draw``)."""
 
     budget: float
     seed: int
     population: Mapping[str, int]  # relation -> N_r (facts the run could have drawn)
     drawn: Mapping[str, int]  # relation -> n_r
-    keys: frozenset = field(default_factory=frozenset)
+    keys_of: Mapping[str, frozenset] = field(default_factory=dict)  # relation -> the drawn facts' keys
+
+    @property
+    def keys(self) -> frozenset:
+        """The drawn facts' keys, every relation's."""
+        return frozenset().union(*self.keys_of.values())
+
+    def over(self, relations: Iterable[str]) -> "Draw":
+        """The draw of ``relations`` alone (a task that makes no document of a relation evaluates none of its
+        facts, so its design leaves the relation out); the relations keep their order."""
+        keep = set(relations)
+        if keep >= set(self.population):
+            return self
+        rels = [r for r in self.population if r in keep]
+        return Draw(self.budget, self.seed, {r: self.population[r] for r in rels}, {r: self.drawn[r] for r in rels},
+                    {r: self.keys_of[r] for r in rels if r in self.keys_of})
 
     def summary(self) -> dict:
         """What the results JSON records: budget, seed, and per relation N_r and n_r."""
@@ -77,13 +92,13 @@ class Draw:
 def drawn_rows(keys_by_relation: Mapping[str, Sequence[str]], budget: float, seed: int) -> tuple[dict, Draw]:
     """Per relation, the positions of its drawn facts (the ``allocation`` best-ranked, in data order),
     and the ``Draw`` (its ``keys``: the drawn facts' keys)."""
-    population, drawn, rows, chosen = {}, {}, {}, set()
+    population, drawn, rows, chosen = {}, {}, {}, {}
     for rel, keys in keys_by_relation.items():
         n = allocation(budget, len(keys)) if keys else 0
         population[rel], drawn[rel] = len(keys), n
         rows[rel] = sorted(ranked(keys, seed)[:n])
-        chosen.update(keys[i] for i in rows[rel])
-    return rows, Draw(budget, seed, population, drawn, frozenset(chosen))
+        chosen[rel] = frozenset(keys[i] for i in rows[rel])
+    return rows, Draw(budget, seed, population, drawn, chosen)
 
 
 def draw_keys(keys_by_relation: Mapping[str, Sequence[str]], budget: float, seed: int) -> Draw:

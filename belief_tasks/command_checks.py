@@ -211,10 +211,12 @@ def readers(key: str) -> str:
 
 
 def check_budget_without_limit(tasks: Mapping[str, Any], limit: float | None) -> None:
-    """``--limit`` would cut a budgeted task's drawn facts, and its estimates need every one of them."""
+    """``--limit`` would cut a budgeted task's drawn facts, and its estimates need every one of them: each built
+    task of ours, its parsed knobs checked by ``tasks.base.check_budget`` (the budget's rules, in one place)."""
+    from belief_tasks.tasks.base import BeliefTask, check_budget
+
     if limit is None:
         return
     for name, task in tasks.items():
-        if ((getattr(getattr(task, "config", None), "metadata", None) or {}).get("budget")) is not None:
-            raise KnobError("budget", f"task {name}: a budget cannot be combined with --limit {limit:g}: a budgeted "
-                            "run evaluates every fact the budget draws (the budget is the way to run fewer)")
+        if isinstance(task, BeliefTask):
+            check_budget(task.options, limit=limit, task=name)

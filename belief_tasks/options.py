@@ -151,10 +151,20 @@ class Knob:
 
 
 class Options(Mapping[str, Any]):
-    """Parsed knob values: ``opts.seed`` or ``opts["seed"]``."""
+    """Parsed knob values: ``opts.seed`` or ``opts["seed"]``; a task parses its own once (``BeliefTask.options``)
+    and hands them to its documents function.
 
-    def __init__(self, values: Mapping[str, Any]):
+    ``opts.metadata`` is the mapping the values were read from. Only what has readers of its own is read from
+    it: the data source (``sources.resolve_source``, with its environment fallbacks) and the evaluated model's
+    arguments (``tasks.base.model_tokenizer``); a knob is read from the parsed values."""
+
+    def __init__(self, values: Mapping[str, Any], metadata: Mapping[str, Any] | None = None):
         self._values = dict(values)
+        self._metadata = metadata if metadata is not None else {}
+
+    @property
+    def metadata(self) -> Mapping[str, Any]:
+        return self._metadata
 
     def __getattr__(self, name: str) -> Any:
         try:
@@ -172,7 +182,7 @@ class Options(Mapping[str, Any]):
         return len(self._values)
 
     def replace(self, **changes: Any) -> "Options":
-        return Options({**self._values, **changes})
+        return Options({**self._values, **changes}, self._metadata)
 
     def __repr__(self) -> str:
         return f"Options({self._values!r})"
@@ -212,13 +222,6 @@ TRUNCATION_RULE = (
 )
 
 
-def check_combinations(opts: Options) -> None:
-    """Knobs that cannot be set together: ``budget`` draws facts by itself, so a cap on top of it
-    would make the estimates' design unknown."""
-    if getattr(opts, "budget", None) is not None and getattr(opts, "max_facts_per_relation", None) is not None:
-        raise KnobError("budget", "cannot be combined with max_facts_per_relation: the budget draws each relation's "
-                        "facts itself (use one of the two)")
-
 #: Model arguments some tasks read (lm-eval's CLI merges ``--model_args`` into every task's
 #: metadata): the evaluated model's tokenizer, for tasks that count or cut its tokens.
 MODEL_ARGS: tuple[Knob, ...] = (
@@ -232,9 +235,10 @@ MODEL_ARGS: tuple[Knob, ...] = (
 
 
 def parse_options(knobs: Sequence[Knob], metadata: Mapping[str, Any] | None) -> Options:
-    """Every knob of ``knobs`` read from ``metadata`` (defaults where unset), checked."""
+    """Every knob of ``knobs`` read from ``metadata`` (defaults where unset), checked; ``metadata`` kept as
+    ``Options.metadata``."""
     md = metadata or {}
-    return Options({k.name: k.parse(md.get(k.name)) for k in knobs})
+    return Options({k.name: k.parse(md.get(k.name)) for k in knobs}, md)
 
 
 #: keys lm-eval itself puts in a task's metadata (the YAML's own, and where the YAML came from)

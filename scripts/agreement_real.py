@@ -50,11 +50,12 @@ def data_env(data_dir: Path) -> dict[str, str]:
 
 def task_keys(task: str, metadata: dict) -> dict[str, FactKey]:
     """Fact id -> key of every fact ``task`` evaluates with ``metadata``: its own documents, built as lm-eval does."""
+    from belief_tasks.options import parse_options
     from belief_tasks.tasks import bear, iclke, monitor
 
-    build = {"belief_bear": bear.bear_dataset, "belief_iclke_bear": iclke.iclke_bear,
-             "belief_monitor": monitor.fktc_dataset}[task]
-    docs = build(**metadata)["test"]
+    module, build = {"belief_bear": (bear, bear.bear_dataset), "belief_iclke_bear": (iclke, iclke.iclke_bear),
+                     "belief_monitor": (monitor, monitor.fktc_dataset)}[task]
+    docs = build(parse_options(module.KNOBS, metadata))["test"]
     return {d["fact_id"]: FactKey.from_record(unpack(d, "fact_key")) for d in docs}
 
 

@@ -131,8 +131,9 @@ def test_mean_reduction_counts_tokens_like_lm_pub_quiz(model_path):
 
 def test_mean_docs_carry_token_counts(model_path):
     from belief_tasks.data import load_facts
+    from belief_tasks.options import parse_options
 
     md = {"source": "sample", "relations": "P36", "max_facts_per_relation": 1, "templates": "0",
           "reduction": "mean", "pretrained": str(model_path)}
-    (d,) = T.build_docs(load_facts("bear", md), md)
+    (d,) = T.build_docs(load_facts("bear", md), parse_options(T.KNOBS, md))
     assert d["reduction"] == "mean" and len(d["n_tokens"]) == len(d["options"]) and min(d["n_tokens"]) >= 5

@@ -84,7 +84,7 @@ def test_answer_mode_splits_before_the_answer(bear):
 
 
 def test_docs_on_real_bear(bear, shared_data):
-    docs = build_docs(bear, {"relations": "P36,P105", "max_facts_per_relation": 4})
+    docs = build_docs(bear, parse_options(KNOBS, {"relations": "P36,P105", "max_facts_per_relation": 4}))
     assert len(docs) == 2 * 4 * 3  # facts x templates
     info = json.loads((shared_data / "bear" / "relation_info.json").read_text())
     rows = {}
@@ -102,7 +102,7 @@ def test_docs_on_real_bear(bear, shared_data):
         assert d["domains"] == info[d["relation"]]["domains"]
         assert d["cardinality"] == {"P36": "1:1", "P105": "1:N"}[d["relation"]]
     # template selection
-    assert {d["template_index"] for d in build_docs(bear, {"relations": "P36", "templates": "0,2"})} == {0, 2}
+    assert {d["template_index"] for d in build_docs(bear, parse_options(KNOBS, {"relations": "P36", "templates": "0,2"}))} == {0, 2}
 
 
 def test_bear_counts(bear, shared_data):
@@ -117,7 +117,7 @@ def test_sample_uses_statement_templates_and_accepts_every_object():
     from belief_tasks.data import load_facts
 
     fs = load_facts("bear", {"source": "sample"})
-    docs = build_docs(fs, {"source": "sample", "max_facts_per_relation": 2})
+    docs = build_docs(fs, parse_options(KNOBS, {"source": "sample", "max_facts_per_relation": 2}))
     for d in docs:
         rel = fs.relations[d["relation"]]
         assert d["template_id"] in {t.id for t in rel.templates_of("statement")}
@@ -142,6 +142,6 @@ def test_knobs_parse_and_bad_settings_fail_before_model_time():
 
     fs = load_facts("bear", {"source": "sample"})
     with pytest.raises(KnobError, match="templates"):  # BEAR has three templates per relation
-        build_docs(fs, {"source": "sample", "templates": "7", "max_facts_per_relation": 1})
+        build_docs(fs, parse_options(KNOBS, {"source": "sample", "templates": "7", "max_facts_per_relation": 1}))
     with pytest.raises(KnobError, match="pretrained"):
-        build_docs(fs, {"source": "sample", "reduction": "mean", "max_facts_per_relation": 1})
+        build_docs(fs, parse_options(KNOBS, {"source": "sample", "reduction": "mean", "max_facts_per_relation": 1}))

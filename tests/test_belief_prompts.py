@@ -144,7 +144,8 @@ SAMPLE = {"source": "sample", "relations": "P36"}
 
 def prompts(style: str, context: str, metadata: dict) -> list[dict]:
     """Every prompt of a task's pair documents, in request order."""
-    return [p for d in build_docs(style, context, metadata) for p in prompts_of(d, metadata)]
+    opts = parse_options(KNOBS, metadata)
+    return [p for d in build_docs(style, context, opts) for p in prompts_of(d, opts)]
 
 
 def test_mp_uses_manual_templates_by_default_and_all_on_request():
@@ -171,13 +172,14 @@ def test_one_document_per_pair_holds_the_ids_of_its_prompt_grid():
     from belief_tasks.data import load_facts
 
     fs = load_facts("myriadlama", SAMPLE)
-    docs = build_docs("mp", "zeroshot", {**SAMPLE, "mp_templates": "all"})
+    every = parse_options(KNOBS, {**SAMPLE, "mp_templates": "all"})
+    docs = build_docs("mp", "zeroshot", every)
     assert [d["fact_id"] for d in docs] == [f.id for f in fs.facts_of("P36")]
     france = docs[0]
     assert france["templates"] == [t.id for t in fs.relations["P36"].templates]
     assert france["subjects"] == ["France", "French Republic"] and france["target"] == "Paris"
     # the grid: templates first, then subject expressions
-    grid = [(p["template_id"], p["subject_form"]) for p in prompts_of(france, {**SAMPLE, "mp_templates": "all"})]
+    grid = [(p["template_id"], p["subject_form"]) for p in prompts_of(france, every)]
     assert grid[:3] == [("P36_t0", "France"), ("P36_t0", "French Republic"), ("P36_t1", "France")]
     assert len(grid) == len(france["templates"]) * 2
 

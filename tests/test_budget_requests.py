@@ -9,7 +9,7 @@ import pytest
 from belief_tasks.data import load_facts
 from belief_tasks.options import parse_options
 from belief_tasks.tasks import bear, belief_icl, iclke, monitor
-from belief_tasks.tasks.base import DESIGN_FIELDS, budget_summary, unpack
+from belief_tasks.tasks.base import DESIGN_FIELDS, as_split, unpack
 
 SAMPLE = {"source": "sample"}
 
@@ -28,26 +28,28 @@ def _without_design(doc: dict) -> dict:
 @pytest.mark.parametrize("style,context", [("mp", "4random"), ("qa", "4relation"), ("mp", "4template")])
 def test_belief_prompts_and_samples_of_a_pair_do_not_depend_on_the_draw(style, context):
     md = {**SAMPLE, "confidence_prompts": 200, "confidence_samples": 3}
-    small = belief_icl.build_docs(style, context, {**md, "budget": 0.05})
-    large = belief_icl.build_docs(style, context, {**md, "budget": 0.3})
-    full = belief_icl.build_docs(style, context, md)
+    opts = lambda **more: parse_options(belief_icl.KNOBS, {**md, **more})  # noqa: E731
+    small = belief_icl.build_docs(style, context, opts(budget=0.05))
+    large = belief_icl.build_docs(style, context, opts(budget=0.3))
+    full = belief_icl.build_docs(style, context, opts())
     for a, b in _common(small, large, lambda d: d["fact_id"]):
         assert _without_design(a) == _without_design(b)
-        assert belief_icl.prompts_of(a, {**md, "budget": 0.05}) == belief_icl.prompts_of(b, {**md, "budget": 0.3})
+        assert belief_icl.prompts_of(a, opts(budget=0.05)) == belief_icl.prompts_of(b, opts(budget=0.3))
     # the confidence subsample is the full run's: a pair is sampled at a budget iff it is in the full run
     sampled_full = {d["fact_id"] for d in full if d["sampled"] is not None}
     assert {d["fact_id"] for d in large if d["sampled"] is not None} == sampled_full & {d["fact_id"] for d in large}
-    census = belief_icl.build_docs(style, context, {**md, "budget": 1.0})
+    census = belief_icl.build_docs(style, context, opts(budget=1.0))
     assert [_without_design(d) for d in census] == full
 
 
 def test_bear_requests_of_a_fact_do_not_depend_on_the_draw():
     fs = load_facts("bear", SAMPLE)
-    small, large = (bear.build_docs(fs, {**SAMPLE, "budget": b}) for b in (0.05, 0.25))
+    small, large = (bear.build_docs(fs, parse_options(bear.KNOBS, {**SAMPLE, "budget": b})) for b in (0.05, 0.25))
     for a, b in _common(small, large, lambda d: d["doc_id"]):
         assert _without_design(a) == _without_design(b)
         assert bear.requests_of(a) == bear.requests_of(b)
-    assert [_without_design(d) for d in bear.build_docs(fs, {**SAMPLE, "budget": 1.0})] == bear.build_docs(fs, SAMPLE)
+    assert [_without_design(d) for d in bear.build_docs(fs, parse_options(bear.KNOBS, {**SAMPLE, "budget": 1.0}))] == \
+        bear.build_docs(fs, parse_options(bear.KNOBS, SAMPLE))
 
 
 @pytest.mark.parametrize("builder", [iclke.iclke_docs, iclke.eiclke_docs])
@@ -58,8 +60,8 @@ def test_iclke_inputs_of_a_test_fact_do_not_depend_on_the_draw(builder, demos):
     md = {**SAMPLE, "n_examples": 6, "max_options": 5, "train_size": 20, "demos": demos, "eic_lead": 3,
           "eic_every": 2}
     fs = load_facts("bear_big", md)
-    small, large = (builder(fs, {**md, "budget": b}) for b in (0.1, 0.4))
-    full = builder(fs, md)
+    small, large = (builder(fs, parse_options(iclke.KNOBS, {**md, "budget": b})) for b in (0.1, 0.4))
+    full = builder(fs, parse_options(iclke.KNOBS, md))
     for a, b in _common(small, large, lambda d: d["fact_id"]):
         assert _without_design(a) == _without_design(b)
         assert _contexts(a) == _contexts(b)
@@ -82,13 +84,30 @@ def test_monitor_anchors_of_a_fact_do_not_depend_on_the_draw():
         assert unpack(a, "anchors") == unpack(b, "anchors")
 
 
-def test_docs_carry_the_design_and_the_results_summary_reads_it():
+def test_docs_carry_the_draw_and_the_design_it_gives_each_doc():
+    """The draw is computed once, by the documents function, and handed on with the docs (``DocList.draw``):
+    the results JSON's summary is its own, and each doc's design fields (which the records copy for
+    ``belief-report``) agree with it."""
     fs = load_facts("bear", SAMPLE)
-    docs = bear.build_docs(fs, {**SAMPLE, "budget": 0.05, "seed": 5})
-    summary = budget_summary(docs, 5)
+    docs = bear.build_docs(fs, parse_options(bear.KNOBS, {**SAMPLE, "budget": 0.05, "seed": 5}))
+    summary = docs.draw.summary()
     assert summary["budget"] == 0.05 and summary["seed"] == 5
     for rid, rel in summary["relations"].items():
         assert rel["population"] == len(fs.facts_of(rid))
         assert rel["drawn"] == len({d["fact_id"] for d in docs if d["relation"] == rid})
+        assert all((d["population"], d["drawn"]) == (rel["population"], rel["drawn"]) for d in docs if d["relation"] == rid)
     assert summary["facts_drawn"] == len({d["fact_id"] for d in docs})
-    assert budget_summary(bear.build_docs(fs, SAMPLE), 5) is None
+    assert as_split(docs)["test"].draw is docs.draw  # every relation has docs: the draw as it was made
+    assert bear.build_docs(fs, parse_options(bear.KNOBS, SAMPLE)).draw is None
+
+
+def test_a_relation_without_docs_leaves_the_draw():
+    """A relation a task makes no document of (no template of the style, say) is no part of its design."""
+    fs = load_facts("bear", SAMPLE)
+    docs = bear.build_docs(fs, parse_options(bear.KNOBS, {**SAMPLE, "budget": 0.2}))
+    kept = [d for d in docs if d["relation"] != "P36"]
+    kept = type(docs)(kept, docs.draw)
+    draw = as_split(kept)["test"].draw
+    assert "P36" in docs.draw.population and "P36" not in draw.population and "P36" not in draw.keys_of
+    assert draw.summary()["facts_drawn"] == docs.draw.summary()["facts_drawn"] - docs.draw.drawn["P36"]
+    assert list(draw.population) == [r for r in docs.draw.population if r != "P36"]

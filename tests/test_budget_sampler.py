@@ -9,8 +9,8 @@ import pytest
 
 from belief_tasks import budget
 from belief_tasks.data import load_facts
-from belief_tasks.options import COMMON, KnobError, check_combinations, parse_options
-from belief_tasks.tasks.base import check_metadata, select_facts
+from belief_tasks.options import COMMON, KnobError, parse_options
+from belief_tasks.tasks.base import check_budget, check_metadata, select_facts
 
 SAMPLE = {"source": "sample"}
 BUDGETS = (0.01, 0.05, 0.2, 0.5, 1.0)
@@ -95,7 +95,7 @@ def test_budget_knob_is_validated():
     assert _opts(budget="0.05").budget == 0.05 and _opts(budget=1).budget == 1.0
     assert _opts(budget=None).budget is None
     with pytest.raises(KnobError, match="max_facts_per_relation"):
-        check_combinations(_opts(budget=0.1, max_facts_per_relation=3))
+        check_budget(_opts(budget=0.1, max_facts_per_relation=3))
     with pytest.raises(KnobError, match="max_facts_per_relation"):
         check_metadata({**SAMPLE, "budget": 0.1, "max_facts_per_relation": 3}, COMMON)
 
@@ -108,13 +108,21 @@ def test_no_budget_keeps_the_selection_as_it_was():
 
 
 def test_budget_is_refused_where_a_family_has_no_budgeted_estimators():
-    from belief_tasks.tasks.base import check_budget_supported
-
     with pytest.raises(KnobError, match="belief_mlm"):
-        check_budget_supported("belief_mlm", {"budget": 0.1})
+        check_budget(_opts(budget=0.1), "belief_mlm")
     for family in ("belief_icl", "bear", "iclke", "monitor"):
-        check_budget_supported(family, {"budget": 0.1})
-    check_budget_supported("belief_mlm", {})
+        check_budget(_opts(budget=0.1), family)
+    check_budget(_opts(), "belief_mlm")
+    check_budget(_opts(budget="none"), "belief_mlm")  # an unset value sets no budget
+
+
+def test_budget_rules_live_in_one_function():
+    """``check_budget`` holds every rule of the knob beyond its value: the cap, the family, ``--limit``
+    (``belief-eval``'s check of the built tasks calls it), each with its own message."""
+    with pytest.raises(KnobError, match="task belief_bear: a budget cannot be combined with --limit 3"):
+        check_budget(_opts(budget=0.1), "bear", limit=3, task="belief_bear")
+    check_budget(_opts(), "bear", limit=3, task="belief_bear")  # no budget: --limit is the user's to set
+    check_budget(_opts(budget=0.1), "bear", limit=None, task="belief_bear")
 
 
 def test_every_metric_of_a_budgeted_family_has_an_estimator_or_is_marked():

@@ -292,10 +292,10 @@ def test_every_family_puts_the_key_in_its_docs_and_records():
     want = {f.id: fact_key(f, fs.relations[f.relation]).as_record() for f in fs}
     md = {"source": "sample", "relations": "P36", "max_facts_per_relation": 2}
     built = {
-        "bear": bear.build_docs(fs, md),
-        "iclke": iclke.iclke_docs(fs, {**md, "n_examples": 2, "max_options": 3}),
+        "bear": bear.build_docs(fs, parse_options(bear.KNOBS, md)),
+        "iclke": iclke.iclke_docs(fs, parse_options(iclke.KNOBS, {**md, "n_examples": 2, "max_options": 3})),
         "monitor": monitor.build_docs(fs, parse_options(monitor.KNOBS, md)),
-        "belief_icl": belief_icl.build_docs("mp", "zeroshot", md),
+        "belief_icl": belief_icl.build_docs("mp", "zeroshot", parse_options(belief_icl.KNOBS, md)),
     }
     for family, docs in built.items():
         assert docs and all(d["fact_key"] == want[d["fact_id"]] for d in docs), family

@@ -120,14 +120,16 @@ def test_a_budgeted_task_declares_each_interval_as_a_metric_of_its_own():
     from belief_tasks.families import FAMILIES
     from belief_tasks.scoring.budgeted import estimates
     from belief_tasks.scoring.common import SameRecord
+    from belief_tasks.options import COMMON, parse_options
     from belief_tasks.tasks.base import interval_entries
 
+    _opts = lambda md: parse_options(COMMON, md)  # noqa: E731  the task's parsed knobs
     fam = FAMILIES["bear"]
     entries = [{"metric": m, "aggregation": d.aggregation, "higher_is_better": d.higher_is_better} for m, d in fam.metrics.items()]
-    assert interval_entries("bear", entries, {"budget": "none"}) == [] == interval_entries("bear", entries, {})
-    added = interval_entries("bear", entries, {"budget": 0.5})
+    assert interval_entries("bear", entries, _opts({"budget": "none"})) == [] == interval_entries("bear", entries, _opts({}))
+    added = interval_entries("bear", entries, _opts({"budget": 0.5}))
     assert [e["metric"] for e in added] == [f"{m}_ci95" for m in fam.metrics if m in fam.budgeted.statistics]
-    assert interval_entries("belief_mlm", entries, {"budget": 0.5}) == []  # a family without estimators: none
+    assert interval_entries("belief_mlm", entries, _opts({"budget": 0.5})) == []  # a family without estimators: none
     from test_budget_report import bear_records
 
     records = bear_records(100, {"P1": 8, "P2": 2}, 0.6)

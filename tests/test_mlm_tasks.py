@@ -14,6 +14,14 @@ from test_mlm_tiny import build_tiny_mlm, norm_words
 SAMPLE = {"source": "sample"}
 
 
+def _opts(**metadata):
+    """The encoder family's knobs parsed from the sample's metadata, as its task parses them."""
+    from belief_tasks.options import parse_options
+    from belief_tasks.tasks.belief_mlm import KNOBS
+
+    return parse_options(KNOBS, {**SAMPLE, **metadata})
+
+
 @pytest.fixture(scope="module")
 def favour_paris(tmp_path_factory):
     """A tiny BERT that predicts "paris" at every mask with probability ~1."""
@@ -45,7 +53,7 @@ def expected_counts(folder, relations):
 def test_prompt_docs_keep_only_single_token_objects(favour_paris):
     from belief_tasks.tasks.belief_mlm import prompt_docs
 
-    docs, counts = prompt_docs("myriadlama", {**SAMPLE, "pretrained": str(favour_paris)})
+    docs, counts = prompt_docs("myriadlama", _opts(pretrained=str(favour_paris)))
     relations = set(counts)
     kept, dropped, kept_facts, _ = expected_counts(favour_paris, relations)
     assert len(docs) == kept == sum(c["kept"] for c in counts.values())
@@ -61,7 +69,7 @@ def test_prompt_docs_need_the_tokenizer():
     from belief_tasks.tasks.belief_mlm import prompt_docs
 
     with pytest.raises(ValueError, match="pretrained"):
-        prompt_docs("myriadlama", SAMPLE)
+        prompt_docs("myriadlama", _opts())
 
 
 def test_knobs_and_the_mask_token_are_checked_before_model_time(favour_paris, model_path):
@@ -70,7 +78,7 @@ def test_knobs_and_the_mask_token_are_checked_before_model_time(favour_paris, mo
 
     assert parse_options(KNOBS, {}).accuracy_draws == 50_000 and parse_options(KNOBS, {"accuracy_draws": "7"}).accuracy_draws == 7
     with pytest.raises(KnobError, match="accuracy_draws"):
-        prompt_docs("myriadlama", {**SAMPLE, "pretrained": str(favour_paris), "accuracy_draws": 0})
+        _opts(pretrained=str(favour_paris), accuracy_draws=0)
     assert mlm_tokenizer({"pretrained": str(favour_paris)}).mask_token == "[MASK]"
     with pytest.raises(KnobError, match="no mask token"):  # the bundled causal LM
         mlm_tokenizer({"pretrained": str(model_path)})
@@ -79,7 +87,7 @@ def test_knobs_and_the_mask_token_are_checked_before_model_time(favour_paris, mo
 def test_bias_docs_are_content_free_with_single_token_candidates(favour_paris):
     from belief_tasks.tasks.belief_mlm import bias_docs
 
-    docs = bias_docs("myriadlama", {**SAMPLE, "pretrained": str(favour_paris), "relations": "P36"})
+    docs = bias_docs("myriadlama", _opts(pretrained=str(favour_paris), relations="P36"))
     assert {d["subject_form"] for d in docs} == {"na", "empty", "qmark"}
     assert any("N/A" in d["prompt"] for d in docs) and any("?" in d["prompt"] for d in docs)
     vocab = set((favour_paris / "vocab.txt").read_text().split())
@@ -155,8 +163,8 @@ def test_statement_only_templates_on_request(favour_paris):
 
     fs = load_facts("myriadlama", SAMPLE)
     questions = {t.id for r in fs.relations.values() for t in r.templates_of("question")}
-    everything, _ = prompt_docs("myriadlama", {**SAMPLE, "pretrained": str(favour_paris)})
-    statements, _ = prompt_docs("myriadlama", {**SAMPLE, "pretrained": str(favour_paris), "mlm_templates": "statement"})
+    everything, _ = prompt_docs("myriadlama", _opts(pretrained=str(favour_paris)))
+    statements, _ = prompt_docs("myriadlama", _opts(pretrained=str(favour_paris), mlm_templates="statement"))
     assert {d["template_id"] for d in everything} & questions  # question-style prompts: "...? [MASK]."
     assert not {d["template_id"] for d in statements} & questions
     def prompts(docs):  # the per-relation counts differ, the prompts must not

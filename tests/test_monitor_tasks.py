@@ -13,6 +13,10 @@ from belief_tasks.tasks import monitor as T
 from belief_tasks.tasks import monitor_subwords as S
 
 
+def _docs(dataset, **metadata):
+    """A MONITOR ``custom_dataset`` function's test docs, handed the knobs parsed as the task parses them."""
+    return dataset(parse_options(T.KNOBS, metadata))["test"]
+
 def test_metric_list_is_the_metric_table(model_path):
     """No YAML lists MONITOR's metrics: the task class wires ``scoring.monitor.METRICS``, in its order."""
     from belief_tasks.paths import task_yamls_dir
@@ -45,7 +49,7 @@ def test_belief_monitor_is_fktc_and_takes_the_relations_knob(shared_data, model_
     task = TaskManager(include_path=str(task_yamls_dir()), include_defaults=False, metadata=meta).load(["belief_monitor"])["tasks"]["belief_monitor"]
     docs = task.test_docs()
     assert len(docs) == 16198 and len(set(docs["relation"])) == 20
-    chosen = T.fktc_dataset(**meta, relations="P264,P37", max_facts_per_relation=4)["test"]
+    chosen = _docs(T.fktc_dataset, **meta, relations="P264,P37", max_facts_per_relation=4)
     assert sorted(chosen["relation"]) == ["P264"] * 4 + ["P37"] * 4
     p264 = [d for d in chosen if d["relation"] == "P264"][0]
     assert len(json.loads(p264["anchors"])) == 1 + 6 + 5
@@ -67,12 +71,12 @@ def test_options_are_validated():
 
 def test_no_tokenizer_or_unknown_relation_fails_before_model_time(model_path):
     with pytest.raises(KnobError, match="tokenizer.*pretrained") as err:
-        T.sample_dataset(source="sample")  # e.g. a chat API's model args: nothing to tokenise with
+        _docs(T.sample_dataset, source="sample")  # e.g. a chat API's model args: nothing to tokenise with
     assert "backends that only generate text, such as chat APIs, cannot run it" in str(err.value)
     with pytest.raises(KnobError, match="P101"):  # an FKTC relation the sample does not have
-        T.fktc_dataset(relations="P101", source="sample", pretrained=str(model_path))
+        _docs(T.fktc_dataset, relations="P101", source="sample", pretrained=str(model_path))
     with pytest.raises(KnobError, match="could not load the tokenizer"):
-        T.sample_dataset(source="sample", model="gpt-4o-mini")
+        _docs(T.sample_dataset, source="sample", model="gpt-4o-mini")
 
 
 def test_codec_follows_add_bos_token(model_path):
@@ -83,13 +87,13 @@ def test_codec_follows_add_bos_token(model_path):
 
 
 def test_sample_docs(model_path):
-    docs = T.sample_dataset(source="sample", pretrained=str(model_path), relations="P36", max_facts_per_relation=3)["test"]
+    docs = _docs(T.sample_dataset, source="sample", pretrained=str(model_path), relations="P36", max_facts_per_relation=3)
     assert len(docs) == 3 and {d["relation"] for d in docs} == {"P36"}
     anchors = json.loads(docs[0]["anchors"])
     assert [a["kind"] for a in anchors] == ["positive"] + ["frame"] * 7 + ["negative"] * 5
     assert anchors[0]["text"].startswith(f"Question: {docs[0]['object']}. ")
     # belief_monitor on source=sample builds the same docs as belief_monitor_sample
-    same = T.fktc_dataset(source="sample", pretrained=str(model_path), relations="P36", max_facts_per_relation=3)["test"]
+    same = _docs(T.fktc_dataset, source="sample", pretrained=str(model_path), relations="P36", max_facts_per_relation=3)
     assert same.to_list() == docs.to_list()
 
 

@@ -96,7 +96,8 @@ def test_add_a_knob(tmp_path):
 
     add_table_row(co / "docs" / "bear.md", KNOB_HEADER, knob_table([Knob("toy_knob", "int", 3, "a toy knob", minimum=1)]).split("\n")[-1])
     assert problems(co) == no_problems(co)
-    # read with parse_options(KNOBS, metadata); refused by the table out of range; known to every task of a command
+    # read from the task's parsed knobs (parse_options(KNOBS, metadata)); refused by the table out of range; known to
+    # every task of a command
     out = json.loads(python(co, """
 import json
 from belief_tasks import options
@@ -106,7 +107,7 @@ from belief_tasks.tasks import bear
 from belief_tasks.tasks.base import check_metadata
 md = {"source": "sample", "relations": "P36", "max_facts_per_relation": 1, "templates": "0", "toy_knob": "5"}
 out = {"read": options.parse_options(bear.KNOBS, md).toy_knob, "default": options.parse_options(bear.KNOBS, {}).toy_knob,
-       "docs": len(bear.build_docs(load_facts("bear", md), md))}
+       "docs": len(bear.build_docs(load_facts("bear", md), options.parse_options(bear.KNOBS, md)))}
 for value in (0, "many"):
     try:
         options.parse_options(bear.KNOBS, {"toy_knob": value})
@@ -223,10 +224,10 @@ from belief_tasks.tasks import bear, belief_icl, iclke, monitor
 md = {"source": "sample", "relations": "P9999", "max_facts_per_relation": 3}
 print(json.dumps({
     "relations": len(load_facts("bear", md).relations),
-    "bear": sorted({d["relation"] for d in bear.build_docs(load_facts("bear", md), md)}),
+    "bear": sorted({d["relation"] for d in bear.build_docs(load_facts("bear", md), parse_options(bear.KNOBS, md))}),
     "monitor": sorted({d["relation"] for d in monitor.build_docs(load_facts("fktc", md), parse_options(MONITOR_KNOBS, md))}),
-    "iclke": sorted({d["relation"] for d in iclke.iclke_docs(load_facts("trex_mc", md), md)}),
-    "belief_icl": sorted({d["relation"] for d in belief_icl.build_docs("mp", "4template", md)}),
+    "iclke": sorted({d["relation"] for d in iclke.iclke_docs(load_facts("trex_mc", md), parse_options(iclke.KNOBS, md))}),
+    "belief_icl": sorted({d["relation"] for d in belief_icl.build_docs("mp", "4template", parse_options(belief_icl.KNOBS, md))}),
 }))
 """).stdout)
     assert out == {"relations": 13, "bear": ["P9999"], "monitor": ["P9999"], "iclke": ["P9999"], "belief_icl": ["P9999"]}
@@ -304,7 +305,7 @@ METRICS = {"hit": Metric(agg_hit, True, None)}  # no budgeted statistic: the fam
 
 from belief_tasks.data import load_facts
 from belief_tasks.families import TOY
-from belief_tasks.options import parse_options
+from belief_tasks.options import Options
 from belief_tasks.prompts import toy as P
 from belief_tasks.scoring.toy import METRICS
 from belief_tasks.tasks.base import BeliefTask, as_split, probe, select_facts, unpack
@@ -318,10 +319,8 @@ class ToyTask(BeliefTask):
 
 
 @probe("belief_toy", "sample")
-def toy_dataset(**metadata):
-    metadata = {**metadata, "source": "sample"}
-    opts = parse_options(KNOBS, metadata)
-    fs = load_facts("bear", metadata)
+def toy_dataset(opts: Options):
+    fs = load_facts("bear", {**opts.metadata, "source": "sample"})
     docs = []
     for fact in select_facts(fs, opts):
         rel = fs.relations[fact.relation]

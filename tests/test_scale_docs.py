@@ -132,6 +132,7 @@ def test_relation_shards_pooled_in_any_order_give_the_numbers_of_one_run():
     (records carry their place in the data). Answers are made up per prompt (no model): right for
     two thirds of the prompts."""
     from belief_tasks.data import load_facts
+    from belief_tasks.options import parse_options
     from belief_tasks.scoring import belief_icl as SC
     from belief_tasks.seeding import derive_seed
     from belief_tasks.tasks import belief_icl as B
@@ -140,14 +141,15 @@ def test_relation_shards_pooled_in_any_order_give_the_numbers_of_one_run():
 
     def records(meta: dict) -> list[dict]:
         out = []
-        for doc in B.build_docs("mp", "4relation", meta):
+        for doc in B.build_docs("mp", "4relation", parse_options(B.KNOBS, meta)):
             answers = [doc["target"] if derive_seed(0, p["template_id"], p["subject_form"]) % 3 else "nothing"
                        for p in (B.prompt_ids(doc, j) for j in range(len(doc["templates"]) * len(doc["subjects"])))]
             out.append(B.process_results(doc, answers)["acc"])
         return out
 
     def prompts(meta: dict) -> list[str]:
-        return [p["prompt"] for d in B.build_docs("mp", "4relation", meta) for p in B.prompts_of(d, meta)]
+        opts = parse_options(B.KNOBS, meta)
+        return [p["prompt"] for d in B.build_docs("mp", "4relation", opts) for p in B.prompts_of(d, opts)]
 
     relations = list(load_facts("myriadlama", base).relations)
     blocks = [{**base, "relations": ",".join(block)} for block in (relations[:5], relations[5:])]
@@ -208,6 +210,6 @@ def test_system_instruction_and_chat_template_wrap_every_prompt_of_a_pair(model_
                             system_instruction="Answer briefly.")
     greedy = [i for i in task.instances if not i.args[1]["do_sample"]]
     expected = [chat([{"role": "system", "content": "Answer briefly."}, {"role": "user", "content": p["prompt"]}])
-                for d in B.build_docs("qa", "4relation", task.config.metadata) for p in B.prompts_of(d, task.config.metadata)]
+                for d in B.build_docs("qa", "4relation", task.options) for p in B.prompts_of(d, task.options)]
     assert [i.args[0] for i in greedy] == expected and len(expected) > 4
     assert not any(B.PROMPT_SLOT in i.args[0] for i in task.instances)

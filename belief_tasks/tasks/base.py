@@ -2,8 +2,12 @@
 
 * ``BeliefTask``: the ``ConfigurableTask`` subclass every task YAML of ours names in ``class:``.
   It installs our harness hooks, drops the ``class`` key lm-eval passes along, parses the
-  family's knob table (``KNOBS``) from the task's metadata, and builds ``Instance`` objects.
-* ``select_facts``: the common knobs (``relations``, ``max_facts_per_relation``) applied, seeded.
+  family's knob table (``KNOBS``) from the task's metadata once (``read_options``), hands the
+  parsed ``Options`` to its ``custom_dataset`` function, and builds ``Instance`` objects.
+* ``check_budget``: every rule of the ``budget`` knob beyond its value (which its ``Knob`` row parses).
+* ``select_facts``: the common knobs (``relations``, ``max_facts_per_relation``, ``budget``) applied,
+  seeded; under a budget it computes the run's ``Draw``, which the documents carry on to the task
+  (``DocList.draw``, ``BeliefTask.draw``).
 * ``as_split`` / ``unpack``: docs (plain dicts) into the ``{"test": DocList}`` that
   ``custom_dataset`` returns (a list lm-eval reads like a ``datasets.Dataset``), and nested values
   back out.
@@ -46,6 +50,10 @@ class BeliefTask(ConfigurableTask):
     The results JSON records, in the task's ``metadata``, its ``family`` and its ``probe``: the name of
     the task that defines its data (``belief_demo_bear`` includes ``belief_bear``: probe ``belief_bear``),
     taken from the ``custom_dataset`` function (``probe`` decorator). ``belief-report`` reads both.
+
+    Knobs are parsed and checked once, when the task is built (``options``); the ``custom_dataset`` function
+    receives them, and under a budget returns its documents with the ``Draw`` (``draw``), which the results
+    JSON records as ``budget_design``.
     """
 
     FAMILY = ""
@@ -56,20 +64,22 @@ class BeliefTask(ConfigurableTask):
     #: what a request cut to the model's context would lose, for a probe defined by its whole context
     #: ("" when a cut is only recorded): such a task refuses to run unless ``allow_truncation`` is set
     WHOLE_CONTEXT = ""
+    #: the budget's draw behind this task's documents (``budget.Draw``); None without a budget
+    draw: Draw | None = None
 
     def __init__(self, config: dict | None = None, **kwargs: Any) -> None:
         harness.install()
         cfg = {k: v for k, v in (config or {}).items() if k != "class"}
         harness.OUR_TASKS.add(cfg.get("task"))
+        self._options = read_options(cfg.get("metadata"), self.KNOBS, self.FAMILY)
         #: an unknown metadata key, warned of when the requests are built unless the command that knows the run's
         #: model arguments hands them over first (``declare_model_args``)
-        self.unknown_key = check_metadata(cfg.get("metadata"), self.KNOBS, cfg.get("task"))
-        check_budget_supported(self.FAMILY, cfg.get("metadata"))
+        self.unknown_key = unknown_key(cfg.get("metadata"), self.KNOBS)
         cfg["metadata"] = {**(cfg.get("metadata") or {}), **stamp(cfg, self.FAMILY)}
         if "metric_list" not in cfg:  # the family's METRICS wire the task: no YAML repeats them
             cfg["metric_list"] = [{"metric": name, "aggregation": m.aggregation, "higher_is_better": m.higher_is_better}
                                   for name, m in self.metric_table(cfg).items()]
-        cfg["metric_list"] = [*cfg["metric_list"], *interval_entries(self.FAMILY, cfg["metric_list"], cfg["metadata"])]
+        cfg["metric_list"] = [*cfg["metric_list"], *interval_entries(self.FAMILY, cfg["metric_list"], self._options)]
         if self.SCORES_ITSELF:
             cfg["process_results"] = _scored_by_task
         super().__init__(config=cfg, **kwargs)
@@ -80,14 +90,22 @@ class BeliefTask(ConfigurableTask):
         return FAMILIES[self.FAMILY].metrics
 
     def download(self, dataset_kwargs: dict[str, Any] | None = None, **kwargs: Any) -> None:
-        """Our tasks build their documents with ``custom_dataset`` (knobs in ``--metadata``): the same call
-        lm-eval makes, without its warning that asks every run to read about ``--metadata``."""
-        if not callable(self.config.custom_dataset):
+        """Our tasks build their documents with their ``custom_dataset`` function (``probe``), handed the task's
+        parsed knobs (``options``); it returns them with the budget's draw (``DocList.draw``), which the task keeps
+        (``draw``) and the results JSON records (``budget_design``). A function not marked ``probe`` gets lm-eval's
+        call (the metadata as keyword arguments), without its warning that asks every run to read about
+        ``--metadata``."""
+        build = self.config.custom_dataset
+        if not callable(build):
             return super().download(dataset_kwargs, **kwargs)
-        self.dataset = self.config.custom_dataset(**(self.config.metadata or {}), **(self.config.dataset_kwargs or {}))
-        drawn = budget_summary(next(iter(self.dataset.values()), []), self.options.seed)
-        if drawn is not None:  # the results JSON's configs carry the task's metadata
-            self.config.metadata["budget_design"] = drawn
+        if getattr(build, "probe", None) is None:
+            self.dataset = build(**(self.config.metadata or {}), **(self.config.dataset_kwargs or {}))
+            return None
+        self.dataset = build(self.options)
+        self.draw = getattr(next(iter(self.dataset.values()), None), "draw", None)
+        if self.draw is not None:  # the results JSON's configs carry the task's metadata
+            self.config.metadata["budget_design"] = self.draw.summary()
+        return None
 
     def aggregation(self) -> dict:
         """The YAML's aggregations, each made budget-aware (``scoring.budgeted``): unchanged on a full run, the
@@ -127,12 +145,11 @@ class BeliefTask(ConfigurableTask):
     def declare_model_args(self, model_args: Iterable[str]) -> None:
         """The run's model-argument keys, from the command that knows them (``belief-eval``, the sweep, the
         Trainer callback): a metadata key that is neither a knob nor one of them is refused (``KnobError``)."""
-        self.unknown_key = check_metadata(self.config.metadata, self.KNOBS, self.config.task, frozenset(model_args))
+        self.unknown_key = unknown_key(self.config.metadata, self.KNOBS, frozenset(model_args))
 
     @property
     def options(self) -> Options:
-        if getattr(self, "_options", None) is None:
-            self._options = parse_options(self.KNOBS, self.config.metadata)
+        """The task's knobs (its ``KNOBS`` and the data source's), parsed and checked once when it was built."""
         return self._options
 
     @staticmethod
@@ -144,20 +161,36 @@ class BeliefTask(ConfigurableTask):
 
 def check_metadata(metadata: Mapping[str, Any] | None, knobs: Sequence[Knob], task: str | None = None,
                    model_args: Iterable[str] | None = None) -> KnobError | None:
-    """Every knob parses (type, range), and no key is unknown, before any data is read.
+    """Every knob parses (type, range; ``read_options``), and no key is unknown (``unknown_key``), before any
+    data is read."""
+    read_options(metadata, knobs)
+    return unknown_key(metadata, knobs, model_args)
+
+
+def read_options(metadata: Mapping[str, Any] | None, knobs: Sequence[Knob], family: str | None = None) -> Options:
+    """``knobs`` and the data source's (``SOURCE_KNOBS``) parsed from ``metadata``, and a budget checked
+    (``check_budget``; for ``family``'s tasks where given): a task's ``options``, read once."""
+    table = tuple(knobs) + SOURCE_KNOBS
+    try:
+        opts = parse_options(table, metadata)
+        check_budget(opts, family)
+    except KnobError as e:  # a knob the user never set may come from the task's own YAML: say so
+        involved = [k for k in table if k.name in str(e)]
+        raise KnobError(e.knob, str(e).split(": ", 1)[1] + yaml_set(metadata, involved)) from None
+    return opts
+
+
+def unknown_key(metadata: Mapping[str, Any] | None, knobs: Sequence[Knob],
+                model_args: Iterable[str] | None = None) -> KnobError | None:
+    """A key of ``metadata`` that is neither a knob nor lm-eval's own nor a model argument, as an error.
 
     One ``--metadata`` serves every task of a command, so a knob of any family of ours is a known key
-    (only this family's are type-checked here; ``belief-eval`` then refuses a knob that no task of the
-    command reads: ``command_checks.check_knobs_read``). An unknown key is refused when the run's model
+    (only this family's are type-checked, by ``read_options``; ``belief-eval`` then refuses a knob that no task
+    of the command reads: ``command_checks.check_knobs_read``). An unknown key is refused when the run's model
     arguments are known (``model_args``: ``belief-eval`` and the sweep pass them); under a bare ``lm_eval``
     (model args merged into the metadata, indistinguishable) it is returned, and the task warns of it
     (``BeliefTask.unknown_key``)."""
     table = tuple(knobs) + SOURCE_KNOBS
-    try:
-        options.check_combinations(parse_options(table, metadata))
-    except KnobError as e:  # a knob the user never set may come from the task's own YAML: say so
-        involved = [k for k in table if k.name in str(e)]
-        raise KnobError(e.knob, str(e).split(": ", 1)[1] + yaml_set(metadata, involved)) from None
     known = sorted(knob_names() | {k.name for k in table})
     unknown = options.unknown_keys(metadata, known + list(STAMPED), model_args)
     if not unknown:
@@ -192,33 +225,46 @@ def yaml_set(metadata: Mapping[str, Any] | None, table: Sequence[Knob]) -> str:
     return "".join(f"; {f}" for f in found)
 
 
-def budget_set(metadata: Mapping[str, Any] | None) -> bool:
-    """Whether ``metadata`` sets a budget (a value other than the knob's unset ones; parsed by ``check_metadata``)."""
-    unset = next(k.unset for k in COMMON if k.name == "budget")
-    return (metadata or {}).get("budget") not in unset
+def check_budget(opts: Options, family: str | None = None, *, limit: float | None = None,
+                 task: str | None = None) -> None:
+    """The one home of the ``budget`` knob's rules, beyond its value (its ``Knob`` row in ``options.COMMON``
+    parses it: a fraction in (0, 1]). Nothing to check without a budget. With one:
 
+    * never with ``max_facts_per_relation``: the budget draws each relation's facts itself, so a cap on top of
+      it would make the estimates' design unknown;
+    * only for a ``family`` whose metrics have budgeted estimators (``Family.budgeted``), each metric a statistic
+      or a place among those a sample cannot estimate: elsewhere its numbers would be the drawn facts' plain
+      values, not estimates of the full run;
+    * never under ``--limit`` (``limit``, for ``task``): it would cut the drawn facts, and the estimates need
+      every one of them (``belief-eval`` asks, ``command_checks.check_budget_without_limit``).
 
-def check_budget_supported(family: str, metadata: Mapping[str, Any] | None) -> None:
-    """A budget only where the family's metrics have budgeted estimators (``Family.budgeted``): elsewhere its
-    numbers would be the drawn facts' plain values, not estimates of the full run."""
-    if not budget_set(metadata):
+    The records of a budgeted run are checked again where they are estimated (``scoring.budgeted.design_of``:
+    every drawn fact has records), since ``belief-report`` reads runs that no such check saw."""
+    if opts.get("budget") is None:
         return
-    est = budget_estimators(family)
-    if est is None:
-        which = sorted(name for name, f in FAMILIES.items() if f.budgeted is not None)
-        raise KnobError("budget", f"is not available for the {family} tasks yet (their metrics have no budgeted "
-                        f"estimators); it is for {', '.join(which)}")
-    lacking = missing(est, FAMILIES[family].metrics)
-    if lacking:
-        raise KnobError("budget", f"{family}: metrics {lacking} declare no budgeted statistic (Metric.budgeted in "
-                        "scoring/); a budgeted run could not estimate them")
+    if opts.get("max_facts_per_relation") is not None:
+        raise KnobError("budget", "cannot be combined with max_facts_per_relation: the budget draws each relation's "
+                        "facts itself (use one of the two)")
+    if family is not None:
+        est = budget_estimators(family)
+        if est is None:
+            which = sorted(name for name, f in FAMILIES.items() if f.budgeted is not None)
+            raise KnobError("budget", f"is not available for the {family} tasks yet (their metrics have no budgeted "
+                            f"estimators); it is for {', '.join(which)}")
+        lacking = missing(est, FAMILIES[family].metrics)
+        if lacking:
+            raise KnobError("budget", f"{family}: metrics {lacking} declare no budgeted statistic (Metric.budgeted in "
+                            "scoring/); a budgeted run could not estimate them")
+    if limit is not None:
+        raise KnobError("budget", f"task {task}: a budget cannot be combined with --limit {limit:g}: a budgeted "
+                        "run evaluates every fact the budget draws (the budget is the way to run fewer)")
 
 
-def interval_entries(family: str, metric_list: Sequence[Mapping[str, Any]], metadata: Mapping[str, Any] | None) -> list[dict]:
+def interval_entries(family: str, metric_list: Sequence[Mapping[str, Any]], opts: Options) -> list[dict]:
     """On a budgeted run, a ``metric_list`` entry ``<metric>_ci95`` for each metric with a budgeted statistic:
     its 95 % interval, [low, high] in the results JSON (``scoring.budgeted.interval_metric``); [] otherwise."""
     est = budget_estimators(family)
-    if est is None or not budget_set(metadata):
+    if est is None or opts.get("budget") is None:
         return []
     return [{"metric": e["metric"] + INTERVAL_SUFFIX, "aggregation": interval_metric(est, e["metric"]),
              "higher_is_better": e.get("higher_is_better", True)}
@@ -267,7 +313,8 @@ def _scored_by_task(doc, results):
 class Selection(list):
     """The facts a run evaluates (a list, in data order), with what a budgeted draw needs to say:
     ``population``, the facts it could have drawn (the selection itself when no budget is set), and
-    ``draw`` (``belief_tasks.budget.Draw``; None without a budget)."""
+    ``draw`` (``belief_tasks.budget.Draw``; None without a budget), which the documents function hands on
+    with its documents (``DocList``)."""
 
     population: list
     draw: Draw | None
@@ -284,7 +331,9 @@ class Selection(list):
 
 def design_fields(draw: Draw, relation: str) -> dict:
     """What each budgeted doc and record carries, so that aggregations over records know the design:
-    the budget, its relation's population size N_r and how many of its facts were drawn, n_r."""
+    the budget, its relation's population size N_r and how many of its facts were drawn, n_r. The records
+    need them: ``belief-report`` recomputes a budgeted run's estimates from its samples file alone
+    (``scoring.budgeted.design_of``); the docs carry them to the family's ``process_results``."""
     return {"budget": draw.budget, "population": draw.population[relation], "drawn": draw.drawn[relation]}
 
 
@@ -295,18 +344,6 @@ DESIGN_FIELDS = ("budget", "population", "drawn")
 def record_design(doc: Mapping[str, Any]) -> dict:
     """A budgeted doc's design fields, for its record ({} for a run without a budget)."""
     return {k: doc[k] for k in DESIGN_FIELDS if doc.get(k) is not None}
-
-
-def budget_summary(docs: Sequence[Mapping[str, Any]], seed: int) -> dict | None:
-    """A budgeted run's draw as the results JSON records it (``budget.Draw.summary``), read back from
-    its docs; None without a budget."""
-    if not docs or docs[0].get("budget") is None:
-        return None
-    population, drawn = {}, {}
-    for d in docs:
-        population.setdefault(d["relation"], int(d["population"]))
-        drawn.setdefault(d["relation"], int(d["drawn"]))
-    return Draw(float(docs[0]["budget"]), seed, population, drawn).summary()
 
 
 def select_facts(fs: FactSet, opts: Options) -> Selection:
@@ -322,7 +359,7 @@ def select_facts(fs: FactSet, opts: Options) -> Selection:
     by_relation = {rid: by_relation[rid] for rid in fs.relations if rid in by_relation}
     population = [f for facts in by_relation.values() for f in facts]
     key = lambda f: sampling_key(f, fs.relations[f.relation])  # noqa: E731
-    if getattr(opts, "budget", None) is not None:
+    if opts.budget is not None:
         kept, draw = budget.draw_facts(by_relation, opts.budget, opts.seed, key)
         return Selection([f for facts in kept.values() for f in facts], population, draw)
     out: list[Fact] = []
@@ -343,7 +380,14 @@ class DocList(list):
     """A split's docs as plain dicts, with what ``ConfigurableTask`` reads of a ``datasets.Dataset``
     (``len``, indexing, iteration and ``features``, whose keys name the fields ``doc_to_text`` /
     ``doc_to_target`` may look up). No Arrow table: building one copied every doc, and every access
-    made another copy, which an instance then kept (docs/scale.md)."""
+    made another copy, which an instance then kept (docs/scale.md).
+
+    ``draw``: the budget's ``Draw`` behind the docs (None without a budget), handed from the documents
+    function to the task (``BeliefTask.draw``)."""
+
+    def __init__(self, docs: Iterable = (), draw: Draw | None = None):
+        super().__init__(docs)
+        self.draw = draw
 
     @property
     def features(self) -> dict:
@@ -362,11 +406,15 @@ class DocList(list):
 
 def as_split(docs: list[dict], split: str = "test") -> dict[str, DocList]:
     """``{split: DocList}`` for ``custom_dataset``. Docs look as a ``Dataset`` row did: nested values
-    are JSON strings (read them with ``unpack``), and every doc has every field (absent ones None)."""
+    are JSON strings (read them with ``unpack``), and every doc has every field (absent ones None).
+    The draw of ``docs`` (a ``DocList``) goes with them, over the relations they hold (``Draw.over``)."""
     if not docs:
         raise KnobError("relations", "no documents to evaluate: check relations / max_facts_per_relation")
     keys = dict.fromkeys(k for d in docs for k in d)
-    return {split: DocList({k: _flat(d.get(k)) for k in keys} for d in docs)}
+    draw = getattr(docs, "draw", None)
+    if draw is not None:
+        draw = draw.over(d["relation"] for d in docs)
+    return {split: DocList(({k: _flat(d.get(k)) for k in keys} for d in docs), draw)}
 
 
 def _flat(value: Any) -> Any:

@@ -20,11 +20,11 @@ from typing import Any, Mapping
 from belief_tasks.data import load_facts
 from belief_tasks.families import BEAR
 from belief_tasks.metrics import bear as bear_metrics
-from belief_tasks.options import KnobError, Options, parse_options
+from belief_tasks.options import KnobError, Options
 from belief_tasks.prompts.bear import OptionRequests, option_requests
 from belief_tasks.schema import Fact, FactSet, Relation, SchemaError, fact_key
 from belief_tasks.scoring.bear import METRICS, record_scores
-from belief_tasks.tasks.base import BeliefTask, as_split, record_design, model_tokenizer, probe, select_facts, unpack
+from belief_tasks.tasks.base import BeliefTask, DocList, as_split, record_design, model_tokenizer, probe, select_facts, unpack
 
 KNOBS = BEAR.knobs
 
@@ -38,7 +38,7 @@ class BearTask(BeliefTask):
 
     def metric_table(self, config):
         """A run on some templates reports no per-template score of the others (they would print NaN)."""
-        chosen = parse_options(KNOBS, config.get("metadata")).templates
+        chosen = self.options.templates
         return {m: v for m, v in METRICS.items() if chosen is None or not _other_template(m, chosen)}
 
     def score_doc(self, doc, results):
@@ -52,9 +52,9 @@ def _other_template(metric: str, chosen: tuple[int, ...]) -> bool:
 # --- docs -------------------------------------------------------------------------------------
 
 
-def build_docs(fs: FactSet, metadata: Mapping[str, Any] | None = None) -> list[dict]:
-    """Docs in relation / fact / template order (``--limit`` keeps whole facts of the first relation)."""
-    opts = parse_options(KNOBS, metadata)
+def build_docs(fs: FactSet, opts: Options) -> DocList:
+    """Docs in relation / fact / template order (``--limit`` keeps whole facts of the first relation), with the
+    selection's draw (``DocList.draw``)."""
     docs = []
     selection = select_facts(fs, opts)
     for fact in selection:
@@ -65,8 +65,8 @@ def build_docs(fs: FactSet, metadata: Mapping[str, Any] | None = None) -> list[d
     if opts.templates is not None and not docs:
         raise KnobError("templates", f"no template with index in {list(opts.templates)}")
     if opts.reduction == "mean":
-        add_token_counts(docs, metadata)
-    return docs
+        add_token_counts(docs, opts.metadata)
+    return DocList(docs, selection.draw)
 
 
 def _doc(fs: FactSet, rel: Relation, fact: Fact, t_index: int, template_id: str, text: str, opts: Options) -> dict:
@@ -110,18 +110,18 @@ def add_token_counts(docs: list[dict], metadata: Mapping[str, Any] | None) -> No
         d["n_tokens"] = token_counts(tok, req.context, list(req.continuations))
 
 
-def _dataset(name: str, metadata: Mapping[str, Any]) -> dict:
-    return as_split(build_docs(load_facts(name, metadata), metadata))
+def _dataset(name: str, opts: Options) -> dict:
+    return as_split(build_docs(load_facts(name, opts.metadata), opts))
 
 
 @probe("belief_bear", "bear")
-def bear_dataset(**metadata):
-    return _dataset("bear", metadata)
+def bear_dataset(opts: Options):
+    return _dataset("bear", opts)
 
 
 @probe("belief_bear_big", "bear_big")
-def bear_big_dataset(**metadata):
-    return _dataset("bear_big", metadata)
+def bear_big_dataset(opts: Options):
+    return _dataset("bear_big", opts)
 
 
 # --- what lm-eval asks of a multiple_choice doc --------------------------------

@@ -50,12 +50,12 @@ from belief_tasks.data import load_facts
 from belief_tasks.families import BELIEF_ICL
 from belief_tasks.matching import contains_answer
 from belief_tasks.metrics import belief as belief_metrics
-from belief_tasks.options import Options, parse_options
+from belief_tasks.options import Options
 from belief_tasks.prompts import belief as belief_prompts
 from belief_tasks.schema import Fact, SchemaError, Template, fact_key
 from belief_tasks.scoring.belief_icl import METRICS, RECORD_METRIC
 from belief_tasks.scoring.common import SameRecord
-from belief_tasks.tasks.base import STAMPED, BeliefTask, Selection, as_split, record_design, select_facts, unpack
+from belief_tasks.tasks.base import STAMPED, BeliefTask, DocList, Selection, as_split, record_design, select_facts, unpack
 
 SAMPLE_TAG = "<belief-sample {i}>"
 #: sampling at temperature 1 over the full vocabulary (top_k=0 and top_p=1 switch both filters off)
@@ -109,26 +109,26 @@ class PromptSet:
         return seeding.choice(range(n), self.opts.seed, "belief_icl", "confidence", self.style, fact.id)
 
 
-#: (style, context, metadata) -> (the fact set it was built from, PromptSet): custom_dataset and
+#: (style, context, settings) -> (the fact set it was built from, PromptSet): custom_dataset and
 #: construct_requests of one task share one; a reloaded fact set (another source) builds anew
 _prompt_sets: dict = {}
 
 
-def prompt_set(style: str, context: str, metadata: Mapping[str, Any] | None) -> PromptSet:
-    fs = load_facts("myriadlama", metadata)  # cached per source by the loaders
-    # what the task stamps into its metadata after building its docs (the draw's summary) changes no prompt
-    settings = {k: v for k, v in (metadata or {}).items() if k not in STAMPED}
+def prompt_set(style: str, context: str, opts: Options) -> PromptSet:
+    """The run's prompts, from its parsed knobs (``opts``; the data source from ``opts.metadata``)."""
+    fs = load_facts("myriadlama", opts.metadata)  # cached per source by the loaders
+    # what a task stamps into its metadata (the draw's summary, say) changes no prompt
+    settings = {k: v for k, v in opts.metadata.items() if k not in STAMPED}
     key = (style, context, json.dumps(settings, sort_keys=True, default=str))
     hit = _prompt_sets.get(key)
     if hit is None or hit[0] is not fs:
         if len(_prompt_sets) >= 16:
             _prompt_sets.clear()
-        _prompt_sets[key] = (fs, _prompt_set(style, context, metadata, fs))
+        _prompt_sets[key] = (fs, _prompt_set(style, context, opts, fs))
     return _prompt_sets[key][1]
 
 
-def _prompt_set(style: str, context: str, metadata: Mapping[str, Any] | None, fs) -> PromptSet:
-    opts = parse_options(KNOBS, metadata)
+def _prompt_set(style: str, context: str, opts: Options, fs) -> PromptSet:
     manual_only = opts[f"{style}_templates"] == "manual"
     templates = {rid: belief_prompts.templates_for(rel, style, manual_only) for rid, rel in fs.relations.items()}
     usable = {rid for rid, ts in templates.items() if ts}
@@ -164,9 +164,10 @@ def data_positions(fs) -> dict[str, tuple[int, int]]:
 # --------------------------------------------------------------------------- documents
 
 
-def build_docs(style: str, context: str, metadata: Mapping[str, Any] | None) -> list[dict]:
-    """One document per selected pair: its ids, the ids of its prompt grid, what scoring needs."""
-    ps = prompt_set(style, context, metadata)
+def build_docs(style: str, context: str, opts: Options) -> DocList:
+    """One document per selected pair: its ids, the ids of its prompt grid, what scoring needs; with the
+    budget's draw (``DocList.draw``)."""
+    ps = prompt_set(style, context, opts)
     opts = ps.opts
     docs = []
     for fact in ps.facts:
@@ -189,7 +190,7 @@ def build_docs(style: str, context: str, metadata: Mapping[str, Any] | None) -> 
             "order": list(ps.position[fact.id]),
             **ps.selection.design(fact),
         })
-    return docs
+    return DocList(docs, ps.selection.draw)
 
 
 def prompt_ids(doc: Mapping[str, Any], j: int) -> dict:
@@ -199,10 +200,10 @@ def prompt_ids(doc: Mapping[str, Any], j: int) -> dict:
             "template_id": unpack(doc, "templates")[j // len(subjects)], "subject_form": subjects[j % len(subjects)]}
 
 
-def prompts_of(doc: Mapping[str, Any], metadata: Mapping[str, Any] | None) -> list[dict]:
+def prompts_of(doc: Mapping[str, Any], opts: Options) -> list[dict]:
     """A pair document's prompts, one dict each (ids, text, demonstration ids, samples asked):
     what the model is sent, for inspection, tests and scripts."""
-    ps = prompt_set(doc["style"], doc["context"], metadata)
+    ps = prompt_set(doc["style"], doc["context"], opts)
     fact = ps.by_id[doc["fact_id"]]
     demo_ids = [[d.fact_id for d in ps.demonstrations(fact, t)] for t in ps.templates[fact.relation]]
     n = len(fact.subject.expressions)
@@ -217,8 +218,8 @@ def prompt_slot(doc: Mapping[str, Any]) -> str:
 
 
 def _dataset(style: str, context: str):
-    def dataset(**metadata):
-        return as_split(build_docs(style, context, metadata))
+    def dataset(opts: Options):
+        return as_split(build_docs(style, context, opts))
 
     dataset.__name__ = dataset.__qualname__ = f"{style}_{context}"
     dataset.probe, dataset.dataset = f"belief_{style}_{context}", "myriadlama"
@@ -308,7 +309,7 @@ class BeliefICLTask(BeliefTask):
         if not isinstance(ctx, str) or ctx.count(PROMPT_SLOT) != 1:
             raise ValueError(f"{self.config.task}: the context lm-eval built does not hold the prompt slot once "
                              "(doc_to_text must be utils.prompt_slot; a chat template must keep the user text)")
-        ps = prompt_set(doc["style"], doc["context"], self.config.metadata)
+        ps = prompt_set(doc["style"], doc["context"], self.options)
         greedy = deepcopy(self.config.generation_kwargs)  # one dict for the pair's greedy requests (backends copy it)
         out = []
         for j, text in enumerate(self._texts(ps, ps.by_id[doc["fact_id"]], ctx)):

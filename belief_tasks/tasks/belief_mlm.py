@@ -11,7 +11,7 @@
   relation's candidate objects; metrics ``bias_single`` and ``bias_multi``.
 
 The tokenizer comes from the model args (``pretrained=``, ``tokenizer=``), which
-lm-eval's CLI merges into ``--metadata`` and so into ``custom_dataset``'s kwargs
+lm-eval's CLI merges into ``--metadata`` and so into the task's ``Options.metadata``
 (from Python, put ``pretrained`` in the TaskManager's metadata).
 
 ``--metadata`` knobs: ``belief_tasks.families.BELIEF_MLM_KNOBS`` (the common ones plus
@@ -28,12 +28,12 @@ from typing import Any, Mapping
 
 from belief_tasks.data import load_facts
 from belief_tasks.families import BELIEF_MLM
-from belief_tasks.options import KnobError, parse_options
+from belief_tasks.options import KnobError, Options
 from belief_tasks.prompts.belief_mlm import content_free_prompts, fact_prompts, masked_prompt, mp_templates
 from belief_tasks.requests import MASK_TOPK, object_token_id
 from belief_tasks.schema import Fact, FactSet, Relation, SchemaError, fact_key
 from belief_tasks.scoring.belief_mlm import BIAS_METRICS, PROMPT_METRICS
-from belief_tasks.tasks.base import BeliefTask, as_split, check_relations, record_design, model_tokenizer, probe, select_facts, unpack
+from belief_tasks.tasks.base import BeliefTask, DocList, as_split, check_relations, record_design, model_tokenizer, probe, select_facts, unpack
 
 log = logging.getLogger(__name__)
 
@@ -73,11 +73,11 @@ def _accepted_tokens(tok, relation: Relation, fact: Fact, cache: dict, which: st
     return out
 
 
-def prompt_docs(dataset: str, metadata: Mapping[str, Any]) -> tuple[list[dict], dict[str, dict[str, int]]]:
-    """Docs for ``belief_mlm_<dataset>`` and per-relation counts {relation: {kept, dropped, facts_kept, facts_dropped}}."""
-    opts = parse_options(KNOBS, metadata)
-    tok = mlm_tokenizer(metadata)
-    fs = load_facts(dataset, metadata)
+def prompt_docs(dataset: str, opts: Options) -> tuple[DocList, dict[str, dict[str, int]]]:
+    """Docs for ``belief_mlm_<dataset>`` (with the selection's draw: ``DocList.draw``) and per-relation counts
+    {relation: {kept, dropped, facts_kept, facts_dropped}}."""
+    tok = mlm_tokenizer(opts.metadata)
+    fs = load_facts(dataset, opts.metadata)
     cache: dict = {}
     docs, counts = [], {}
     selection = select_facts(fs, opts)
@@ -101,7 +101,7 @@ def prompt_docs(dataset: str, metadata: Mapping[str, Any]) -> tuple[list[dict], 
     for doc in docs:
         doc["relation_kept"], doc["relation_dropped"] = counts[doc["relation"]]["kept"], counts[doc["relation"]]["dropped"]
     _log_counts(dataset, tok, counts)
-    return docs, counts
+    return DocList(docs, selection.draw), counts
 
 
 def _log_counts(dataset: str, tok, counts: dict[str, dict[str, int]]) -> None:
@@ -111,11 +111,10 @@ def _log_counts(dataset: str, tok, counts: dict[str, dict[str, int]]) -> None:
                 total["facts_kept"], total["facts_dropped"])
 
 
-def bias_docs(dataset: str, metadata: Mapping[str, Any]) -> list[dict]:
+def bias_docs(dataset: str, opts: Options) -> list[dict]:
     """Content-free prompts with the relation's single-token candidate objects (distinct tokens)."""
-    opts = parse_options(KNOBS, metadata)
-    tok = mlm_tokenizer(metadata)
-    fs = load_facts(dataset, metadata)
+    tok = mlm_tokenizer(opts.metadata)
+    fs = load_facts(dataset, opts.metadata)
     check_relations(fs, opts.relations)
     docs = []
     for rid, rel in fs.relations.items():
@@ -145,18 +144,18 @@ def _bias_docs_of(fs: FactSet, rel: Relation, tok, which: str) -> list[dict]:
 
 
 @probe("belief_mlm_myriadlama", "myriadlama")
-def myriadlama_docs(**metadata: Any):
-    return as_split(prompt_docs("myriadlama", metadata)[0])
+def myriadlama_docs(opts: Options):
+    return as_split(prompt_docs("myriadlama", opts)[0])
 
 
 @probe("belief_mlm_bear", "bear")
-def bear_docs(**metadata: Any):
-    return as_split(prompt_docs("bear", metadata)[0])
+def bear_docs(opts: Options):
+    return as_split(prompt_docs("bear", opts)[0])
 
 
 @probe("belief_mlm_bias_myriadlama", "myriadlama")
-def myriadlama_bias_docs(**metadata: Any):
-    return as_split(bias_docs("myriadlama", metadata))
+def myriadlama_bias_docs(opts: Options):
+    return as_split(bias_docs("myriadlama", opts))
 
 
 # ---------------------------------------------------------------------- task

@@ -18,16 +18,16 @@ Records, their scoring and the metric table: ``belief_tasks.scoring.iclke``.
 from __future__ import annotations
 
 import logging
-from typing import Any, Mapping
 
 from belief_tasks.data import load_facts
 from belief_tasks.families import ICLKE
 from belief_tasks.metrics import iclke as iclke_metrics
-from belief_tasks.options import Options, parse_options
+from belief_tasks.options import Options
 from belief_tasks.prompts import iclke as iclke_prompts
 from belief_tasks.schema import FactSet, fact_key
 from belief_tasks.scoring.iclke import METRICS
-from belief_tasks.tasks.base import BeliefTask, as_split, check_relations, record_design, probe, select_facts, unpack
+from belief_tasks.budget import group_by_relation
+from belief_tasks.tasks.base import BeliefTask, DocList, Selection, as_split, check_relations, record_design, probe, select_facts, unpack
 
 log = logging.getLogger(__name__)
 
@@ -43,11 +43,11 @@ def params(opts: Options) -> iclke_prompts.Params:
 # ---------------------------------------------------------------- docs
 
 
-def _splits(fs: FactSet, opts: Options):
-    """(relation, train facts, selected test facts) per relation with both; the selection
-    (``select_facts``) knows the relation's test population and, under a budget, its draw."""
+def _splits(fs: FactSet, opts: Options) -> tuple[list[tuple], Selection]:
+    """(relation, train facts, selected test facts, the relation's test population) per relation with both, and
+    the selection of test facts (``select_facts``: drawn once over every such relation, with the budget's draw)."""
     check_relations(fs, opts.relations)
-    out = []
+    kept = []
     for rid, rel in fs.relations.items():
         if opts.relations is not None and rid not in opts.relations:
             continue
@@ -55,8 +55,11 @@ def _splits(fs: FactSet, opts: Options):
         if not train or not test:
             log.warning("IC-LKE: relation %s has %d training and %d test facts; skipped", rid, len(train), len(test))
             continue
-        out.append((rel, train, select_facts(FactSet(fs.source, {rid: rel}, test), opts.replace(relations=None))))
-    return out
+        kept.append((rel, train, test))
+    tests = FactSet(fs.source, {rel.id: rel for rel, _, _ in kept}, [f for _, _, test in kept for f in test])
+    selection = select_facts(tests, opts.replace(relations=None))
+    chosen, population = group_by_relation(selection), group_by_relation(selection.population)
+    return [(rel, train, chosen.get(rel.id, []), population.get(rel.id, [])) for rel, train, _ in kept], selection
 
 
 def _base_doc(fact, rel, options, gold_index, opts: Options, method: str) -> dict:
@@ -73,64 +76,64 @@ def _base_doc(fact, rel, options, gold_index, opts: Options, method: str) -> dic
     }
 
 
-def iclke_docs(fs: FactSet, metadata: Mapping[str, Any] | None) -> list[dict]:
-    """One doc per test fact: σ(x, r) (eq. 1) and its option set."""
-    opts = parse_options(KNOBS, metadata)
+def iclke_docs(fs: FactSet, opts: Options) -> DocList:
+    """One doc per test fact: σ(x, r) (eq. 1) and its option set; with the budget's draw (``DocList.draw``)."""
     fmt, par = iclke_prompts.pair_format(opts.format or iclke_prompts.DEFAULT_FORMAT["iclke"]), params(opts)
     docs = []
-    for rel, train, test in _splits(fs, opts):
+    splits, selection = _splits(fs, opts)
+    for rel, train, test, _ in splits:
         for fact in test:
             examples = iclke_prompts.choose_examples(fact, train, par)
             options, gold = iclke_prompts.option_set(fact, rel, opts.seed, opts.max_options)
             doc = _base_doc(fact, rel, options, gold, opts, "iclke")
             doc.update(context=fmt.render(iclke_prompts.as_pairs(examples), fact.subject.label), n_examples=len(examples),
-                       example_ids=[f.id for f in examples], **test.design(fact))
+                       example_ids=[f.id for f in examples], **selection.design(fact))
             docs.append(doc)
-    return docs
+    return DocList(docs, selection.draw)
 
 
-def eiclke_docs(fs: FactSet, metadata: Mapping[str, Any] | None) -> list[dict]:
+def eiclke_docs(fs: FactSet, opts: Options) -> DocList:
     """One doc per test fact, carrying its group's sequence up to its slot (appendix F).
 
     Under a budget the groups are those of the full run (formed over every test fact of the relation)
     and only the drawn facts' slots are scored: a drawn fact sees the same sequence as in the full
     run, whichever other facts are drawn, so budgets share requests and estimate the full run's value."""
-    opts = parse_options(KNOBS, metadata)
     docs = []
-    for rel, train, test in _splits(fs, opts):
+    splits, selection = _splits(fs, opts)
+    for rel, train, test, population in splits:
         drawn = {f.id for f in test}
-        for group in iclke_prompts.eic_groups(rel, train, test.population, params(opts)):
+        for group in iclke_prompts.eic_groups(rel, train, population, params(opts)):
             for slot in (s for s in group if s.fact.id in drawn):
                 doc = _base_doc(slot.fact, rel, slot.options, slot.gold_index, opts, "eiclke")
                 doc.update(group=slot.group, slot=slot.index, examples=slot.examples,
                            prior=[list(p) for p in slot.prior], n_examples=len(slot.examples) + len(slot.prior),
-                           **test.design(slot.fact))
+                           **selection.design(slot.fact))
                 docs.append(doc)
-    return docs
+    return DocList(docs, selection.draw)
 
 
-def _dataset(dataset: str, build, metadata: dict):
-    return as_split(build(load_facts(dataset, metadata), metadata))
+def _dataset(dataset: str, build, opts: Options):
+    return as_split(build(load_facts(dataset, opts.metadata), opts))
 
 
 @probe("belief_iclke", "trex_mc")
-def iclke_trex_mc(**metadata):
-    return _dataset("trex_mc", iclke_docs, metadata)
+def iclke_trex_mc(opts: Options):
+    return _dataset("trex_mc", iclke_docs, opts)
 
 
 @probe("belief_iclke_bear", "bear_big")
-def iclke_bear(**metadata):
-    return _dataset("bear_big", iclke_docs, metadata)
+def iclke_bear(opts: Options):
+    return _dataset("bear_big", iclke_docs, opts)
 
 
 @probe("belief_eiclke", "trex_mc")
-def eiclke_trex_mc(**metadata):
-    return _dataset("trex_mc", eiclke_docs, metadata)
+def eiclke_trex_mc(opts: Options):
+    return _dataset("trex_mc", eiclke_docs, opts)
 
 
 @probe("belief_eiclke_bear", "bear_big")
-def eiclke_bear(**metadata):
-    return _dataset("bear_big", eiclke_docs, metadata)
+def eiclke_bear(opts: Options):
+    return _dataset("bear_big", eiclke_docs, opts)
 
 
 # ---------------------------------------------------------------- doc fields and tasks

@@ -28,12 +28,12 @@ from typing import Any, Mapping
 from belief_tasks.data import load_facts
 from belief_tasks.families import MONITOR
 from belief_tasks.matching import contains_answer
-from belief_tasks.options import KnobError, Options, parse_options
+from belief_tasks.options import KnobError, Options
 from belief_tasks.prompts import monitor as monitor_prompts
 from belief_tasks.schema import FactSet, SchemaError, fact_key
 from belief_tasks.scoring.monitor import MAX_FRAMES, metrics_of
 from belief_tasks.tasks import monitor_subwords
-from belief_tasks.tasks.base import BeliefTask, as_split, record_design, probe, select_facts, unpack
+from belief_tasks.tasks.base import BeliefTask, DocList, as_split, record_design, probe, select_facts, unpack
 
 log = logging.getLogger(__name__)
 
@@ -58,8 +58,9 @@ def answer_format(opts: Options) -> str:
 # --------------------------------------------------------------------------- documents
 
 
-def build_docs(fs: FactSet, opts: Options) -> list[dict]:
-    """One doc per selected fact: its ids, object, accepted answers and anchor prompts."""
+def build_docs(fs: FactSet, opts: Options) -> DocList:
+    """One doc per selected fact: its ids, object, accepted answers and anchor prompts; with the selection's draw
+    (``DocList.draw``)."""
     fmt = answer_format(opts)
     docs = []
     selection = select_facts(fs, opts)
@@ -81,26 +82,25 @@ def build_docs(fs: FactSet, opts: Options) -> list[dict]:
                                  for q in monitor_prompts.interference_prompts(fact, rel, fmt)]} if opts.monitor_accuracy == "paper" else {}),
             **selection.design(fact),
         })
-    return docs
+    return DocList(docs, selection.draw)
 
 
-def _dataset(metadata: Mapping[str, Any]) -> dict:
-    opts = parse_options(KNOBS, metadata)
+def _dataset(opts: Options, metadata: Mapping[str, Any]) -> dict:
     check_options(opts)
     monitor_subwords.Codec(metadata)  # no tokenizer, no run: say so before any model time
     return as_split(build_docs(load_facts("fktc", metadata), opts))
 
 
 @probe("belief_monitor", "fktc")
-def fktc_dataset(**metadata):
+def fktc_dataset(opts: Options):
     """``custom_dataset`` of ``belief_monitor``: FKTC (or the run's ``source``), relations from ``relations``."""
-    return _dataset(metadata)
+    return _dataset(opts, opts.metadata)
 
 
 @probe("belief_monitor_sample", "sample")
-def sample_dataset(**metadata):
+def sample_dataset(opts: Options):
     """``custom_dataset`` of ``belief_monitor_sample``: the bundled sample, whatever the run's source."""
-    return _dataset({**metadata, "source": "sample"})
+    return _dataset(opts, {**opts.metadata, "source": "sample"})
 
 
 def doc_to_text(doc) -> str:
