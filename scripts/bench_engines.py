@@ -19,6 +19,13 @@ predictions, greedy texts).
 
     python scripts/bench_engines.py --quick                    # a minute or two per arm
     python scripts/bench_engines.py --facts 6 --instances 60 --prompts 6 --samples 20 --monitor_limit 4
+    python scripts/bench_engines.py --save_requests req.json   # the workloads alone (no model; then --requests)
+    python scripts/bench_engines.py --arms hf,hf-shared --requests req.json --model DIR --device cuda --dtype bfloat16
+
+The workloads are built once by the parent and handed to every arm in a file (``--requests`` reads a saved
+one instead: a machine without the task data or the harness's task index can still run the arms).
+With ``--rounds`` above 1 each arm's outputs of every round are compared with its first round's (seeded
+samples included): the same command must give the same outputs.
 
 vLLM runs in the environment that has it (``--vllm_python``; ``scripts/setup_vllm.sh`` makes
 ``.venv-vllm``); the hf arms in the environment running this script unless ``--hf_python`` names another.
@@ -59,6 +66,11 @@ VLLM_ARGS = {"enforce_eager": True, "gpu_memory_utilization": 0.3, "max_model_le
 
 def build_workloads(args) -> dict[str, dict]:
     """name -> {"title", "requests": [(request type, args)], "groups": sizes of option groups or None}."""
+    if args.requests:  # built earlier (``--save_requests``); JSON lists back to tuples
+        saved = json.loads(Path(args.requests).read_text())
+        for w in saved.values():
+            w["requests"] = [(kind, tuple(a)) for kind, a in w["requests"]]
+        return {k: v for k, v in saved.items() if k in args.workloads.split(",")}
     from bench_shared import bear_requests, belief_prompts, iclke_requests
 
     from belief_tasks import seeding
@@ -143,45 +155,73 @@ class PeakMemory:
         return total
 
 
-def load_backend(arm: str, path: str, threads: int):
+class GPUMemory:
+    """Peak memory torch allocated on the GPU since the last reset (None off CUDA)."""
+
+    def __init__(self, device: str):
+        import torch
+
+        self.on = device.startswith("cuda") and torch.cuda.is_available()
+
+    def reset(self) -> None:
+        if self.on:
+            import torch
+
+            torch.cuda.reset_peak_memory_stats()
+
+    def peak_mb(self) -> float | None:
+        if not self.on:
+            return None
+        import torch
+
+        return torch.cuda.max_memory_allocated() / 2**20
+
+
+def load_backend(arm: str, args):
     import torch
 
-    torch.set_num_threads(threads)
+    torch.set_num_threads(args.threads)
+    path, device, dtype = args.model, args.device, args.dtype
+    softmax = {"softmax_dtype": args.softmax_dtype} if args.softmax_dtype else {}
     if arm == "hf":
         from lm_eval.models.huggingface import HFLM
 
-        return HFLM(pretrained=path, device="cpu", dtype="float32", batch_size=16, max_batch_size=64)
+        return HFLM(pretrained=path, device=device, dtype=dtype, batch_size=args.hf_batch_size, max_batch_size=64,
+                    **softmax)
     if arm == "hf-shared":
         from belief_tasks.backends.shared import HFSharedPrefixLM
 
-        return HFSharedPrefixLM(pretrained=path, device="cpu", dtype="float32", batch_size="auto", max_batch_size=64)
+        return HFSharedPrefixLM(pretrained=path, device=device, dtype=dtype, batch_size="auto", max_batch_size=64,
+                                max_batch_tokens=args.max_batch_tokens, **softmax)
     from lm_eval.models.vllm_causallms import VLLM
 
-    return VLLM(pretrained=path, batch_size="auto", **VLLM_ARGS)
+    return VLLM(pretrained=path, batch_size="auto", **{**VLLM_ARGS, "dtype": dtype})
 
 
 def worker(args) -> None:
     from lm_eval.api.instance import Instance
 
     import belief_tasks
-    from belief_tasks.model import default_model_path
 
     belief_tasks.install()  # seeded samples on hf, as belief-eval runs them
     workloads = build_workloads(args)
     memory = PeakMemory()
+    gpu = GPUMemory(args.device)
     wall = time.perf_counter()
-    lm = load_backend(args.worker, str(default_model_path()), args.threads)
+    lm = load_backend(args.worker, args)
     # warm-up, counted in start-up: one short request of each type (first-call costs: kernels, buffers)
     lm.loglikelihood([Instance("loglikelihood", {}, ("Paris is", " a city"), 0)], disable_tqdm=True)
     lm.generate_until([Instance("generate_until", {}, ("Paris is", {"until": ["\n"], "max_gen_toks": 4}), 0)],
                       disable_tqdm=True)
     result = {"arm": args.worker, "startup_s": time.perf_counter() - wall, "startup_peak_mb": memory.peak / 2**20,
-              "workloads": {}}
+              "startup_gpu_peak_mb": gpu.peak_mb(), "workloads": {}}
+    print(f"{args.worker} start-up: {result['startup_s']:.1f} s", file=sys.stderr, flush=True)
     for name, w in workloads.items():
         by_type: dict[str, list] = {}
         for i, (kind, a) in enumerate(w["requests"]):
             by_type.setdefault(kind, []).append(Instance(kind, {}, a, i, metadata=("bench", i, 1)))
         memory.reset()
+        gpu.reset()
         outputs: dict[int, object] = {}
         cpu, wall = memory.cpu(), time.perf_counter()
         for kind, instances in by_type.items():
@@ -189,7 +229,7 @@ def worker(args) -> None:
                 outputs[inst.idx] = out
         seconds, cpu = time.perf_counter() - wall, memory.cpu() - cpu
         result["workloads"][name] = {"wall_s": seconds, "cpu_s": cpu, "requests": len(w["requests"]), "peak_mb": memory.peak / 2**20,
-                                     "outputs": [outputs[i] for i in range(len(w["requests"]))]}
+                                     "gpu_peak_mb": gpu.peak_mb(), "outputs": [outputs[i] for i in range(len(w["requests"]))]}
         print(f"{args.worker} {name}: {len(w['requests'])} requests in {seconds:.1f} s, {cpu:.1f} CPU-s", file=sys.stderr,
               flush=True)
     Path(args.out).write_text(json.dumps(result))
@@ -204,15 +244,14 @@ WEIGHT_BYTES_8B = 2 * PARAMS_8B  # bf16
 HBM_BYTES_S = 3.35e12  # H100 SXM memory bandwidth: each decode step reads all weights once
 
 
-def token_counts(workloads: dict) -> dict[str, dict]:
+def token_counts(workloads: dict, model: str) -> dict[str, dict]:
     """Per workload: tokens fed with full prefills (every request alone), the distinct tokens a prefix-sharing
     engine must feed (the trie of all sequences, the floor of the work), the decode steps of generations."""
     from transformers import AutoTokenizer
 
     from belief_tasks.backends.prefix_tree import distinct_tokens
-    from belief_tasks.model import default_model_path
 
-    tok = AutoTokenizer.from_pretrained(str(default_model_path()))
+    tok = AutoTokenizer.from_pretrained(model)
     out = {}
     for name, w in workloads.items():
         seqs, decode = [], 0
@@ -244,6 +283,7 @@ def projection(counts: dict[str, dict]) -> list[str]:
 
 
 def run_arm(arm: str, args, passthrough: list[str]) -> dict:
+    """One arm in a fresh interpreter; ``passthrough`` names the workloads file the parent wrote."""
     python = args.vllm_python if arm == "vllm" else args.hf_python
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
            "OMP_NUM_THREADS": str(args.threads)}
@@ -266,6 +306,15 @@ def predictions(outputs: list, groups: list[int]) -> list[int]:
         out.append(lls.index(max(lls)))
         at += n
     return out
+
+
+def repeatability(arm_runs: list[dict], name: str) -> str:
+    """How many of an arm's outputs of a workload are the same in every round as in its first ("" for one round)."""
+    if len(arm_runs) < 2:
+        return ""
+    first = arm_runs[0]["workloads"][name]["outputs"]
+    same = sum(all(r["workloads"][name]["outputs"][i] == out for r in arm_runs[1:]) for i, out in enumerate(first))
+    return f"{same}/{len(first)}"
 
 
 def agreement(name: str, w: dict, a: dict, b: dict) -> str:
@@ -298,17 +347,42 @@ def main(argv=None) -> None:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--hf_python", default=sys.executable)
     ap.add_argument("--vllm_python", default=str(ROOT / ".venv-vllm" / "bin" / "python"))
+    ap.add_argument("--model", help="model folder (default: the bundled model)")
+    ap.add_argument("--device", default="cpu", help="torch device of the hf arms, e.g. cuda")
+    ap.add_argument("--dtype", default="float32", help="model dtype (all arms), e.g. bfloat16")
+    ap.add_argument("--softmax_dtype", help="lm-eval's softmax_dtype for the hf arms (float32 keeps bfloat16 runs' "
+                    "log-probabilities from being rounded to bfloat16)")
+    ap.add_argument("--hf_batch_size", default="16", help="stock hf's batch size (an int or auto)")
+    ap.add_argument("--max_batch_tokens", type=int, default=4096, help="hf-shared's token budget per forward")
+    ap.add_argument("--requests", help="read the workloads from this file (written by --save_requests)")
+    ap.add_argument("--save_requests", help="write the workloads to this file and stop (needs no model)")
     ap.add_argument("--json", help="also write the numbers here")
     ap.add_argument("--worker", choices=ARMS, help=argparse.SUPPRESS)
     ap.add_argument("--out", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.quick:
         args.facts, args.instances, args.prompts, args.samples, args.monitor_limit = 2, 10, 2, 4, 1
+    if args.model is None:
+        from belief_tasks.model import default_model_path
+
+        args.model = str(default_model_path())
+    if args.hf_batch_size != "auto":
+        args.hf_batch_size = int(args.hf_batch_size)
     if args.worker:
         return worker(args)
-    passthrough = [f"--{k}={getattr(args, k)}" for k in ("facts", "instances", "prompts", "samples", "monitor_limit",
-                                                          "workloads", "threads")]
     workloads = build_workloads(args)
+    if args.save_requests:
+        Path(args.save_requests).write_text(json.dumps(workloads))
+        print(f"{sum(len(w['requests']) for w in workloads.values())} requests of {len(workloads)} workloads written to "
+              f"{args.save_requests}", file=sys.stderr)
+        return
+    handed = tempfile.NamedTemporaryFile("w", suffix=".json", delete=False)  # every arm reads the same requests
+    handed.write(json.dumps(workloads))
+    handed.close()
+    passthrough = [f"--{k}={getattr(args, k)}" for k in ("workloads", "threads", "model", "device", "dtype",
+                                                          "hf_batch_size", "max_batch_tokens", "softmax_dtype")
+                   if getattr(args, k) is not None]
+    passthrough.append(f"--requests={handed.name}")
     arms = args.arms.split(",")
     started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     load = [os.getloadavg()[0]]
@@ -318,6 +392,7 @@ def main(argv=None) -> None:
             print(f"round {r + 1}: {arm}", file=sys.stderr, flush=True)
             runs[arm].append(run_arm(arm, args, passthrough))
             load.append(os.getloadavg()[0])
+    os.unlink(handed.name)
 
     def med(arm, key, name=None):
         vals = [(x["workloads"][name] if name else x)[key] for x in runs[arm]]
@@ -336,24 +411,29 @@ def main(argv=None) -> None:
                          "requests_per_s": round(rps, 2), "peak_mb": round(med(arm, "peak_mb", name)),
                          f"throughput_over_{base}": round(ratio, 2),
                          "runs_wall_s": [round(x["workloads"][name]["wall_s"], 2) for x in runs[arm]],
+                         "gpu_peak_mb": runs[arm][-1]["workloads"][name].get("gpu_peak_mb"),
+                         "same_outputs_every_round": repeatability(runs[arm], name),
                          "outputs_vs_" + base: agreement(name, w, runs[arm][-1]["workloads"][name],
                                                          runs[base][-1]["workloads"][name]) if arm != base else ""})
     startup = {arm: {"startup_s": round(med(arm, "startup_s"), 1), "startup_peak_mb": round(med(arm, "startup_peak_mb")),
+                     "startup_gpu_peak_mb": runs[arm][-1].get("startup_gpu_peak_mb"),
                      "runs_s": [round(x["startup_s"], 1) for x in runs[arm]]} for arm in arms}
     print(f"\n{started}; machine: {platform.machine()}, {os.cpu_count()} cores, {args.threads} threads per arm; "
+          f"model {args.model}, {args.dtype} on {args.device}; "
           f"load average (1 min) before/between arms: {', '.join(f'{x:.1f}' for x in load)}; medians of "
           f"{args.rounds} round(s), arms in rotating order")
     print("\n| arm | start-up s | peak MB after start-up |\n| --- | --- | --- |")
     for arm, s in startup.items():
         print(f"| {arm} | {s['startup_s']} | {s['startup_peak_mb']} |")
     print(f"\n| workload | arm | requests | wall s | requests/s | throughput / {base} (wall) | CPU-s | "
-          f"throughput / {base} (CPU) | peak MB | outputs vs {base} |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+          f"throughput / {base} (CPU) | peak MB | GPU peak MB | outputs vs {base} | same every round |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for r in rows:
+        gpu_mb = "" if r["gpu_peak_mb"] is None else round(r["gpu_peak_mb"])
         print(f"| {r['workload']} | {r['arm']} | {r['requests']} | {r['wall_s']} | {r['requests_per_s']} | "
               f"{r[f'throughput_over_{base}']}x | {r['cpu_s']} | {r[f'cpu_throughput_over_{base}']}x | {r['peak_mb']} | "
-              f"{r['outputs_vs_' + base]} |")
-    counts = token_counts(workloads)
+              f"{gpu_mb} | {r['outputs_vs_' + base]} | {r['same_outputs_every_round']} |")
+    counts = token_counts(workloads, args.model)
     print(f"\nProjection (arithmetic, not a measurement): an 8B model ({PARAMS_8B:.2e} parameters, bf16) on one "
           f"GPU at a sustained {SUSTAINED_FLOP_S / 1e12:.0f} TFLOP/s; tokens counted with the bundled model's tokenizer")
     print("\n".join(projection(counts)))

@@ -263,6 +263,27 @@ def test_auto_batch_off_cuda_is_the_token_budget(shared, monkeypatch):
 
 
 @pytest.mark.e2e
+def test_auto_batch_on_cuda_probes_the_generation_call_s_own_length(shared, monkeypatch):
+    """On CUDA "auto" stays lm-eval's out-of-memory probe, but a stock generation call hands it its longest
+    prompt plus its new tokens, not max_length (on an H200 the max_length probe took about a minute per call).
+    Scoring requests and calls without prompts reach lm-eval's probe unchanged."""
+    from lm_eval.models.huggingface import HFLM
+
+    seen = []
+    monkeypatch.setattr(HFLM, "_detect_batch_size", lambda self, requests=None, pos=0: seen.append(requests) or 5)
+    monkeypatch.setattr(shared, "_device", torch.device("cuda"))
+    monkeypatch.setattr(shared, "_stock_generation", instances("generate_until", [(p, GEN) for p in PROMPTS[::2]]))
+    assert shared._detect_batch_size() == 5
+    ((_, context, continuation),) = seen.pop()
+    assert len(context) == max(len(shared.tok_encode(p)) for p in PROMPTS[::2]) < shared.max_length
+    assert len(continuation) == GEN["max_gen_toks"]
+    monkeypatch.setattr(shared, "_stock_generation", None)
+    shared._detect_batch_size()
+    shared._detect_batch_size([("x", [1, 2], [3])])
+    assert seen == [None, [("x", [1, 2], [3])]]
+
+
+@pytest.mark.e2e
 @pytest.mark.parametrize("batch_size", [1, "auto"])
 def test_greedy_generation_matches_stock(stock, shared, batch_size):
     shared.batch_size_per_gpu = batch_size

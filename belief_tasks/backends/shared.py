@@ -259,21 +259,28 @@ class HFSharedPrefixLM(HFLM):
     def _detect_batch_size(self, requests=None, pos: int = 0) -> int:
         """``batch_size="auto"`` on the stock paths (greedy prompts without samples, unsupported models).
 
-        lm-eval forwards ``max_batch_size`` rows of the longest length (``max_length`` for generation:
-        8,192 for the bundled model) five times and halves on CUDA's out-of-memory error. A CPU raises
-        no such error: it allocates (64 rows x 8,192 positions of 49,152 logits is ~100 GB) until the
-        machine swaps. Off CUDA, "auto" is therefore our token budget, as on the shared paths:
-        ``max_batch_tokens // length`` rows, length the longest request (for generation, the longest
-        prompt of the call plus its new tokens)."""
-        if self.device.type == "cuda":
-            return super()._detect_batch_size(requests, pos)
+        lm-eval forwards ``max_batch_size`` rows of the longest request five times and halves on CUDA's
+        out-of-memory error; for generation it takes ``max_length`` as that length (8,192 for the bundled
+        model), whatever the prompts. On a GPU that probe took about a minute per call (measured on an H200,
+        docs/benchmarks.md, "On a GPU"), so for a generation call we hand lm-eval's probe the call's own
+        length: its longest prompt plus its new tokens. A CPU raises no out-of-memory error: it allocates
+        (64 rows x 8,192 positions of 49,152 logits is ~100 GB) until the machine swaps. Off CUDA, "auto"
+        is therefore our token budget, as on the shared paths: ``max_batch_tokens // length`` rows."""
+        cuda = self.device.type == "cuda"
         if requests:
+            if cuda:
+                return super()._detect_batch_size(requests, pos)
             _, context_enc, continuation_enc = requests[pos]
             length = len((context_enc + continuation_enc)[-(self.max_length + 1) :][:-1])
         elif self._stock_generation:  # tokenised only here: a fixed batch size never needs it
             stock = self._stock_generation
-            length = max(len(self.tok_encode(r.args[0])) for r in stock) + max(
-                normalize_gen_kwargs(dict(r.args[1]), self.max_gen_toks)["max_gen_toks"] for r in stock)
+            prompt = max(len(self.tok_encode(r.args[0])) for r in stock)
+            new = max(normalize_gen_kwargs(dict(r.args[1]), self.max_gen_toks)["max_gen_toks"] for r in stock)
+            if cuda:  # lm-eval's probe, at the length this call needs (token ids do not matter to it)
+                return super()._detect_batch_size([(None, [0] * prompt, [0] * new)])
+            length = prompt + new
+        elif cuda:
+            return super()._detect_batch_size(requests, pos)
         else:
             length = self.max_length
         return min(self.max_batch_size, self._rows_per_batch(length, None))
