@@ -22,9 +22,8 @@ only (``OUR_TASKS``), or requests only ours can carry.
    resumed run would recompute every ``per_token_loglikelihood`` / ``mask_topk`` request although
    our backends write them (``cache_hook.add_partial``). It also reads back our tasks' sampled
    generations that carry their own ``seed`` (5.), which lm-eval writes but never reads.
-4. Data parallelism on CPU: ``HFLM`` shards documents over ``accelerate launch`` processes only
-   when it counts more than one CUDA device, so on CPU every process ran the whole task. Under a
-   multi-process launch (``WORLD_SIZE`` > 1) HFLM gets the launcher's rank and world size.
+4. (none: data parallelism on CPU is a property of ``hf-shared`` and ``hf-mlm``, not a patch of
+   ``HFLM``; stock ``hf`` runs the whole task in every CPU process, as lm-eval does.)
 5. Per-request sampling seeds on ``hf``: BELIEF's sampled requests carry a ``seed`` in their
    generation kwargs (vLLM's ``SamplingParams`` and OpenAI-style servers take it as is), which
    makes every one distinct, so stock ``generate_until`` (it batches identical kwargs only)
@@ -93,7 +92,6 @@ def install() -> None:
     register_backends()
     install_stderr_hook()
     install_cache_hook()
-    install_cpu_data_parallel_hook()
     install_generation_seed_hook()
     install_evaluated_model_hook()
     _installed = True
@@ -218,35 +216,12 @@ def _seeded_samples_first(caching_lm, generate):
     return cached
 
 
-# --- 4. data parallelism on CPU ------------------------------------------------------------------
+# --- the launch (read by hf-mlm and belief-eval) -------------------------------------------------
 
 
 def launch_world_size() -> int:
     """Processes of this launch: ``WORLD_SIZE`` as set by ``accelerate launch`` / torchrun, else 1."""
     return int(os.environ.get("WORLD_SIZE", "1") or 1)
-
-
-def install_cpu_data_parallel_hook() -> None:
-    if launch_world_size() <= 1:
-        return  # not under accelerate launch / torchrun: nothing to shard
-    from lm_eval.models.huggingface import HFLM
-
-    def _cpu_launch(self):
-        acc = self.__dict__.get("accelerator")
-        if acc is None or self._world_size != 1 or acc.num_processes <= 1 or acc.device.type != "cpu":
-            return None
-        return acc
-
-    def rank(self) -> int:
-        acc = _cpu_launch(self)
-        return acc.process_index if acc is not None else self._rank
-
-    def world_size(self) -> int:
-        acc = _cpu_launch(self)
-        return acc.num_processes if acc is not None else self._world_size
-
-    _patch(HFLM, "rank", lambda _: property(rank), "data parallelism on CPU (rank)")
-    _patch(HFLM, "world_size", lambda _: property(world_size), "data parallelism on CPU (world size)")
 
 
 # --- 5. seeded samples on hf -----------------------------------------------------------------------

@@ -247,6 +247,27 @@ class HFSharedPrefixLM(HFLM):
         #: work counters, reset by the caller (the benchmark reads them)
         self.stats = {"tokens_forwarded": 0, "forward_calls": 0}
 
+    # ------------------------------------------------------------ data parallel on CPU
+
+    def _cpu_launch(self):
+        """The accelerator of a multi-process launch on CPU (``accelerate launch``), else None. lm-eval
+        0.4.13's HFLM keeps it but takes rank and world size from it only when it counts CUDA devices, so
+        on CPU every process would run the whole task; ``hf-shared`` shards as HFLM does on GPUs."""
+        acc = self.__dict__.get("accelerator")
+        if acc is None or self._world_size != 1 or acc.num_processes <= 1 or acc.device.type != "cpu":
+            return None
+        return acc
+
+    @property
+    def rank(self) -> int:
+        acc = self._cpu_launch()
+        return acc.process_index if acc is not None else self._rank
+
+    @property
+    def world_size(self) -> int:
+        acc = self._cpu_launch()
+        return acc.num_processes if acc is not None else self._world_size
+
     # ------------------------------------------------------------------ scoring
 
     def _rows_per_batch(self, length: int, override_bs: int | None) -> int:
