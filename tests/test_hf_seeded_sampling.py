@@ -15,6 +15,7 @@ from belief_tasks.tasks import belief_icl as B
 
 belief_tasks.install()  # our backends and hooks
 
+from belief_tasks import harness  # noqa: E402
 from belief_tasks import hf_sampling as S  # noqa: E402
 
 PROMPTS = [
@@ -32,6 +33,7 @@ def sample_args(prompts=PROMPTS, k: int = K, base: int = 7000) -> list[tuple]:
 
 
 OUR_TASK = "belief_test_seeded_sampling"
+harness.OUR_TASKS.add(OUR_TASK)  # as BeliefTask adds its name: the seeded path serves requests of our tasks only
 
 
 def instances(args: list[tuple]) -> list:
@@ -190,20 +192,23 @@ def test_requests_the_batched_path_does_not_take(lm, monkeypatch):
 
 @pytest.mark.e2e
 def test_seeded_samples_are_cached_as_they_are_decoded_and_read_back(lm, monkeypatch, tmp_path):
-    from lm_eval.api.model import CachingLM, hash_args
+    """Under --use_cache (lm-eval's CachingLM, which never reads a sample back) the seeded samples of our
+    tasks are read back by our generate_until (harness.read_through): a resumed run decodes nothing."""
+    from lm_eval.api.model import CacheHook, CachingLM, hash_args
 
     args = sample_args(k=2) + [(PROMPTS[0], dict(GREEDY))]
     db = str(tmp_path / "cache_rank0.db")
-    cached = CachingLM(lm, db)  # sets lm's cache hook: our path writes each text as it is decoded
-    texts, _ = run(lm, args, monkeypatch)  # straight to the model: only the hook writes
-    assert all(hash_args("generate_until", a) in cached.dbdict for a in args)
-    assert [cached.dbdict[hash_args("generate_until", a)] for a in args] == texts
+    try:
+        first = CachingLM(lm, db)  # sets lm's cache hook: our path writes each text as it is decoded
+        texts, calls = run(lm, args, monkeypatch)  # straight to the model, as CachingLM hands it samples
+        assert calls > 0
+        assert [first.dbdict[hash_args("generate_until", a)] for a in args] == texts
 
-    from belief_tasks import harness
-
-    harness.OUR_TASKS.add(OUR_TASK)
-    again = CachingLM(lm, db)
-    seen = []
-    monkeypatch.setattr(lm, "generate_until", lambda reqs, disable_tqdm=False: seen.extend(reqs) or [])
-    assert again.generate_until(instances(args)) == texts
-    assert seen == []  # seeded samples and the greedy answer all read back
+        again = CachingLM(lm, db)  # a resumed run: lm-eval reads the greedy answer, our generate_until the samples
+        generate = lm.model.generate
+        decoded = []
+        monkeypatch.setattr(lm.model, "generate", lambda *a, **kw: decoded.append(1) or generate(*a, **kw))
+        assert again.generate_until(instances(args)) == texts
+        assert decoded == []  # not one generate call: everything read back
+    finally:
+        lm.set_cache_hook(CacheHook(None))  # detach the module-scoped model from this test's database

@@ -65,7 +65,8 @@ def test_importing_a_metric_loads_no_harness_and_no_torch():
 
 
 def test_importing_the_package_patches_nothing():
-    code = ("import json, sys, belief_tasks\nimport lm_eval.evaluator_utils as eu\nfrom lm_eval.api.model import CachingLM\n"
+    code = ("import json, sys, belief_tasks\nimport lm_eval.evaluator_utils as eu\n"
+            "from lm_eval.models.huggingface import HFLM\n"
             "print(json.dumps([getattr(eu.stderr_for_metric, '_belief_tasks', False), "
-            "getattr(CachingLM.__getattr__, '_belief_tasks', False)]))")
+            "getattr(HFLM.generate_until, '_belief_tasks', False)]))")
     assert json.loads(_run(code)) == [False, False]

@@ -40,6 +40,8 @@ from tqdm import tqdm
 from belief_tasks.backends.generation_plan import Row, SamplingDefaults, plan_generation
 from belief_tasks.backends.prefix_tree import PrefixNode, build_prefix_tree
 from belief_tasks.backends.shared_attention import RowPrefixes, SharedPrefix, shared_prefix_mode
+from belief_tasks.harness import read_through, seeded_sample_of_ours
+from belief_tasks.requests import PER_TOKEN_LOGLIKELIHOOD
 from belief_tasks.seeding import DEFAULT_SEED
 
 log = logging.getLogger(__name__)
@@ -472,23 +474,34 @@ class HFSharedPrefixLM(HFLM):
     def per_token_loglikelihood(self, requests, disable_tqdm: bool = False) -> list[list[float]]:
         """``Instance.args = (context, continuation)`` -> one log-probability per continuation token.
 
-        With ``--use_cache`` lm-eval's CachingLM serves this method through our cache hook
-        (``belief_tasks.harness.read_through``: reads, then writes what it computed); the
-        ``add_partial`` below also lands each answer in the database as soon as it exists,
-        so a run killed mid-call resumes from there."""
+        lm-eval's ``CachingLM`` reads its ``--use_cache`` database only for its own request types and
+        passes this one through, so the method reads the database itself (``harness.read_through``,
+        through the cache hook lm-eval hands the model); ``add_partial`` lands each answer in it as
+        soon as it exists, so a run killed mid-call resumes from there."""
         if self.backend != "causal":
             raise NotImplementedError("per_token_loglikelihood needs a causal model")
+        return read_through(self, PER_TOKEN_LOGLIKELIHOOD, requests,
+                            lambda rest: self._per_token_loglikelihood(rest, disable_tqdm))
+
+    def _per_token_loglikelihood(self, requests, disable_tqdm: bool) -> list[list[float]]:
         desc = "" if disable_tqdm else "Running per_token_loglikelihood requests"
         scored = self._score_pairs([self._encode_request(*r.args) for r in requests], desc=desc)
         results = []
         for req, (logp, _) in zip(requests, scored, strict=True):
             results.append(logp.tolist())
-            self.cache_hook.add_partial("per_token_loglikelihood", req.args, results[-1])
+            self.cache_hook.add_partial(PER_TOKEN_LOGLIKELIHOOD, req.args, results[-1])
         return results
 
     # --------------------------------------------------------------- generation
 
     def generate_until(self, requests, disable_tqdm: bool = False) -> list[str]:
+        """Texts of ``requests``; under ``--use_cache`` the seeded samples of our tasks are read back
+        (``harness.read_through``: lm-eval's ``CachingLM`` never reads a sample, but a sample with its own
+        seed is deterministic), the rest as lm-eval's cache left them to us."""
+        return read_through(self, "generate_until", requests, lambda rest: self._generate_until(rest, disable_tqdm),
+                            readable=seeded_sample_of_ours)
+
+    def _generate_until(self, requests, disable_tqdm: bool) -> list[str]:
         if self.shared_unsupported or self.think_end_token is not None:
             return super().generate_until(requests, disable_tqdm=disable_tqdm)
         config = self.model.generation_config
