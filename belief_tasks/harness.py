@@ -25,16 +25,17 @@ only (``OUR_TASKS``), or requests only ours can carry.
    stock ``hf`` through 5.), which lm-eval writes but never reads.
 4. (none: data parallelism on CPU is a property of ``hf-shared`` and ``hf-mlm``, not a patch of
    ``HFLM``; stock ``hf`` runs the whole task in every CPU process, as lm-eval does.)
-5. Per-request sampling seeds on ``hf``: BELIEF's sampled requests carry a ``seed`` in their
-   generation kwargs (vLLM's ``SamplingParams`` and OpenAI-style servers take it as is), which
-   makes every one distinct, so stock ``generate_until`` (it batches identical kwargs only)
-   would run each alone. ``generate_until`` hands seeded samples to
-   ``belief_tasks.hf_sampling``: grouped by their kwargs without the seed, decoded in shared
-   ``generate`` calls, each row drawing from its own generator seeded with its seed, so its
-   text depends on that seed only. ``_model_generate`` keeps the one-request path for the
-   seeded samples that path does not take (other kwargs, seq2seq, a subclass's own
-   ``_model_generate``, or ``BELIEF_HF_SEEDED_SAMPLING=one-by-one``): it pops the seed (HF's
-   ``generate`` rejects unknown kwargs) and draws under ``torch.manual_seed(seed)``.
+5. Per-request sampling seeds on ``hf`` (``HFLM.generate_until``, the one patch that serves requests):
+   BELIEF's sampled requests carry a ``seed`` in their generation kwargs (vLLM's ``SamplingParams``
+   and OpenAI-style servers take it as is); stock ``hf`` has no per-request seed (its ``generate``
+   refuses the kwarg) and batches identical kwargs only. ``generate_until`` hands the seeded samples of
+   our tasks (``seeded_sample_of_ours``), and only those, to ``belief_tasks.hf_sampling``: decoded in
+   shared ``generate`` calls, each row drawing from its own generator seeded with its seed, or, where
+   that path does not apply (other kwargs, seq2seq, a subclass's own ``_model_generate``,
+   ``BELIEF_HF_SEEDED_SAMPLING=one-by-one``), alone through stock with the seed popped, under
+   ``torch.manual_seed(seed)``. A call without such a request, and every other request of a call,
+   goes to lm-eval's own ``generate_until`` as it came; under ``--use_cache`` the seeded samples of
+   ours are read back (3.).
 6. (``belief-eval`` only) the tasks are built before the model: ``install_tasks_before_model``.
 7. The evaluated model, seen by the tasks while they build their requests: lm-eval's ``evaluate``
    hands the model to no task, and ``hf`` / ``hf-shared`` cut a request longer than ``max_length``
@@ -212,15 +213,24 @@ def launch_world_size() -> int:
 
 
 def install_generation_seed_hook() -> None:
+    import functools
+
     from lm_eval.models.huggingface import HFLM
 
-    def make_generate_until(original):
+    def make(original):
+        @functools.wraps(original)
         def generate_until(self, requests, disable_tqdm: bool = False):
+            def stock(reqs):
+                return original(self, reqs, disable_tqdm=disable_tqdm)
+
+            if not any(seeded_sample_of_ours(r) for r in requests):
+                return stock(requests)  # lm-eval's own code, with the requests as they came
+
             from belief_tasks import hf_sampling  # at call time: it imports torch and transformers
 
             def compute(reqs):
-                return hf_sampling.generate_until(
-                    self, reqs, disable_tqdm, stock=lambda rest: original(self, rest, disable_tqdm=disable_tqdm))
+                return hf_sampling.generate_until(self, reqs, [seeded_sample_of_ours(r) for r in reqs],
+                                                  disable_tqdm, stock)
 
             if type(self).generate_until is not HFLM.generate_until:  # a subclass that reads its own (hf-shared)
                 return compute(requests)
@@ -228,25 +238,7 @@ def install_generation_seed_hook() -> None:
 
         return generate_until
 
-    _patch(HFLM, "_model_generate", make_one_seeded_generate, "per-request sampling seeds on hf")
-    _patch(HFLM, "generate_until", make_generate_until, "seeded samples decoded together on hf")
-
-
-def make_one_seeded_generate(original):
-    """``HFLM._model_generate`` that pops a request's ``seed`` and draws under it (one request per call)."""
-    import torch
-
-    def _model_generate(self, context, max_length, stop, **generation_kwargs):
-        seed = generation_kwargs.pop("seed", None)
-        if seed is None:
-            return original(self, context, max_length, stop, **generation_kwargs)
-        # fork: the seeded draw leaves the run's global RNG stream as it was
-        devices = [context.device] if context.device.type == "cuda" else []
-        with torch.random.fork_rng(devices=devices):
-            torch.manual_seed(int(seed) % 2**63)
-            return original(self, context, max_length, stop, **generation_kwargs)
-
-    return _model_generate
+    _patch(HFLM, "generate_until", make, "seeded samples of our tasks on hf")
 
 
 # --- 6. belief-eval builds the tasks before the model ----------------------------------------------

@@ -212,3 +212,35 @@ def test_seeded_samples_are_cached_as_they_are_decoded_and_read_back(lm, monkeyp
         assert decoded == []  # not one generate call: everything read back
     finally:
         lm.set_cache_hook(CacheHook(None))  # detach the module-scoped model from this test's database
+
+
+@pytest.mark.e2e
+def test_a_request_not_ours_reaches_stock_hf_unchanged(lm, monkeypatch):
+    """A sample of a task that is not ours carrying a ``seed``: our generate_until hands it to lm-eval's own
+    (``HFLM.generate_until.__wrapped__``) as it came, alone or beside seeded samples of ours. What reaches
+    ``_model_generate`` (recorded; it answers with the context's last two tokens) and the text are those of
+    lm-eval alone, the ``seed`` kwarg included (stock transformers would refuse it, as under lm-eval alone)."""
+    from lm_eval.api.instance import Instance
+    from lm_eval.models.huggingface import HFLM
+
+    kwargs = {**GREEDY, "do_sample": True, "temperature": 1.0, "seed": 7}
+    theirs = Instance("generate_until", {}, (PROMPTS[1], kwargs), 0, metadata=("someone_elses_task", 0, 1))
+    seen = []
+
+    def record(context, max_length, stop, **kw):
+        seen.append((context.tolist(), max_length, list(stop),
+                     {k: v.tolist() if isinstance(v, torch.Tensor) else v for k, v in kw.items()}))
+        return torch.cat([context, context[:, -2:]], dim=1)
+
+    monkeypatch.setattr(lm, "_model_generate", record)
+    alone = HFLM.generate_until.__wrapped__(lm, [theirs], disable_tqdm=True)
+    lm_eval_saw = list(seen)
+    assert lm_eval_saw[0][3]["seed"] == 7 and lm_eval_saw[0][3]["do_sample"] is True
+    seen.clear()
+    assert lm.generate_until([theirs], disable_tqdm=True) == alone
+    assert seen == lm_eval_saw
+    seen.clear()
+    ours = instances(sample_args(k=2)[:2])  # decoded by our sampler, which calls model.generate itself
+    texts = lm.generate_until([theirs, *ours], disable_tqdm=True)
+    assert texts[0] == alone[0] and seen == lm_eval_saw
+    assert theirs.args[1] == kwargs and "seed" in theirs.args[1]  # the request itself untouched
