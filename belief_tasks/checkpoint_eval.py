@@ -9,7 +9,7 @@ model on the same tasks. Both go through lm-eval's public routes only:
   rebuilds every task's ``Instance`` list from its documents (the documents, prompts and knob parsing are
   not redone) and re-measures the requests against the model being scored (``truncation``).
 * ``evaluate``: ``simple_evaluate(model=<LM object>, tasks=<built>, use_cache=<path>)``; lm-eval's request
-  cache (``CachingLM``, with our own request types read back by ``harness.install_cache_hook``) keeps every
+  cache (``CachingLM``; our backends read our own request types back, ``harness.read_through``) keeps every
   answer as it is computed, so a state whose run was killed is resumed from its cache.
 * ``write``: ``EvaluationTracker.save_results_aggregated`` / ``save_results_samples``, as ``lm_eval run
   --output_path OUT --log_samples`` writes them, so ``belief-report`` reads them.

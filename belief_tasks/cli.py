@@ -108,10 +108,12 @@ def refuse(error: BaseException, task: str = "", stage: str = "loading the model
     where = f"task {task}: " if task else ""
     text = shipped_pages(str(error).rstrip())
     text += "" if text.endswith(".") else "."
-    print(f"belief-eval: stopped before {stage}. {where}{text} "
-          "Nothing was computed; fix the command and run it again (`python -m belief_tasks docs data` lists every "
-          "check).",
-          file=sys.stderr)
+    # one write, newline included (print writes the newline apart): the processes of one launch share stderr,
+    # and each one's paragraph must stay whole on its own line
+    sys.stderr.write(f"belief-eval: stopped before {stage}. {where}{text} "
+                     "Nothing was computed; fix the command and run it again (`python -m belief_tasks docs data` "
+                     "lists every check).\n")
+    sys.stderr.flush()
     raise SystemExit(2)
 
 

@@ -16,25 +16,26 @@ only (``OUR_TASKS``), or requests only ours can carry.
    ``scoring.common.stderr_function`` names, the one ``belief-report`` recomputes with (None: "N/A").
    ``--bootstrap_iters 0`` still turns all off. (A budgeted run's intervals need no hook: each is a
    ``metric_list`` entry ``<metric>_ci95`` of its own, ``scoring.budgeted.interval_metric``.)
-3. ``--use_cache`` for our own request types, and the one home of our cache reads
-   (``read_through``): lm-eval's ``CachingLM`` reads its cache only for ``loglikelihood``,
-   ``loglikelihood_rolling`` and ``generate_until`` and passes every other method through, so a
-   resumed run would recompute every ``per_token_loglikelihood`` / ``mask_topk`` request although
-   our backends write them (``cache_hook.add_partial``). It also reads back our tasks' sampled
-   generations that carry their own ``seed`` (5.), which lm-eval writes but never reads.
-4. Data parallelism on CPU: ``HFLM`` shards documents over ``accelerate launch`` processes only
-   when it counts more than one CUDA device, so on CPU every process ran the whole task. Under a
-   multi-process launch (``WORLD_SIZE`` > 1) HFLM gets the launcher's rank and world size.
-5. Per-request sampling seeds on ``hf``: BELIEF's sampled requests carry a ``seed`` in their
-   generation kwargs (vLLM's ``SamplingParams`` and OpenAI-style servers take it as is), which
-   makes every one distinct, so stock ``generate_until`` (it batches identical kwargs only)
-   would run each alone. ``generate_until`` hands seeded samples to
-   ``belief_tasks.hf_sampling``: grouped by their kwargs without the seed, decoded in shared
-   ``generate`` calls, each row drawing from its own generator seeded with its seed, so its
-   text depends on that seed only. ``_model_generate`` keeps the one-request path for the
-   seeded samples that path does not take (other kwargs, seq2seq, a subclass's own
-   ``_model_generate``, or ``BELIEF_HF_SEEDED_SAMPLING=one-by-one``): it pops the seed (HF's
-   ``generate`` rejects unknown kwargs) and draws under ``torch.manual_seed(seed)``.
+3. (no patch) ``--use_cache`` for our own request types: lm-eval's ``CachingLM`` reads its database only for
+   ``loglikelihood``, ``loglikelihood_rolling`` and greedy ``generate_until``, passes every other request
+   through, and hands the model it wraps the database (``CacheHook.dbdict``). Our backends read it
+   themselves in their own methods through ``read_through``, the one home of our cache reads, keyed as
+   lm-eval keys: ``per_token_loglikelihood`` (``hf-shared``), ``mask_topk`` and ``loglikelihood_span``
+   (``hf-mlm``), and the sampled generations of our tasks that carry their own ``seed`` (``hf-shared``;
+   stock ``hf`` through 5.), which lm-eval writes but never reads.
+4. (none: data parallelism on CPU is a property of ``hf-shared`` and ``hf-mlm``, not a patch of
+   ``HFLM``; stock ``hf`` runs the whole task in every CPU process, as lm-eval does.)
+5. Per-request sampling seeds on ``hf`` (``HFLM.generate_until``, the one patch that serves requests):
+   BELIEF's sampled requests carry a ``seed`` in their generation kwargs (vLLM's ``SamplingParams``
+   and OpenAI-style servers take it as is); stock ``hf`` has no per-request seed (its ``generate``
+   refuses the kwarg) and batches identical kwargs only. ``generate_until`` hands the seeded samples of
+   our tasks (``seeded_sample_of_ours``), and only those, to ``belief_tasks.hf_sampling``: decoded in
+   shared ``generate`` calls, each row drawing from its own generator seeded with its seed, or, where
+   that path does not apply (other kwargs, seq2seq, a subclass's own ``_model_generate``,
+   ``BELIEF_HF_SEEDED_SAMPLING=one-by-one``), alone through stock with the seed popped, under
+   ``torch.manual_seed(seed)``. A call without such a request, and every other request of a call,
+   goes to lm-eval's own ``generate_until`` as it came; under ``--use_cache`` the seeded samples of
+   ours are read back (3.).
 6. (``belief-eval`` only) the tasks are built before the model: ``install_tasks_before_model``.
 7. The evaluated model, seen by the tasks while they build their requests: lm-eval's ``evaluate``
    hands the model to no task, and ``hf`` / ``hf-shared`` cut a request longer than ``max_length``
@@ -92,8 +93,6 @@ def install() -> None:
                     "what they patch, but results of lm-eval's private code paths may differ", WRITTEN_FOR, found)
     register_backends()
     install_stderr_hook()
-    install_cache_hook()
-    install_cpu_data_parallel_hook()
     install_generation_seed_hook()
     install_evaluated_model_hook()
     _installed = True
@@ -154,71 +153,55 @@ def _undefined_as_na(stderr: Callable[[list], float]) -> Callable[[list], Any]:
     return checked
 
 
-# --- 3. the cache ------------------------------------------------------------------------------
+# --- 3. the cache: read by our backends themselves ----------------------------------------------
 
 
+def cache_of(lm):
+    """The ``--use_cache`` database of the backend ``lm``, or None: lm-eval's ``CachingLM`` hands the model it
+    wraps a ``CacheHook`` (``set_cache_hook``) whose ``dbdict`` is its own SqliteDict (``CacheHook(None)``,
+    every model's default, holds None)."""
+    return getattr(getattr(lm, "cache_hook", None), "dbdict", None)
 
-def read_through(dbdict, request_type: str, requests: list, compute: Callable[[list], list]) -> list:
-    """Answers of ``requests`` from ``dbdict`` (lm-eval's SqliteDict cache, keyed as lm-eval keys
-    them) where present; ``compute`` runs on the rest, whose answers are then written back."""
+
+def seeded_sample_of_ours(request) -> bool:
+    """Whether a ``generate_until`` request is a sample of a task of ours that carries its own ``seed``: the
+    one kind of sample that is deterministic, so a resumed run may read it back (lm-eval never reads a sample)."""
+    from belief_tasks.requests import is_seeded_sample
+
+    return is_ours(request) and is_seeded_sample(request.args)
+
+
+def read_through(lm, request_type: str, requests: list, compute: Callable[[list], list],
+                 readable: Callable[[Any], bool] | None = None) -> list:
+    """Answers of ``requests``: the ``readable`` ones (default: all) from the ``--use_cache`` database of the
+    backend ``lm`` (``cache_of``; keyed as lm-eval keys them, ``hash_args``) where present; ``compute`` runs
+    on the rest, and the readable answers it computes are written back. Without a database: ``compute``.
+    The one home of our cache reads: ``hf-shared`` (``per_token_loglikelihood``, seeded samples), ``hf-mlm``
+    (``mask_topk``, ``loglikelihood_span``), seeded samples on stock ``hf`` (5.), the server probes."""
     from lm_eval.api.model import hash_args
 
-    keys = [hash_args(request_type, req.args) for req in requests]
-    results = [dbdict.get(k) for k in keys]
-    todo = [i for i, k in enumerate(keys) if k not in dbdict]
-    logging.getLogger("lm_eval.api.model").info(
-        "Cached requests: %d, Requests remaining: %d (%s)", len(keys) - len(todo), len(todo), request_type
-    )
+    db = cache_of(lm)
+    if db is None:
+        return compute(requests)
+    keys = [hash_args(request_type, req.args) if readable is None or readable(req) else None for req in requests]
+    hits = {i: db[k] for i, k in enumerate(keys) if k is not None and k in db}
+    results: list[Any] = [hits.get(i) for i in range(len(keys))]
+    todo = [i for i in range(len(keys)) if i not in hits]
+    n_readable = sum(k is not None for k in keys)
+    if n_readable:  # as lm-eval's own line, of the requests this read could serve
+        logging.getLogger("lm_eval.api.model").info(
+            "Cached requests: %d, Requests remaining: %d (%s%s)", len(hits), n_readable - len(hits),
+            request_type, "" if readable is None else ", seeded samples of ours")
     fresh = compute([requests[i] for i in todo]) if todo else []
     for i, value in zip(todo, fresh, strict=True):
         results[i] = value
-        dbdict[keys[i]] = value
-    dbdict.commit()
+        if keys[i] is not None:
+            db[keys[i]] = value
+    db.commit()
     return results
 
 
-def install_cache_hook() -> None:
-    from lm_eval.api.model import CachingLM
-
-    from belief_tasks.requests import CUSTOM_REQUEST_TYPES
-
-    def make(original):
-        def __getattr__(self, attr: str):
-            if attr == "generate_until":
-                return _seeded_samples_first(self, original(self, attr))
-            if attr not in CUSTOM_REQUEST_TYPES:
-                return original(self, attr)
-            method = getattr(self.lm, attr)
-            return lambda requests, **kwargs: read_through(self.dbdict, attr, requests, lambda rest: method(rest, **kwargs))
-
-        return __getattr__
-
-    _patch(CachingLM, "__getattr__", make, "--use_cache with our request types")
-
-
-def _seeded_samples_first(caching_lm, generate):
-    """lm-eval never reads sampled generations back from the cache (unseeded samples would all
-    come out the same), though it writes them. A sample that carries its own ``seed`` is
-    deterministic, so a resumed run reads it back like a greedy answer."""
-    from lm_eval.api.model import hash_args
-
-    from belief_tasks.requests import is_seeded_sample
-
-    def cached(requests, **kwargs):
-        db = caching_lm.dbdict
-        keys = [hash_args("generate_until", req.args) if is_ours(req) and is_seeded_sample(req.args) else None
-                for req in requests]
-        hits = {i: db[k] for i, k in enumerate(keys) if k is not None and k in db}
-        if hits:
-            logging.getLogger("lm_eval.api.model").info("Cached seeded samples: %d", len(hits))
-        rest = [req for i, req in enumerate(requests) if i not in hits]
-        fresh = iter(generate(rest, **kwargs) if rest else [])
-        return [hits[i] if i in hits else next(fresh) for i in range(len(requests))]
-
-    return cached
-
-
-# --- 4. data parallelism on CPU ------------------------------------------------------------------
+# --- the launch (read by hf-mlm and belief-eval) -------------------------------------------------
 
 
 def launch_world_size() -> int:
@@ -226,63 +209,36 @@ def launch_world_size() -> int:
     return int(os.environ.get("WORLD_SIZE", "1") or 1)
 
 
-def install_cpu_data_parallel_hook() -> None:
-    if launch_world_size() <= 1:
-        return  # not under accelerate launch / torchrun: nothing to shard
-    from lm_eval.models.huggingface import HFLM
-
-    def _cpu_launch(self):
-        acc = self.__dict__.get("accelerator")
-        if acc is None or self._world_size != 1 or acc.num_processes <= 1 or acc.device.type != "cpu":
-            return None
-        return acc
-
-    def rank(self) -> int:
-        acc = _cpu_launch(self)
-        return acc.process_index if acc is not None else self._rank
-
-    def world_size(self) -> int:
-        acc = _cpu_launch(self)
-        return acc.num_processes if acc is not None else self._world_size
-
-    _patch(HFLM, "rank", lambda _: property(rank), "data parallelism on CPU (rank)")
-    _patch(HFLM, "world_size", lambda _: property(world_size), "data parallelism on CPU (world size)")
-
-
 # --- 5. seeded samples on hf -----------------------------------------------------------------------
 
 
 def install_generation_seed_hook() -> None:
+    import functools
+
     from lm_eval.models.huggingface import HFLM
 
-    def make_generate_until(original):
+    def make(original):
+        @functools.wraps(original)
         def generate_until(self, requests, disable_tqdm: bool = False):
+            def stock(reqs):
+                return original(self, reqs, disable_tqdm=disable_tqdm)
+
+            if not any(seeded_sample_of_ours(r) for r in requests):
+                return stock(requests)  # lm-eval's own code, with the requests as they came
+
             from belief_tasks import hf_sampling  # at call time: it imports torch and transformers
 
-            return hf_sampling.generate_until(
-                self, requests, disable_tqdm, stock=lambda reqs: original(self, reqs, disable_tqdm=disable_tqdm))
+            def compute(reqs):
+                return hf_sampling.generate_until(self, reqs, [seeded_sample_of_ours(r) for r in reqs],
+                                                  disable_tqdm, stock)
+
+            if type(self).generate_until is not HFLM.generate_until:  # a subclass that reads its own (hf-shared)
+                return compute(requests)
+            return read_through(self, "generate_until", requests, compute, readable=seeded_sample_of_ours)
 
         return generate_until
 
-    _patch(HFLM, "_model_generate", make_one_seeded_generate, "per-request sampling seeds on hf")
-    _patch(HFLM, "generate_until", make_generate_until, "seeded samples decoded together on hf")
-
-
-def make_one_seeded_generate(original):
-    """``HFLM._model_generate`` that pops a request's ``seed`` and draws under it (one request per call)."""
-    import torch
-
-    def _model_generate(self, context, max_length, stop, **generation_kwargs):
-        seed = generation_kwargs.pop("seed", None)
-        if seed is None:
-            return original(self, context, max_length, stop, **generation_kwargs)
-        # fork: the seeded draw leaves the run's global RNG stream as it was
-        devices = [context.device] if context.device.type == "cuda" else []
-        with torch.random.fork_rng(devices=devices):
-            torch.manual_seed(int(seed) % 2**63)
-            return original(self, context, max_length, stop, **generation_kwargs)
-
-    return _model_generate
+    _patch(HFLM, "generate_until", make, "seeded samples of our tasks on hf")
 
 
 # --- 6. belief-eval builds the tasks before the model ----------------------------------------------

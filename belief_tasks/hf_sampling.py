@@ -1,4 +1,4 @@
-"""Seeded samples on stock ``hf``, decoded many at a time (harness hook 5).
+"""Seeded samples of our tasks on stock ``hf``, decoded many at a time (harness hook 5).
 
 BELIEF's K samples per prompt each carry their own ``seed`` in their generation kwargs.
 lm-eval's ``HFLM.generate_until`` batches requests with identical kwargs only, so every
@@ -20,8 +20,9 @@ samples) share one prefill: the distinct prompts are encoded once and their key/
 cache is gathered to the rows (``_shared_prefill``). A row stops where the one-request path
 stops it (``RowStops``: lm-eval's stop-sequence criteria, EOS); a ``generate`` call ends once
 half its rows are done and the others go on in the next call on its cache, so finished rows
-are not decoded on (``_decode_rounds``). Greedy and unseeded requests go to lm-eval's own
-``generate_until`` unchanged.
+are not decoded on (``_decode_rounds``). A seeded sample this path does not take (``batchable``)
+is drawn alone by stock, seed popped, under ``torch.manual_seed(seed)`` (``one_seeded``). Every
+request that is not a seeded sample of ours goes to lm-eval's own ``generate_until`` as it came.
 """
 
 from __future__ import annotations
@@ -70,24 +71,52 @@ def batchable(lm, args) -> bool:
     return set(normalize_gen_kwargs(args[1], 1)) <= BATCHED_KWARGS
 
 
-def generate_until(lm, requests: list, disable_tqdm: bool, stock: Callable[[list], list]) -> list[str]:
-    """Every request's text: batched seeded samples here, the rest through ``stock``."""
-    mine = [i for i, req in enumerate(requests) if batchable(lm, req.args)]
-    if not mine:
-        return stock(requests)
-    taken = set(mine)
-    rest = [i for i in range(len(requests)) if i not in taken]
-    log.info("generate_until: %d seeded samples decoded in shared batches, %d requests through stock hf",
-             len(mine), len(rest))
+def generate_until(lm, requests: list, seeded: list[bool], disable_tqdm: bool, stock: Callable[[list], list]) -> list[str]:
+    """Every request's text. ``seeded[i]``: request ``i`` is a sample of a task of ours with its own seed
+    (``harness.seeded_sample_of_ours``): decoded in shared batches here where ``batchable``, else alone under
+    its seed (``one_seeded``). Every other request goes through ``stock`` (lm-eval's ``generate_until``)
+    exactly as it came."""
+    mine = [i for i, s in enumerate(seeded) if s and batchable(lm, requests[i].args)]
+    alone = [i for i, s in enumerate(seeded) if s and i not in set(mine)]
+    rest = [i for i, s in enumerate(seeded) if not s]
+    log.info("generate_until: %d seeded samples decoded in shared batches, %d one by one, %d requests through "
+             "stock hf", len(mine), len(alone), len(rest))
     out: list[Any] = [None] * len(requests)
     with _fixed_batch_size(lm) as batch_size:
         if rest:
             for i, text in zip(rest, stock([requests[i] for i in rest]), strict=True):
                 out[i] = text
-        for i, text in zip(mine, generate_seeded(lm, [requests[i].args for i in mine], batch_size, disable_tqdm),
-                           strict=True):
-            out[i] = text
+        if mine:
+            for i, text in zip(mine, generate_seeded(lm, [requests[i].args for i in mine], batch_size, disable_tqdm),
+                               strict=True):
+                out[i] = text
+        for i in alone:
+            out[i] = one_seeded(lm, requests[i], stock)
     return out
+
+
+def one_seeded(lm, request, stock: Callable[[list], list]) -> str:
+    """The one-request path: ``request`` without its ``seed`` (HF's ``generate`` refuses unknown kwargs) through
+    ``stock``, alone, drawn under ``torch.manual_seed(seed % 2**63)``, in a forked RNG (the run's global stream
+    stays as it was). The text is filed in the cache under the request's own arguments, seed included
+    (stock would file it under the seedless ones)."""
+    from lm_eval.api.instance import Instance
+    from lm_eval.api.model import CacheHook
+
+    context, kwargs = request.args
+    kwargs = dict(kwargs)
+    seed = int(kwargs.pop("seed"))
+    bare = Instance(request.request_type, request.doc, (context, kwargs), request.idx, request.metadata)
+    hook = lm.cache_hook
+    lm.set_cache_hook(CacheHook(None))
+    try:
+        with torch.random.fork_rng(devices=[lm.device] if lm.device.type == "cuda" else []):
+            torch.manual_seed(seed % 2**63)
+            (text,) = stock([bare])
+    finally:
+        lm.set_cache_hook(hook)
+    hook.add_partial("generate_until", request.args, text)
+    return text
 
 
 class _fixed_batch_size:

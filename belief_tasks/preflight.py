@@ -26,7 +26,6 @@ import math
 from typing import Any
 
 from belief_tasks import harness
-from belief_tasks.requests import is_seeded_sample
 from belief_tasks.truncation import model_behind_cache
 
 log = logging.getLogger(__name__)
@@ -58,7 +57,7 @@ def check(task, lm) -> list[str]:
     if lm is None or not probed(lm):
         return []
     inner = model_behind_cache(lm)
-    db = getattr(lm, "dbdict", None)  # lm-eval's CachingLM under --use_cache
+    db = harness.cache_of(inner)  # lm-eval's --use_cache database, handed to the model it wraps
     by_kind: dict[str, list] = {}
     for inst in task.instances:
         by_kind.setdefault(kind(inst), []).append(inst)
@@ -75,7 +74,7 @@ def check(task, lm) -> list[str]:
             continue
         probe = max(todo, key=lambda i: sum(len(a) for a in i.args if isinstance(a, str)))
         try:
-            answer = _ask(db, probe, method)
+            answer = _ask(inner, probe, method)
         except Exception as error:  # noqa: BLE001 - every failure becomes the one paragraph below
             raise PreflightError(message(task.config.task, name, probe, inner, error)) from error
         problem = _bad_answer(probe.request_type, answer)
@@ -94,16 +93,17 @@ def _key(instance) -> str:
 
 
 def _read_back(instance) -> bool:
-    """Whether a run under --use_cache reads ``instance``'s answer back (lm-eval never reads an unseeded sample)."""
-    args = instance.args
-    return instance.request_type != "generate_until" or not args[1].get("do_sample") or is_seeded_sample(args)
+    """Whether a run under --use_cache reads ``instance``'s answer back on a probed backend (lm-eval's API
+    models and vLLM): lm-eval's ``CachingLM`` never reads a sample, seeded or not; only our own backends and
+    stock ``hf`` read back the seeded samples of our tasks."""
+    return instance.request_type != "generate_until" or not instance.args[1].get("do_sample")
 
 
-def _ask(db, probe, method) -> Any:
+def _ask(inner, probe, method) -> Any:
     compute = lambda reqs: method(reqs, disable_tqdm=True)  # noqa: E731
-    if db is None or not _read_back(probe):
+    if not _read_back(probe):
         return compute([probe])[0]
-    return harness.read_through(db, probe.request_type, [probe], compute)[0]
+    return harness.read_through(inner, probe.request_type, [probe], compute)[0]
 
 
 def _bad_answer(request_type: str, answer: Any) -> str:

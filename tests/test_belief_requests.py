@@ -54,7 +54,7 @@ def test_sample_seeds_come_from_the_prompt_ids_only():
 
 @pytest.mark.e2e
 def test_seeded_samples_on_hf_do_not_depend_on_the_batch(model_path):
-    """The hf hook (belief_tasks.harness, 5.): a request's ``seed`` never reaches HF's generate
+    """The hf hook (belief_tasks.harness, 5.): the ``seed`` of a sample of ours never reaches HF's generate
     (which would reject it) and fixes that request's sample, whatever else is in the run
     (batched seeded sampling: tests/test_hf_seeded_sampling.py)."""
     import belief_tasks
@@ -67,8 +67,13 @@ def test_seeded_samples_on_hf_do_not_depend_on_the_batch(model_path):
     prompts = ["Q: What is the capital of France?\nA:", "Q: Who wrote Hamlet?\nA:"]
     args = [(p, B.sampling_kwargs(greedy, i, 1000 + 10 * j + i)) for j, p in enumerate(prompts) for i in range(4)]
 
+    from belief_tasks import harness
+
+    harness.OUR_TASKS.add("belief_test_seeded_hf")  # as BeliefTask adds its name: the hook serves our tasks only
+
     def run(arg_list):
-        return lm.generate_until([Instance("generate_until", {}, a, k) for k, a in enumerate(arg_list)], disable_tqdm=True)
+        return lm.generate_until([Instance("generate_until", {}, a, k, metadata=("belief_test_seeded_hf", k, 1))
+                                  for k, a in enumerate(arg_list)], disable_tqdm=True)
 
     together = run(args)
     assert run(args[::-1]) == together[::-1]  # order and batch neighbours do not matter

@@ -15,6 +15,7 @@ from belief_tasks.tasks import belief_icl as B
 
 belief_tasks.install()  # our backends and hooks
 
+from belief_tasks import harness  # noqa: E402
 from belief_tasks import hf_sampling as S  # noqa: E402
 
 PROMPTS = [
@@ -32,6 +33,7 @@ def sample_args(prompts=PROMPTS, k: int = K, base: int = 7000) -> list[tuple]:
 
 
 OUR_TASK = "belief_test_seeded_sampling"
+harness.OUR_TASKS.add(OUR_TASK)  # as BeliefTask adds its name: the seeded path serves requests of our tasks only
 
 
 def instances(args: list[tuple]) -> list:
@@ -190,20 +192,55 @@ def test_requests_the_batched_path_does_not_take(lm, monkeypatch):
 
 @pytest.mark.e2e
 def test_seeded_samples_are_cached_as_they_are_decoded_and_read_back(lm, monkeypatch, tmp_path):
-    from lm_eval.api.model import CachingLM, hash_args
+    """Under --use_cache (lm-eval's CachingLM, which never reads a sample back) the seeded samples of our
+    tasks are read back by our generate_until (harness.read_through): a resumed run decodes nothing."""
+    from lm_eval.api.model import CacheHook, CachingLM, hash_args
 
     args = sample_args(k=2) + [(PROMPTS[0], dict(GREEDY))]
     db = str(tmp_path / "cache_rank0.db")
-    cached = CachingLM(lm, db)  # sets lm's cache hook: our path writes each text as it is decoded
-    texts, _ = run(lm, args, monkeypatch)  # straight to the model: only the hook writes
-    assert all(hash_args("generate_until", a) in cached.dbdict for a in args)
-    assert [cached.dbdict[hash_args("generate_until", a)] for a in args] == texts
+    try:
+        first = CachingLM(lm, db)  # sets lm's cache hook: our path writes each text as it is decoded
+        texts, calls = run(lm, args, monkeypatch)  # straight to the model, as CachingLM hands it samples
+        assert calls > 0
+        assert [first.dbdict[hash_args("generate_until", a)] for a in args] == texts
 
-    from belief_tasks import harness
+        again = CachingLM(lm, db)  # a resumed run: lm-eval reads the greedy answer, our generate_until the samples
+        generate = lm.model.generate
+        decoded = []
+        monkeypatch.setattr(lm.model, "generate", lambda *a, **kw: decoded.append(1) or generate(*a, **kw))
+        assert again.generate_until(instances(args)) == texts
+        assert decoded == []  # not one generate call: everything read back
+    finally:
+        lm.set_cache_hook(CacheHook(None))  # detach the module-scoped model from this test's database
 
-    harness.OUR_TASKS.add(OUR_TASK)
-    again = CachingLM(lm, db)
+
+@pytest.mark.e2e
+def test_a_request_not_ours_reaches_stock_hf_unchanged(lm, monkeypatch):
+    """A sample of a task that is not ours carrying a ``seed``: our generate_until hands it to lm-eval's own
+    (``HFLM.generate_until.__wrapped__``) as it came, alone or beside seeded samples of ours. What reaches
+    ``_model_generate`` (recorded; it answers with the context's last two tokens) and the text are those of
+    lm-eval alone, the ``seed`` kwarg included (stock transformers would refuse it, as under lm-eval alone)."""
+    from lm_eval.api.instance import Instance
+    from lm_eval.models.huggingface import HFLM
+
+    kwargs = {**GREEDY, "do_sample": True, "temperature": 1.0, "seed": 7}
+    theirs = Instance("generate_until", {}, (PROMPTS[1], kwargs), 0, metadata=("someone_elses_task", 0, 1))
     seen = []
-    monkeypatch.setattr(lm, "generate_until", lambda reqs, disable_tqdm=False: seen.extend(reqs) or [])
-    assert again.generate_until(instances(args)) == texts
-    assert seen == []  # seeded samples and the greedy answer all read back
+
+    def record(context, max_length, stop, **kw):
+        seen.append((context.tolist(), max_length, list(stop),
+                     {k: v.tolist() if isinstance(v, torch.Tensor) else v for k, v in kw.items()}))
+        return torch.cat([context, context[:, -2:]], dim=1)
+
+    monkeypatch.setattr(lm, "_model_generate", record)
+    alone = HFLM.generate_until.__wrapped__(lm, [theirs], disable_tqdm=True)
+    lm_eval_saw = list(seen)
+    assert lm_eval_saw[0][3]["seed"] == 7 and lm_eval_saw[0][3]["do_sample"] is True
+    seen.clear()
+    assert lm.generate_until([theirs], disable_tqdm=True) == alone
+    assert seen == lm_eval_saw
+    seen.clear()
+    ours = instances(sample_args(k=2)[:2])  # decoded by our sampler, which calls model.generate itself
+    texts = lm.generate_until([theirs, *ours], disable_tqdm=True)
+    assert texts[0] == alone[0] and seen == lm_eval_saw
+    assert theirs.args[1] == kwargs and "seed" in theirs.args[1]  # the request itself untouched

@@ -163,6 +163,28 @@ def test_mask_topk_matches_the_model(lms):
     assert again[1]["token_ids"] == resp["token_ids"] and again[0]["targets"] == {}
 
 
+def test_use_cache_reads_mask_topk_and_spans_back(tiny_dir, tmp_path, monkeypatch):  # noqa: F811
+    """lm-eval's CachingLM passes our request types through unread; hf-mlm reads its own cache
+    (harness.read_through), so a resumed run makes not one forward pass for what it answered."""
+    from lm_eval.api.model import CachingLM
+
+    lm = load(tiny_dir, batch_size=4)
+    topk = [Instance("mask_topk", {}, ("The capital of France is [MASK].", 5, ("Paris",)), 0),
+            Instance("mask_topk", {}, ("Berlin is a [MASK].", 3), 1)]
+    spans = [Instance("loglikelihood_span", {}, ("Montreal is a city.", 0, 8), 0)]
+    db = str(tmp_path / "cache_rank0.db")
+    first = CachingLM(lm, db)
+    answers = (first.mask_topk(topk), first.loglikelihood_span(spans))
+    forwards = []
+    forward = lm.model.forward
+    monkeypatch.setattr(lm.model, "forward", lambda *a, **kw: forwards.append(1) or forward(*a, **kw))
+    resumed = CachingLM(lm, db)
+    assert (resumed.mask_topk(topk), resumed.loglikelihood_span(spans)) == answers
+    assert forwards == []  # all read back
+    more = topk + [Instance("mask_topk", {}, ("Rome is a [MASK].", 3), 2)]
+    assert resumed.mask_topk(more)[:2] == answers[0] and len(forwards) == 1  # only the new prompt is run
+
+
 def test_mask_topk_needs_exactly_one_mask(lms):
     with pytest.raises(ValueError, match="exactly one"):
         lms["original"].mask_topk([Instance("mask_topk", {}, ("[MASK] is the capital of [MASK].", 3), 0)])

@@ -65,7 +65,23 @@ def test_importing_a_metric_loads_no_harness_and_no_torch():
 
 
 def test_importing_the_package_patches_nothing():
-    code = ("import json, sys, belief_tasks\nimport lm_eval.evaluator_utils as eu\nfrom lm_eval.api.model import CachingLM\n"
+    code = ("import json, sys, belief_tasks\nimport lm_eval.evaluator_utils as eu\n"
+            "from lm_eval.models.huggingface import HFLM\n"
             "print(json.dumps([getattr(eu.stderr_for_metric, '_belief_tasks', False), "
-            "getattr(CachingLM.__getattr__, '_belief_tasks', False)]))")
+            "getattr(HFLM.generate_until, '_belief_tasks', False)]))")
     assert json.loads(_run(code)) == [False, False]
+
+
+def test_install_replaces_only_the_attributes_docs_architecture_lists():
+    """``install()`` patches three lm-eval attributes (``belief-eval`` adds ``EvaluatorConfig.process_tasks``);
+    HFLM's rank, world size and ``_model_generate`` and CachingLM's ``__getattr__`` are lm-eval's own."""
+    code = ("import json, os\nos.environ['WORLD_SIZE'] = '2'\nimport belief_tasks\nbelief_tasks.install()\n"
+            "import lm_eval.evaluator as ev, lm_eval.evaluator_utils as eu\nfrom lm_eval.api.model import CachingLM\n"
+            "from lm_eval.models.huggingface import HFLM\n"
+            "from lm_eval.config.evaluate_config import EvaluatorConfig\n"
+            "attrs = {'stderr_for_metric': eu.stderr_for_metric, 'evaluate': ev.evaluate, "
+            "'HFLM.generate_until': HFLM.generate_until, 'HFLM._model_generate': HFLM._model_generate, "
+            "'HFLM.rank': HFLM.rank.fget, 'HFLM.world_size': HFLM.world_size.fget, "
+            "'CachingLM.__getattr__': CachingLM.__getattr__, 'process_tasks': EvaluatorConfig.process_tasks}\n"
+            "print(json.dumps(sorted(k for k, v in attrs.items() if getattr(v, '_belief_tasks', False))))")
+    assert json.loads(_run(code)) == ["HFLM.generate_until", "evaluate", "stderr_for_metric"]

@@ -1,8 +1,11 @@
-"""``--use_cache`` serves our own request types too (belief_tasks.harness.install_cache_hook).
+"""``--use_cache`` serves our own request types and our seeded samples too (belief_tasks.harness.read_through).
 
-lm-eval's CachingLM reads its sqlite cache only for loglikelihood, loglikelihood_rolling
-and generate_until; without the hook a resumed MONITOR (per_token_loglikelihood on
-hf-shared) or belief_mlm (mask_topk on hf-mlm) run would recompute every request.
+lm-eval's CachingLM reads its sqlite cache only for loglikelihood, loglikelihood_rolling and greedy
+generate_until, and passes every other method through; it hands the model a ``CacheHook`` whose ``dbdict``
+is that database. Our backends read it there themselves (``read_through``), so a resumed MONITOR
+(per_token_loglikelihood on hf-shared) or belief_mlm (mask_topk on hf-mlm) run recomputes nothing. The
+fakes below are backends written as ours are: the real ones are checked in tests/test_shared_backend.py,
+tests/test_mlm_backend.py and tests/test_hf_seeded_sampling.py.
 """
 
 from __future__ import annotations
@@ -10,13 +13,14 @@ from __future__ import annotations
 import pytest
 
 import belief_tasks
+from belief_tasks import harness
 from belief_tasks.requests import CUSTOM_REQUEST_TYPES
 
 belief_tasks.install()  # our backends and hooks
 
 
 class FakeLM:
-    """Answers any custom request type, counting the requests it really computes."""
+    """Answers any custom request type as our backends do: reads its cache, computes the rest (counted)."""
 
     def __init__(self):
         from lm_eval.api.model import CacheHook
@@ -27,7 +31,7 @@ class FakeLM:
     def set_cache_hook(self, hook):
         self.cache_hook = hook
 
-    def _answer(self, name, requests):
+    def _compute(self, name, requests):
         self.computed += len(requests)
         out = []
         for r in requests:
@@ -38,7 +42,8 @@ class FakeLM:
 
     def __getattr__(self, name):
         if name in CUSTOM_REQUEST_TYPES:
-            return lambda requests, disable_tqdm=False: self._answer(name, requests)
+            return lambda requests, disable_tqdm=False: harness.read_through(
+                self, name, requests, lambda rest: self._compute(name, rest))
         raise AttributeError(name)
 
 
@@ -74,8 +79,8 @@ def test_partial_writes_survive_a_crash_mid_method(tmp_path):
     db = str(tmp_path / "cache_rank0.db")
 
     class Crashing(FakeLM):
-        def _answer(self, name, requests):
-            super()._answer(name, requests[:2])
+        def _compute(self, name, requests):
+            super()._compute(name, requests[:2])
             raise KeyboardInterrupt  # stands in for SIGKILL after two requests
 
     reqs = [Req(f"prompt {i}", " x") for i in range(4)]
@@ -106,12 +111,14 @@ def test_seeded_samples_are_read_back_unseeded_ones_are_not(tmp_path):
     them from the cache; lm-eval's rule stays for samples without one, and for every task not ours."""
     from lm_eval.api.model import CachingLM
 
-    from belief_tasks import harness
-
     harness.OUR_TASKS.add("belief_test_task")
 
     class Gen(FakeLM):
         def generate_until(self, requests, disable_tqdm=False):
+            return harness.read_through(self, "generate_until", requests, self._generate,
+                                        readable=harness.seeded_sample_of_ours)
+
+        def _generate(self, requests):
             self.computed += len(requests)
             out = [f"answer to {r.args[0]} #{self.computed}" for r in requests]
             for r, o in zip(requests, out):
@@ -135,3 +142,9 @@ def test_seeded_samples_are_read_back_unseeded_ones_are_not(tmp_path):
     third = Gen()
     CachingLM(third, db).generate_until(stock)
     assert third.computed == 1
+
+
+def test_without_use_cache_every_request_is_computed():
+    lm = FakeLM()  # CacheHook(None): no database
+    out = lm.mask_topk([Req("[MASK] is a city.", 3)])
+    assert lm.computed == 1 and out[0]["args"] == ["[MASK] is a city.", 3]

@@ -123,20 +123,6 @@ def reference(model_path, tmp_path_factory):
     return results, records
 
 
-def test_two_processes_give_the_numbers_of_one(model_path, reference, tmp_path):
-    out = tmp_path / "two"
-    proc = cli(command(model_path, out), launcher=accelerate_cpu(2), ACCELERATE_USE_CPU="1")
-    log = proc.stdout + proc.stderr
-    # really sharded: each rank built its own half of the docs
-    assert "Building contexts for belief_bear on rank 1" in log
-    assert "Building contexts for belief_bear on rank 0" in log
-    results, records = load_run(out)
-    ref_results, ref_records = reference
-    assert records.keys() == ref_records.keys()  # gathered: every doc once, none lost, none doubled
-    assert records == ref_records  # batch size 1 both ways: bit-identical model outputs
-    assert_same_metrics(results, ref_results)  # corpus-level aggregations saw the gathered records
-
-
 def test_same_command_twice_and_batch_sizes(model_path, reference, tmp_path):
     ref_results, ref_records = reference
     cli(command(model_path, tmp_path / "again"))
@@ -162,12 +148,19 @@ def assert_close_records(records: dict, ref_records: dict, tol: float) -> None:
             assert rec["resps"] == ref["resps"], key  # identical greedy answers and seeded samples
 
 
-def test_hf_shared_two_processes_give_the_numbers_of_one(model_path, tmp_path):
-    """hf-shared under accelerate launch: each rank builds its own prefix trees over its half of
-    the requests, so log-likelihoods may differ by float noise (1e-4 nats, its bound against hf);
-    texts, BELIEF's seeded samples included, and every prediction are identical."""
+def test_two_processes_give_the_numbers_of_one(model_path, tmp_path):
+    """hf-shared under accelerate launch on CPU: each rank builds its own half of the documents and
+    its own prefix trees over its requests, so log-likelihoods may differ by float noise (1e-4 nats,
+    its bound against hf); texts, BELIEF's seeded samples included, and every prediction are
+    identical, and the gathered records hold every document once. (Stock ``hf`` shards only on CUDA
+    devices; we leave it so: docs/scale.md.)"""
     cli(command(model_path, tmp_path / "one", model="hf-shared"))
-    cli(command(model_path, tmp_path / "two", model="hf-shared"), launcher=accelerate_cpu(2), ACCELERATE_USE_CPU="1")
+    proc = cli(command(model_path, tmp_path / "two", model="hf-shared"), launcher=accelerate_cpu(2),
+               ACCELERATE_USE_CPU="1")
+    log = proc.stdout + proc.stderr
+    # really sharded: each rank built its own half of the docs
+    assert "Building contexts for belief_bear on rank 1" in log
+    assert "Building contexts for belief_bear on rank 0" in log
     ref_results, ref_records = load_run(tmp_path / "one")
     results, records = load_run(tmp_path / "two")
     assert any(r.get("n_samples") for r in records.values())  # the sampled prompt is there

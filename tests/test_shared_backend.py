@@ -375,9 +375,16 @@ def test_use_cache_serves_all_request_types(shared, stock_ll, tmp_path):
     cached = CachingLM(shared, str(tmp_path / "cache.db"))
     ll = instances("loglikelihood", LL_REQUESTS[:6])
     pt = instances("per_token_loglikelihood", LL_REQUESTS[:6])
-    first = (cached.loglikelihood(ll), cached.per_token_loglikelihood(pt))
+    # BELIEF's sampled requests: each carries its own seed, from a task of ours (lm-eval reads no sample back)
+    from belief_tasks import harness
+    from lm_eval.api.instance import Instance
+
+    harness.OUR_TASKS.add("belief_test_shared_cache")
+    seeded = [Instance("generate_until", {}, (PROMPTS[0], {**GEN, "do_sample": True, "temperature": 1.0, "seed": s}),
+                       i, metadata=("belief_test_shared_cache", i, 1)) for i, s in enumerate((5, 6))]
+    first = (cached.loglikelihood(ll), cached.per_token_loglikelihood(pt), cached.generate_until(seeded))
     calls = shared.stats["forward_calls"]
-    second = (cached.loglikelihood(ll), cached.per_token_loglikelihood(pt))
+    second = (cached.loglikelihood(ll), cached.per_token_loglikelihood(pt), cached.generate_until(seeded))
     assert shared.stats["forward_calls"] == calls  # everything came from the cache
     assert second == first
     assert_same_ll(first[0], stock_ll[:6])

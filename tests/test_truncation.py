@@ -241,7 +241,7 @@ def test_processes_of_one_launch_record_and_refuse_together(model_path, tmp_path
     from test_scale_runs import accelerate_cpu, cli
 
     def args(out, task="belief_demo_monitor", max_length=24, allow=True):
-        return ["--model", "hf", "--model_args", f"pretrained={model_path},max_length={max_length},dtype=float32",
+        return ["--model", "hf-shared", "--model_args", f"pretrained={model_path},max_length={max_length},dtype=float32",
                 "--device", "cpu", "--tasks", task, "--limit", "2", "--output_path", str(out),
                 "--metadata", json.dumps({"source": "sample", "max_facts_per_relation": 1, "allow_truncation": allow})]
 

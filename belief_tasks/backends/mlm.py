@@ -42,7 +42,7 @@ from lm_eval.api.model import LM
 from lm_eval.models.huggingface import HFLM
 from tqdm import tqdm
 
-from belief_tasks.harness import launch_world_size
+from belief_tasks.harness import launch_world_size, read_through
 from belief_tasks.requests import LOGLIKELIHOOD_SPAN, MASK, MASK_TOPK, object_token_id
 
 log = logging.getLogger(__name__)
@@ -310,6 +310,9 @@ class HFMaskedLM(LM):
         a statement, which ``loglikelihood(context, continuation)`` cannot express
         when text follows the answer. A custom request type like ``mask_topk``.
         """
+        return read_through(self, LOGLIKELIHOOD_SPAN, requests, lambda rest: self._loglikelihood_span(rest, disable_tqdm))
+
+    def _loglikelihood_span(self, requests, disable_tqdm: bool) -> list[tuple[float, bool]]:
         results = self._score_spans([(r.args[0], int(r.args[1]), int(r.args[2])) for r in requests], disable_tqdm)
         for req, result in zip(requests, results):
             self.cache_hook.add_partial(LOGLIKELIHOOD_SPAN, req.args, result)
@@ -356,7 +359,13 @@ class HFMaskedLM(LM):
 
         ``rank`` is 1 + the number of vocabulary tokens with a strictly higher
         log-probability; a target that is not one token at the mask maps to None.
+
+        Under ``--use_cache`` the method reads the database itself (lm-eval's ``CachingLM`` passes request
+        types not its own through unread): ``harness.read_through``, as ``loglikelihood_span``.
         """
+        return read_through(self, MASK_TOPK, requests, lambda rest: self._mask_topk(rest, disable_tqdm))
+
+    def _mask_topk(self, requests, disable_tqdm: bool) -> list[dict]:
         inputs = [self._mask_input(req.args[0]) for req in requests]
         unique = list(dict.fromkeys(inputs))
         dists = {}

@@ -40,6 +40,8 @@ from tqdm import tqdm
 from belief_tasks.backends.generation_plan import Row, SamplingDefaults, plan_generation
 from belief_tasks.backends.prefix_tree import PrefixNode, build_prefix_tree
 from belief_tasks.backends.shared_attention import RowPrefixes, SharedPrefix, shared_prefix_mode
+from belief_tasks.harness import read_through, seeded_sample_of_ours
+from belief_tasks.requests import PER_TOKEN_LOGLIKELIHOOD
 from belief_tasks.seeding import DEFAULT_SEED
 
 log = logging.getLogger(__name__)
@@ -246,6 +248,27 @@ class HFSharedPrefixLM(HFLM):
         self._stock_generation: list | None = None
         #: work counters, reset by the caller (the benchmark reads them)
         self.stats = {"tokens_forwarded": 0, "forward_calls": 0}
+
+    # ------------------------------------------------------------ data parallel on CPU
+
+    def _cpu_launch(self):
+        """The accelerator of a multi-process launch on CPU (``accelerate launch``), else None. lm-eval
+        0.4.13's HFLM keeps it but takes rank and world size from it only when it counts CUDA devices, so
+        on CPU every process would run the whole task; ``hf-shared`` shards as HFLM does on GPUs."""
+        acc = self.__dict__.get("accelerator")
+        if acc is None or self._world_size != 1 or acc.num_processes <= 1 or acc.device.type != "cpu":
+            return None
+        return acc
+
+    @property
+    def rank(self) -> int:
+        acc = self._cpu_launch()
+        return acc.process_index if acc is not None else self._rank
+
+    @property
+    def world_size(self) -> int:
+        acc = self._cpu_launch()
+        return acc.num_processes if acc is not None else self._world_size
 
     # ------------------------------------------------------------------ scoring
 
@@ -458,23 +481,34 @@ class HFSharedPrefixLM(HFLM):
     def per_token_loglikelihood(self, requests, disable_tqdm: bool = False) -> list[list[float]]:
         """``Instance.args = (context, continuation)`` -> one log-probability per continuation token.
 
-        With ``--use_cache`` lm-eval's CachingLM serves this method through our cache hook
-        (``belief_tasks.harness.read_through``: reads, then writes what it computed); the
-        ``add_partial`` below also lands each answer in the database as soon as it exists,
-        so a run killed mid-call resumes from there."""
+        lm-eval's ``CachingLM`` reads its ``--use_cache`` database only for its own request types and
+        passes this one through, so the method reads the database itself (``harness.read_through``,
+        through the cache hook lm-eval hands the model); ``add_partial`` lands each answer in it as
+        soon as it exists, so a run killed mid-call resumes from there."""
         if self.backend != "causal":
             raise NotImplementedError("per_token_loglikelihood needs a causal model")
+        return read_through(self, PER_TOKEN_LOGLIKELIHOOD, requests,
+                            lambda rest: self._per_token_loglikelihood(rest, disable_tqdm))
+
+    def _per_token_loglikelihood(self, requests, disable_tqdm: bool) -> list[list[float]]:
         desc = "" if disable_tqdm else "Running per_token_loglikelihood requests"
         scored = self._score_pairs([self._encode_request(*r.args) for r in requests], desc=desc)
         results = []
         for req, (logp, _) in zip(requests, scored, strict=True):
             results.append(logp.tolist())
-            self.cache_hook.add_partial("per_token_loglikelihood", req.args, results[-1])
+            self.cache_hook.add_partial(PER_TOKEN_LOGLIKELIHOOD, req.args, results[-1])
         return results
 
     # --------------------------------------------------------------- generation
 
     def generate_until(self, requests, disable_tqdm: bool = False) -> list[str]:
+        """Texts of ``requests``; under ``--use_cache`` the seeded samples of our tasks are read back
+        (``harness.read_through``: lm-eval's ``CachingLM`` never reads a sample, but a sample with its own
+        seed is deterministic), the rest as lm-eval's cache left them to us."""
+        return read_through(self, "generate_until", requests, lambda rest: self._generate_until(rest, disable_tqdm),
+                            readable=seeded_sample_of_ours)
+
+    def _generate_until(self, requests, disable_tqdm: bool) -> list[str]:
         if self.shared_unsupported or self.think_end_token is not None:
             return super().generate_until(requests, disable_tqdm=disable_tqdm)
         config = self.model.generation_config
