@@ -22,7 +22,9 @@ DEMO_TASKS = "belief_demo"
 def _tasks_installed() -> bool:
     import lm_eval.tasks
 
-    return (Path(lm_eval.tasks.__file__).parent / "belief").is_dir()
+    # a folder without YAMLs is what ``pip uninstall`` leaves behind (going from the wheel to an editable
+    # install): our tasks are not there, so ``--include_path`` must still be added
+    return any((Path(lm_eval.tasks.__file__).parent / "belief").rglob("*.yaml"))
 
 
 def main(argv: list[str] | None = None) -> None:

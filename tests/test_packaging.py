@@ -85,3 +85,17 @@ def test_install_replaces_only_the_attributes_docs_architecture_lists():
             "'CachingLM.__getattr__': CachingLM.__getattr__, 'process_tasks': EvaluatorConfig.process_tasks}\n"
             "print(json.dumps(sorted(k for k, v in attrs.items() if getattr(v, '_belief_tasks', False))))")
     assert json.loads(_run(code)) == ["HFLM.generate_until", "evaluate", "stderr_for_metric"]
+
+
+def test_an_empty_leftover_task_folder_is_not_an_installed_one(tmp_path, monkeypatch):
+    """``pip uninstall`` of the wheel leaves ``lm_eval/tasks/belief`` empty: belief-eval must then still add
+    ``--include_path`` (it found no task at all when it trusted the folder)."""
+    import lm_eval.tasks
+
+    from belief_tasks import cli
+
+    monkeypatch.setattr(lm_eval.tasks, "__file__", str(tmp_path / "__init__.py"))
+    (tmp_path / "belief" / "bear").mkdir(parents=True)
+    assert not cli._tasks_installed()
+    (tmp_path / "belief" / "bear" / "belief_bear.yaml").write_text("task: belief_bear\n")
+    assert cli._tasks_installed()
