@@ -76,9 +76,9 @@ def generate_until(lm, requests: list, seeded: list[bool], disable_tqdm: bool, s
     (``harness.seeded_sample_of_ours``): decoded in shared batches here where ``batchable``, else alone under
     its seed (``one_seeded``). Every other request goes through ``stock`` (lm-eval's ``generate_until``)
     exactly as it came."""
-    mine = [i for i, s in enumerate(seeded) if s and batchable(lm, requests[i].args)]
-    alone = [i for i, s in enumerate(seeded) if s and i not in set(mine)]
-    rest = [i for i, s in enumerate(seeded) if not s]
+    mine, alone, rest = [], [], []
+    for i, s in enumerate(seeded):
+        (rest if not s else mine if batchable(lm, requests[i].args) else alone).append(i)
     log.info("generate_until: %d seeded samples decoded in shared batches, %d one by one, %d requests through "
              "stock hf", len(mine), len(alone), len(rest))
     out: list[Any] = [None] * len(requests)
