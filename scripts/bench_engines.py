@@ -78,14 +78,14 @@ def build_workloads(args) -> dict[str, dict]:
     from belief_tasks.tasks.belief_icl import sampling_kwargs
 
     factset = load_facts("bear", {"source": "sample"})
-    iclke, bear = iclke_requests(factset, args.facts), bear_requests(factset, args.instances)
+    iclke, bear = iclke_requests(factset, args.facts, args.options), bear_requests(factset, args.instances)
     gen = {"until": ["\n", "."], "max_gen_toks": 16, "do_sample": False}
     prompts = belief_prompts(factset, args.prompts)
     belief = [("generate_until", (p, dict(gen))) for p in prompts]
     belief += [("generate_until", (p, sampling_kwargs(gen, i, seeding.derive_seed(1234, p, i) % 2**63)))
                for p in prompts for i in range(args.samples)]
     out = {
-        "iclke": {"title": f"IC-LKE: {args.facts} facts x 100 options after 50 demonstrations",
+        "iclke": {"title": f"IC-LKE: {args.facts} facts x {args.options} options after 50 demonstrations",
                   "requests": [("loglikelihood", r) for g in iclke for r in g], "groups": [len(g) for g in iclke]},
         "bear": {"title": f"BEAR: {args.instances} instances x full answer space",
                  "requests": [("loglikelihood", r) for g in bear for r in g], "groups": [len(g) for g in bear]},
@@ -199,10 +199,13 @@ def load_backend(arm: str, args):
 
 
 def worker(args) -> None:
+    from bench_shared import bench_instance
     from lm_eval.api.instance import Instance
 
     import belief_tasks
 
+    if args.count:
+        import bench_counting
     belief_tasks.install()  # seeded samples on hf, as belief-eval runs them
     workloads = build_workloads(args)
     memory = PeakMemory()
@@ -219,17 +222,24 @@ def worker(args) -> None:
     for name, w in workloads.items():
         by_type: dict[str, list] = {}
         for i, (kind, a) in enumerate(w["requests"]):
-            by_type.setdefault(kind, []).append(Instance(kind, {}, a, i, metadata=("bench", i, 1)))
+            by_type.setdefault(kind, []).append(bench_instance(kind, a, i))
         memory.reset()
         gpu.reset()
         outputs: dict[int, object] = {}
+        passes: dict[str, dict] = {}  # --count: per request type, its timed pass (forwards)
         cpu, wall = memory.cpu(), time.perf_counter()
         for kind, instances in by_type.items():
-            for inst, out in zip(instances, getattr(lm, kind)(instances, disable_tqdm=True)):
+            def run(kind=kind, instances=instances):
+                return getattr(lm, kind)(instances, disable_tqdm=True)
+
+            passes[kind] = bench_counting.timed_pass(lm.model, run) if args.count else {"outputs": run()}
+            for inst, out in zip(instances, passes[kind]["outputs"]):
                 outputs[inst.idx] = out
         seconds, cpu = time.perf_counter() - wall, memory.cpu() - cpu
         result["workloads"][name] = {"wall_s": seconds, "cpu_s": cpu, "requests": len(w["requests"]), "peak_mb": memory.peak / 2**20,
                                      "gpu_peak_mb": gpu.peak_mb(), "outputs": [outputs[i] for i in range(len(w["requests"]))]}
+        if args.count:
+            result["workloads"][name]["counts"] = bench_counting.count_workload(lm, by_type, passes)
         print(f"{args.worker} {name}: {len(w['requests'])} requests in {seconds:.1f} s, {cpu:.1f} CPU-s", file=sys.stderr,
               flush=True)
     Path(args.out).write_text(json.dumps(result))
@@ -337,6 +347,7 @@ def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="2 facts, 10 instances, 2 prompts x 4 samples, MONITOR 1")
     ap.add_argument("--facts", type=int, default=6)
+    ap.add_argument("--options", type=int, default=100, help="IC-LKE options per fact")
     ap.add_argument("--instances", type=int, default=60)
     ap.add_argument("--prompts", type=int, default=6)
     ap.add_argument("--samples", type=int, default=20)
@@ -357,6 +368,8 @@ def main(argv=None) -> None:
     ap.add_argument("--requests", help="read the workloads from this file (written by --save_requests)")
     ap.add_argument("--save_requests", help="write the workloads to this file and stop (needs no model)")
     ap.add_argument("--json", help="also write the numbers here")
+    ap.add_argument("--count", action="store_true", help="also count, per workload and hf arm, forwards, host reads of "
+                    "device results and host time between forwards (scripts/bench_counting.py)")
     ap.add_argument("--worker", choices=ARMS, help=argparse.SUPPRESS)
     ap.add_argument("--out", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
@@ -370,6 +383,8 @@ def main(argv=None) -> None:
         args.hf_batch_size = int(args.hf_batch_size)
     if args.worker:
         return worker(args)
+    if args.count and not set(args.arms.split(",")) <= {"hf", "hf-shared"}:
+        ap.error("--count instruments torch in the arm's own process: hf and hf-shared arms only")
     workloads = build_workloads(args)
     if args.save_requests:
         Path(args.save_requests).write_text(json.dumps(workloads))
@@ -381,7 +396,7 @@ def main(argv=None) -> None:
     handed.close()
     passthrough = [f"--{k}={getattr(args, k)}" for k in ("workloads", "threads", "model", "device", "dtype",
                                                           "hf_batch_size", "max_batch_tokens", "softmax_dtype")
-                   if getattr(args, k) is not None]
+                   if getattr(args, k) is not None] + (["--count"] if args.count else [])
     passthrough.append(f"--requests={handed.name}")
     arms = args.arms.split(",")
     started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
@@ -433,13 +448,42 @@ def main(argv=None) -> None:
         print(f"| {r['workload']} | {r['arm']} | {r['requests']} | {r['wall_s']} | {r['requests_per_s']} | "
               f"{r[f'throughput_over_{base}']}x | {r['cpu_s']} | {r[f'cpu_throughput_over_{base}']}x | {r['peak_mb']} | "
               f"{gpu_mb} | {r['outputs_vs_' + base]} | {r['same_outputs_every_round']} |")
+    if args.count:
+        print_counts(workloads, runs)
     counts = token_counts(workloads, args.model)
     print(f"\nProjection (arithmetic, not a measurement): an 8B model ({PARAMS_8B:.2e} parameters, bf16) on one "
           f"GPU at a sustained {SUSTAINED_FLOP_S / 1e12:.0f} TFLOP/s; tokens counted with the bundled model's tokenizer")
     print("\n".join(projection(counts)))
     if args.json:
+        work = {arm: [{name: x["workloads"][name].get("counts") for name in workloads} for x in runs[arm]] for arm in arms}
         Path(args.json).write_text(json.dumps({"started": started, "load": load, "startup": startup, "rows": rows,
-                                               "tokens": counts, "args": vars(args)}, indent=1))
+                                               "tokens": counts, "work": work if args.count else None,
+                                               "args": vars(args)}, indent=1))
+
+
+def print_counts(workloads: dict, runs: dict[str, list[dict]]) -> None:
+    """``--count``: per workload and arm, what it asks of the device (the last round; the counts do not change
+    between rounds, the host times are under whatever load the round met)."""
+    from bench_counting import summary
+
+    print("\nWork per request (--count; scripts/bench_counting.py): forwards, host reads of device results, kernel "
+          "operations per forward, host time outside forwards")
+    print("\n| workload | arm | requests | forwards | forwards / request | host reads / scored request | "
+          "host reads / generated token | generated tokens | kernel ops / forward | host ms / forward | host s | "
+          "forward s |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    for name, w in workloads.items():
+        for arm, arm_runs in runs.items():
+            c = summary(arm_runs[-1]["workloads"][name]["counts"])
+            cells = [w["title"], arm, c["requests"], c["forwards"], c["forwards_per_request"],
+                     c["reads_per_scored_request"], c["reads_per_generated_token"], c["generated_tokens"],
+                     c["kernel_ops_per_forward"], c["host_ms_per_forward"], c["host_s"], c["forward_s"]]
+            print("| " + " | ".join("" if x is None else str(x) for x in cells) + " |")
+    for name in workloads:
+        for arm, arm_runs in runs.items():
+            for kind, c in arm_runs[-1]["workloads"][name]["counts"].items():
+                sites = ", ".join(f"{n} x {site}" for site, n in list(c["read_sites"].items())[:6])
+                print(f"{name} / {arm} / {kind}: {c['host_reads']} host reads: {sites}")
 
 
 if __name__ == "__main__":

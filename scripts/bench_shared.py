@@ -142,10 +142,24 @@ def predictions(results, sizes: list[int]) -> list[int]:
     return out
 
 
-def make_instances(kind: str, args_list, repeats: int = 1):
+#: the task the benchmarks' requests belong to. They are our tasks' requests, built here without the task objects,
+#: so they are tagged as a task of ours: our hooks serve them as in a run (the seeded samples on stock ``hf`` go
+#: only to our sampler, ``harness.OUR_TASKS``; stock ``generate`` refuses their ``seed``)
+BENCH_TASK = "belief_bench"
+
+
+def bench_instance(kind: str, args, index: int, repeats: int = 1):
+    """One request of a workload, as a task of ours would send it."""
     from lm_eval.api.instance import Instance
 
-    return [Instance(kind, {}, a, i, metadata=("bench", i, repeats)) for i, a in enumerate(args_list)]
+    from belief_tasks import harness
+
+    harness.OUR_TASKS.add(BENCH_TASK)  # as BeliefTask adds its name when it is built
+    return Instance(kind, {}, args, index, metadata=(BENCH_TASK, index, repeats))
+
+
+def make_instances(kind: str, args_list, repeats: int = 1):
+    return [bench_instance(kind, a, i, repeats) for i, a in enumerate(args_list)]
 
 
 def main() -> None:

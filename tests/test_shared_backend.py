@@ -185,23 +185,27 @@ def _reference_attention(q, k, v, pk, pv, scale):
     return (scores.softmax(-1) @ vals).transpose(1, 2)
 
 
-@pytest.mark.parametrize("gather", [True, False])
-def test_rows_of_different_prefixes_attend_to_their_own(gather, monkeypatch):
-    """Both ways of a batch with several prefixes: each row's prefix copied next to its keys
-    (many short prefixes), or a loop over runs of rows (long prefixes)."""
+@pytest.mark.parametrize("way", ["gather", "loop", "fused"])
+@pytest.mark.parametrize("q_len", [3, 1])
+def test_rows_of_different_prefixes_attend_to_their_own(way, q_len, monkeypatch):
+    """Every way of a batch with several prefixes: each row's prefix copied next to its keys and one SDPA
+    call (many short prefixes on the CPU; every batch on an accelerator, ``fused``), or a loop over runs of
+    rows (long prefixes on the CPU); "fused" in chunks of 2 rows. ``q_len`` 1: a decoding step, whose rows also
+    hold earlier positions."""
     from belief_tasks.backends import shared_attention
     from belief_tasks.backends.shared_attention import RowPrefixes, SharedPrefix, shared_prefix_attention
 
-    monkeypatch.setattr(shared_attention, "GATHER_POSITIONS", 1 << 17 if gather else 0)
+    monkeypatch.setattr(shared_attention, "GATHER_POSITIONS", {"gather": 1 << 17, "loop": 0, "fused": 20}[way])
+    monkeypatch.setattr(shared_attention, "FUSED", True if way == "fused" else None)
 
     torch.manual_seed(0)
     module = type("Layer", (), {"layer_idx": 0})()
     bsz, n_heads, n_kv, s, d = 5, 4, 2, 3, 8
-    q, k, v = torch.randn(bsz, n_heads, s, d), torch.randn(bsz, n_kv, s, d), torch.randn(bsz, n_kv, s, d)
+    q, k, v = torch.randn(bsz, n_heads, q_len, d), torch.randn(bsz, n_kv, s, d), torch.randn(bsz, n_kv, s, d)
     prefixes = [SharedPrefix([torch.randn(1, n_kv, n, d)], [torch.randn(1, n_kv, n, d)]) for n in (4, 0, 7)]
     bounds = [0, 2, 3, 5]  # rows 0-1 read a 4-token prefix, row 2 none, rows 3-4 a 7-token one
     rows = RowPrefixes(prefixes, bounds)
-    assert rows.gathers() == gather
+    assert rows.gathers() == (way == "gather")
     got, _ = shared_prefix_attention(module, q, k, v, None, scaling=d**-0.5, shared_prefix=rows)
     for lo, hi, p in zip(bounds, bounds[1:], prefixes):
         want = _reference_attention(q[lo:hi], k[lo:hi], v[lo:hi], p.keys[0] if p.length else torch.zeros(1, n_kv, 0, d),
@@ -432,21 +436,45 @@ def test_effective_stops_drop_only_redundant_strings():
 
 @pytest.mark.e2e
 def test_belief_samples_share_one_prefill(shared, stock, monkeypatch):
-    """BELIEF's greedy request and its K tagged samples are decoded as one group per prompt."""
+    """BELIEF's greedy request and its K tagged samples share one prefill per prompt, and the rows of both
+    prompts decode as one batch (each run of rows on its own prompt's cache)."""
     from belief_tasks.tasks.belief_icl import sampling_kwargs
 
     greedy = {"until": ["\n"], "max_gen_toks": 6, "do_sample": False}
     args = []
     for p in PROMPTS[:2]:
         args += [(p, greedy)] + [(p, sampling_kwargs(greedy, i)) for i in range(4)]
-    prefills = []
-    original = type(shared)._decode_rows
-    monkeypatch.setattr(type(shared), "_decode_rows",
-                        lambda self, ctx, rows, until, max_gen: (prefills.append((ctx, len(rows), until)),
-                                                                original(self, ctx, rows, until, max_gen))[1])
+    prefills, batches = [], []
+    prefill, decode = type(shared)._prefill, type(shared)._decode_rows
+    monkeypatch.setattr(type(shared), "_prefill", lambda self, group: (prefills.append(group.context),
+                                                                       prefill(self, group))[1])
+    monkeypatch.setattr(type(shared), "_decode_rows", lambda self, parts: (
+        batches.append([(g.context, len(rows), g.until) for g, rows in parts]), decode(self, parts))[1])
     out = shared.generate_until(instances("generate_until", args), disable_tqdm=True)
-    assert [(c, n) for c, n, _ in prefills] == [(p, 5) for p in PROMPTS[:2]]
-    assert all(u[0] == "\n" and not any("belief-sample" in s for s in u) for _, _, u in prefills)
+    assert prefills == PROMPTS[:2]
+    assert [[(c, n) for c, n, _ in b] for b in batches] == [[(p, 5) for p in PROMPTS[:2]]]
+    assert all(u[0] == "\n" and not any("belief-sample" in s for s in u) for _, _, u in batches[0])
     want = stock.generate_until(instances("generate_until", [(p, greedy) for p in PROMPTS[:2]]), disable_tqdm=True)
     assert [out[0], out[5]] == want
     assert all("\n" not in o for o in out)
+    # each sample is its own draw: decoded alone (a batch of one prompt, one row), it is the same text
+    shared.max_decode_rows = 1
+    try:
+        alone = shared.generate_until(instances("generate_until", args), disable_tqdm=True)
+    finally:
+        shared.max_decode_rows = 256
+    assert alone == out
+
+
+def test_decode_batches_pack_groups_in_order():
+    from belief_tasks.backends.generation_plan import DecodeGroup, Row, decode_batches
+
+    def group(name, n):
+        return DecodeGroup(name, ["\n"], 8, [Row((i,), do_sample=True, seed=i) for i in range(n)])
+
+    a, b, c = group("A", 3), group("B", 2), group("C", 5)
+    sizes = [[(g.context, len(rows)) for g, rows in batch] for batch in decode_batches([a, b, c], 4)]
+    # whole groups where they fit; C (5 rows) in pieces of 4; pieces keep their rows' order
+    assert sizes == [[("A", 3)], [("B", 2)], [("C", 4)], [("C", 1)]]
+    assert [rows for _, rows in decode_batches([c], 4)[1]] == [c.rows[4:]]
+    assert [[(g.context, len(r)) for g, r in bt] for bt in decode_batches([a, b, c], 256)] == [[("A", 3), ("B", 2), ("C", 5)]]

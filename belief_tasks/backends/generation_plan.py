@@ -10,6 +10,8 @@ Pure (no torch, no model): requests in, groups out, so the grouping is tested by
 * Greedy requests whose prompt has no samples, and requests with generation kwargs our
   decoder does not implement, go to stock generation (``stock``): one request per distinct
   (prompt, kwargs), its text copied to the duplicates.
+* The groups are decoded in batches of several groups (``decode_batches``): one forward per
+  step for the rows of many prompts.
 """
 
 from __future__ import annotations
@@ -129,3 +131,23 @@ def _finish(stock: dict[tuple[str, str], list[int]], groups: list[DecodeGroup], 
             context, gen_kwargs = requests[row.requests[0]].args
             stock.setdefault((context, kwargs_key(gen_kwargs)), []).extend(row.requests)
     return GenerationPlan(list(stock.values()), decoded)
+
+
+def decode_batches(groups: Sequence[DecodeGroup], max_rows: int) -> list[list[tuple[DecodeGroup, list[Row]]]]:
+    """The decoding batches: rows of several groups (several prompts) decode together, at most ``max_rows`` per
+    batch. Groups keep their order and stay whole where they fit (each piece of a group is one more prefill of
+    its prompt); a group of more than ``max_rows`` rows goes in pieces of ``max_rows``."""
+    batches: list[list[tuple[DecodeGroup, list[Row]]]] = []
+    current: list[tuple[DecodeGroup, list[Row]]] = []
+    n = 0
+    for group in groups:
+        for lo in range(0, len(group.rows), max_rows):
+            piece = group.rows[lo : lo + max_rows]
+            if current and n + len(piece) > max_rows:
+                batches.append(current)
+                current, n = [], 0
+            current.append((group, piece))
+            n += len(piece)
+    if current:
+        batches.append(current)
+    return batches

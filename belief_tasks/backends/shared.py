@@ -9,11 +9,12 @@
   rows of one length from many nodes (BEAR: the answers of many facts in one forward),
   so forwards are long and barely padded.
 * ``generate_until``: requests with the same prompt (greedy + samples, ``repeats``)
-  are prefilled once and decoded as one batch on the shared prompt cache
-  (the grouping: :mod:`belief_tasks.backends.generation_plan`). Sampling
+  are prefilled once, and the rows of several prompts are decoded as one batch, each on
+  its prompt's cache (the grouping: :mod:`belief_tasks.backends.generation_plan`). A
+  decoding step stays on the device but for one read of the batch's next tokens. Sampling
   draws from a per-sample generator seeded by the request's own ``seed`` kwarg if it
   has one, else by (``sample_seed``, task, doc, request, sample index): the same
-  command gives the same samples, in any batch or shard.
+  command gives the same samples, in any shard.
   Greedy requests whose prompt has no samples go through stock batched generation.
 * ``per_token_loglikelihood``: ``(context, continuation) -> [log p(token)]``, one
   float per continuation token, tokenised as ``loglikelihood``.
@@ -37,7 +38,7 @@ from lm_eval.models.huggingface import HFLM
 from lm_eval.models.utils import normalize_gen_kwargs, postprocess_generated_text
 from tqdm import tqdm
 
-from belief_tasks.backends.generation_plan import Row, SamplingDefaults, plan_generation
+from belief_tasks.backends.generation_plan import DecodeGroup, Row, SamplingDefaults, decode_batches, plan_generation
 from belief_tasks.backends.prefix_tree import PrefixNode, build_prefix_tree
 from belief_tasks.backends.shared_attention import RowPrefixes, SharedPrefix, shared_prefix_mode
 from belief_tasks.harness import read_through, seeded_sample_of_ours
@@ -200,6 +201,17 @@ def _row_prefixes(batch: list[_Item]) -> SharedPrefix | RowPrefixes:
     return RowPrefixes([p.prefix for p in parents], bounds + [len(batch)])
 
 
+def _rows_prefix(prefixes: list[SharedPrefix], part_of_row: list[int]) -> SharedPrefix | RowPrefixes:
+    """The prefixes of a decoding batch whose rows (in order) read ``prefixes[part_of_row[b]]``."""
+    runs = [k for k, _ in itertools.groupby(part_of_row)]
+    if len(runs) == 1:
+        return prefixes[runs[0]]
+    bounds = [0]
+    for _, rows in itertools.groupby(part_of_row):
+        bounds.append(bounds[-1] + len(list(rows)))
+    return RowPrefixes([prefixes[k] for k in runs], bounds)
+
+
 def _gather(req: _Request, parts: list[_Scores]) -> tuple[list[float], list[bool]]:
     """The request's scored positions, read from the segments on its path (root first)."""
     first, stop = req.first_scored, len(req.seq) - 1
@@ -219,7 +231,7 @@ class HFSharedPrefixLM(HFLM):
     ``max_batch_tokens`` (token budget of one forward when batch_size is "auto", default 4096),
     ``min_shared_tokens`` (a prefix split must save this many tokens, default 8),
     ``max_cached_tokens`` (prefix positions cached before their rows are scored, default 32768)
-    and ``max_decode_rows`` (samples decoded together, default 256)."""
+    and ``max_decode_rows`` (rows decoded together, of one or several prompts, default 256)."""
 
     def __init__(
         self,
@@ -316,12 +328,13 @@ class HFSharedPrefixLM(HFLM):
         kwargs: dict[str, Any] = {"use_cache": use_cache}
         if keep and self._keeps_logits:  # the lm head only on the positions we read
             kwargs["logits_to_keep"] = keep
+        own = past.get_seq_length() if past is not None else 0  # the rows' own cached positions (decoding)
         if isinstance(prefix, RowPrefixes):
-            plain = not prefix.runs()
-            starts = torch.tensor(prefix.offsets(), device=input_ids.device)[:, None]
+            plain = not prefix.runs() and past is None
+            starts = torch.tensor(prefix.offsets(), device=input_ids.device)[:, None] + own
         else:
             plain = prefix.length == 0 and past is None
-            starts = prefix.length + (past.get_seq_length() if past is not None else 0)
+            starts = prefix.length + own
         with (
             torch.no_grad(),
             torch.autocast(
@@ -415,7 +428,10 @@ class HFSharedPrefixLM(HFLM):
             n_known.append(len(nxt))
             targets.append(nxt + [0] * (keep - len(nxt)))
         tgt = torch.tensor(targets, dtype=torch.long, device=logits.device)[..., None]
-        logp, is_max, lasts = [], [], {}
+        # read to the host once per batch (a device waits for every read): the targets' log-probabilities and
+        # is-argmax flags, and for each node row the log-probabilities of the tokens after its last position
+        # and that position's argmax, packed in one float64 tensor (exact for float32 values and token ids)
+        logp, is_max, last_values, last_tops, last_rows = [], [], [], [], []
         step = max(1, LOGPROB_CHUNK // keep)
         for lo in range(0, len(batch), step):
             lp = F.log_softmax(logits[lo : lo + step], dim=-1, dtype=self.softmax_dtype)
@@ -425,11 +441,20 @@ class HFSharedPrefixLM(HFLM):
             for b in range(lo, min(lo + step, len(batch))):
                 n_kept = len(batch[b].tokens) - first_col
                 if batch[b].is_node and n_kept > 0:
-                    after = batch[b].after
-                    values = lp[b - lo, n_kept - 1, after].tolist()
-                    top = int(argmax[b - lo, n_kept - 1])
-                    lasts[b] = {t: (v, t == top) for t, v in zip(after, values, strict=True)}
-        logp_rows, max_rows = torch.cat(logp).tolist(), torch.cat(is_max).tolist()
+                    last_values.append(lp[b - lo, n_kept - 1, batch[b].after])
+                    last_tops.append(argmax[b - lo, n_kept - 1 : n_kept])
+                    last_rows.append(b)
+        n_cells = len(batch) * keep
+        read = torch.cat([t.reshape(-1).double() for t in logp + is_max + last_values + last_tops]).tolist()
+        logp_rows = [read[b * keep : (b + 1) * keep] for b in range(len(batch))]
+        max_rows = [[x == 1.0 for x in read[n_cells + b * keep : n_cells + (b + 1) * keep]] for b in range(len(batch))]
+        lasts, at = {}, 2 * n_cells
+        tops = read[len(read) - len(last_rows) :]
+        for b, top in zip(last_rows, tops, strict=True):
+            after = batch[b].after
+            values = read[at : at + len(after)]
+            at += len(after)
+            lasts[b] = {t: (v, t == top) for t, v in zip(after, values, strict=True)}
         out = []
         for b, it in enumerate(batch):
             start = it.parent.node.end
@@ -529,11 +554,11 @@ class HFSharedPrefixLM(HFLM):
                     results[i] = text
         pbar = tqdm(total=sum(len(r.requests) for g in plan.groups for r in g.rows),
                     disable=disable_tqdm or self.rank != 0, desc="Running generate_until requests (shared prompt)")
-        for group in plan.groups:
-            for lo in range(0, len(group.rows), self.max_decode_rows):
-                rows = group.rows[lo : lo + self.max_decode_rows]
-                for row, tokens in zip(rows, self._decode_rows(group.context, rows, group.until, group.max_gen), strict=True):
-                    text = postprocess_generated_text(self.tok_decode(tokens), group.until, None)
+        for parts in decode_batches(plan.groups, self.max_decode_rows):
+            decoded = iter(self._decode_rows(parts))
+            for group, rows in parts:
+                for row in rows:
+                    text = postprocess_generated_text(self.tok_decode(next(decoded)), group.until, None)
                     for i in row.requests:
                         results[i] = text
                         self.cache_hook.add_partial("generate_until", requests[i].args, text)
@@ -541,18 +566,24 @@ class HFSharedPrefixLM(HFLM):
         pbar.close()
         return results  # type: ignore[return-value]
 
-    def _next_tokens(self, logits: torch.Tensor, rows: list[Row], generators: list[torch.Generator | None]) -> list[int]:
-        """One token per row: argmax for greedy rows; for sampled rows transformers' warpers
-        (temperature, top-k, top-p, min-p, in that order) on the whole block of rows sharing
-        settings, then an inverse-CDF draw from one uniform of the row's own generator."""
-        logits = logits.float()
-        chosen = logits.argmax(dim=-1).tolist()
+    def _sampling_blocks(self, rows: list[Row]) -> list[tuple[tuple, torch.Tensor]]:
+        """The sampled rows by their settings (temperature, top-k, top-p, min-p): per block, its rows' indices
+        on the device."""
         blocks: dict[tuple, list[int]] = {}
         for b, row in enumerate(rows):
             if row.do_sample:
                 blocks.setdefault((row.temperature, row.top_k, row.top_p, row.min_p), []).append(b)
-        for (temperature, top_k, top_p, min_p), idx in blocks.items():
-            scores = logits[idx] / temperature
+        return [(settings, torch.tensor(idx, device=self.device)) for settings, idx in blocks.items()]
+
+    def _next_tokens(self, logits: torch.Tensor, blocks: list[tuple[tuple, torch.Tensor]],
+                     uniforms: torch.Tensor) -> torch.Tensor:
+        """One token per row, on the device: argmax for greedy rows; for each block of sampled rows sharing
+        settings (``_sampling_blocks``) transformers' warpers (temperature, top-k, top-p, min-p, in that order),
+        then an inverse-CDF draw at the row's uniform of this step (``uniforms``, one per row)."""
+        logits = logits.float()
+        chosen = logits.argmax(dim=-1)
+        for (temperature, top_k, top_p, min_p), index in blocks:
+            scores = logits[index] / temperature
             if top_k is not None and top_k < scores.shape[-1]:
                 kth = torch.topk(scores, top_k, dim=-1).values[:, -1:]
                 scores = scores.masked_fill(scores < kth, float("-inf"))
@@ -565,49 +596,75 @@ class HFSharedPrefixLM(HFLM):
             if min_p is not None:
                 probs = probs.masked_fill(probs < min_p * probs.amax(-1, keepdim=True), 0.0)
             cdf = probs.cumsum(-1)
-            u = torch.tensor([float(torch.rand(1, generator=generators[b])) for b in idx], device=cdf.device)
-            drawn = torch.searchsorted(cdf, (u * cdf[:, -1])[:, None]).clamp_(max=cdf.shape[-1] - 1)
-            for b, tok in zip(idx, drawn[:, 0].tolist(), strict=True):
-                chosen[b] = tok
+            drawn = torch.searchsorted(cdf, (uniforms[index] * cdf[:, -1])[:, None]).clamp_(max=cdf.shape[-1] - 1)
+            chosen[index] = drawn[:, 0]
         return chosen
 
-    def _decode_rows(self, context: str, rows: list[Row], until: list[str], max_gen: int) -> list[list[int]]:
-        """Prefill ``context`` once, then decode all ``rows`` as one batch on its cache; their tokens."""
-        max_ctx_len = self.max_length - max_gen
-        assert max_ctx_len > 0, f"max_gen_toks ({max_gen}) must be below the model's max_length ({self.max_length})"
-        context_enc, _ = self.tok_batch_encode([context], left_truncate_len=max_ctx_len, truncation=self.truncation)
+    def _prefill(self, group: DecodeGroup) -> tuple[SharedPrefix, torch.Tensor]:
+        """The prompt's cache and its last position's logits (batch 1: the prompt's own prefill)."""
+        max_ctx_len = self.max_length - group.max_gen
+        assert max_ctx_len > 0, f"max_gen_toks ({group.max_gen}) must be below the model's max_length ({self.max_length})"
+        context_enc, _ = self.tok_batch_encode([group.context], left_truncate_len=max_ctx_len, truncation=self.truncation)
         prefill = self._call(context_enc.to(self.device), SharedPrefix.empty(), keep=1, use_cache=True)
-        prefix = SharedPrefix.from_cache(prefill[self._cache_name])
-        generators = [torch.Generator().manual_seed(row.seed % (2**63)) if row.do_sample else None for row in rows]
+        return SharedPrefix.from_cache(prefill[self._cache_name]), prefill.logits[0, -1]
+
+    def _decode_rows(self, parts: list[tuple[DecodeGroup, list[Row]]]) -> list[list[int]]:
+        """Prefill each part's prompt once, then decode the rows of all parts as one batch, each run of rows on its
+        own prompt's cache; each row's tokens, in order.
+
+        Every step stays on the device but one read: the batch's next tokens, which the host needs to stop rows
+        (EOS, ``max_gen``, a stop string in the row's decoded text). A sampled row draws from uniforms of its own
+        generator, drawn for all its steps up front (the same numbers, in the same order, as one draw per step)."""
+        prefixes, first, rows, until, max_gen = [], [], [], [], []
+        for group, group_rows in parts:
+            prefix, logits = self._prefill(group)
+            prefixes.append(prefix)
+            first.append(logits.expand(len(group_rows), -1))
+            rows += group_rows
+            until += [group.until] * len(group_rows)
+            max_gen += [group.max_gen] * len(group_rows)
+        part_of = [k for k, (_, group_rows) in enumerate(parts) for _ in group_rows]
+        steps = max(max_gen)
+        uniforms = torch.stack([torch.rand(steps, generator=torch.Generator().manual_seed(row.seed % (2**63)))
+                                if row.do_sample else torch.zeros(steps) for row in rows]).to(self.device)
         eos_ids = self.model.generation_config.eos_token_id
         eos_ids = set(eos_ids if isinstance(eos_ids, list) else [eos_ids] if eos_ids is not None else [self.eot_token_id])
         tokens: list[list[int]] = [[] for _ in rows]
         active = list(range(len(rows)))
-        needed = 0
-        logits = prefill.logits[:, -1].expand(len(rows), -1)
-        past = None
+        logits = torch.cat(first) if len(first) > 1 else first[0]
+        needed, past, step = 0, None, 0
+        blocks, prefix = self._sampling_blocks(rows), None
         while active:
-            nxt = self._next_tokens(logits, [rows[a] for a in active], [generators[a] for a in active])
+            chosen = self._next_tokens(logits, blocks, uniforms[:, step])
             still = []
-            for j, (a, tok) in enumerate(zip(active, nxt, strict=True)):
+            for j, (a, tok) in enumerate(zip(active, chosen.tolist(), strict=True)):  # the step's one read
                 if tok in eos_ids:
                     needed += len(tokens[a])  # every token it generated was fed back
                     continue
                 tokens[a].append(tok)
-                if len(tokens[a]) >= max_gen or any(s and s in self.tok_decode(tokens[a]) for s in until):
+                if len(tokens[a]) >= max_gen[a] or self._stopped(tokens[a], until[a]):
                     needed += len(tokens[a]) - 1  # its last token is never fed back
                     continue
                 still.append(j)
             if not still:
                 break
-            if past is not None and len(still) < len(active):
-                keep_idx = torch.tensor(still, device=self.device)
-                for layer in past.layers:
-                    layer.keys, layer.values = layer.keys[keep_idx], layer.values[keep_idx]
-            feed = torch.tensor([[nxt[j]] for j in still], dtype=torch.long, device=self.device)
-            active = [active[j] for j in still]
-            step = self._call(feed, prefix, past=past, use_cache=True)
-            past, logits = step[self._cache_name], step.logits[:, -1]
+            if len(still) < len(active):
+                keep = torch.tensor(still, device=self.device)
+                chosen, uniforms = chosen.index_select(0, keep), uniforms.index_select(0, keep)
+                if past is not None:
+                    for layer in past.layers:
+                        layer.keys, layer.values = layer.keys.index_select(0, keep), layer.values.index_select(0, keep)
+                active = [active[j] for j in still]
+                blocks, prefix = self._sampling_blocks([rows[a] for a in active]), None
+            if prefix is None:  # built when the rows change (a RowPrefixes keeps its gathered indices and pools)
+                prefix = _rows_prefix(prefixes, [part_of[a] for a in active])
+            step_out = self._call(chosen[:, None], prefix, past=past, use_cache=True)
+            past, logits, step = step_out[self._cache_name], step_out.logits[:, -1], step + 1
         # the floor of the decoding work: tokens each row has to feed back (the prompt is counted by the caller)
         self.stats["generated_tokens"] = self.stats.get("generated_tokens", 0) + needed
         return tokens
+
+    def _stopped(self, tokens: list[int], until: list[str]) -> bool:
+        """Whether a stop string occurs in the row's text (decoded once)."""
+        text = self.tok_decode(tokens)
+        return any(s and s in text for s in until)

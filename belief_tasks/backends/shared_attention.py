@@ -1,4 +1,4 @@
-"""Attention over a batch-1 shared prefix broadcast to every row, without copying it.
+"""Attention over a batch-1 shared prefix read by every row of a batch.
 
 transformers routes attention through ``AttentionInterface``; we register one more
 implementation. The model is called with only the rows' own (suffix) tokens and
@@ -7,12 +7,19 @@ down to the attention function. Per layer we compute
 
     softmax([q K_prefix^T, q K_suffix^T + causal]) [V_prefix; V_suffix]
 
-with the prefix's keys/values kept once (batch 1): the query rows of the whole batch
-are folded into one matrix per key/value head, so the prefix matmul is a plain
-bmm over heads and the prefix is never expanded or concatenated per row.
+with the prefix's keys/values kept once (batch 1), in one of two ways (``fused`` chooses):
+
+* fused: one SDPA kernel over [the prefix, broadcast or gathered per row; the row's own keys]
+  under a boolean mask, in row chunks of at most ``GATHER_POSITIONS`` positions (the copy
+  lives for one layer's call). Every batch on an accelerator, where a small model is bound
+  by kernel launches; on the CPU, batches of many short prefixes (BEAR's facts, decoding);
+* folded: the query rows of the whole batch folded into one matrix per key/value head, so
+  the prefix matmul is a plain bmm over heads and the prefix is never copied per row (about
+  20 eager operations per layer): on the CPU, long prefixes (IC-LKE's contexts).
+
 A batch may also hold rows of several prefixes (:class:`RowPrefixes`: sibling tree nodes
-scored together); each contiguous run of rows then takes its own prefix's share.
-Without ``shared_prefix`` the function is stock SDPA.
+scored together, or the samples of several prompts decoded together); each contiguous run
+of rows then reads its own prefix. Without ``shared_prefix`` the function is stock SDPA.
 """
 
 from __future__ import annotations
@@ -25,6 +32,8 @@ import torch.nn.functional as F
 
 IMPLEMENTATION = "belief_shared_prefix"
 GATHER_POSITIONS = 1 << 17  # rows x longest prefix up to which a batch's prefixes are copied per row
+#: the fused path on every device (True), never (False), or as ``fused`` decides (None); tests set it
+FUSED: bool | None = None
 
 
 @dataclass
@@ -33,10 +42,22 @@ class SharedPrefix:
 
     keys: list[torch.Tensor]
     values: list[torch.Tensor]
+    _mask: tuple | None = field(default=None, repr=False, compare=False)  # (shape key, mask): every layer's
 
     @property
     def length(self) -> int:
         return self.keys[0].shape[-2] if self.keys else 0
+
+    def rows(self, layer: int, which: str, lo: int, hi: int) -> torch.Tensor:
+        """Layer ``layer``'s keys or values for rows ``lo:hi``: the prefix broadcast (a view, no copy)."""
+        return getattr(self, which)[layer].expand(hi - lo, -1, -1, -1)
+
+    def mask(self, q_len: int, kv_len: int, device) -> torch.Tensor:
+        """``[1, 1, q_len, length + kv_len]``: every query sees the whole prefix, and its own keys causally."""
+        if self._mask is None or self._mask[0] != (q_len, kv_len):
+            seen = torch.ones(q_len, self.length, dtype=torch.bool, device=device)
+            self._mask = ((q_len, kv_len), torch.cat([seen, _causal(q_len, kv_len, device)], dim=-1)[None, None])
+        return self._mask[1]
 
     @classmethod
     def empty(cls) -> "SharedPrefix":
@@ -70,6 +91,8 @@ class RowPrefixes:
     prefixes: list[SharedPrefix]
     bounds: list[int]
     _index: tuple | None = field(default=None, repr=False)
+    _pools: dict = field(default_factory=dict, repr=False)
+    _mask: tuple | None = field(default=None, repr=False)
 
     def runs(self):
         return [(lo, hi, p) for lo, hi, p in zip(self.bounds, self.bounds[1:], self.prefixes, strict=False) if p.length]
@@ -84,16 +107,27 @@ class RowPrefixes:
         runs = self.runs()
         return len(runs) > 1 and max(p.length for _, _, p in runs) * self.bounds[-1] <= GATHER_POSITIONS
 
-    def gather(self, layer: int, which: str) -> torch.Tensor:
-        """Layer ``layer``'s prefix keys (``which="keys"``) or values per row, ``[B, Hkv, Pmax, D]``
-        (positions past a row's own prefix hold copies and are masked by :meth:`valid`)."""
+    def rows(self, layer: int, which: str, lo: int, hi: int) -> torch.Tensor:
+        """Layer ``layer``'s prefix keys (``which="keys"``) or values of rows ``lo:hi``, ``[hi - lo, Hkv, Pmax, D]``
+        (positions past a row's own prefix hold copies and are masked by :meth:`mask`)."""
         index, _ = self._row_index()
-        pool = torch.cat([getattr(p, which)[layer][0] for p in self.prefixes if p.length], dim=1)  # [Hkv, sum P, D]
-        return pool[:, index].transpose(0, 1)
+        if (layer, which) not in self._pools:  # [Hkv, sum P, D], built once per layer (decoding reuses it each step)
+            self._pools[layer, which] = torch.cat([getattr(p, which)[layer][0] for p in self.prefixes if p.length], dim=1)
+        return self._pools[layer, which][:, index[lo:hi]].transpose(0, 1)
 
     def valid(self) -> torch.Tensor:
         """``[B, Pmax]``: which gathered positions belong to the row's prefix."""
         return self._row_index()[1]
+
+    def mask(self, q_len: int, kv_len: int, device) -> torch.Tensor:
+        """``[B, 1, q_len, Pmax + kv_len]``: a row's queries see its own prefix, and its own keys causally."""
+        if self._mask is None or self._mask[0] != (q_len, kv_len):
+            valid = self.valid()
+            bsz = valid.shape[0]
+            mask = torch.cat([valid[:, None, None, :].expand(bsz, 1, q_len, -1),
+                              _causal(q_len, kv_len, device).expand(bsz, 1, q_len, kv_len)], dim=-1)
+            self._mask = ((q_len, kv_len), mask)
+        return self._mask[1]
 
     def _row_index(self):
         if self._index is None:
@@ -110,16 +144,41 @@ class RowPrefixes:
         return self._index
 
 
-def _gathered_attention(query, key, value, prefix: RowPrefixes, layer: int, scale: float):
-    """SDPA over [the row's own prefix (gathered, masked past its length); the row's keys (causal)]."""
+def _causal(q_len: int, kv_len: int, device) -> torch.Tensor:
+    """``[q_len, kv_len]``: query i (at position kv_len - q_len + i of the rows' own keys) sees keys up to its own."""
+    return torch.arange(kv_len, device=device)[None, :] <= torch.arange(kv_len - q_len, kv_len, device=device)[:, None]
+
+
+def fused(prefix: "SharedPrefix | RowPrefixes", device: torch.device) -> bool:
+    """Whether a batch takes the fused path: one SDPA kernel per layer over [the rows' prefix; their own keys],
+    the prefix copied next to each row's keys (in row chunks of at most ``GATHER_POSITIONS`` positions). Else the
+    folded path: all rows' queries as one matrix against the prefix kept once, about 20 eager operations per layer.
+
+    On an accelerator always: there kernel launches, not copies, bound a small model (docs/benchmarks.md, "On a
+    GPU"). On the CPU, where every operation is a loop over memory, only for many short prefixes (BEAR's facts):
+    copying a long prefix (IC-LKE's ~400-token contexts) per row costs more there than the eager operations."""
+    if FUSED is not None:
+        return FUSED
+    if device.type != "cpu":
+        return True
+    return isinstance(prefix, RowPrefixes) and prefix.gathers()
+
+
+def _fused_attention(query, key, value, prefix: "SharedPrefix | RowPrefixes", layer: int, scale: float):
+    """SDPA over [each row's prefix (broadcast, or gathered and masked past its length); the row's keys (causal)]."""
     bsz, _, q_len, _ = query.shape
     kv_len = key.shape[2]
-    keys = torch.cat([prefix.gather(layer, "keys").to(key.dtype), key], dim=2)
-    values = torch.cat([prefix.gather(layer, "values").to(value.dtype), value], dim=2)
-    causal = torch.arange(kv_len, device=query.device)[None, :] <= torch.arange(kv_len - q_len, kv_len, device=query.device)[:, None]
-    valid = prefix.valid()
-    mask = torch.cat([valid[:, None, None, :].expand(bsz, 1, q_len, -1), causal.expand(bsz, 1, q_len, kv_len)], dim=-1)
-    out = F.scaled_dot_product_attention(query, keys, values, attn_mask=mask, scale=scale, enable_gqa=True)
+    mask = prefix.mask(q_len, kv_len, query.device)
+    plen = mask.shape[-1] - kv_len
+    per = max(1, GATHER_POSITIONS // (plen + kv_len))
+    outs = []
+    for lo in range(0, bsz, per):
+        hi = min(bsz, lo + per)
+        keys = torch.cat([prefix.rows(layer, "keys", lo, hi).to(key.dtype), key[lo:hi]], dim=2)
+        values = torch.cat([prefix.rows(layer, "values", lo, hi).to(value.dtype), value[lo:hi]], dim=2)
+        outs.append(F.scaled_dot_product_attention(query[lo:hi], keys, values, attn_mask=mask[lo:hi] if mask.shape[0] > 1
+                                                   else mask, scale=scale, enable_gqa=True))
+    out = outs[0] if len(outs) == 1 else torch.cat(outs)
     return out.transpose(1, 2).contiguous(), None
 
 
@@ -156,8 +215,8 @@ def shared_prefix_attention(module, query, key, value, attention_mask, scaling=N
     group = n_heads // n_kv
     kv_len = key.shape[2]
     scale = scaling if scaling is not None else dim**-0.5
-    if isinstance(prefix, RowPrefixes) and prefix.gathers():
-        return _gathered_attention(query, key, value, prefix, module.layer_idx, scale)
+    if (prefix.length if isinstance(prefix, SharedPrefix) else prefix.runs()) and fused(prefix, query.device):
+        return _fused_attention(query, key, value, prefix, module.layer_idx, scale)
     work = torch.float32 if query.dtype in (torch.float16, torch.bfloat16) else query.dtype
 
     # Heads h of one kv head are h = kv * group + g (transformers' repeat_kv layout).
