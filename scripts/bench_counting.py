@@ -26,6 +26,7 @@ from __future__ import annotations
 import collections
 import sys
 import time
+from pathlib import Path
 
 import torch
 from torch.overrides import TorchFunctionMode
@@ -35,7 +36,7 @@ from torch.utils._pytree import tree_flatten
 READS = {torch.Tensor.item, torch.Tensor.tolist, torch.Tensor.cpu, torch.Tensor.numpy, torch.Tensor.__float__,
          torch.Tensor.__int__, torch.Tensor.__bool__, torch.Tensor.__index__, torch.Tensor.__format__}
 FLAG = "_bench_on_device"
-TORCH_DIR = str(__import__("pathlib").Path(torch.__file__).parent)
+TORCH_DIR = str(Path(torch.__file__).parent)
 
 
 def on_device(t) -> bool:
@@ -54,7 +55,8 @@ def _names_device(func, args, kwargs) -> bool:
 def _call_site() -> str:
     """The innermost frame outside torch: file and line of the read."""
     frame = sys._getframe(2)
-    while frame is not None and (frame.f_code.co_filename.startswith(TORCH_DIR) or frame.f_code.co_filename == __file__):
+    while frame is not None and (frame.f_code.co_filename.startswith(TORCH_DIR)
+                                 or frame.f_code.co_filename == __file__):
         frame = frame.f_back
     if frame is None:
         return "?"
@@ -171,8 +173,8 @@ def count_workload(lm, by_type: dict[str, list], timed: dict[str, dict]) -> dict
         if counted["forwards"] != plain["forwards"]:
             raise SystemExit(f"{kind}: {plain['forwards']} forwards in the timed pass, {counted['forwards']} counted")
         units = len(instances) if kind in SCORED else sum(len(lm.tok_encode(t)) for t in plain["outputs"])
-        out[kind] = {"requests": len(instances), "units": units, "forwards": plain["forwards"], "wall_s": plain["wall_s"],
-                     "forward_s": plain["forward_s"], "host_reads": counted["host_reads"],
+        out[kind] = {"requests": len(instances), "units": units, "forwards": plain["forwards"],
+                     "wall_s": plain["wall_s"], "forward_s": plain["forward_s"], "host_reads": counted["host_reads"],
                      "kernel_ops": counted["kernel_ops"], "read_sites": counted["read_sites"]}
     return out
 

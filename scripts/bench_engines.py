@@ -455,7 +455,8 @@ def main(argv=None) -> None:
           f"GPU at a sustained {SUSTAINED_FLOP_S / 1e12:.0f} TFLOP/s; tokens counted with the bundled model's tokenizer")
     print("\n".join(projection(counts)))
     if args.json:
-        work = {arm: [{name: x["workloads"][name].get("counts") for name in workloads} for x in runs[arm]] for arm in arms}
+        work = {arm: [{name: x["workloads"][name].get("counts") for name in workloads} for x in runs[arm]]
+                for arm in arms}
         Path(args.json).write_text(json.dumps({"started": started, "load": load, "startup": startup, "rows": rows,
                                                "tokens": counts, "work": work if args.count else None,
                                                "args": vars(args)}, indent=1))

@@ -15,7 +15,10 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-SMALL = ["--facts", "1", "--options", "5", "--instances", "2", "--prompts", "2", "--samples", "3", "--monitor_limit", "1"]
+#: a handful of requests, but more than one stock batch per fact (stock hf at batch 8): a call smaller than one
+#: stock batch takes stock one forward, and hf-shared two (the shared prefix first, then the rows on it)
+SMALL = ["--facts", "2", "--options", "20", "--instances", "2", "--prompts", "2", "--samples", "3",
+         "--monitor_limit", "1", "--hf_batch_size", "8"]
 
 
 @pytest.fixture(scope="module")
@@ -44,7 +47,7 @@ def test_hf_arms_run_every_workload_and_count_their_work(bench):
     rows = {(r["workload"].split(":")[0], r["arm"]): r for r in result["rows"]}
     assert set(rows) == {(w, a) for w in ("IC-LKE", "BEAR", "BELIEF-ICL", "MONITOR") for a in ("hf", "hf-shared")}
     for arm in ("hf", "hf-shared"):
-        assert rows["IC-LKE", arm]["requests"] == 5 and rows["BELIEF-ICL", arm]["requests"] == 2 * (1 + 3)
+        assert rows["IC-LKE", arm]["requests"] == 2 * 20 and rows["BELIEF-ICL", arm]["requests"] == 2 * (1 + 3)
     assert all(r["wall_s"] > 0 for r in rows.values())
     assert "greedy texts equal" in rows["BELIEF-ICL", "hf-shared"]["outputs_vs_hf"]
     # every workload made forwards, and read scores or tokens back to the host, on both arms

@@ -477,4 +477,5 @@ def test_decode_batches_pack_groups_in_order():
     # whole groups where they fit; C (5 rows) in pieces of 4; pieces keep their rows' order
     assert sizes == [[("A", 3)], [("B", 2)], [("C", 4)], [("C", 1)]]
     assert [rows for _, rows in decode_batches([c], 4)[1]] == [c.rows[4:]]
-    assert [[(g.context, len(r)) for g, r in bt] for bt in decode_batches([a, b, c], 256)] == [[("A", 3), ("B", 2), ("C", 5)]]
+    together = decode_batches([a, b, c], 256)
+    assert [[(g.context, len(r)) for g, r in bt] for bt in together] == [[("A", 3), ("B", 2), ("C", 5)]]

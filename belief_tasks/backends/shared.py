@@ -209,7 +209,7 @@ def _rows_prefix(prefixes: list[SharedPrefix], part_of_row: list[int]) -> Shared
     bounds = [0]
     for _, rows in itertools.groupby(part_of_row):
         bounds.append(bounds[-1] + len(list(rows)))
-    return RowPrefixes([prefixes[k] for k in runs], bounds)
+    return RowPrefixes([prefixes[k] for k in runs], bounds, reused=True)
 
 
 def _gather(req: _Request, parts: list[_Scores]) -> tuple[list[float], list[bool]]:
@@ -603,8 +603,10 @@ class HFSharedPrefixLM(HFLM):
     def _prefill(self, group: DecodeGroup) -> tuple[SharedPrefix, torch.Tensor]:
         """The prompt's cache and its last position's logits (batch 1: the prompt's own prefill)."""
         max_ctx_len = self.max_length - group.max_gen
-        assert max_ctx_len > 0, f"max_gen_toks ({group.max_gen}) must be below the model's max_length ({self.max_length})"
-        context_enc, _ = self.tok_batch_encode([group.context], left_truncate_len=max_ctx_len, truncation=self.truncation)
+        assert max_ctx_len > 0, (f"max_gen_toks ({group.max_gen}) must be below the model's max_length "
+                                 f"({self.max_length})")
+        context_enc, _ = self.tok_batch_encode([group.context], left_truncate_len=max_ctx_len,
+                                               truncation=self.truncation)
         prefill = self._call(context_enc.to(self.device), SharedPrefix.empty(), keep=1, use_cache=True)
         return SharedPrefix.from_cache(prefill[self._cache_name]), prefill.logits[0, -1]
 

@@ -90,6 +90,8 @@ class RowPrefixes:
 
     prefixes: list[SharedPrefix]
     bounds: list[int]
+    #: decoding reads the same prefixes every step: keep each layer's pool of them (scoring reads them once)
+    reused: bool = False
     _index: tuple | None = field(default=None, repr=False)
     _pools: dict = field(default_factory=dict, repr=False)
     _mask: tuple | None = field(default=None, repr=False)
@@ -111,9 +113,12 @@ class RowPrefixes:
         """Layer ``layer``'s prefix keys (``which="keys"``) or values of rows ``lo:hi``, ``[hi - lo, Hkv, Pmax, D]``
         (positions past a row's own prefix hold copies and are masked by :meth:`mask`)."""
         index, _ = self._row_index()
-        if (layer, which) not in self._pools:  # [Hkv, sum P, D], built once per layer (decoding reuses it each step)
-            self._pools[layer, which] = torch.cat([getattr(p, which)[layer][0] for p in self.prefixes if p.length], dim=1)
-        return self._pools[layer, which][:, index[lo:hi]].transpose(0, 1)
+        pool = self._pools.get((layer, which))
+        if pool is None:  # [Hkv, sum P, D]
+            pool = torch.cat([getattr(p, which)[layer][0] for p in self.prefixes if p.length], dim=1)
+            if self.reused:
+                self._pools[layer, which] = pool
+        return pool[:, index[lo:hi]].transpose(0, 1)
 
     def valid(self) -> torch.Tensor:
         """``[B, Pmax]``: which gathered positions belong to the row's prefix."""
@@ -176,8 +181,9 @@ def _fused_attention(query, key, value, prefix: "SharedPrefix | RowPrefixes", la
         hi = min(bsz, lo + per)
         keys = torch.cat([prefix.rows(layer, "keys", lo, hi).to(key.dtype), key[lo:hi]], dim=2)
         values = torch.cat([prefix.rows(layer, "values", lo, hi).to(value.dtype), value[lo:hi]], dim=2)
-        outs.append(F.scaled_dot_product_attention(query[lo:hi], keys, values, attn_mask=mask[lo:hi] if mask.shape[0] > 1
-                                                   else mask, scale=scale, enable_gqa=True))
+        rows_mask = mask[lo:hi] if mask.shape[0] > 1 else mask
+        outs.append(F.scaled_dot_product_attention(query[lo:hi], keys, values, attn_mask=rows_mask, scale=scale,
+                                                   enable_gqa=True))
     out = outs[0] if len(outs) == 1 else torch.cat(outs)
     return out.transpose(1, 2).contiguous(), None
 

@@ -19,7 +19,8 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "scripts"))
 import bench_engines  # noqa: E402  (its module level needs neither torch nor vLLM)
 
-SMALL = ["--facts", "1", "--options", "5", "--instances", "2", "--prompts", "2", "--samples", "3", "--monitor_limit", "1"]
+SMALL = ["--facts", "1", "--options", "5", "--instances", "2", "--prompts", "2", "--samples", "3",
+         "--monitor_limit", "1"]
 
 
 @pytest.mark.parametrize("arm", [a for a in bench_engines.ARMS if a.startswith("vllm")])
