@@ -46,7 +46,17 @@ def section() -> str:
     lines += [_wrapped(name, text) for name, text in BACKEND_LINES.items()]
     lines += ["", "our tasks:", _wrapped("list", "belief-eval ls belief: our tasks and groups, one line each"),
               _wrapped("main job", "python -m belief_tasks demo: every family on the bundled sample, then its "
-                                   "report (results/demo/)")]
+                                   "report (results/demo/)"),
+              _wrapped("profile", "python -m belief_tasks profile [ARGS]: a model's knowledge profile (group "
+                                  "belief_profile: the four probes on datasets that share facts, at a 5% budget), "
+                                  "then its report (docs/profile.md)")]
+    lines += ["", "cost and progress:",
+              _wrapped("--estimate", "the command's cost, then exit, before any model loads: per task the facts, "
+                                     "requests by kind, tokens with and without prefix sharing, and each phase's "
+                                     "time from rates measured on this model and backend (--calibrate: time a few "
+                                     "seconds of its requests first; --estimate_json FILE: also as JSON)"),
+              _wrapped("progress", "a run prints each phase with its estimate and the run's ETA, and a line when a "
+                                   "phase runs far past its estimate (docs/profile.md)")]
     lines += ["", fill("knobs: --metadata '{\"source\": \"sample\", \"max_facts_per_relation\": 5}'; "
                        "`belief-eval ls knobs` shows what each accepts, its default and its meaning:")]
     lines += [_wrapped(who, f"{', '.join(names)} ({page})") for who, names, page in knob_groups()]

@@ -79,6 +79,9 @@ ICLKE_KNOBS: tuple[Knob, ...] = COMMON + (
     Knob("max_options", "int", 100, "options per test fact: the gold object + up to max_options - 1 alternatives",
          minimum=1),
     Knob("train_size", "int", 100, "training facts per relation, for datasets without a train split", minimum=1),
+    Knob("train_split", "str", "seeded", "which facts train, for datasets without a train split: a seeded draw, or "
+         "key: those a budget draws last (by the sampling key), so a budget's test facts are the ones it draws in "
+         "other datasets", choices=("seeded", "key")),
     Knob("format", "str", None, "how pairs are joined (default: the method's own, 'space' for IC-LKE, section 2.2, "
          "'space_comma' for EIC-LKE, appendix C.2; 'colon_comma': the reference code)",
          choices=tuple(iclke_prompts.FORMATS)),

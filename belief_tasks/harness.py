@@ -37,11 +37,11 @@ only (``OUR_TASKS``), or requests only ours can carry.
    goes to lm-eval's own ``generate_until`` as it came; under ``--use_cache`` the seeded samples of
    ours are read back (3.).
 6. (``belief-eval`` only) the tasks are built before the model: ``install_tasks_before_model``.
-7. The evaluated model, seen by the tasks while they build their requests: lm-eval's ``evaluate``
-   hands the model to no task, and ``hf`` / ``hf-shared`` cut a request longer than ``max_length``
-   from the left with only a log line. ``evaluated_model()`` is the model of the ``evaluate`` call
-   in progress, so ``BeliefTask`` measures its requests before any is scored
-   (``belief_tasks.truncation``: recorded in the results JSON, or refused).
+7. The evaluated model, seen by the tasks while they build their requests (and, under ``belief-eval``, the
+   phases of its progress: ``belief_tasks.progress``): lm-eval's ``evaluate`` hands the model to no task,
+   and ``hf`` / ``hf-shared`` cut a request longer than ``max_length`` from the left with only a log line.
+   ``evaluated_model()`` is the model of the ``evaluate`` call in progress, so ``BeliefTask`` measures its
+   requests before any is scored (``belief_tasks.truncation``: recorded in the results JSON, or refused).
 """
 
 from __future__ import annotations
@@ -261,6 +261,9 @@ def install_tasks_before_model(on_bad_input: Callable[[BaseException, str], None
 
     def make(original):
         def process_tasks(self, metadata=None):
+            from belief_tasks import progress
+
+            progress.phase(progress.BUILDING_TASKS)  # belief-eval's progress
             requested = self.tasks.split(",") if isinstance(self.tasks, str) else list(self.tasks or [])
             try:
                 checks.check_backend(self.model)
@@ -288,6 +291,7 @@ def install_tasks_before_model(on_bad_input: Callable[[BaseException, str], None
                 on_bad_input(e, "")
                 raise
             _serve_once(manager, list(self.tasks), built)
+            progress.phase(progress.LOADING_MODEL)  # belief-eval's progress: the tasks are built
             return manager
 
         return process_tasks
@@ -337,11 +341,17 @@ def install_evaluated_model_hook() -> None:
     def make(original):
         @functools.wraps(original)
         def evaluate(*args, **kwargs):
-            _evaluating.append(kwargs["lm"] if "lm" in kwargs else args[0])
+            from belief_tasks import progress
+
+            lm = kwargs["lm"] if "lm" in kwargs else args[0]
+            _evaluating.append(lm)
+            ends = progress.evaluate_begins(lm, kwargs["task_dict"] if "task_dict" in kwargs else args[1])
             try:
-                return original(*args, **kwargs)
+                out = original(*args, **kwargs)
             finally:
                 _evaluating.pop()
+            ends()  # belief-eval's progress: the results are written next
+            return out
 
         return evaluate
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from math import ceil
-from typing import Sequence
+from typing import Callable, Sequence
 
 from belief_tasks import seeding
 from belief_tasks.schema import Fact, Relation
@@ -84,12 +84,15 @@ def subject_keys(fact: Fact) -> set[str]:
     return {e.casefold() for e in fact.subject.expressions}
 
 
-def split_relation(facts: Sequence[Fact], seed: int, train_size: int) -> tuple[list[Fact], list[Fact]]:
+def split_relation(facts: Sequence[Fact], seed: int, train_size: int,
+                   drawn_last: Callable[[Sequence[Fact]], list[int]] | None = None) -> tuple[list[Fact], list[Fact]]:
     """(train, test) facts of one relation.
 
     A dataset split (``Fact.split == "train"`` on some facts) is used as is. Otherwise
-    ``min(train_size, len // 2)`` facts are drawn as training facts, seeded by the
-    relation, and the rest (in dataset order) are test facts.
+    ``min(train_size, len // 2)`` facts are training facts and the rest (in dataset order) are test
+    facts: drawn seeded by the relation, or, with ``drawn_last`` (the facts' indices in the order a
+    budget draws them), the ones a budget would draw last, so that a budget's test facts are the facts
+    it draws in the other probes' datasets too (the ``train_split: key`` knob, docs/iclke.md).
     """
     facts = list(facts)
     if any(f.split == "train" for f in facts):
@@ -97,7 +100,11 @@ def split_relation(facts: Sequence[Fact], seed: int, train_size: int) -> tuple[l
     if not facts:
         return [], []
     n_train = min(train_size, len(facts) // 2)
-    train_ids = {f.id for f in seeding.sample(facts, n_train, seed, "iclke-split", facts[0].relation)}
+    if drawn_last is not None:
+        order = drawn_last(facts)
+        train_ids = {facts[i].id for i in order[len(facts) - n_train:]}
+    else:
+        train_ids = {f.id for f in seeding.sample(facts, n_train, seed, "iclke-split", facts[0].relation)}
     return [f for f in facts if f.id in train_ids], [f for f in facts if f.id not in train_ids]
 
 

@@ -26,7 +26,7 @@ from lm_eval.api.task import ConfigurableTask
 
 import logging
 
-from belief_tasks import budget, harness, options, preflight, seeding, truncation
+from belief_tasks import budget, harness, options, preflight, progress, seeding, truncation
 from belief_tasks.budget import Draw
 from belief_tasks.families import FAMILIES, budget_estimators, knob_names
 from belief_tasks.options import COMMON, MODEL_ARGS, Knob, KnobError, Options, parse_options
@@ -109,7 +109,12 @@ class BeliefTask(ConfigurableTask):
 
     def aggregation(self) -> dict:
         """The YAML's aggregations, each made budget-aware (``scoring.budgeted``): unchanged on a full run, the
-        estimate of the full-data value with its interval on a budgeted run's records."""
+        estimate of the full-data value with its interval on a budgeted run's records. lm-eval asks for them when
+        it aggregates (``belief-eval``'s progress: that phase begins)."""
+        progress.phase(progress.AGGREGATING)
+        return self._aggregations()
+
+    def _aggregations(self) -> dict:
         if getattr(self, "_budget_aware", None) is None:
             est = budget_estimators(self.FAMILY)
             self._budget_aware = {m: fn if hasattr(fn, "interval_of") else budget_aware(est, m, on_records(fn))
@@ -120,8 +125,9 @@ class BeliefTask(ConfigurableTask):
         """The doc's metric values (``score_doc``), its record written once in the samples file: under the
         first metric, and a ``SameRecord`` reference under the others (``scoring.common.logged_once``). On a
         budgeted run each ``<metric>_ci95`` reads the record of its metric (``interval_entries``)."""
+        progress.phase(progress.RECORDING)
         values = self.score_doc(doc, results)
-        for name, fn in self.aggregation().items():
+        for name, fn in self._aggregations().items():
             of = getattr(fn, "interval_of", None)
             if of in values:
                 values[name] = values[of]
@@ -138,9 +144,10 @@ class BeliefTask(ConfigurableTask):
         if self.unknown_key is not None:
             log.warning("%s: %s (ignored: under a bare lm_eval a model argument cannot be told from a misspelt knob; "
                         "belief-eval refuses it)", self.config.task, self.unknown_key)
-        super().build_all_requests(*args, **kwargs)
-        truncation.check(self, harness.evaluated_model())
-        preflight.check(self, harness.evaluated_model())
+        with progress.building():
+            super().build_all_requests(*args, **kwargs)
+            truncation.check(self, harness.evaluated_model())
+            preflight.check(self, harness.evaluated_model())
 
     def declare_model_args(self, model_args: Iterable[str]) -> None:
         """The run's model-argument keys, from the command that knows them (``belief-eval``, the sweep, the

@@ -24,9 +24,9 @@ from belief_tasks.families import ICLKE
 from belief_tasks.metrics import iclke as iclke_metrics
 from belief_tasks.options import Options
 from belief_tasks.prompts import iclke as iclke_prompts
-from belief_tasks.schema import FactSet, fact_key
+from belief_tasks.schema import FactSet, fact_key, sampling_key
 from belief_tasks.scoring.iclke import METRICS
-from belief_tasks.budget import group_by_relation
+from belief_tasks.budget import group_by_relation, ranked
 from belief_tasks.tasks.base import BeliefTask, DocList, Selection, as_split, check_relations, record_design, probe, select_facts, unpack
 
 log = logging.getLogger(__name__)
@@ -43,6 +43,12 @@ def params(opts: Options) -> iclke_prompts.Params:
 # ---------------------------------------------------------------- docs
 
 
+def _drawn_order(rel, opts: Options):
+    """A relation's facts in the order a budget draws them (``budget.ranked``: the seeded hash of the
+    cross-dataset sampling key), for the ``train_split: key`` knob."""
+    return lambda facts: ranked([sampling_key(f, rel) for f in facts], opts.seed)
+
+
 def _splits(fs: FactSet, opts: Options) -> tuple[list[tuple], Selection]:
     """(relation, train facts, selected test facts, the relation's test population) per relation with both, and
     the selection of test facts (``select_facts``: drawn once over every such relation, with the budget's draw)."""
@@ -51,7 +57,8 @@ def _splits(fs: FactSet, opts: Options) -> tuple[list[tuple], Selection]:
     for rid, rel in fs.relations.items():
         if opts.relations is not None and rid not in opts.relations:
             continue
-        train, test = iclke_prompts.split_relation(fs.facts_of(rid), opts.seed, opts.train_size)
+        train, test = iclke_prompts.split_relation(fs.facts_of(rid), opts.seed, opts.train_size,
+                                                   _drawn_order(rel, opts) if opts.train_split == "key" else None)
         if not train or not test:
             log.warning("IC-LKE: relation %s has %d training and %d test facts; skipped", rid, len(train), len(test))
             continue
