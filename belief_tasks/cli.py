@@ -152,7 +152,8 @@ def finish_run() -> None:
     if os.environ.get("BELIEF_PROGRESS_JSON"):
         import json
 
-        Path(os.environ["BELIEF_PROGRESS_JSON"]).write_text(json.dumps({"measured": measured, "plan": run.plan}, indent=1))
+        record = {"measured": measured, "plan": run.plan}
+        Path(os.environ["BELIEF_PROGRESS_JSON"]).write_text(json.dumps(record, indent=1))
 
 
 def listing_or_help(args: list[str]) -> bool:

@@ -273,7 +273,8 @@ def project_harness(costs: Sequence[TaskCost], h: Mapping[str, float], *, log_sa
     docs_plain = sum(c.docs for c in costs if not budgeted.get(c.task))
     docs_budget = sum(c.docs for c in costs if budgeted.get(c.task))
     proj.phases[progress.RECORDING] = h["record_s_per_request"] * requests
-    proj.phases[progress.AGGREGATING] = h["aggregate_s_per_doc"] * docs_plain + h["aggregate_s_per_doc_budget"] * docs_budget
+    proj.phases[progress.AGGREGATING] = (h["aggregate_s_per_doc"] * docs_plain
+                                         + h["aggregate_s_per_doc_budget"] * docs_budget)
     proj.phases[progress.WRITING] = h["write_s_per_request"] * requests * (1 if log_samples else 0.05)
     if report:
         proj.phases[progress.REPORT] = h["report_s"] + h["report_s_per_request"] * requests
@@ -341,13 +342,15 @@ def chat_template(encoder: Encoder):
     """lm-eval's ``HFLM.apply_chat_template``, from the tokenizer alone."""
 
     def apply(history, add_generation_prompt: bool = True) -> str:
-        return encoder.tokenizer.apply_chat_template(history, tokenize=False, add_generation_prompt=add_generation_prompt,
+        return encoder.tokenizer.apply_chat_template(history, tokenize=False,
+                                                     add_generation_prompt=add_generation_prompt,
                                                      continue_final_message=not add_generation_prompt)
 
     return apply
 
 
-def count_command(cfg, tasks: Mapping[str, Any], encoder: Encoder, *, shared: bool = True) -> tuple[list[TaskCost], float]:
+def count_command(cfg, tasks: Mapping[str, Any], encoder: Encoder, *,
+                  shared: bool = True) -> tuple[list[TaskCost], float]:
     """Every task's requests built (as ``evaluate`` builds them: ``--limit``, chat template) and counted; the
     seconds both took (a run's building of requests tokenises them too: the truncation check)."""
     from lm_eval.evaluator_utils import get_sample_size
@@ -430,11 +433,10 @@ def calibration_docs(task, request_type: str, flop: Flop | None, encoder: Encode
                 break
             continue
         c = count_instances(chosen, encoder)
-        counts = {"tokens": sum(k.tokens for k in c.values()), "shared_tokens": sum(k.shared_tokens for k in c.values()),
-                  "generated": sum(k.generated for k in c.values())}
+        counts = {name: sum(getattr(k, name) for k in c.values()) for name in ("tokens", "shared_tokens", "generated")}
         ll, gen = rates.sharing(backend)
-        shared = ll if request_type != "generate_until" else gen
-        if flop.seconds(counts["shared_tokens"] if shared else counts["tokens"], counts["generated"]) >= CALIBRATION_SECONDS:
+        prompt = counts["shared_tokens"] if (ll if request_type != "generate_until" else gen) else counts["tokens"]
+        if flop.seconds(prompt, counts["generated"]) >= CALIBRATION_SECONDS:
             break
     return chosen
 
@@ -568,8 +570,8 @@ def projection(costs, setting: Setting, model_rates, flop, store: rates.Store, c
 def render(costs: Sequence[TaskCost], proj: Projection, setting: Setting, cfg) -> list[str]:
     ll_shared, gen_shared = rates.sharing(setting.backend)
     lines = [f"Estimate for {setting.label()}", "",
-             "| task | facts | requests by kind | tokens to compute: without / with prefix sharing | generated (at most) "
-             "| projected |",
+             "| task | facts | requests by kind | tokens to compute: without / with prefix sharing "
+             "| generated (at most) | projected |",
              "| --- | ---: | --- | --- | ---: | ---: |"]
     for c in costs:
         kinds = by_kind_order(c.kinds)
@@ -577,13 +579,15 @@ def render(costs: Sequence[TaskCost], proj: Projection, setting: Setting, cfg) -
         toks = ", ".join(f"{c.kinds[k].tokens:,} / {c.kinds[k].shared_tokens:,}" for k in kinds)
         gen = sum(c.kinds[k].generated for k in kinds)
         secs = sum(proj.by_task.get(c.task, {}).values())
-        lines.append(f"| {c.task} | {c.facts:,} | {reqs} | {toks} | {gen:,} | {duration(secs) if c.task in proj.by_task else '?'} |")
+        projected = duration(secs) if c.task in proj.by_task else "?"
+        lines.append(f"| {c.task} | {c.facts:,} | {reqs} | {toks} | {gen:,} | {projected} |")
     t = totals(costs)
-    lines.append(f"| all | {sum(c.facts for c in costs):,} | " + ", ".join(f"{t[k].requests:,} {k}" for k in by_kind_order(t))
-                 + " | " + ", ".join(f"{t[k].tokens:,} / {t[k].shared_tokens:,}" for k in by_kind_order(t))
+    order = by_kind_order(t)
+    lines.append(f"| all | {sum(c.facts for c in costs):,} | " + ", ".join(f"{t[k].requests:,} {k}" for k in order)
+                 + " | " + ", ".join(f"{t[k].tokens:,} / {t[k].shared_tokens:,}" for k in order)
                  + f" | {sum(k.generated for k in t.values()):,} | |")
-    lines += ["", f"{setting.backend} computes log-likelihood tokens {'with' if ll_shared else 'without'} prefix sharing "
-                  f"and generation prompts {'once per prompt' if gen_shared else 'once per request'}.", "",
+    lines += ["", f"{setting.backend} computes log-likelihood tokens {'with' if ll_shared else 'without'} prefix "
+                  f"sharing and generation prompts {'once per prompt' if gen_shared else 'once per request'}.", "",
               "| phase | projected |", "| --- | ---: |"]
     lines += [f"| {name} | {duration(sec)} |" for name, sec in proj.phases.items()]
     lines.append(f"| **total** | **{duration(proj.total)}** |")
@@ -622,6 +626,11 @@ PHASE_RATES = {progress.RECORDING: ("record_s_per_request",),
                progress.WRITING: ("write_s_per_request",), progress.REPORT: ("report_s", "report_s_per_request")}
 
 
+def first_process() -> bool:
+    """Whether this is the first process of its launch (``accelerate launch`` / torchrun set ``RANK``)."""
+    return int(os.environ.get("RANK", "0") or 0) == 0
+
+
 def begin_run(args: Sequence[str], report: bool) -> progress.Progress:
     """Open a ``belief-eval`` run's progress: the phases this command took last time (or its ``--estimate``
     projected) are its first estimates, replaced by a fresh projection once its requests are counted
@@ -629,6 +638,8 @@ def begin_run(args: Sequence[str], report: bool) -> progress.Progress:
     global _command, _plan
     _command, _plan = rates.command_key(args), None
     run = progress.start(on_evaluate=watcher(setting_from_args(args), report))
+    if not first_process():
+        run.out = open(os.devnull, "w")  # noqa: SIM115  one process of a launch speaks (and stores rates)
     before = rates.Store.load().commands.get(_command)
     if before:
         run.set_plan({k: v for k, v in before.items() if k in progress.PHASES and (report or k != progress.REPORT)})
@@ -690,12 +701,14 @@ def record_run(measured: Mapping[str, float]) -> None:
     """Store a finished run's rates (``rates.Store``): each scoring phase rescales the rates of its model and
     setting by measured / projected (a family never measured gets the phase's pooled rate), each harness phase
     the harness rates it was projected with, and the command's phases are kept for its next run."""
+    if not first_process():
+        return
     plan, store = _plan, rates.Store.load()
     if _command is not None:
         store.record_command(_command, {k: v for k, v in measured.items() if k in progress.PHASES})
     if plan is not None:
-        phases = {rt: (measured[progress.scoring_phase(rt)], by_family) for rt, by_family in plan.projection.units.items()
-                  if measured.get(progress.scoring_phase(rt))}
+        phases = {rt: (measured[progress.scoring_phase(rt)], by_family)
+                  for rt, by_family in plan.projection.units.items() if measured.get(progress.scoring_phase(rt))}
         if phases:
             store.record_run(plan.setting.key(), plan.setting.label(), phases, measured.get(progress.LOADING_MODEL))
         harness = {}

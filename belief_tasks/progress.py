@@ -3,7 +3,8 @@
 ``belief-eval`` opens one ``Progress`` per command (``start``); the places where a phase begins report it with
 ``phase(name)`` (a no-op when no run is open: a bare ``lm_eval``, a test). The phases, in order (``PHASES``):
 
-* startup (Python, lm-eval, torch), building tasks (data, documents, the budget's draw: before the model loads), loading the model,
+* startup (Python, lm-eval, torch), building tasks (data, documents, the budget's draw: before the model loads),
+  loading the model,
 * building requests (lm-eval's ``build_all_requests``, our truncation check),
 * scoring log-likelihoods / generating answers and samples (one phase per lm-eval request type),
 * recording results (each document's record), aggregating (metrics, standard errors, a budget's intervals),
@@ -12,8 +13,8 @@
 A phase line says how long the phase is estimated to take (``plan``: seconds per phase, from the run's counted
 requests and the stored or calibrated rates, ``belief_tasks.estimate``), the run's estimated total and its ETA;
 the end of a phase says how long it took against its estimate. A watchdog thread prints one line when a phase
-has run ``OVERRUN`` times its estimate (and again at each further doubling), so a user learns early that the ETA
-is wrong. What each phase took is kept (``measured``) for the rate store.
+has run ``OVERRUN`` times its estimate (and again whenever it has run twice as long since), so a user learns early
+that the ETA is wrong. What each phase took is kept (``measured``) for the rate store.
 
 Pure Python: no lm-eval, no torch.
 """
@@ -35,12 +36,14 @@ AGGREGATING = "aggregating"
 WRITING = "writing results"
 REPORT = "the report"
 #: scoring phases, one per lm-eval request type (``scoring_phase``)
-SCORING = {"loglikelihood": "scoring log-likelihoods", "per_token_loglikelihood": "scoring per-token log-likelihoods",
-           "generate_until": "generating answers and samples", "loglikelihood_rolling": "scoring rolling log-likelihoods"}
+SCORING = {"loglikelihood": "scoring log-likelihoods",
+           "per_token_loglikelihood": "scoring per-token log-likelihoods",
+           "generate_until": "generating answers and samples",
+           "loglikelihood_rolling": "scoring rolling log-likelihoods"}
 #: the phases in the order a run goes through them
 PHASES = (STARTUP, BUILDING_TASKS, LOADING_MODEL, BUILDING_REQUESTS, *SCORING.values(), RECORDING, AGGREGATING, WRITING,
           REPORT)
-#: a phase that has run this many times its estimate gets a line (then at every further doubling)
+#: a phase that has run this many times its estimate gets a line (then again each time it has run twice as long)
 OVERRUN = 2.0
 #: ... but never before it has run this long (seconds): short phases vary a lot
 OVERRUN_FLOOR = 30.0
@@ -94,8 +97,20 @@ class Progress:
     # --- lines ---------------------------------------------------------------------------------------
 
     def say(self, text: str) -> None:
+        """One line; on the terminal's standard error through tqdm, which moves an active progress bar (lm-eval's
+        request bars) below it instead of writing into it."""
+        line = f"{self.prefix}: {text}"
+        if self.out is None:
+            try:
+                from tqdm import tqdm
+
+                tqdm.write(line, file=sys.stderr)
+                sys.stderr.flush()
+                return
+            except ImportError:
+                pass
         out = self.out or sys.stderr
-        out.write(f"{self.prefix}: {text}\n")
+        out.write(line + "\n")
         out.flush()
 
     def elapsed(self) -> float:
@@ -116,7 +131,8 @@ class Progress:
         if total is None or not self.plan:
             return ""
         left = max(0.0, total - self.elapsed())
-        return f"run {duration(self.elapsed())} so far of an estimated {duration(total)}, ETA {clock(time.time() + left)}"
+        return (f"run {duration(self.elapsed())} so far of an estimated {duration(total)}, "
+                f"ETA {clock(time.time() + left)}")
 
     # --- phases ----------------------------------------------------------------------------------------
 
@@ -158,7 +174,8 @@ class Progress:
             self.notes.update(notes or {})
         total = self.total()
         if summary:
-            self.say(summary + (f"; estimated total {duration(total)}, ETA {clock(time.time() + max(0.0, total - self.elapsed()))}"
+            left = max(0.0, total - self.elapsed()) if total is not None else 0.0
+            self.say(summary + (f"; estimated total {duration(total)}, ETA {clock(time.time() + left)}"
                                 if total is not None else ""))
 
     def finish(self) -> dict[str, float]:
@@ -178,8 +195,8 @@ class Progress:
     # --- overruns --------------------------------------------------------------------------------------
 
     def check_overrun(self) -> str | None:
-        """The line for a current phase that has run ``OVERRUN`` times its estimate (None otherwise); each
-        further doubling gets a line again."""
+        """The line for a current phase that has run ``OVERRUN`` times its estimate (None otherwise); it gets a
+        line again once it has run twice as long as at its last line."""
         with self._lock:
             name, est = self.current, self.plan.get(self.current or "")
             if name is None or not est:
@@ -189,7 +206,7 @@ class Progress:
             threshold = self._warned.get(name, OVERRUN)
             if factor < threshold or ran < OVERRUN_FLOOR:
                 return None
-            self._warned[name] = threshold * 2
+            self._warned[name] = factor * OVERRUN  # the next line when it has doubled again
         return (f"{name} has run {duration(ran)}, {factor:.1f}x its estimate of {duration(est)}: the rates behind "
                 f"the estimate do not hold for this phase (another load on the machine, or no measured rate), so the "
                 f"ETA is later than shown")

@@ -114,8 +114,9 @@ class Store:
     def save(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         tmp = self.path.with_name(self.path.name + ".partial")
-        tmp.write_text(json.dumps({"version": VERSION, "models": {k: v.as_dict() for k, v in self.models.items()},
-                                   "harness": self.harness, "commands": self.commands}, indent=1, sort_keys=True), encoding="utf-8")
+        data = {"version": VERSION, "models": {k: v.as_dict() for k, v in self.models.items()},
+                "harness": self.harness, "commands": self.commands}
+        tmp.write_text(json.dumps(data, indent=1, sort_keys=True), encoding="utf-8")
         tmp.replace(self.path)
 
     def record_calibration(self, model_key: str, label: str, per_unit: Mapping[str, float],

@@ -111,13 +111,15 @@ def one(label: str, command: list[str], extra: list[str], out: Path, env: dict, 
 
 
 def markdown(rows: list[dict]) -> str:
-    out = ["| run | facts (tasks) | wall | CPU | peak memory | load average |", "| --- | --- | ---: | ---: | ---: | ---: |"]
+    out = ["| run | facts (tasks) | wall | CPU | peak memory | load average |",
+           "| --- | --- | ---: | ---: | ---: | ---: |"]
     for r in rows:
         facts = ", ".join(f"{h['task'].removeprefix('belief_').removeprefix('profile_')} {h['facts'] or '-'}"
                           for h in r["headlines"])
         out.append(f"| {r['label']} | {facts} | {fmt_s(r['run']['wall_s'])} | {fmt_s(r['run']['cpu_s'])} | "
                    f"{r['run']['peak_gib']:.2f} GiB | {r['run']['load']:.1f} |")
-    out += ["", "| run | task | headline | estimate | 95 % interval | half-width |", "| --- | --- | --- | ---: | --- | ---: |"]
+    out += ["", "| run | task | headline | estimate | 95 % interval | half-width |",
+            "| --- | --- | --- | ---: | --- | ---: |"]
     for r in rows:
         for h in r["headlines"]:
             ci = f"[{h['ci95'][0]:.4f}, {h['ci95'][1]:.4f}]" if h["half_width"] is not None else "-"
@@ -164,7 +166,8 @@ def main(argv: list[str] | None = None) -> int:
     else:
         import importlib.util
 
-        spec = importlib.util.spec_from_file_location("sample_as_myriadlama", ROOT / "scripts" / "sample_as_myriadlama.py")
+        path = ROOT / "scripts" / "sample_as_myriadlama.py"
+        spec = importlib.util.spec_from_file_location("sample_as_myriadlama", path)
         script = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(script)
         env["BELIEF_MYRIADLAMA_PATH"] = str(script.write(out / "myriadlama").parent)

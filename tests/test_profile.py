@@ -71,9 +71,13 @@ def test_a_seeded_split_would_lose_shared_facts_to_training(model_path):
 
 
 def test_the_budget_is_a_knob_of_the_command(model_path):
+    import math
+
     tasks = build({"source": "sample", "budget": 0.2}, model_path)
-    # ceil(0.2 N) per relation: 135 of the 671 sample facts
-    assert len(drawn(tasks["belief_profile_bear"])) == tasks["belief_profile_bear"].draw.summary()["facts_drawn"] == 135
+    design = tasks["belief_profile_bear"].draw.summary()
+    # ceil(0.2 N_r) of each relation (at least 2): 140 of the 671 sample facts
+    assert sum(max(2, math.ceil(0.2 * r["population"])) for r in design["relations"].values()) == 140
+    assert len(drawn(tasks["belief_profile_bear"])) == design["facts_drawn"] == 140
 
 
 def test_the_group_builds_on_the_real_data(shared_data, model_path, tmp_path, monkeypatch):
@@ -95,12 +99,15 @@ def test_the_group_builds_on_the_real_data(shared_data, model_path, tmp_path, mo
     design = {n: t.config.metadata["budget_design"] for n, t in tasks.items()}
     assert design["belief_profile_bear"]["facts_in_population"] == 7731  # every BEAR instance
     assert design["belief_profile_monitor"]["facts_in_population"] == 16198  # every FKTC fact
-    assert design["belief_profile_mp"]["facts_drawn"] == 24  # 2 of each of the copy's 12 relations
+    drawn_facts = {n: d["facts_drawn"] for n, d in design.items()}
+    assert drawn_facts == {"belief_profile_mp": 24, "belief_profile_qa": 24, "belief_profile_bear": 120,
+                           "belief_profile_iclke": 364, "belief_profile_monitor": 170}
     pairs = {(a, b): n for a, b, n in shared_facts(costs_of(tasks))}
-    # BEAR is inside BEAR-big: at 1 % IC-LKE's test facts hold most BEAR facts drawn (docs/profile.md)
-    bear = design["belief_profile_bear"]["facts_drawn"]
-    assert 0.5 * bear < pairs[("belief_profile_bear", "belief_profile_iclke")] <= bear
-    assert pairs[("belief_profile_bear", "belief_profile_monitor")] >= 1
+    # docs/profile.md's table, 1 % row: BEAR is inside BEAR-big, yet a fixed-size draw shares about half of BEAR's
+    # 120 (its small relations draw 2 facts, a larger share than IC-LKE's of them); FKTC shares none at 1 %
+    assert pairs[("belief_profile_bear", "belief_profile_iclke")] == 64
+    assert pairs[("belief_profile_bear", "belief_profile_monitor")] == 0
+    assert pairs[("belief_profile_mp", "belief_profile_qa")] == 24
 
 
 def test_profile_command_fills_in_what_the_user_left_out(monkeypatch):
@@ -129,5 +136,22 @@ def test_profile_estimate_runs_before_any_model(model_path, tmp_path):
     e = json.loads((tmp_path / "e.json").read_text())
     assert [t["task"] for t in e["tasks"]] == PROFILE
     assert "the report" in e["phases"]  # the profile ends in its report: that phase is estimated too
-    assert {(p["a"], p["b"]): p["facts"] for p in e["shared_facts"]}[("belief_profile_bear", "belief_profile_iclke")] == 24
+    shared = {(p["a"], p["b"]): p["facts"] for p in e["shared_facts"]}
+    assert shared[("belief_profile_bear", "belief_profile_iclke")] == 24
     assert not (tmp_path / "out").exists()  # an estimate writes no results
+
+
+def test_train_split_key_trains_on_the_facts_a_budget_draws_last():
+    from belief_tasks.prompts.iclke import split_relation
+    from belief_tasks.schema import Entity, Fact
+
+    facts = [Fact(f"f{i}", "P1", Entity(f"s{i}"), (Entity("o"),)) for i in range(10)]
+    order = [3, 1, 4, 0, 5, 9, 2, 6, 8, 7]  # the budget draws f3 first, f7 last
+    train, test = split_relation(facts, 0, 3, lambda fs: order)
+    assert [f.id for f in train] == ["f6", "f7", "f8"]  # the last three drawn, in data order
+    assert [f.id for f in test] == ["f0", "f1", "f2", "f3", "f4", "f5", "f9"]
+    train, _ = split_relation(facts, 0, 100, lambda fs: order)  # at most half of the relation trains
+    assert [f.id for f in train] == ["f2", "f6", "f7", "f8", "f9"]
+    given = [Fact(f.id, f.relation, f.subject, f.objects, split="train" if i < 2 else "test") for i, f in enumerate(facts)]
+    train, _ = split_relation(given, 0, 3, lambda fs: order)  # a dataset's own split is kept
+    assert [f.id for f in train] == ["f0", "f1"]
