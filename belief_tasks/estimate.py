@@ -166,8 +166,10 @@ def matmul_rate(device: str | None) -> float | None:
         return None
     dev = device or ("cuda" if torch.cuda.is_available() else "cpu")
     try:
-        a = torch.randn(1024, 1024, device=dev)
-        b = torch.randn(1024, 1024, device=dev)
+        # constants, not torch.randn: a run measures this between lm-eval's seeding and its sampling, and must
+        # leave the global generator as it found it (an unseeded neighbour task samples from it)
+        a = torch.full((1024, 1024), 0.01, device=dev)
+        b = torch.full((1024, 1024), 0.02, device=dev)
         a @ b
         n, t0 = 0, time.perf_counter()
         while time.perf_counter() - t0 < 0.4:
@@ -228,10 +230,12 @@ def request_types(cost: TaskCost) -> dict[str, dict[str, int]]:
 
 
 def project_scoring(costs: Sequence[TaskCost], setting: Setting, model: rates.ModelRates | None,
-                    flop: Flop | None, proj: Projection) -> None:
-    """The scoring phases: per task and request type, its units times the rate of its family (``rates``), else
-    the FLOP projection; what is unknown stays out (and is said)."""
+                    flop: Flop | None, proj: Projection, now: float | None = None) -> None:
+    """The scoring phases: per task and request type, its units times the rate of its family (``rates``), scaled
+    by the device's matmul rate when the rate was measured against ``now`` (a shared machine's load), else the FLOP
+    projection; what is unknown stays out (and is said)."""
     used, missing = set(), set()
+    scale = rates.contention(model.matmul, now) if model is not None else 1.0
     ll_shared, gen_shared = rates.sharing(setting.backend)
     for cost in costs:
         for rt, counts in request_types(cost).items():
@@ -240,7 +244,7 @@ def project_scoring(costs: Sequence[TaskCost], setting: Setting, model: rates.Mo
             proj.units[rt][cost.family] += units
             rate, how = model.rate(cost.family, rt) if model is not None else (None, "")
             if rate is not None:
-                seconds = rate * units
+                seconds = rate * units * scale
                 used.add(f"{model.label}: {how}")
             elif flop is not None:
                 shared = ll_shared if rt != "generate_until" else gen_shared
@@ -254,15 +258,27 @@ def project_scoring(costs: Sequence[TaskCost], setting: Setting, model: rates.Mo
             phase = progress.scoring_phase(rt)
             proj.phases[phase] = proj.phases.get(phase, 0.0) + seconds
     proj.sources += sorted(used)
+    if abs(scale - 1) > 0.05:
+        proj.sources.append(loaded(scale, model.matmul, now))
     if missing:
         proj.sources.append(f"no rate and no FLOP projection for {', '.join(sorted(missing))}: left out of the total "
                             "(run --calibrate with the model, or once without --estimate)")
 
 
-def harness_rates(store: rates.Store) -> tuple[dict[str, float], str]:
+def loaded(scale: float, then: float | None, now: float | None) -> str:
+    return (f"scaled by {scale:.2f}: this device's matmul rate now ({(now or 0) / 1e9:,.0f} GFLOP/s) against when the "
+            f"rates were measured ({(then or 0) / 1e9:,.0f} GFLOP/s), another load on a shared machine")
+
+
+def harness_rates(store: rates.Store, now: float | None = None) -> tuple[dict[str, float], str]:
+    """This machine's harness rates (defaults where it has none), scaled like the model's (``loaded``)."""
     own = store.harness.get(machine())
     if own:
-        return {**HARNESS_DEFAULTS, **own}, "harness rates measured on this machine by earlier runs"
+        scale = rates.contention(own.get("matmul"), now)
+        values = {**HARNESS_DEFAULTS, **{k: v * (scale if k.endswith(("_s", "_request", "_doc", "_budget", "_gb"))
+                                                  else 1) for k, v in own.items() if k != "matmul"}}
+        return values, "harness rates measured on this machine by earlier runs" + (
+            f" (scaled by {scale:.2f})" if abs(scale - 1) > 0.05 else "")
     return dict(HARNESS_DEFAULTS), "harness rates: defaults measured on the project's 2-core CPU (no run here yet)"
 
 
@@ -472,7 +488,7 @@ def calibrate(cfg, tasks: Mapping[str, Any], setting: Setting, encoder: Encoder,
         took = time.perf_counter() - t0
         per_unit[f"{family}|{rt}"] = took / max(units, 1)
         say(f"calibration: {family or 'other'} {rt}: {len(expanded)} requests, {units:,} units in {took:.1f} s")
-    rates_ = store.record_calibration(setting.key(), setting.label(), per_unit, load_s)
+    rates_ = store.record_calibration(setting.key(), setting.label(), per_unit, load_s, matmul_rate(setting.device))
     store.save()
     return rates_
 
@@ -526,13 +542,11 @@ def run_estimate(args: list[str], flags: Mapping[str, Any], report: bool = False
     key = setting.key()
     model_rates = store.models.get(key)
     params = parameters(setting.model_args)
-    flop = None
-    if params and (flags.get("calibrate") or model_rates is None):
-        rate = matmul_rate(setting.device)
-        flop = Flop(params, rate) if rate else None
+    now = matmul_rate(setting.device)  # half a second: the device's speed now (a shared machine's load)
+    flop = Flop(params, now) if params and now and (flags.get("calibrate") or model_rates is None) else None
     if flags.get("calibrate"):
         model_rates = calibrate(cfg, tasks, setting, encoder, flop, store, say)
-    proj = projection(costs, setting, model_rates, flop, store, cfg, tasks, build_s, requests_s, report)
+    proj = projection(costs, setting, model_rates, flop, store, cfg, tasks, build_s, requests_s, report, now)
     store = rates.Store.load()  # a calibration may have written it meanwhile
     store.record_command(rates.command_key(args), proj.phases)
     try:
@@ -549,18 +563,19 @@ def run_estimate(args: list[str], flags: Mapping[str, Any], report: bool = False
 
 
 def projection(costs, setting: Setting, model_rates, flop, store: rates.Store, cfg, tasks, build_s: float,
-               requests_s: float, report: bool) -> Projection:
-    h, h_source = harness_rates(store)
+               requests_s: float, report: bool, now: float | None = None) -> Projection:
+    h, h_source = harness_rates(store, now)
     proj = Projection()
     proj.phases[progress.BUILDING_TASKS] = build_s
-    load = model_rates.model_load_s if model_rates is not None and model_rates.model_load_s else None
+    load = model_rates.model_load_s * rates.contention(model_rates.matmul, now) \
+        if model_rates is not None and model_rates.model_load_s else None
     if load is None:
         size = weights_bytes(setting.model_args)
         load = h["model_load_s_per_gb"] * size / 1e9 if size else None
     if load is not None:
         proj.phases[progress.LOADING_MODEL] = load
     proj.phases[progress.BUILDING_REQUESTS] = requests_s
-    project_scoring(costs, setting, model_rates, flop, proj)
+    project_scoring(costs, setting, model_rates, flop, proj, now)
     project_harness(costs, h, log_samples=bool(cfg.log_samples), report=report, budgeted=budgeted(tasks), proj=proj)
     proj.phases = {"startup": h["startup_s"], **proj.phases}
     proj.sources.append(h_source)
@@ -615,6 +630,7 @@ class RunPlan:
     setting: Setting
     projection: Projection
     harness: dict[str, float] = field(default_factory=dict)
+    matmul: float | None = None  # the device's matmul rate when the run was planned
 
 
 _plan: RunPlan | None = None
@@ -677,14 +693,12 @@ def plan_run(lm, tasks: Sequence[Any], setting: Setting, report: bool) -> None:
     counted = time.perf_counter() - t0
     store = rates.Store.load()
     model_rates = store.models.get(setting.key())
-    flop = None
-    if model_rates is None:
-        params = parameters(setting.model_args)
-        rate = matmul_rate(setting.device) if params else None
-        flop = Flop(params, rate) if rate else None
+    now = matmul_rate(setting.device)
+    params = parameters(setting.model_args) if model_rates is None else None
+    flop = Flop(params, now) if params and now else None
     proj = Projection()
-    project_scoring(costs, setting, model_rates, flop, proj)
-    h, h_source = harness_rates(store)
+    project_scoring(costs, setting, model_rates, flop, proj, now)
+    h, h_source = harness_rates(store, now)
     budget = {c.task: isinstance(t, BeliefTask) and t.options.get("budget") is not None for c, t in zip(costs, tasks)}
     project_harness(costs, h, log_samples=True, report=report, budgeted=budget, proj=proj)
     proj.sources.append(h_source)
@@ -692,7 +706,7 @@ def plan_run(lm, tasks: Sequence[Any], setting: Setting, report: bool) -> None:
     for rt, by_family in proj.units.items():
         reqs = sum(request_types(c).get(rt, {}).get("requests", 0) for c in costs)
         notes[progress.scoring_phase(rt)] = f"{reqs:,} requests, {sum(by_family.values()):,} units"
-    _plan = RunPlan(setting, proj, h)
+    _plan = RunPlan(setting, proj, h, now)
     run.set_plan(proj.phases, notes, f"counted {sum(c.requests for c in costs):,} requests in {counted:.1f} s; rates: "
                  + "; ".join(proj.sources))
 
@@ -710,7 +724,8 @@ def record_run(measured: Mapping[str, float]) -> None:
         phases = {rt: (measured[progress.scoring_phase(rt)], by_family)
                   for rt, by_family in plan.projection.units.items() if measured.get(progress.scoring_phase(rt))}
         if phases:
-            store.record_run(plan.setting.key(), plan.setting.label(), phases, measured.get(progress.LOADING_MODEL))
+            store.record_run(plan.setting.key(), plan.setting.label(), phases, measured.get(progress.LOADING_MODEL),
+                             plan.matmul)
         harness = {}
         for phase, names in PHASE_RATES.items():
             projected, took = plan.projection.phases.get(phase), measured.get(phase)
@@ -718,6 +733,10 @@ def record_run(measured: Mapping[str, float]) -> None:
                 harness.update({n: plan.harness[n] * took / projected for n in names})
         if measured.get(progress.STARTUP):
             harness["startup_s"] = measured[progress.STARTUP]
+        if plan.matmul:  # what this run did not measure is rescaled to this run's device speed
+            old = store.harness.get(machine(), {})
+            scale = rates.contention(old.get("matmul"), plan.matmul)
+            harness = {**{k: v * scale for k, v in old.items() if k != "matmul"}, **harness, "matmul": plan.matmul}
         size = weights_bytes(plan.setting.model_args)
         if measured.get(progress.LOADING_MODEL) and size:
             harness["model_load_s_per_gb"] = measured[progress.LOADING_MODEL] / (size / 1e9)

@@ -67,6 +67,7 @@ class ModelRates:
     pooled: dict[str, float] = field(default_factory=dict)  # request type -> seconds per unit, all families
     model_load_s: float | None = None
     note: str = ""
+    matmul: float | None = None  # FLOP/s of the device's matmul when they were measured (its load then)
 
     def rate(self, family: str, request_type: str) -> tuple[float | None, str]:
         """(seconds per unit, how it was found) for ``family``'s requests of ``request_type``."""
@@ -80,12 +81,12 @@ class ModelRates:
 
     def as_dict(self) -> dict[str, Any]:
         return {"label": self.label, "source": self.source, "when": self.when, "per_unit": self.per_unit,
-                "pooled": self.pooled, "model_load_s": self.model_load_s, "note": self.note}
+                "pooled": self.pooled, "model_load_s": self.model_load_s, "note": self.note, "matmul": self.matmul}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "ModelRates":
         return cls(d.get("label", ""), d.get("source", ""), d.get("when", ""), dict(d.get("per_unit") or {}),
-                   dict(d.get("pooled") or {}), d.get("model_load_s"), d.get("note", ""))
+                   dict(d.get("pooled") or {}), d.get("model_load_s"), d.get("note", ""), d.get("matmul"))
 
 
 @dataclass
@@ -120,23 +121,28 @@ class Store:
         tmp.replace(self.path)
 
     def record_calibration(self, model_key: str, label: str, per_unit: Mapping[str, float],
-                           model_load_s: float | None) -> ModelRates:
-        """A calibration's rates replace the family rates it measured (the others are kept)."""
+                           model_load_s: float | None, matmul: float | None = None) -> ModelRates:
+        """A calibration's rates replace the family rates it measured (the others are kept, rescaled to the
+        device's matmul rate of this calibration)."""
         old = self.models.get(model_key)
-        rates = ModelRates(label, "calibration", today(), {**(old.per_unit if old else {}), **per_unit},
-                           dict(old.pooled) if old else {}, model_load_s if model_load_s is not None else
-                           (old.model_load_s if old else None))
+        kept = {k: v * _scale(old.matmul, matmul) for k, v in old.per_unit.items()} if old else {}
+        rates = ModelRates(label, "calibration", today(), {**kept, **per_unit}, {},
+                           model_load_s if model_load_s is not None else (old.model_load_s if old else None),
+                           matmul=matmul)
         rates.pooled.update(pool(rates.per_unit))
         self.models[model_key] = rates
         return rates
 
     def record_run(self, model_key: str, label: str, phases: Mapping[str, tuple[float, Mapping[str, int]]],
-                   model_load_s: float | None) -> ModelRates:
+                   model_load_s: float | None, matmul: float | None = None) -> ModelRates:
         """A run's scoring phases: request type -> (seconds, {family: units}). Where family rates exist for the
         request type, they are rescaled by measured / projected (the run cannot tell the families of one call
-        apart); families without a rate get the phase's pooled rate."""
+        apart); families without a rate get the phase's pooled rate. ``matmul``: the device's matmul rate during
+        the run, which older rates are first rescaled to."""
         old = self.models.get(model_key) or ModelRates(label, "run", today())
-        per_unit, pooled = dict(old.per_unit), dict(old.pooled)
+        scale = _scale(old.matmul, matmul)
+        per_unit = {k: v * scale for k, v in old.per_unit.items()}
+        pooled = {k: v * scale for k, v in old.pooled.items()}
         for request_type, (seconds, by_family) in phases.items():
             total = sum(by_family.values())
             if total <= 0 or seconds <= 0:
@@ -153,7 +159,7 @@ class Store:
             for f in by_family:
                 per_unit.setdefault(f"{f}|{request_type}", pooled[request_type])
         rates = ModelRates(label, "run", today(), per_unit, pooled,
-                           model_load_s if model_load_s is not None else old.model_load_s)
+                           model_load_s if model_load_s is not None else old.model_load_s, matmul=matmul)
         self.models[model_key] = rates
         return rates
 
@@ -162,7 +168,7 @@ class Store:
 
     def record_command(self, command: str, phases: Mapping[str, float]) -> None:
         """The seconds of a command's phases (measured, or estimated by ``--estimate``), newest first."""
-        self.commands[command] = {**self.commands.get(command, {}), **phases}
+        self.commands[command] = {**self.commands.pop(command, {}), **phases}  # moved to the newest
         while len(self.commands) > MAX_COMMANDS:  # the oldest entries go
             self.commands.pop(next(iter(self.commands)))
 
@@ -188,6 +194,23 @@ def command_key(args: Sequence[str]) -> str:
             continue
         kept.append(a)
     return key({"args": kept})
+
+
+#: a shared machine's load moves rates by this much at most (the matmul rate's ratio is clamped to it)
+MAX_SCALE = 8.0
+
+
+def _scale(then: float | None, now: float | None) -> float:
+    """How much slower work runs now than when a rate was measured: the device's matmul rate then / now (another
+    load on a shared machine), clamped to ``MAX_SCALE``; 1 where either is unknown."""
+    if not then or not now:
+        return 1.0
+    return min(MAX_SCALE, max(1 / MAX_SCALE, then / now))
+
+
+def contention(then: float | None, now: float | None) -> float:
+    """``_scale`` for a projection: rates measured at matmul rate ``then``, the device at ``now``."""
+    return _scale(then, now)
 
 
 def pool(per_unit: Mapping[str, float]) -> dict[str, float]:

@@ -155,11 +155,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--calibrate", action="store_true", help="the first estimate calibrates its rates on the model")
     p.add_argument("--rates", type=Path, help="the rate file (default: OUT/rates.json, started empty)")
     p.add_argument("--markdown", type=Path, help="write the tables here")
+    p.add_argument("--threads", type=int, default=os.cpu_count(),
+                   help="torch threads (OMP_NUM_THREADS) of each run: every core by default; 1 on a shared machine")
     args, extra = p.parse_known_args(argv)
     out = args.out.resolve()
     out.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false",
-           "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
+           "OMP_NUM_THREADS": str(args.threads)}
     env.update({var: str((args.data_dir / sub).resolve()) for var, sub in DATA.items()})
     if args.myriadlama_path:
         env["BELIEF_MYRIADLAMA_PATH"] = str(Path(args.myriadlama_path).resolve())
