@@ -80,12 +80,18 @@ ICLKE_KNOBS: tuple[Knob, ...] = COMMON + (
          minimum=1),
     Knob("train_size", "int", 100, "training facts per relation, for datasets without a train split", minimum=1),
     Knob("format", "str", None, "how pairs are joined (default: the method's own, 'space' for IC-LKE, section 2.2, "
-         "'space_comma' for EIC-LKE, appendix C.2; 'colon_comma': the reference code)",
+         "'space_comma' for EIC-LKE, appendix C.2; 'colon_comma': the reference code's separator, without its quirks)",
          choices=tuple(iclke_prompts.FORMATS)),
     Knob("demos", "str", "relation", "examples: one seeded order per relation, or drawn per test fact",
          choices=iclke_prompts.DEMOS),
     Knob("eic_lead", "int", 50, "EIC-LKE: training facts before the first test fact (appendix C.2)", minimum=1),
     Knob("eic_every", "int", 5, "EIC-LKE: training facts between two test facts", minimum=1),
+    Knob("reference", "bool", False, "IC-LKE as the authors' code runs it (ZeroPrompt_LKE, T-REx-MC only): its "
+         "string, its pandas draw of n_examples, its first test rows, Multiple Choices then the gold, first maximum"),
+    Knob("reference_seed", "int", iclke_prompts.REFERENCE_RANDOM_STATE, "reference: random_state of its pandas draw "
+         "of examples (its config's random_seed)", minimum=0),
+    Knob("reference_rows", "int", iclke_prompts.REFERENCE_TEST_ROWS, "reference: the first N test rows of each "
+         "relation (its config's test_index_end; 0: every row, as the paper's tables)", minimum=0),
 )
 
 MONITOR_KNOBS: tuple[Knob, ...] = COMMON + (
