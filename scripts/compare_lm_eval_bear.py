@@ -171,9 +171,9 @@ def run_both(model_path: Path, dtype: str, tasks_dir: Path, metadata: dict, *, b
 
     meta = {**metadata, "pretrained": str(model_path)}
     tm = TaskManager(include_path=[str(task_yamls_dir()), str(tasks_dir)], metadata=meta)
-    out = simple_evaluate(model="hf", model_args=f"pretrained={model_path},dtype={dtype}", tasks=[LOCAL_TASK, "belief_bear"],
-                          task_manager=tm, metadata=meta, log_samples=True, batch_size=batch_size, device=device,
-                          limit=limit, bootstrap_iters=0, verbosity="WARNING")
+    out = simple_evaluate(model="hf", model_args=f"pretrained={model_path},dtype={dtype}",
+                          tasks=[LOCAL_TASK, "belief_bear"], task_manager=tm, metadata=meta, log_samples=True,
+                          batch_size=batch_size, device=device, limit=limit, bootstrap_iters=0, verbosity="WARNING")
     return {"samples": out["samples"], "results": out["results"]}
 
 
@@ -201,11 +201,16 @@ def our_rows(samples: list[dict], fs) -> dict[tuple[str, int], dict]:
         options = [e.label for e in rel.answer_space]
         template = rel.templates_of("statement")[rec["template_index"]].text
         rows[(rec["fact_id"], int(rec["template_index"]))] = {
-            "record": rec, "options": options, "requests": [tuple(a) for a in s["arguments"]], "texts": [statement(template, fact.subject.label, a) for a in options]}
+            "record": rec, "options": options, "requests": [tuple(a) for a in s["arguments"]],
+            "texts": [statement(template, fact.subject.label, a) for a in options]}
     return rows
 
 
 # --------------------------------------------------------------------------- the decomposition
+
+def _max_abs_diff(a, b) -> float:
+    return float(np.max(np.abs(np.asarray(a, dtype=float) - np.asarray(b, dtype=float))))
+
 
 def first_max(scores) -> int:
     """lm-eval's ``np.argmax`` and lm-pub-quiz's ``scores.index(max(scores))``: the first of tied maxima."""
@@ -234,8 +239,7 @@ def decompose(theirs: dict, ours: dict, our_results: dict) -> dict:
         "acc_lm_eval": acc, "acc_lm_eval_reported": None, "bear": bear, "p_at_1": p_at_1, "a1": a1,
         "gap": acc - bear, "d_scores": acc - a1, "d_gold": a1 - p_at_1, "d_pooling": p_at_1 - bear,
         "agreement": agree / n, "disagreeing_rows": n - agree,
-        "max_abs_ll_diff": max(float(np.max(np.abs(np.asarray(theirs[k]["ll"]) - np.asarray(ours[k]["record"]["ll"]))))
-                               for k in keys),
+        "max_abs_ll_diff": max(_max_abs_diff(theirs[k]["ll"], ours[k]["record"]["ll"]) for k in keys),
         "rows_with_other_options": sum(theirs[k]["options"] != ours[k]["options"] for k in keys),
         "rows_with_other_statements": sum(theirs[k]["texts"] != ours[k]["texts"] for k in keys),
         # the (context, continuation) pairs each task sent: ("", statement) in both
@@ -274,8 +278,7 @@ def compare_lm_pub_quiz(lpq: dict, theirs: dict, ours: dict) -> dict:
         "acc_lm_pub_quiz": sum(preds[k] == lpq[k][1] for k in keys) / len(keys),
         "agree_with_ours": sum(preds[k] == ours[k]["record"]["pred"] for k in keys) / len(keys),
         "agree_with_lm_eval": sum(preds[k] == first_max(theirs[k]["ll"]) for k in keys) / len(keys),
-        "max_abs_score_diff_ours": max(float(np.max(np.abs(np.asarray(lpq[k][0]) - np.asarray(ours[k]["record"]["ll"]))))
-                                       for k in keys),
+        "max_abs_score_diff_ours": max(_max_abs_diff(lpq[k][0], ours[k]["record"]["ll"]) for k in keys),
     }
 
 
@@ -305,14 +308,16 @@ def compare(fs, meta: dict, fact_of: dict, tasks_dir: Path, model_path: Path, dt
 
 
 def print_row(row: dict) -> None:
-    print(f"\n== dtype {row['dtype']}: {row['rows']} (instance, template) rows, per template {row['rows_per_template']}")
+    print(f"\n== dtype {row['dtype']}: {row['rows']} (instance, template) rows, "
+          f"per template {row['rows_per_template']}")
     print(f"  lm-eval bear acc {row['acc_lm_eval_reported']:.4f}   belief_bear bear {row['bear']:.4f}   "
           f"p_at_1 {row['p_at_1']:.4f}   gap {row['gap']:+.4f}")
     print(f"  = scores {row['d_scores']:+.4f} + gold {row['d_gold']:+.4f} + pooling {row['d_pooling']:+.4f}")
     print(f"  per-row predictions equal: {row['agreement']:.4f} ({row['disagreeing_rows']} differ); "
           f"max |ll difference| {row['max_abs_ll_diff']:.2e}")
-    print(f"  rows with other statements {row['rows_with_other_statements']}, other options {row['rows_with_other_options']}, "
-          f"other requests {row['rows_with_other_requests']} (empty context in lm-eval's: {row['rows_with_empty_context']}), "
+    print(f"  rows with other statements {row['rows_with_other_statements']}, "
+          f"other options {row['rows_with_other_options']}, other requests {row['rows_with_other_requests']} "
+          f"(empty context in lm-eval's: {row['rows_with_empty_context']}), "
           f"several golds {row['rows_with_several_golds']}")
     print(f"  tied best scores: {row['tied_rows']} rows ({row['tied_rows_with_gold']} with the gold among them); "
           f"acc under other tie rules in [{row['acc_ties_lost']:.4f}, {row['acc_ties_won']:.4f}]")
@@ -326,7 +331,8 @@ def main(argv=None) -> int:
     ap.add_argument("--per-relation", type=int, default=1, help="instances per relation (seeded)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--dtypes", default="float32", help="comma list of model dtypes for stock hf (float32, bfloat16)")
-    ap.add_argument("--lm-pub-quiz", action="store_true", help="also run lm-pub-quiz 0.3.3 (float32) on the same folder")
+    ap.add_argument("--lm-pub-quiz", action="store_true",
+                    help="also run lm-pub-quiz 0.3.3 (float32) on the same folder")
     ap.add_argument("--model", type=Path, default=None, help="causal model folder (default: the bundled one)")
     ap.add_argument("--limit", type=int, default=None, help="lm-eval's --limit for both tasks (first N rows each)")
     ap.add_argument("--batch-size", type=int, default=32)
@@ -344,13 +350,15 @@ def main(argv=None) -> int:
     model_path = args.model or default_model_path()
     with tempfile.TemporaryDirectory(prefix="bear_lm_eval_") as tmp:
         fs, meta, fact_of, lpq, tasks_dir = prepare(args, Path(tmp))
-        print(f"instances: {len(fact_of)} ({args.per_relation} per relation, seed {args.seed}); model {model_path.name}")
+        print(f"instances: {len(fact_of)} ({args.per_relation} per relation, seed {args.seed}); "
+              f"model {model_path.name}")
         report, first = [], None
         for dtype in args.dtypes.split(","):
             res = compare(fs, meta, fact_of, tasks_dir, model_path, dtype, args.batch_size, args.limit, args.device)
             print_row(res["row"])
             if first is not None:
-                changed = sum(first_max(res["theirs"][k]["ll"]) != first_max(first["theirs"][k]["ll"]) for k in res["theirs"])
+                changed = sum(first_max(res["theirs"][k]["ll"]) != first_max(first["theirs"][k]["ll"])
+                              for k in res["theirs"])
                 res["row"]["lm_eval_predictions_changed_vs_first_dtype"] = changed
                 print(f"  lm-eval predictions that differ from {first['row']['dtype']}: {changed}")
             first = first or res

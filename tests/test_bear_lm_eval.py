@@ -41,12 +41,14 @@ def test_lm_eval_bear_reads_our_instances_from_the_hub_layout(prepared):
     c, fs, meta, fact_of, lpq, tasks_dir = prepared
     assert list(fact_of.values()) == [f.id for f in c.selected_facts(meta)[1]]
     task = TaskManager(include_path=str(tasks_dir)).load([c.LOCAL_TASK])["tasks"][c.LOCAL_TASK]
-    assert (task.config.output_type, task.config.doc_to_text, task.config.target_delimiter) == ("multiple_choice", "", "")
+    config = task.config
+    assert (config.output_type, config.doc_to_text, config.target_delimiter) == ("multiple_choice", "", "")
     docs = list(task.test_docs())
     rel = fs.relations["P37"]
     options = [e.label for e in rel.answer_space]
     assert len(docs) == 2 * 4 and len(options) == 52
-    assert [(d["subject"], d["template_index"]) for d in docs] == [(s, t) for s in ("Brazil", "Pakistan") for t in range(4)]
+    expected = [(s, t) for s in ("Brazil", "Pakistan") for t in range(4)]
+    assert [(d["subject"], d["template_index"]) for d in docs] == expected
     for d in docs:
         template = rel.templates_of("statement")[d["template_index"]].text
         assert task.doc_to_choice(d) == [statement(template, d["subject"], a) for a in options]
@@ -92,5 +94,6 @@ def test_side_by_side_on_the_bundled_model(prepared, model_path):
     assert (row["p_at_1"], row["bear"]) == pytest.approx((3 / 6, (1 + 1 / 2 + 0 + 0) / 4))
     assert (row["d_scores"], row["d_gold"], row["d_pooling"]) == pytest.approx((0.0, -2 / 6, 0.125))
     assert (row["agreement"], row["max_abs_ll_diff"], row["tied_rows"]) == (1.0, 0.0, 0)
-    assert (row["rows_with_other_statements"], row["rows_with_other_options"], row["rows_with_other_requests"]) == (0, 0, 0)
+    other = (row["rows_with_other_statements"], row["rows_with_other_options"], row["rows_with_other_requests"])
+    assert other == (0, 0, 0)
     assert (row["rows_with_empty_context"], row["rows_with_several_golds"]) == (6, 2)

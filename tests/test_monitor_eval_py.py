@@ -96,8 +96,9 @@ def _record(primary, frames, negatives, answer, obj="Paris", **kw):
     """A MONITOR record of one fact whose positive-context greedy answer is ``answer``, graded by ``monitor_match``."""
     match = kw.pop("match", "contains")
     right = eval_py_exact(answer, obj) if match == "exact" else contains_answer(answer, [obj])
-    return {"relation": "P1376", "primary": primary, "frames": frames, "negatives": negatives, "correct": [0] * len(frames),
-            "positive_answer": answer, "positive_correct": int(right), "alpha": list(THIRD), "match": match, **kw}
+    return {"relation": "P1376", "primary": primary, "frames": frames, "negatives": negatives,
+            "correct": [0] * len(frames), "positive_answer": answer, "positive_correct": int(right), "alpha": list(THIRD),
+            "match": match, **kw}
 
 
 def test_filter_keeps_facts_whose_positive_answer_is_exactly_the_object():
@@ -110,7 +111,8 @@ def test_filter_keeps_facts_whose_positive_answer_is_exactly_the_object():
                _record(P2, F2, N2, "Paris!", match="exact", only_correct_primary=True),
                _record(p3, f3, n3, "Paris, France", match="exact", only_correct_primary=True)]
     assert SC.agg_monitor(records) == pytest.approx(reference, rel=1e-12)
-    assert SC.agg_pfd(records) == pytest.approx((PFD1 + PFD2) / 2)  # eval.py's PID_mand / count
+    # eval.py writes each counted fact's PFD and IRD (lines 260-265); ours is their mean
+    assert SC.agg_pfd(records) == pytest.approx((PFD1 + PFD2) / 2)
     assert SC.agg_ird(records) == pytest.approx((IRD1 + IRD2) / 2)
     # "probs" of Table 4: ACC_probs[0][1] / count (lines 125, 277), the mean primary probability of counted facts
     assert SC.agg_primary_prob(records) == pytest.approx((0.75 + 0.5) / 2)
@@ -143,7 +145,8 @@ def test_monitor_match_knob_grades_the_greedy_answers():
     exact = T.answer_fields(doc, generated, answered, grid, ["r1", "r2"], "exact")
     assert (exact["positive_correct"], exact["correct"], exact["interference_correct"]) == (1, [0, 0], [[0], [1]])
     contains = T.answer_fields(doc, generated, answered, grid, ["r1", "r2"])
-    assert (contains["positive_correct"], contains["correct"], contains["interference_correct"]) == (1, [1, 1], [[1], [1]])
+    graded = (contains["positive_correct"], contains["correct"], contains["interference_correct"])
+    assert graded == (1, [1, 1], [[1], [1]])
     assert parse_options(T.KNOBS, {}).monitor_match == "contains"
     with pytest.raises(KnobError, match="monitor_match"):
         parse_options(T.KNOBS, {"monitor_match": "fuzzy"})

@@ -210,14 +210,11 @@ def answer_fields(doc, generated: list, answered: list[dict], grid: list[dict], 
     or ``exact``, the reference ``eval.py``'s test against the object label (``matching.eval_py_exact``)."""
     if len(generated) != len(answered) + len(grid):
         raise RuntimeError(f"{doc['fact_id']}: {len(generated)} greedy answers for {len(answered) + len(grid)} requests")
-    if match == "exact":
-        def right(answer: str) -> bool:
-            return eval_py_exact(answer, doc["object"])
-    else:
-        accepted = unpack(doc, "accepted")
+    accepted = unpack(doc, "accepted")
 
-        def right(answer: str) -> bool:
-            return contains_answer(answer, accepted)
+    def right(answer: str) -> bool:
+        return eval_py_exact(answer, doc["object"]) if match == "exact" else contains_answer(answer, accepted)
+
     answers = {a["key"]: monitor_prompts.first_line(r) for a, r in zip(answered, generated)}
     rows: dict[str, list[str]] = {f: [] for f in frame_ids} if grid else {}
     for q, r in zip(grid, generated[len(answered):]):
