@@ -105,6 +105,9 @@ MONITOR_KNOBS: tuple[Knob, ...] = COMMON + (
     Knob("monitor_accuracy", "str", "frames", "greedy answers besides the anchors: frames (under the positive context and "
          "each frame, R + 1 per fact), paper (those and the R x M frame x negative-interference answers of section "
          "4.3's average accuracy) or none (anchors only, MONITOR's own cost)", choices=monitor.ACCURACY_MODES),
+    Knob("monitor_match", "str", "contains", "when a greedy answer is right: contains (the object or an alias, as "
+         "BELIEF) or exact (the reference eval.py's test: punctuation deleted, equal to the object)",
+         choices=monitor.MATCH_RULES),
 )
 
 # --- the registry -------------------------------------------------------------------------------------

@@ -27,6 +27,10 @@ BOOTSTRAP_ITERS = 100
 #: the ``monitor_accuracy`` knob (``belief_tasks.families.MONITOR_KNOBS``), stamped into each record as
 #: ``accuracy``: which greedy answers a fact gets besides its anchors
 ACCURACY_MODES = ("frames", "paper", "none")
+#: the ``monitor_match`` knob, stamped into each record as ``match``: when a greedy answer is right. ``contains``: it
+#: contains the object or an alias (``matching.contains_answer``); ``exact``: the reference ``eval.py``'s test
+#: (``matching.eval_py_exact``)
+MATCH_RULES = ("contains", "exact")
 
 
 class MonitorRecord(TypedDict):
@@ -55,6 +59,7 @@ class MonitorRecord(TypedDict):
     alpha: list
     only_correct_primary: bool
     accuracy: str  # the monitor_accuracy knob: frames, paper or none
+    match: str  # the monitor_match knob: contains or exact (absent in records before it)
     cost: dict  # {"anchors" | "answers" | "interference": {"requests": n, "tokens": n}}
 
 

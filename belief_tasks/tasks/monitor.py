@@ -27,7 +27,7 @@ from typing import Any, Mapping
 
 from belief_tasks.data import load_facts
 from belief_tasks.families import MONITOR
-from belief_tasks.matching import contains_answer
+from belief_tasks.matching import contains_answer, eval_py_exact
 from belief_tasks.options import KnobError, Options
 from belief_tasks.prompts import monitor as monitor_prompts
 from belief_tasks.schema import FactSet, SchemaError, fact_key
@@ -45,6 +45,9 @@ def check_options(opts: Options) -> None:
     if opts.monitor_accuracy == "none" and opts.only_correct_primary:
         raise KnobError("only_correct_primary", "needs the positive-context greedy answers, which monitor_accuracy: none "
                         "does not ask for (use monitor_accuracy: frames or paper)")
+    if opts.monitor_accuracy == "none" and opts.monitor_match != "contains":
+        raise KnobError("monitor_match", "grades greedy answers, which monitor_accuracy: none does not ask for "
+                        "(use monitor_accuracy: frames or paper)")
 
 
 def answer_format(opts: Options) -> str:
@@ -172,7 +175,8 @@ def make_record(doc, results: list, opts: Options, pl: monitor_subwords.Plan, co
     probs = monitor_subwords.unit_probabilities(results[:n_score], pl, route)
     kinds = [a["kind"] for a in pl.anchors]
     frame_ids = [a["key"] for a in pl.anchors if a["kind"] == "frame"]
-    answers = answer_fields(doc, results[n_score:], answered_anchors(pl, mode), interference_of(doc, mode), frame_ids)
+    answers = answer_fields(doc, results[n_score:], answered_anchors(pl, mode), interference_of(doc, mode), frame_ids,
+                            opts.monitor_match)
     return {
         "relation": doc["relation"],
         "fact_id": doc["fact_id"],
@@ -192,17 +196,25 @@ def make_record(doc, results: list, opts: Options, pl: monitor_subwords.Plan, co
         "alpha": list(opts.monitor_alpha),
         "only_correct_primary": opts.only_correct_primary,
         "accuracy": mode,
+        "match": opts.monitor_match,
         "cost": request_cost(codec, pl, route, results[n_score:], answered_anchors(pl, mode), interference_of(doc, mode)),
         **record_design(doc),
     }
 
 
-def answer_fields(doc, generated: list, answered: list[dict], grid: list[dict], frame_ids: list[str]) -> dict:
+def answer_fields(doc, generated: list, answered: list[dict], grid: list[dict], frame_ids: list[str],
+                  match: str = "contains") -> dict:
     """The greedy answers' record fields: under the positive context and each frame (``None`` / [] when
-    not asked), and the R x M grid ``interference_answers[j][m]`` (frame j behind negative m; [] unless paper)."""
+    not asked), and the R x M grid ``interference_answers[j][m]`` (frame j behind negative m; [] unless paper).
+    ``match`` (the ``monitor_match`` knob) decides which answers are right: ``contains`` the object or an alias,
+    or ``exact``, the reference ``eval.py``'s test against the object label (``matching.eval_py_exact``)."""
     if len(generated) != len(answered) + len(grid):
         raise RuntimeError(f"{doc['fact_id']}: {len(generated)} greedy answers for {len(answered) + len(grid)} requests")
     accepted = unpack(doc, "accepted")
+
+    def right(answer: str) -> bool:
+        return eval_py_exact(answer, doc["object"]) if match == "exact" else contains_answer(answer, accepted)
+
     answers = {a["key"]: monitor_prompts.first_line(r) for a, r in zip(answered, generated)}
     rows: dict[str, list[str]] = {f: [] for f in frame_ids} if grid else {}
     for q, r in zip(grid, generated[len(answered):]):
@@ -210,11 +222,11 @@ def answer_fields(doc, generated: list, answered: list[dict], grid: list[dict], 
     positive = answers.get("positive")
     return {
         "positive_answer": positive,
-        "positive_correct": None if positive is None else int(contains_answer(positive, accepted)),
+        "positive_correct": None if positive is None else int(right(positive)),
         "answers": [answers[f] for f in frame_ids] if answers else [],
-        "correct": [int(contains_answer(answers[f], accepted)) for f in frame_ids] if answers else [],
+        "correct": [int(right(answers[f])) for f in frame_ids] if answers else [],
         "interference_answers": list(rows.values()),
-        "interference_correct": [[int(contains_answer(a, accepted)) for a in row] for row in rows.values()],
+        "interference_correct": [[int(right(a)) for a in row] for row in rows.values()],
     }
 
 
