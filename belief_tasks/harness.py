@@ -7,7 +7,7 @@ hook changes, for whose requests, and why no public route serves: docs/architect
 replace in lm-eval"). A hook that changes how a request is served touches requests of our tasks
 only (``OUR_TASKS``), or requests only ours can carry.
 
-1. Model backends (``hf-mlm``, ``hf-shared``) are registered after ``lm_eval.models``:
+1. Model backends (``hf-mlm``, ``hf-shared``, ``vllm-shared``) are registered after ``lm_eval.models``:
    ``get_model`` imports it only when the registry is empty, so registering first would hide
    every built-in model.
 2. Standard errors for corpus-level aggregations: lm-eval asks ``stderr_for_metric(agg_fn)`` and
@@ -60,6 +60,7 @@ WRITTEN_FOR = "0.4.13"
 BACKENDS = {
     "hf-mlm": "belief_tasks.backends.mlm:HFMaskedLM",
     "hf-shared": "belief_tasks.backends.shared:HFSharedPrefixLM",
+    "vllm-shared": "belief_tasks.backends.vllm_shared:VLLMSharedPrefixLM",
 }
 
 _MARK = "_belief_tasks"
