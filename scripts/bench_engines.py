@@ -35,6 +35,7 @@ Run all arms with one interpreter for the fairest comparison (``--hf_python`` = 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import platform
@@ -53,7 +54,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 ARMS = ("hf", "hf-shared", "vllm", "vllm-shared")
-WORKLOADS = ("iclke", "bear", "belief", "monitor")
+WORKLOADS = ("iclke", "bear", "belief", "monitor")  # and, asked by name, "iclke_demo" (belief_demo_iclke whole)
 #: vLLM on a small CPU (the engine's defaults reserve GPU-sized memory and CUDA graphs)
 #: (as docs/backends_support.md: a 1 GiB KV cache, no core reserved for the engine, its threads on the cores)
 VLLM_ENV = {"VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_CPU_NUM_OF_RESERVED_CPU": "0", "VLLM_CPU_OMP_THREADS_BIND": "0-1"}
@@ -94,18 +95,29 @@ def build_workloads(args) -> dict[str, dict]:
         "monitor": {"title": f"MONITOR: belief_demo_monitor --limit {args.monitor_limit}",
                     "requests": monitor_requests(args.monitor_limit), "groups": None},
     }
+    if "iclke_demo" in args.workloads.split(","):  # the demo's IC-LKE task, all its facts (12 on the sample)
+        demo = task_requests("belief_demo_iclke", None, {"source": "sample"})
+        sizes = [sum(1 for _ in g) for _, g in itertools.groupby(demo, key=lambda r: r[1][0])]
+        out["iclke_demo"] = {"title": f"IC-LKE: belief_demo_iclke, {len(sizes)} facts", "requests": demo,
+                             "groups": sizes}
     return {k: v for k, v in out.items() if k in args.workloads.split(",")}
 
 
 def monitor_requests(limit: int) -> list[tuple[str, tuple]]:
     """The requests ``belief_demo_monitor`` builds for its first ``limit`` documents (no model needed)."""
+    return task_requests("belief_demo_monitor", limit)
+
+
+def task_requests(name: str, limit: int | None, knobs: dict | None = None) -> list[tuple[str, tuple]]:
+    """The requests task ``name`` builds (with ``knobs``) for its first ``limit`` documents (all: None), in order."""
     from lm_eval.tasks import TaskManager, get_task_dict
 
     from belief_tasks.model import default_model_path
     from belief_tasks.paths import task_yamls_dir
 
-    manager = TaskManager(include_path=str(task_yamls_dir()), metadata={"pretrained": str(default_model_path())})
-    task = get_task_dict(["belief_demo_monitor"], manager)["belief_demo_monitor"]
+    manager = TaskManager(include_path=str(task_yamls_dir()),
+                          metadata={"pretrained": str(default_model_path()), **(knobs or {})})
+    task = get_task_dict([name], manager)[name]
     task.build_all_requests(limit=limit, rank=0, world_size=1)
     return [(inst.request_type, tuple(inst.args)) for inst in task.instances]
 
@@ -464,13 +476,16 @@ def main(argv=None) -> None:
     if cached:
         print("\nvllm-shared's prefix cache (last round): tokens the engine computed against the tokens lm-eval's vllm "
               "prefills and the distinct tokens (the floor); the same passes' arithmetic at 16-token blocks (a GPU's)")
-        print("| workload | requests | prompt tokens | computed | distinct | computed / distinct | cache reads | recomputed "
-              "| block | simulated at that block: computed, recomputed | simulated at 16: computed, recomputed |")
-        print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+        print("| workload | requests | prompt tokens | computed | distinct | computed / distinct | cache reads "
+              "| recomputed | first rows (first-token requests) | block | simulated at that block: computed, recomputed "
+              "| simulated at 16: computed, recomputed |")
+        print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
         for name, c in cached:
             own, s16 = c[f"simulated_{c['block_size']}"], c["simulated_16"]
-            print(f"| {name} | {c['requests']} | {c['prompt_tokens']} | {c['computed_tokens']} | {c['distinct_tokens']} | "
+            print(f"| {name} | {c['requests']} | {c['prompt_tokens']} | {c['computed_tokens']} | "
+                  f"{c['distinct_tokens']} | "
                   f"{c['computed_tokens'] / c['distinct_tokens']:.2f} | {c['cache_reads']} | {c['recomputed']} | "
+                  f"{c['first_rows']} ({c['first_token_requests']}) | "
                   f"{c['block_size']} | {own['computed_tokens']}, {own['recomputed']} | "
                   f"{s16['computed_tokens']}, {s16['recomputed']} |")
     if args.json:

@@ -27,14 +27,13 @@ from __future__ import annotations
 
 import logging
 import os
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from typing import Any
 
 from lm_eval.models.vllm_causallms import VLLM
 from vllm import SamplingParams, TokensPrompt
 
-from belief_tasks.backends.prefix_cache_plan import covered_continuation, plan_passes
-from belief_tasks.backends.prefix_tree import distinct_tokens
+from belief_tasks.backends.prefix_cache_plan import CacheCounts, FirstRow, encode_request, run_passes
 from belief_tasks.harness import read_through
 from belief_tasks.requests import PER_TOKEN_LOGLIKELIHOOD
 
@@ -44,58 +43,31 @@ log = logging.getLogger(__name__)
 CPU_BLOCK_SIZE = 32
 
 
-@dataclass
-class CacheCounts:
-    """What the passes cost, over every log-likelihood call of the backend (``config.vllm_shared``)."""
+def engine_passes(llm, seqs: list[list[int]], ctxlens: list[int], counts: CacheCounts, *, lora_request=None) -> list:
+    """``prefix_cache_plan.run_passes`` on vLLM's offline engine ``llm``: a function of the engine alone, so
+    that a data-parallel replica (a Ray worker with its own engine) runs it too."""
+    cache = llm.llm_engine.vllm_config.cache_config
+    blocks = getattr(cache, "num_gpu_blocks", None)
 
-    requests: int = 0  # log-likelihood requests scored (per_token_loglikelihood included)
-    prompt_tokens: int = 0  # their tokens: what lm-eval's vllm prefills (it reads no cache)
-    distinct_tokens: int = 0  # the floor: positions of the trie of all requests, per call
-    computed_tokens: int = 0  # tokens the engine computed, over every pass and recomputation
-    cache_reads: int = 0  # requests sent with a cache read
-    recomputed: int = 0  # of those, requests computed again without one (their continuation was covered)
-    preempted: int = 0  # of those, requests recomputed because the engine preempted them
-    block_size: int = 0
-
-
-def loglikelihood_passes(llm, seqs: list[list[int]], ctxlens: list[int], counts: CacheCounts, *,
-                         block_size: int, capacity_tokens: int | None, lora_request=None) -> list[Any]:
-    """The engine's ``RequestOutput`` of each request ``seqs[i]`` (context + continuation tokens), each with
-    every row from position ``ctxlens[i]`` on computed for it. A function of the engine alone, so that a
-    data-parallel replica (a Ray worker with its own engine) runs it too."""
-    outputs: list[Any] = [None] * len(seqs)
-    counts.requests += len(seqs)
-    counts.prompt_tokens += sum(len(s) for s in seqs)
-    counts.distinct_tokens += distinct_tokens(seqs)
-    counts.block_size = block_size
-
-    def run(indices: list[int], read: bool) -> list[Any]:
+    def send(indices: list[int], read: bool) -> list:
         params = SamplingParams(temperature=0, prompt_logprobs=1, max_tokens=1, detokenize=False,
                                 skip_reading_prefix_cache=not read)  # lm-eval's, and the flag
         outs = llm.generate([TokensPrompt(prompt_token_ids=seqs[i]) for i in indices], params, use_tqdm=False,
                             lora_request=lora_request)
-        for i, out in zip(indices, outs, strict=True):
-            counts.computed_tokens += len(seqs[i]) - (out.num_cached_tokens or 0)
+        for out in outs:  # the engine's own count (log stats on: RequestOutput.metrics)
+            out.preempted = bool(getattr(getattr(out, "metrics", None), "num_preemptions", 0))
         return outs
 
-    for chunk in plan_passes(seqs, ctxlens, block_size, capacity_tokens):
-        redo: list[int] = []
-        for p in chunk.passes:
-            outs = run(p.indices, p.read_cache)
-            if p.read_cache:
-                counts.cache_reads += len(p.indices)
-            for i, out in zip(p.indices, outs, strict=True):
-                preempted = bool(getattr(getattr(out, "metrics", None), "num_preemptions", 0))
-                if p.read_cache and (covered_continuation(out.num_cached_tokens, ctxlens[i]) or preempted):
-                    redo.append(i)
-                    counts.preempted += preempted
-                else:
-                    outputs[i] = out
-        if redo:
-            counts.recomputed += len(redo)
-            for i, out in zip(redo, run(redo, read=False), strict=True):
-                outputs[i] = out
-    return outputs
+    def send_first(asks: list[tuple[tuple[int, ...], list[int]]]) -> list[FirstRow]:
+        prompts = [TokensPrompt(prompt_token_ids=list(context)) for context, _ in asks]
+        params = [SamplingParams(temperature=0, max_tokens=1, detokenize=False, logprob_token_ids=tokens,
+                                 skip_reading_prefix_cache=False) for _, tokens in asks]
+        outs = llm.generate(prompts, params, use_tqdm=False, lora_request=lora_request)
+        return [FirstRow(o.outputs[0].token_ids[0], {t: lp.logprob for t, lp in o.outputs[0].logprobs[0].items()},
+                         o.num_cached_tokens) for o in outs]
+
+    return run_passes(send, seqs, ctxlens, counts, block_size=int(cache.block_size),
+                      capacity_tokens=int(blocks) * int(cache.block_size) if blocks else None, send_first=send_first)
 
 
 class VLLMSharedPrefixLM(VLLM):
@@ -112,15 +84,6 @@ class VLLMSharedPrefixLM(VLLM):
         if not self._passes_on:
             log.warning("vllm-shared: enable_prefix_caching=False, so log-likelihoods are computed as lm-eval's "
                         "vllm computes them (no cache read)")
-
-    # ------------------------------------------------------------------ the engine's settings
-
-    def _block_and_capacity(self) -> tuple[int, int | None]:
-        if self.data_parallel_size > 1:  # no engine here: each replica reads its own
-            return int(self.model_args.get("block_size") or (CPU_BLOCK_SIZE if self._on_cpu else 16)), None
-        cache = self.model.llm_engine.vllm_config.cache_config
-        blocks = getattr(cache, "num_gpu_blocks", None)
-        return int(cache.block_size), (int(blocks) * int(cache.block_size) if blocks else None)
 
     def get_model_info(self) -> dict:
         """lm-eval writes this into the results JSON's ``config``: the passes' counts of the run."""
@@ -150,18 +113,16 @@ class VLLMSharedPrefixLM(VLLM):
                 log.warning("Context length %s exceeds max length (%s). Truncating context.", full_length, max_cxt_len)
             inputs.append((context_enc + continuation_enc)[-max_cxt_len:])
             ctxlens.append(len(context_enc) - max(0, len(context_enc) + len(continuation_enc) - max_cxt_len))
-        block_size, capacity = self._block_and_capacity()
         if self.data_parallel_size > 1:
-            outs = self._replicated(inputs, ctxlens, block_size)
+            outs = self._replicated(inputs, ctxlens)
         else:
-            outs = loglikelihood_passes(self.model, inputs, ctxlens, self.cache_counts, block_size=block_size,
-                                        capacity_tokens=capacity, lora_request=self.lora_request)
+            outs = engine_passes(self.model, inputs, ctxlens, self.cache_counts, lora_request=self.lora_request)
         c = self.cache_counts
         log.info("vllm-shared: %d requests, %d prompt tokens, %d computed (distinct: %d), %d recomputed without the "
                  "cache", c.requests, c.prompt_tokens, c.computed_tokens, c.distinct_tokens, c.recomputed)
         return outs, inputs, ctxlens
 
-    def _replicated(self, inputs: list[list[int]], ctxlens: list[int], block_size: int) -> list[Any]:
+    def _replicated(self, inputs: list[list[int]], ctxlens: list[int]) -> list[Any]:
         """Data parallel (``data_parallel_size`` > 1): whole contexts to each replica, each a Ray task with its
         own engine (as lm-eval's ``vllm`` runs one per call), running the passes there."""
         import ray
@@ -188,6 +149,28 @@ class VLLMSharedPrefixLM(VLLM):
             self.cache_counts.block_size = counts.block_size
         return outs
 
+    def _model_generate(self, requests, generate: bool = False, sampling_params=None):
+        """lm-eval's, except data parallel on a CPU: lm-eval asks Ray for ``num_gpus=tensor_parallel_size`` per
+        replica, which a CPU node does not have, so its replicas would wait forever; here the same replicas
+        (interleaved requests, an engine each) ask for no GPU."""
+        if self.data_parallel_size <= 1 or not self._on_cpu:
+            return super()._model_generate(requests, generate=generate, sampling_params=sampling_params)
+        import ray
+        from lm_eval.models.utils import undistribute
+        from more_itertools import distribute
+
+        if not generate or sampling_params is None:
+            sampling_params = SamplingParams(temperature=0, prompt_logprobs=1, max_tokens=1, detokenize=False)
+        if not isinstance(sampling_params, list):
+            sampling_params = [sampling_params] * len(requests)
+        n = self.data_parallel_size
+        parts = list(zip([list(x) for x in distribute(n, requests)], [list(x) for x in distribute(n, sampling_params)]))
+        replica = ray.remote(num_gpus=0)(_replica_generate)
+        refs = [replica.remote(self.model_args, r, sp, self.lora_request) if r else None for r, sp in parts]
+        results = [ray.get(ref) if ref is not None else [] for ref in refs]  # no engine for an empty share
+        ray.shutdown()
+        return undistribute(results)
+
     def per_token_loglikelihood(self, requests, disable_tqdm: bool = False) -> list[list[float]]:
         """``Instance.args = (context, continuation)`` -> one log-probability per continuation token, tokenised
         and cut as ``loglikelihood`` (they sum to its log-likelihood); under ``--use_cache`` read back through
@@ -206,30 +189,31 @@ class VLLMSharedPrefixLM(VLLM):
         return results
 
     def _encode_request(self, context: str, continuation: str) -> tuple[list[int], list[int]]:
-        """Tokenise as ``TemplateLM.loglikelihood`` does (the prefix token for an empty context)."""
-        if context == "":
-            continuation_enc = self.tok_encode(continuation, add_special_tokens=False)
-            if self.prefix_token_id != continuation_enc[0]:
-                return [self.prefix_token_id], continuation_enc
-            return continuation_enc[:1], continuation_enc[1:]
-        return self._encode_pair(context, continuation)
+        return encode_request(self, context, continuation)
 
 
 def _replica_passes(model_args: dict, seqs: list[list[int]], ctxlens: list[int], lora_request):
     """One data-parallel replica (a Ray task): its own engine, the passes, its outputs and counts."""
     from vllm import LLM
 
-    args = {k: v for k, v in model_args.items() if k != "distributed_executor_backend"}
-    for k in ("VLLM_DP_RANK", "VLLM_DP_RANK_LOCAL", "VLLM_DP_SIZE", "VLLM_DP_MASTER_IP", "VLLM_DP_MASTER_PORT"):
-        os.environ.pop(k, None)  # as lm-eval's replica: the driver's DP variables must not reach this engine
-    llm = LLM(**args)
-    cache = llm.llm_engine.vllm_config.cache_config
-    blocks = getattr(cache, "num_gpu_blocks", None)
     counts = CacheCounts()
-    outs = loglikelihood_passes(llm, seqs, ctxlens, counts, block_size=int(cache.block_size),
-                                capacity_tokens=int(blocks) * int(cache.block_size) if blocks else None,
-                                lora_request=lora_request)
-    return outs, counts
+    return engine_passes(LLM(**_replica_args(model_args)), seqs, ctxlens, counts, lora_request=lora_request), counts
+
+
+def _replica_generate(model_args: dict, prompts: list[list[int]], sampling_params: list, lora_request):
+    """One data-parallel replica of lm-eval's ``_model_generate`` (a Ray task with its own engine)."""
+    from vllm import LLM
+
+    llm = LLM(**_replica_args(model_args))
+    return llm.generate([TokensPrompt(prompt_token_ids=p) for p in prompts], sampling_params=sampling_params,
+                        lora_request=lora_request, use_tqdm=False)
+
+
+def _replica_args(model_args: dict) -> dict:
+    """As lm-eval's replicas: no Ray inside the replica, and none of the driver's DP variables."""
+    for k in ("VLLM_DP_RANK", "VLLM_DP_RANK_LOCAL", "VLLM_DP_SIZE", "VLLM_DP_MASTER_IP", "VLLM_DP_MASTER_PORT"):
+        os.environ.pop(k, None)
+    return {k: v for k, v in model_args.items() if k != "distributed_executor_backend"}
 
 
 def _on_cpu() -> bool:

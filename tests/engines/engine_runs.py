@@ -173,3 +173,21 @@ def assert_matches_hf(label: str, family: str, run: dict, reference: dict) -> No
     assert metrics and all(gap <= 1e-3 for gap in metrics.values()), metrics
     if family in SAMPLED:
         assert gaps["n_sampled"] > 0  # the limits reach Ovconf's sampled prompts
+
+
+def boundary_requests(lm, sentence: str, block: int) -> tuple[list[tuple], dict[str, int]]:
+    """Log-likelihood requests (lm-eval's ``(key, context tokens, continuation tokens)``) that trip vLLM's prefix
+    cache at block size ``block``, and the counts ``vllm-shared`` must report for them: a context of exactly two
+    blocks with 5 options (each reads its whole context: its first row comes from the context's one first-token
+    request), and a context of two blocks and 20 tokens whose first 3 options share their first 12 tokens (they
+    fill the block that holds the context's end: the 2nd and 3rd read it and are recomputed) and 2 short options
+    (they cannot read that block)."""
+    enc = lambda text: lm.tok_encode(text, add_special_tokens=False)  # noqa: E731
+    text = enc(sentence * 40)
+    shared = enc(" the river that runs through the city of Porto into the Atlantic Ocean")[:12]
+    assert len(shared) == 12 and len(text) > 3 * block
+    exact, longer = text[:2 * block], text[:2 * block + 20]
+    requests = [(None, exact, enc(o)) for o in (" one", " two three", " four five six", " seven", " eight nine")]
+    requests += [(None, longer, shared + enc(o)) for o in (" alpha", " beta gamma", " delta")]
+    requests += [(None, longer, enc(o)) for o in (" yes", " no")]
+    return requests, {"requests": 10, "cache_reads": 10, "first_token_requests": 1, "first_rows": 5, "recomputed": 2}

@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import pytest
 
-from engine_runs import (ENGINE_ARGS, FAMILIES, LL_TOL, assert_matches_hf, assert_same_as_vllm, require_vllm,
-                         run_family, set_cpu_env)
+from dataclasses import asdict
+
+from engine_runs import (ENGINE_ARGS, FAMILIES, LL_TOL, assert_matches_hf, assert_same_as_vllm, boundary_requests,
+                         require_vllm, run_family, set_cpu_env)
 
 require_vllm()
 
@@ -26,8 +28,6 @@ def shared_lm(model_path, vllm_runs):  # vllm_runs first: its engine is stopped 
 @pytest.fixture(scope="module")
 def shared_runs(shared_lm, model_path) -> dict:
     """Every family; under ``"counts"`` the backend's counts of each run (what it added to the totals)."""
-    from dataclasses import asdict
-
     runs, counts = {}, {}
     for family in FAMILIES:
         before = asdict(shared_lm.cache_counts)
@@ -80,42 +80,33 @@ def test_per_token_route_of_monitor_runs(shared_lm, model_path, vllm_runs):
 
 
 def test_a_read_that_covers_a_continuation_is_recomputed(shared_lm, monkeypatch):
-    """Requests built to trip the cache: a context of exactly two blocks (its second block, all context, is
-    cached by the first request, so every later request would read up to its continuation's first token), and a
-    context of two blocks and 20 tokens whose options share their first 12 tokens (they fill the third block:
-    the second and third such option read it). Each such request is recomputed, the count says so (6), and every
-    number equals lm-eval's own ``_loglikelihood_tokens`` on the same engine. Without the recomputation the
-    numbers come out wrong or not at all: the rows the read skipped hold whatever the engine left there."""
+    """Requests built to trip the cache (``engine_runs.boundary_requests``): a context of exactly two blocks, whose
+    requests read up to their continuation (their first rows come from a first-token request), and a context of two
+    blocks and 20 tokens whose options share their first 12 tokens (the second and third such option read the
+    block the first wrote, past their context: recomputed). The counts say so, and every number equals lm-eval's
+    own ``_loglikelihood_tokens`` on the same engine, bit for bit. Without the check of ``num_cached_tokens`` the
+    numbers come out wrong or not at all: the rows a read skipped hold whatever the engine left there."""
     from lm_eval.models.vllm_causallms import VLLM
 
-    from belief_tasks.backends import vllm_shared
-    from belief_tasks.backends.prefix_cache_plan import simulate
+    from belief_tasks.backends import prefix_cache_plan
 
-    block = shared_lm.cache_counts.block_size or 32
-    enc = lambda text: shared_lm.tok_encode(text, add_special_tokens=False)  # noqa: E731
-    text = enc("Madrid is the capital of Spain, and Lisbon is the capital of Portugal. " * 12)
-    shared = enc(" the river that runs through the city of Porto into the Atlantic Ocean")[:12]
-    assert len(shared) == 12 and len(text) > 3 * block
-    exact, longer = text[:2 * block], text[:2 * block + 20]
-    options = [enc(o) for o in (" one", " two three", " four five six", " seven", " eight nine")]
-    requests = [(None, exact, o) for o in options]
-    requests += [(None, longer, shared + enc(o)) for o in (" alpha", " beta gamma", " delta")]
-    requests += [(None, longer, enc(o)) for o in (" yes", " no")]
-
-    before = shared_lm.cache_counts.recomputed
     shared_lm.model.reset_prefix_cache()  # nothing from the family runs: only these requests' blocks
+    block = shared_lm.model.llm_engine.vllm_config.cache_config.block_size
+    assert block == 32  # vllm-shared's CPU default
+    requests, expected = boundary_requests(shared_lm, "Madrid is the capital of Spain. ", block)
+    before = asdict(shared_lm.cache_counts)
     ours = shared_lm._loglikelihood_tokens(requests, disable_tqdm=True)
     reference = VLLM._loglikelihood_tokens(shared_lm, requests, disable_tqdm=True)
-    predicted = simulate([c + t for _, c, t in requests], [len(c) for _, c, _ in requests], block)
-    assert shared_lm.cache_counts.recomputed - before == predicted.recomputed == 4 + 2
-    assert [g for _, g in ours] == [g for _, g in reference]
+    got = {k: v - before[k] for k, v in asdict(shared_lm.cache_counts).items() if k in expected}
+    print(f"\nboundary requests on vllm-shared: {got}")
+    assert got == expected
     assert max(abs(a - b) for (a, _), (b, _) in zip(ours, reference)) <= LL_TOL
-    assert ours == reference  # equal bits
+    assert ours == reference  # equal bits, is_greedy flags included
 
-    monkeypatch.setattr(vllm_shared, "covered_continuation", lambda n, ctxlen: False)
+    monkeypatch.setattr(prefix_cache_plan, "covered_continuation", lambda n, ctxlen: False)
     shared_lm.model.reset_prefix_cache()
     try:
         unchecked = shared_lm._loglikelihood_tokens(requests, disable_tqdm=True)
-    except (TypeError, KeyError):  # a lost row without the continuation's token: no number at all
+    except (TypeError, KeyError):  # a skipped row without the continuation's token: no number at all
         return
     assert unchecked != reference
