@@ -125,8 +125,8 @@ class VLLMServedSharedLM(LocalCompletionsAPI):
             if r.status_code in (403, 404):
                 raise ServerSetupError(f"vllm-serve-shared: {url} answered {r.status_code} ({r.text[:200]}): start "
                                        f"vllm serve with {SERVER_FLAGS}")
-            if read and r.status_code == 400:  # the rows a read skipped hold junk, at times NaN, which the server
-                return Served(None, [])     # cannot write as JSON: an unknown count, so recomputed without a read
+            if read and r.status_code == 400:  # seen on reads only (the skipped rows' junk, likely a NaN the server
+                return Served(None, [])     # cannot write as JSON): an unknown count, so recomputed without a read
             r.raise_for_status()
             data = r.json()
             details = (data.get("usage") or {}).get("prompt_tokens_details") or {}
