@@ -210,6 +210,7 @@ class CacheCounts:
     cache_reads: int = 0  # requests sent with a cache read
     recomputed: int = 0  # of those, requests computed again without one (their continuation was covered)
     preempted: int = 0  # of those, requests recomputed because the engine preempted them
+    unknown: int = 0  # of those, requests recomputed because the engine did not report their count
     first_token_requests: int = 0  # requests for the first continuation tokens of block-aligned contexts
     first_rows: int = 0  # requests whose first continuation row one of those served (not recomputed)
     block_size: int = 0
@@ -259,6 +260,7 @@ def run_passes(send: Callable[[list[int], bool], list[Any]], seqs: Sequence[Sequ
                 else:
                     redo.append(i)
                     counts.preempted += bool(out.preempted)
+                    counts.unknown += out.num_cached_tokens is None
         if redo:
             counts.recomputed += len(redo)
             for i, out in zip(redo, run(redo, False), strict=True):
