@@ -14,6 +14,10 @@ import textwrap
 BACKEND_LINES = {
     "hf-shared": "lm-eval's hf with shared prefixes: the same model args and numbers, faster on IC-LKE, BEAR, "
                  "BELIEF's sampled answers and MONITOR (docs/backends.md)",
+    "vllm-shared": "lm-eval's vllm whose log-likelihoods read vLLM's prefix cache: the same model args and numbers, "
+                   "faster on IC-LKE (docs/backends.md)",
+    "vllm-serve-shared": "lm-eval's local-completions against vllm serve, log-likelihoods through its token endpoint "
+                         "reading its prefix cache (docs/backends_support.md)",
     "hf-mlm": "masked LMs (BERT family): BEAR by pseudo-log-likelihood and the belief_mlm_* tasks (docs/mlm.md)",
 }
 

@@ -7,9 +7,9 @@ hook changes, for whose requests, and why no public route serves: docs/architect
 replace in lm-eval"). A hook that changes how a request is served touches requests of our tasks
 only (``OUR_TASKS``), or requests only ours can carry.
 
-1. Model backends (``hf-mlm``, ``hf-shared``) are registered after ``lm_eval.models``:
-   ``get_model`` imports it only when the registry is empty, so registering first would hide
-   every built-in model.
+1. Model backends (``hf-mlm``, ``hf-shared``, ``vllm-shared``, ``vllm-serve-shared``) are registered after
+   ``lm_eval.models``: ``get_model`` imports it only when the registry is empty, so registering first
+   would hide every built-in model.
 2. Standard errors for corpus-level aggregations: lm-eval asks ``stderr_for_metric(agg_fn)`` and
    knows only its own functions, so our aggregations (consistency, fluctuation, MONITOR, ...)
    would always print "N/A". An aggregation of ours (``scoring.common.with_stderr``) gets the function
@@ -60,6 +60,8 @@ WRITTEN_FOR = "0.4.13"
 BACKENDS = {
     "hf-mlm": "belief_tasks.backends.mlm:HFMaskedLM",
     "hf-shared": "belief_tasks.backends.shared:HFSharedPrefixLM",
+    "vllm-shared": "belief_tasks.backends.vllm_shared:VLLMSharedPrefixLM",
+    "vllm-serve-shared": "belief_tasks.backends.vllm_served:VLLMServedSharedLM",
 }
 
 _MARK = "_belief_tasks"

@@ -59,7 +59,7 @@ def test_misspelt_task_gets_the_closest_names():
 def test_misspelt_backend_gets_the_closest_names():
     line = refused(run_cli(["--model", "hf-shard", "--model_args", NO_MODEL, "--tasks", "belief_bear",
                             "--metadata", '{"source": "sample"}'], timeout=300))
-    assert "--model hf-shard: no backend of that name; did you mean 'hf-shared'?" in line
+    assert "--model hf-shard: no backend of that name; did you mean 'hf-shared'" in line
     assert "ours are hf-mlm, hf-shared" in line and "vllm" in line
 
 
