@@ -1,5 +1,7 @@
 """The coverage study behind the budgeted intervals (``scripts/budget_coverage.py``, docs/budget.md).
 
+A research study, not part of the runtime package: ``belief_tasks`` never imports it (``research/``).
+
 A *population* is every fact of a full run as per-fact columns (``metrics.intervals.Units``) with the
 family's statistics (each metric's ``budgeted`` in ``scoring.<family>.METRICS``); its full-data values are the statistics
 on every fact. ``simulate`` draws budgeted samples of it again and again with the project's own sampler
@@ -8,7 +10,7 @@ relation's ``allocation`` first ones, so the budgets of one seed are nested as i
 project's own intervals, and reports per budget and metric how often the 95 % interval covers the
 full-data value, its mean half-width, the bias and the spread of the estimates.
 
-Populations come from the logged records of a full run (``belief_tasks.tasks.<family>.budget_units``)
+Populations come from the logged records of a full run (``belief_tasks.scoring.<family>.budget_units``)
 or from the synthetic generators below, in the MyriadLAMA and BEAR layouts with heterogeneous
 relations (sizes, difficulty), templates and subject aliases. The per-fact columns are computed once;
 each draw only indexes them.
