@@ -24,7 +24,9 @@ from belief_tasks.prompts.belief_mlm import TEMPLATE_SETS as MLM_TEMPLATE_SETS
 from belief_tasks.requests import SUBWORD_ROUTES
 from belief_tasks.scoring import bear, belief_icl, belief_mlm, iclke, monitor
 from belief_tasks.scoring.budgeted import Estimators
+from belief_tasks.scoring import wiring
 from belief_tasks.scoring.common import Metric
+from belief_tasks.scoring.wiring import Aggregation
 
 
 @dataclass(frozen=True)
@@ -122,6 +124,13 @@ def budget_estimators(name: str) -> Estimators | None:
     """The estimators of a budgeted run of family ``name`` (None: the family takes no budget, or is not ours)."""
     family = FAMILIES.get(name)
     return family.budgeted if family else None
+
+
+def aggregations(name: str) -> dict[str, Aggregation]:
+    """metric -> its ``scoring.wiring.Aggregation`` for family ``name`` (what lm-eval aggregated; {} for a family we
+    do not have, e.g. another harness task)."""
+    family = FAMILIES.get(name)
+    return wiring.aggregations(name, family.metrics, family.budgeted) if family else {}
 
 
 def metric_table(name: str) -> dict[str, Metric]:

@@ -12,10 +12,10 @@ only (``OUR_TASKS``), or requests only ours can carry.
    every built-in model.
 2. Standard errors for corpus-level aggregations: lm-eval asks ``stderr_for_metric(agg_fn)`` and
    knows only its own functions, so our aggregations (consistency, fluctuation, MONITOR, ...)
-   would always print "N/A". An aggregation of ours (``scoring.common.with_stderr``) gets the function
-   ``scoring.common.stderr_function`` names, the one ``belief-report`` recomputes with (None: "N/A").
+   would always print "N/A". An aggregation of ours (``scoring.wiring.Reported``, built from the
+   metric's ``Metric``) gets its ``stderr_function``, the one ``belief-report`` recomputes with (None: "N/A").
    ``--bootstrap_iters 0`` still turns all off. (A budgeted run's intervals need no hook: each is a
-   ``metric_list`` entry ``<metric>_ci95`` of its own, ``scoring.budgeted.interval_metric``.)
+   ``metric_list`` entry ``<metric>_ci95`` of its own, ``scoring.wiring.IntervalOf``.)
 3. (no patch) ``--use_cache`` for our own request types: lm-eval's ``CachingLM`` reads its database only for
    ``loglikelihood``, ``loglikelihood_rolling`` and greedy ``generate_until``, passes every other request
    through, and hands the model it wraps the database (``CacheHook.dbdict``). Our backends read it
@@ -129,13 +129,13 @@ def _patch(owner: Any, attr: str, make: Callable[[Any], Any], what: str) -> None
 def install_stderr_hook() -> None:
     import lm_eval.evaluator_utils as eu
 
-    from belief_tasks.scoring.common import has_stderr_decision, stderr_function
+    from belief_tasks.scoring.wiring import Reported
 
     def make(original):
         def stderr_for_metric(metric, bootstrap_iters):
-            if not has_stderr_decision(metric):
+            if not isinstance(metric, Reported):  # lm-eval's own aggregations, and any other task's
                 return original(metric=metric, bootstrap_iters=bootstrap_iters)
-            own = stderr_function(metric)
+            own = metric.stderr_function
             return _undefined_as_na(own) if own is not None and bootstrap_iters > 0 else None
 
         return stderr_for_metric

@@ -30,12 +30,14 @@ def test_metrics_are_declared_once_and_wired_by_the_task_classes():
 def test_a_declaration_holds_the_aggregation_its_direction_its_stderr_and_its_budgeted_statistic():
     from belief_tasks.metrics.budgeted import bear as bear_budgeted
     from belief_tasks.scoring import bear, belief_icl, monitor
-    from belief_tasks.scoring.common import NotEstimable, stderr_function
+    from belief_tasks.scoring.common import NoStderr, NotEstimable
 
     p_at_1 = bear.METRICS["p_at_1"]
     assert p_at_1.aggregation is bear.agg_p_at_1 and p_at_1.higher_is_better is True
-    assert p_at_1.stderr is stderr_function(bear.agg_p_at_1) is not None  # the with_stderr mark, one home
-    assert monitor.METRICS["cost_anchor_tokens"].stderr is None and monitor.METRICS["monitor"].higher_is_better is False
+    assert p_at_1.stderr is p_at_1.stderr_function is bear.p_at_1_stderr  # declared beside its aggregation
+    cost = monitor.METRICS["cost_anchor_tokens"]
+    assert isinstance(cost.stderr, NoStderr) and cost.stderr.reason and cost.stderr_function is None
+    assert monitor.METRICS["monitor"].higher_is_better is False
     # the statistic is a function of metrics/budgeted/<family>.py: with its totals it gives P@1 by hand
     from belief_tasks.metrics.intervals import Totals
 
@@ -57,7 +59,8 @@ def test_a_metric_without_its_budgeted_statistic_is_reported(monkeypatch):
 
     bear = FAMILIES["bear"]
     agg = bear.metrics["p_at_1"].aggregation
-    metrics = {**bear.metrics, "top_two": Metric(agg, True, None), "top_three": Metric(agg, True, NotEstimable(" "))}
+    se = bear.metrics["p_at_1"].stderr
+    metrics = {**bear.metrics, "top_two": Metric(agg, se, True, None), "top_three": Metric(agg, se, True, NotEstimable(" "))}
     monkeypatch.setitem(FAMILIES, "bear", replace(bear, metrics=metrics, budgeted=Estimators.of(bear.budgeted.units, metrics)))
     mlm = FAMILIES["belief_mlm"]
     monkeypatch.setitem(FAMILIES, "belief_mlm", replace(mlm, metrics={**mlm.metrics, "mrr": replace(mlm.metrics["mrr"], budgeted=NotEstimable("x"))}))

@@ -106,7 +106,7 @@ def test_paper_aggregations_by_hand():
     assert SC.agg_acc_paper_relation_max(records) == pytest.approx(0.75)
     assert SC.agg_acc_paper_relation_min(records) == pytest.approx(0.5)
     assert SC.agg_acc_avg(records) == pytest.approx((0.75 + 0.0) / 2)  # the frame-only accuracy stays its own number
-    assert SC.agg_acc_paper_avg.stderr(records) > 0
+    assert SC.METRICS["acc_paper_avg"].stderr(records) > 0
     # records of a frames run have no grid: the paper accuracies are undefined there, not zero
     frames_only = [dict(r, interference_correct=[], accuracy="frames") for r in records]
     assert SC.agg_acc_paper_avg(frames_only) != SC.agg_acc_paper_avg(frames_only)  # NaN
@@ -125,7 +125,7 @@ def test_cost_totals():
             "interference": {"requests": 35, "tokens": 900}}
     records = [_record("P1", P1_GRIDS[0], [1, 0], cost=cost)] * 2
     assert SC.agg_cost_anchor_requests(records) == 26 and SC.agg_cost_paper_tokens(records) == 1800
-    assert SC.agg_cost_anchor_requests.stderr is None
+    assert SC.METRICS["cost_anchor_requests"].stderr_function is None
     assert SC.agg_cost_anchor_tokens([dict(r, cost=None) for r in records]) != SC.agg_cost_anchor_tokens([])  # NaN != NaN
 
 
@@ -134,7 +134,7 @@ def test_a_budgeted_run_of_every_fact_estimates_the_plain_values():
     """The budget's estimators (``scoring.monitor.budget_units``: the R x M grid and the cost counts) give the
     plain aggregations when every fact is drawn, and a cost total the sum over facts."""
     from belief_tasks.families import MONITOR
-    from belief_tasks.scoring import budgeted
+    from belief_tasks.scoring.wiring import Aggregation
 
     cost = {"anchors": {"requests": 13, "tokens": 200}, "answers": {"requests": 8, "tokens": 150},
             "interference": {"requests": 35, "tokens": 900}}
@@ -142,9 +142,9 @@ def test_a_budgeted_run_of_every_fact_estimates_the_plain_values():
     records = [dict(_record(rel, grid, [1, 0], cost=cost), fact_id=f"{rel}_{i}", budget=1.0, population=2, drawn=2)
                for i in range(2) for rel, grid in ((rel, grids[rel][i]) for rel in grids)]
     for name in (*SC.PAPER_ACCURACY_METRICS, "acc_avg", "cost_paper_tokens"):
-        agg = budgeted.budget_aware(MONITOR.budgeted, name, SC.METRICS[name].aggregation)
+        agg = Aggregation(name, SC.METRICS[name], MONITOR.budgeted)
         assert agg(records) == pytest.approx(SC.METRICS[name].aggregation(records), rel=1e-12), name
-    assert budgeted.budget_aware(MONITOR.budgeted, "cost_anchor_requests", SC.agg_cost_anchor_requests)(records) == 52
+    assert Aggregation("cost_anchor_requests", SC.METRICS["cost_anchor_requests"], MONITOR.budgeted)(records) == 52
 
 
 # --------------------------------------------------------------------------- requests and records (real tokenizer)

@@ -30,8 +30,9 @@ from belief_tasks import budget, harness, options, preflight, seeding, truncatio
 from belief_tasks.budget import Draw
 from belief_tasks.families import FAMILIES, budget_estimators, knob_names
 from belief_tasks.options import COMMON, MODEL_ARGS, Knob, KnobError, Options, parse_options
-from belief_tasks.scoring.budgeted import INTERVAL_SUFFIX, budget_aware, interval_metric, missing
-from belief_tasks.scoring.common import Metric, logged_once, on_records
+from belief_tasks.scoring import wiring
+from belief_tasks.scoring.budgeted import missing
+from belief_tasks.scoring.common import Metric, logged_once
 from belief_tasks.schema import Fact, FactSet, sampling_key
 from belief_tasks.sources import SOURCE_KNOBS
 
@@ -76,10 +77,10 @@ class BeliefTask(ConfigurableTask):
         #: model arguments hands them over first (``declare_model_args``)
         self.unknown_key = unknown_key(cfg.get("metadata"), self.KNOBS)
         cfg["metadata"] = {**(cfg.get("metadata") or {}), **stamp(cfg, self.FAMILY)}
-        if "metric_list" not in cfg:  # the family's METRICS wire the task: no YAML repeats them
-            cfg["metric_list"] = [{"metric": name, "aggregation": m.aggregation, "higher_is_better": m.higher_is_better}
-                                  for name, m in self.metric_table(cfg).items()]
-        cfg["metric_list"] = [*cfg["metric_list"], *interval_entries(self.FAMILY, cfg["metric_list"], self._options)]
+        # the family's METRICS wire the task (no YAML repeats them), with a budgeted run's intervals
+        cfg["metric_list"] = wiring.metric_list(self.FAMILY, self.metric_table(cfg), budget_estimators(self.FAMILY),
+                                                self._options.budget is not None)
+        self._intervals = wiring.intervals_of(cfg["metric_list"])
         if self.SCORES_ITSELF:
             cfg["process_results"] = _scored_by_task
         super().__init__(config=cfg, **kwargs)
@@ -107,22 +108,12 @@ class BeliefTask(ConfigurableTask):
             self.config.metadata["budget_design"] = self.draw.summary()
         return None
 
-    def aggregation(self) -> dict:
-        """The YAML's aggregations, each made budget-aware (``scoring.budgeted``): unchanged on a full run, the
-        estimate of the full-data value with its interval on a budgeted run's records."""
-        if getattr(self, "_budget_aware", None) is None:
-            est = budget_estimators(self.FAMILY)
-            self._budget_aware = {m: fn if hasattr(fn, "interval_of") else budget_aware(est, m, on_records(fn))
-                                  for m, fn in super().aggregation().items()}
-        return self._budget_aware
-
     def process_results(self, doc: dict, results: list) -> dict:
         """The doc's metric values (``score_doc``), its record written once in the samples file: under the
         first metric, and a ``SameRecord`` reference under the others (``scoring.common.logged_once``). On a
-        budgeted run each ``<metric>_ci95`` reads the record of its metric (``interval_entries``)."""
+        budgeted run each ``<metric>_ci95`` reads the record of its metric (``scoring.wiring.IntervalOf``)."""
         values = self.score_doc(doc, results)
-        for name, fn in self.aggregation().items():
-            of = getattr(fn, "interval_of", None)
+        for name, of in self._intervals.items():
             if of in values:
                 values[name] = values[of]
         return logged_once(values)
@@ -258,17 +249,6 @@ def check_budget(opts: Options, family: str | None = None, *, limit: float | Non
     if limit is not None:
         raise KnobError("budget", f"task {task}: a budget cannot be combined with --limit {limit:g}: a budgeted "
                         "run evaluates every fact the budget draws (the budget is the way to run fewer)")
-
-
-def interval_entries(family: str, metric_list: Sequence[Mapping[str, Any]], opts: Options) -> list[dict]:
-    """On a budgeted run, a ``metric_list`` entry ``<metric>_ci95`` for each metric with a budgeted statistic:
-    its 95 % interval, [low, high] in the results JSON (``scoring.budgeted.interval_metric``); [] otherwise."""
-    est = budget_estimators(family)
-    if est is None or opts.get("budget") is None:
-        return []
-    return [{"metric": e["metric"] + INTERVAL_SUFFIX, "aggregation": interval_metric(est, e["metric"]),
-             "higher_is_better": e.get("higher_is_better", True)}
-            for e in metric_list if e["metric"] in est.statistics]
 
 
 def probe(name: str, dataset: str) -> Callable[[Callable], Callable]:
