@@ -24,7 +24,7 @@ from typing import Mapping
 import numpy as np
 
 from belief_tasks import budget
-from belief_tasks.metrics.intervals import Design, Statistic, Totals, Units, intervals, t_quantile, totals
+from belief_tasks.metrics.intervals import Design, StatisticFn, Totals, Units, intervals, t_quantile, totals
 from belief_tasks.scoring.common import Metric, budget_statistics, not_estimable
 
 BUDGETS = (0.01, 0.05, 0.2)
@@ -37,7 +37,7 @@ class Population:
     name: str
     family: str
     units: Units
-    statistics: Mapping[str, Statistic]
+    statistics: Mapping[str, StatisticFn]
     not_estimable: tuple = ()
     note: str = ""
     _truth: dict = field(default_factory=dict)
