@@ -280,43 +280,36 @@ def install_tasks_before_model(on_bad_input: Callable[[BaseException, str], None
                 checks.declare_model_args(built["tasks"].values(), model_args)
                 checks.check_knobs_read(self.metadata, built["tasks"].values(), model_args)
             except (SchemaError, DataSourceError) as e:
-                on_bad_input(e, _task_of(e))
+                on_bad_input(e, e.task)  # the task being built, named by BeliefTask (tasks.base.building)
                 raise
             try:
                 checks.check_budget_without_limit(built["tasks"], self.limit)
             except KnobError as e:
                 on_bad_input(e, "")
                 raise
-            _serve_once(manager, list(self.tasks), built)
-            return manager
+            return BuiltTasks(manager, list(self.tasks), built)
 
         return process_tasks
 
     _patch(EvaluatorConfig, "process_tasks", make, "building tasks before the model (belief-eval)")
 
 
-def _serve_once(manager, tasks: list, built) -> None:
-    """Make ``manager.load(tasks)`` return ``built`` the first time it is asked for the same tasks."""
-    load = manager.load
+class BuiltTasks:
+    """The task manager that lm-eval's ``run`` hands to ``simple_evaluate``, holding the tasks ``belief-eval`` has
+    already built: ``simple_evaluate`` asks ``load(tasks)`` for the command's task list once, and gets them
+    (nothing is built twice); any other call, and everything else, is the wrapped ``TaskManager``'s own."""
 
-    def load_once(requested, *args, **kwargs):
-        manager.load = load
-        if list(requested) == tasks and not args and not kwargs:
+    def __init__(self, manager: Any, tasks: list, built: dict) -> None:
+        self._manager, self._tasks, self._built = manager, tasks, built
+
+    def load(self, requested, *args, **kwargs):
+        if self._built is not None and list(requested) == self._tasks and not args and not kwargs:
+            built, self._built = self._built, None
             return built
-        return load(requested, *args, **kwargs)
+        return self._manager.load(requested, *args, **kwargs)
 
-    manager.load = load_once
-
-
-def _task_of(error: BaseException) -> str:
-    """The task being built when ``error`` was raised (from the traceback's frames), or ""."""
-    tb, name = error.__traceback__, ""
-    while tb is not None:
-        config = tb.tb_frame.f_locals.get("config")
-        if isinstance(config, dict) and isinstance(config.get("task"), str):
-            name = config["task"]
-        tb = tb.tb_next
-    return name
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._manager, name)
 
 
 # --- 7. the evaluated model, while requests are built ------------------------------------------------

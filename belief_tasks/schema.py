@@ -33,7 +33,10 @@ TemplateKind = Literal["statement", "question"]
 
 
 class SchemaError(ValueError):
-    """Bad input data. The message names the file, the row and the field."""
+    """Bad input data. The message names the file, the row and the field; ``task`` the task being built when it was
+    raised (set by ``tasks.base.BeliefTask``: "" outside one)."""
+
+    task: str = ""
 
     def __init__(self, message: str, *, file: str | None = None, row: int | str | None = None, field: str | None = None):
         where = []

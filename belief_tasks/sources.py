@@ -25,7 +25,10 @@ from belief_tasks.options import Knob, KnobError
 
 
 class DataSourceError(RuntimeError):
-    """A dataset could not be found where the run asked for it."""
+    """A dataset could not be found where the run asked for it; ``task``: the task being built when it was raised
+    (set by ``tasks.base.BeliefTask``: "" outside one)."""
+
+    task: str = ""
 
 
 @dataclass(frozen=True)

@@ -329,7 +329,7 @@ def check(task, lm) -> Truncation | None:
             raise ServerContextError(name, len(refused), len(lengths), max(refused), ctx.server, ctx.max_length)
     if not cut.truncated and not ctx.source:
         return cut
-    allowed = bool(task.options.get(KNOB))
+    allowed = task.options.allow_truncation
     if cut.truncated:
         ll = [i.args[0] for i in task.instances if i.request_type == "loglikelihood"]
         causal = getattr(model_behind_cache(lm), "request_tokens", None) is None  # hf-mlm measures (and cuts) its own

@@ -55,7 +55,7 @@ def task_keys(task: str, metadata: dict) -> dict[str, FactKey]:
 
     module, build = {"belief_bear": (bear, bear.bear_dataset), "belief_iclke_bear": (iclke, iclke.iclke_bear),
                      "belief_monitor": (monitor, monitor.fktc_dataset)}[task]
-    docs = build(parse_options(module.KNOBS, metadata))["test"]
+    docs = build(parse_options(module.OPTIONS, metadata))["test"]
     return {d["fact_id"]: FactKey.from_record(unpack(d, "fact_key")) for d in docs}
 
 

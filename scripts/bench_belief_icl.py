@@ -48,7 +48,7 @@ def main() -> None:
     belief_tasks.install()  # our backends and hooks
     from belief_tasks.model import default_model_path
     from belief_tasks.options import parse_options
-    from belief_tasks.tasks.belief_icl import KNOBS, build_docs, prompts_of, sampling_kwargs
+    from belief_tasks.tasks.belief_icl import OPTIONS, build_docs, prompts_of, sampling_kwargs
     from lm_eval.api.instance import Instance
     from lm_eval.models.huggingface import HFLM
 
@@ -58,7 +58,7 @@ def main() -> None:
     report: dict = {"model": default_model_path().name, "batch_size": args.batch_size,
                     "torch_threads": torch.get_num_threads(), "prompts_per_task": args.prompts, "tasks": {}}
     for style, context in TASKS:
-        meta = parse_options(KNOBS, {"source": "sample", "confidence_samples": 0})
+        meta = parse_options(OPTIONS, {"source": "sample", "confidence_samples": 0})
         docs = [p for d in build_docs(style, context, meta) for p in prompts_of(d, meta)]  # one per prompt
         pairs = len({d["fact_id"] for d in docs})
         step = max(1, len(docs) // args.prompts)

@@ -222,34 +222,34 @@ def test_consistent_answer_idx_and_obj_id_load(tmp_path):
 def test_a_bad_knob_value_names_the_knob_and_what_it_accepts(metadata, knob, says):
     from belief_tasks.options import KnobError
     from belief_tasks.tasks.base import check_metadata
-    from belief_tasks.tasks.belief_icl import KNOBS
+    from belief_tasks.tasks.belief_icl import OPTIONS
 
     with pytest.raises(KnobError) as err:
-        check_metadata(metadata, KNOBS)
+        check_metadata(metadata, OPTIONS)
     assert err.value.knob == knob and says in str(err.value) and f"--metadata key {knob!r}" in str(err.value)
 
 
 def test_a_misspelt_knob_is_refused_with_the_closest_name():
     from belief_tasks.options import KnobError
     from belief_tasks.tasks.base import check_metadata
-    from belief_tasks.tasks.belief_icl import KNOBS
+    from belief_tasks.tasks.belief_icl import OPTIONS
 
     model_args = frozenset({"pretrained", "dtype"})  # the run's model-argument keys, as belief-eval hands them over
     with pytest.raises(KnobError, match="did you mean 'max_facts_per_relation'"):
-        check_metadata({"max_facts_per_relaton": 3, "pretrained": "m", "dtype": "float32"}, KNOBS, model_args=model_args)
-    assert check_metadata({"max_facts_per_relation": 3, "pretrained": "m", "dtype": "float32", "version": 1.0}, KNOBS,
+        check_metadata({"max_facts_per_relaton": 3, "pretrained": "m", "dtype": "float32"}, OPTIONS, model_args=model_args)
+    assert check_metadata({"max_facts_per_relation": 3, "pretrained": "m", "dtype": "float32", "version": 1.0}, OPTIONS,
                           model_args=model_args) is None
     with pytest.raises(KnobError, match="'dtype': unknown key"):  # not declared: not a model argument of this run
-        check_metadata({"dtype": "float32"}, KNOBS, model_args=frozenset({"pretrained"}))
+        check_metadata({"dtype": "float32"}, OPTIONS, model_args=frozenset({"pretrained"}))
     # one --metadata serves every task of a command: another family's knob is not unknown here
     from belief_tasks.tasks import bear
 
-    assert check_metadata({"confidence_samples": 2, "templates": "0", "pretrained": "m"}, bear.KNOBS,
+    assert check_metadata({"confidence_samples": 2, "templates": "0", "pretrained": "m"}, bear.OPTIONS,
                           model_args=model_args) is None
     # a bare lm_eval cannot tell a model argument from a knob: the task gets the error back to warn of
-    found = check_metadata({"max_facts_per_relaton": 3}, KNOBS)
+    found = check_metadata({"max_facts_per_relaton": 3}, OPTIONS)
     assert isinstance(found, KnobError) and "did you mean 'max_facts_per_relation'" in str(found)
-    assert check_metadata({"dtype": "float32"}, KNOBS) is None  # a keyword of lm-eval's hf: a model argument
+    assert check_metadata({"dtype": "float32"}, OPTIONS) is None  # a keyword of lm-eval's hf: a model argument
 
 
 def test_conflicting_sources_are_refused():

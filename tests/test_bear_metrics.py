@@ -135,5 +135,5 @@ def test_mean_docs_carry_token_counts(model_path):
 
     md = {"source": "sample", "relations": "P36", "max_facts_per_relation": 1, "templates": "0",
           "reduction": "mean", "pretrained": str(model_path)}
-    (d,) = T.build_docs(load_facts("bear", md), parse_options(T.KNOBS, md))
+    (d,) = T.build_docs(load_facts("bear", md), parse_options(T.OPTIONS, md))
     assert d["reduction"] == "mean" and len(d["n_tokens"]) == len(d["options"]) and min(d["n_tokens"]) >= 5

@@ -85,7 +85,7 @@ def test_every_task_reports_exactly_its_family_table():
         cfg = load_yaml(path)
         cls = cfg["class"]
         task = cls.__new__(cls)
-        task._options = read_options({}, cls.KNOBS, cls.FAMILY)  # what BeliefTask.__init__ parses first
+        task._options = read_options({}, cls.OPTIONS, cls.FAMILY)  # what BeliefTask.__init__ parses first
         table = task.metric_table({"metadata": {}})
         if cls.FAMILY == "belief_mlm":
             assert table is (BIAS_METRICS if "bias" in path.name else PROMPT_METRICS), path.name
@@ -97,12 +97,12 @@ def test_doc_tables_are_the_family_tables():
     assert doc_tables(ROOT) == []
 
 
-def test_every_family_has_a_report_section_and_a_glue_module():
-    from belief_tasks.tasks import glue_modules
-
-    assert set(family_sections()) == set(FAMILIES) == set(glue_modules())
+def test_every_family_has_a_report_section_and_task_classes_with_its_knobs():
+    assert set(family_sections()) == set(FAMILIES)
     assert all(mod.PROBES for mod in family_sections().values())
-    assert all(module.KNOBS is FAMILIES[name].knobs for name, module in glue_modules().items())
+    classes = {load_yaml(p)["class"] for p in _task_files(ROOT)}
+    assert all(cls.OPTIONS is FAMILIES[cls.FAMILY].options for cls in classes)
+    assert {cls.FAMILY for cls in classes} == set(FAMILIES)
 
 
 def test_a_missing_or_stale_doc_row_is_reported(tmp_path):

@@ -54,21 +54,21 @@ def test_r_x_m_prompts_of_six_and_seven_frame_relations(fktc_folder, rid, frames
 
 def test_docs_carry_the_grid_only_with_paper(fktc_folder, model_path):
     meta = {"fktc_path": str(fktc_folder), "pretrained": str(model_path)}
-    paper = {d["relation"]: d for d in T.fktc_dataset(parse_options(T.KNOBS, {**meta, "monitor_accuracy": "paper"}))["test"]}
+    paper = {d["relation"]: d for d in T.fktc_dataset(parse_options(T.OPTIONS, {**meta, "monitor_accuracy": "paper"}))["test"]}
     grid = json.loads(paper["P264"]["interference"])
     assert len(grid) == 30 and grid[7] == {"frame": "P264_f1", "negative": 2,
                                            "text": "Question: Domino. Which label signed The Example Band?\nAnswer:"}
-    frames = T.fktc_dataset(parse_options(T.KNOBS, meta))["test"]
+    frames = T.fktc_dataset(parse_options(T.OPTIONS, meta))["test"]
     assert "interference" not in frames.to_list()[0]  # the default docs are what they were
 
 
 def test_knob_is_validated():
-    assert parse_options(T.KNOBS, {}).monitor_accuracy == "frames"
-    assert parse_options(T.KNOBS, {"monitor_accuracy": "PAPER"}).monitor_accuracy == "paper"
+    assert parse_options(T.OPTIONS, {}).monitor_accuracy == "frames"
+    assert parse_options(T.OPTIONS, {"monitor_accuracy": "PAPER"}).monitor_accuracy == "paper"
     with pytest.raises(KnobError, match="monitor_accuracy"):
-        parse_options(T.KNOBS, {"monitor_accuracy": "all"})
+        parse_options(T.OPTIONS, {"monitor_accuracy": "all"})
     with pytest.raises(KnobError, match="only_correct_primary"):
-        T.check_options(parse_options(T.KNOBS, {"monitor_accuracy": "none", "only_correct_primary": True}))
+        T.check_options(parse_options(T.OPTIONS, {"monitor_accuracy": "none", "only_correct_primary": True}))
 
 
 # --------------------------------------------------------------------------- accuracies by hand
@@ -152,9 +152,9 @@ def test_a_budgeted_run_of_every_fact_estimates_the_plain_values():
 
 def _doc_and_plan(fktc_folder, model_path, mode):
     meta = {"fktc_path": str(fktc_folder), "pretrained": str(model_path), "relations": "P264", "monitor_accuracy": mode}
-    doc = T.fktc_dataset(parse_options(T.KNOBS, meta))["test"].to_list()[0]
+    doc = T.fktc_dataset(parse_options(T.OPTIONS, meta))["test"].to_list()[0]
     codec = S.Codec(meta)
-    return doc, S.plan(doc, codec), codec, parse_options(T.KNOBS, meta)
+    return doc, S.plan(doc, codec), codec, parse_options(T.OPTIONS, meta)
 
 
 def test_requests_and_record_of_a_paper_fact(fktc_folder, model_path):

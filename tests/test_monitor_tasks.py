@@ -15,7 +15,7 @@ from belief_tasks.tasks import monitor_subwords as S
 
 def _docs(dataset, **metadata):
     """A MONITOR ``custom_dataset`` function's test docs, handed the knobs parsed as the task parses them."""
-    return dataset(parse_options(T.KNOBS, metadata))["test"]
+    return dataset(parse_options(T.OPTIONS, metadata))["test"]
 
 def test_metric_list_is_the_metric_table(model_path):
     """No YAML lists MONITOR's metrics: the task class wires ``scoring.monitor.METRICS``, in its order."""
@@ -56,17 +56,17 @@ def test_belief_monitor_is_fktc_and_takes_the_relations_knob(shared_data, model_
 
 
 def test_options_are_validated():
-    opts = parse_options(T.KNOBS, {"monitor_alpha": "0.5,0.25,0.25", "only_correct_primary": "true", "answer_format": "bare",
+    opts = parse_options(T.OPTIONS, {"monitor_alpha": "0.5,0.25,0.25", "only_correct_primary": "true", "answer_format": "bare",
                                    "monitor_route": "PER_TOKEN"})
     assert (opts.monitor_route, opts.monitor_alpha, opts.only_correct_primary) == ("per_token", (0.5, 0.25, 0.25), True)
     assert T.answer_format(opts) == "{prompt}"
-    assert parse_options(T.KNOBS, {}).monitor_alpha == (0.33, 0.33, 0.33)
+    assert parse_options(T.OPTIONS, {}).monitor_alpha == (0.33, 0.33, 0.33)
     for knob, bad in (("monitor_route", "beam"), ("monitor_alpha", "1,2"), ("monitor_alpha", "1,-1,0"),
                       ("only_correct_primary", "maybe")):
         with pytest.raises(KnobError, match=knob):
-            parse_options(T.KNOBS, {knob: bad})
+            parse_options(T.OPTIONS, {knob: bad})
     with pytest.raises(KnobError, match="answer_format"):
-        T.answer_format(parse_options(T.KNOBS, {"answer_format": "no placeholder"}))
+        T.answer_format(parse_options(T.OPTIONS, {"answer_format": "no placeholder"}))
 
 
 def test_no_tokenizer_or_unknown_relation_fails_before_model_time(model_path):

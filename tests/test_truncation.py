@@ -11,7 +11,7 @@ import json
 import pytest
 
 from belief_tasks import truncation
-from belief_tasks.options import COMMON, KnobError, parse_options
+from belief_tasks.options import KnobError, Options, parse_options
 from test_mlm_tiny import tiny_dir  # noqa: F401  (fixture)
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -28,10 +28,10 @@ def test_summary_of_lengths_by_hand():
 
 
 def test_allow_truncation_is_a_validated_common_knob():
-    assert parse_options(COMMON, {}).allow_truncation is False
-    assert parse_options(COMMON, {"allow_truncation": "true"}).allow_truncation is True
+    assert parse_options(Options, {}).allow_truncation is False
+    assert parse_options(Options, {"allow_truncation": "true"}).allow_truncation is True
     with pytest.raises(KnobError, match="'allow_truncation': 'maybe' is not true or false"):
-        parse_options(COMMON, {"allow_truncation": "maybe"})
+        parse_options(Options, {"allow_truncation": "maybe"})
 
 
 def test_refusal_names_the_task_the_longest_request_and_max_length():

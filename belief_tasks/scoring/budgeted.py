@@ -26,7 +26,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Callable, Mapping, Sequence
 
-from belief_tasks.metrics.intervals import Design, Interval, Statistic, Units, difference, intervals, paired
+from belief_tasks.metrics.intervals import Design, Interval, StatisticFn, Units, difference, intervals, paired
 from belief_tasks.scoring.common import Metric, budget_statistics, not_estimable, once, records_behind
 
 METHOD = "bootstrap"
@@ -41,7 +41,7 @@ class Estimators:
     hashed by identity: the memo of a run's estimates is keyed by the estimators (``estimates``)."""
 
     units: Callable[[list], Units]
-    statistics: Mapping[str, Statistic]
+    statistics: Mapping[str, StatisticFn]
     not_estimable: tuple[str, ...] = field(default=())
 
     @classmethod

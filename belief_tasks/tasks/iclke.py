@@ -9,7 +9,7 @@ Tasks (task_yamls/iclke/):
   test fact too, but option k of a fact is scored inside sequence k of its group,
   still as plain ``loglikelihood`` requests.
 
-``--metadata`` knobs: ``belief_tasks.families.ICLKE_KNOBS`` (the common ones, where ``max_facts_per_relation``
+``--metadata`` knobs: ``belief_tasks.families.IclkeOptions`` (the common ones, where ``max_facts_per_relation``
 caps *test* facts, plus the family's), and the data source's (``belief_tasks.sources``).
 
 Records, their scoring and the metric table: ``belief_tasks.scoring.iclke``.
@@ -20,9 +20,8 @@ from __future__ import annotations
 import logging
 
 from belief_tasks.data import load_facts
-from belief_tasks.families import ICLKE
+from belief_tasks.families import ICLKE, IclkeOptions
 from belief_tasks.metrics import iclke as iclke_metrics
-from belief_tasks.options import Options
 from belief_tasks.prompts import iclke as iclke_prompts
 from belief_tasks.schema import FactSet, fact_key
 from belief_tasks.scoring.iclke import METRICS
@@ -31,10 +30,10 @@ from belief_tasks.tasks.base import BeliefTask, DocList, Selection, as_split, ch
 
 log = logging.getLogger(__name__)
 
-KNOBS = ICLKE.knobs
+OPTIONS = IclkeOptions
 
 
-def params(opts: Options) -> iclke_prompts.Params:
+def params(opts: IclkeOptions) -> iclke_prompts.Params:
     """The prompt layer's parameters from the parsed knobs."""
     return iclke_prompts.Params(seed=opts.seed, n_examples=opts.n_examples, max_options=opts.max_options, demos=opts.demos,
                     eic_lead=opts.eic_lead, eic_every=opts.eic_every)
@@ -43,7 +42,7 @@ def params(opts: Options) -> iclke_prompts.Params:
 # ---------------------------------------------------------------- docs
 
 
-def _splits(fs: FactSet, opts: Options) -> tuple[list[tuple], Selection]:
+def _splits(fs: FactSet, opts: IclkeOptions) -> tuple[list[tuple], Selection]:
     """(relation, train facts, selected test facts, the relation's test population) per relation with both, and
     the selection of test facts (``select_facts``: drawn once over every such relation, with the budget's draw)."""
     check_relations(fs, opts.relations)
@@ -62,7 +61,7 @@ def _splits(fs: FactSet, opts: Options) -> tuple[list[tuple], Selection]:
     return [(rel, train, chosen.get(rel.id, []), population.get(rel.id, [])) for rel, train, _ in kept], selection
 
 
-def _base_doc(fact, rel, options, gold_index, opts: Options, method: str) -> dict:
+def _base_doc(fact, rel, options, gold_index, opts: IclkeOptions, method: str) -> dict:
     return {
         "fact_id": fact.id,
         "relation": fact.relation,
@@ -76,7 +75,7 @@ def _base_doc(fact, rel, options, gold_index, opts: Options, method: str) -> dic
     }
 
 
-def iclke_docs(fs: FactSet, opts: Options) -> DocList:
+def iclke_docs(fs: FactSet, opts: IclkeOptions) -> DocList:
     """One doc per test fact: σ(x, r) (eq. 1) and its option set; with the budget's draw (``DocList.draw``)."""
     fmt, par = iclke_prompts.pair_format(opts.format or iclke_prompts.DEFAULT_FORMAT["iclke"]), params(opts)
     docs = []
@@ -92,7 +91,7 @@ def iclke_docs(fs: FactSet, opts: Options) -> DocList:
     return DocList(docs, selection.draw)
 
 
-def eiclke_docs(fs: FactSet, opts: Options) -> DocList:
+def eiclke_docs(fs: FactSet, opts: IclkeOptions) -> DocList:
     """One doc per test fact, carrying its group's sequence up to its slot (appendix F).
 
     Under a budget the groups are those of the full run (formed over every test fact of the relation)
@@ -112,27 +111,27 @@ def eiclke_docs(fs: FactSet, opts: Options) -> DocList:
     return DocList(docs, selection.draw)
 
 
-def _dataset(dataset: str, build, opts: Options):
+def _dataset(dataset: str, build, opts: IclkeOptions):
     return as_split(build(load_facts(dataset, opts.metadata), opts))
 
 
 @probe("belief_iclke", "trex_mc")
-def iclke_trex_mc(opts: Options):
+def iclke_trex_mc(opts: IclkeOptions):
     return _dataset("trex_mc", iclke_docs, opts)
 
 
 @probe("belief_iclke_bear", "bear_big")
-def iclke_bear(opts: Options):
+def iclke_bear(opts: IclkeOptions):
     return _dataset("bear_big", iclke_docs, opts)
 
 
 @probe("belief_eiclke", "trex_mc")
-def eiclke_trex_mc(opts: Options):
+def eiclke_trex_mc(opts: IclkeOptions):
     return _dataset("trex_mc", eiclke_docs, opts)
 
 
 @probe("belief_eiclke_bear", "bear_big")
-def eiclke_bear(opts: Options):
+def eiclke_bear(opts: IclkeOptions):
     return _dataset("bear_big", eiclke_docs, opts)
 
 
@@ -160,11 +159,11 @@ def eic_context(doc, k: int) -> str:
     return fmt.render(iclke_prompts.eic_pairs(unpack(doc, "examples"), unpack(doc, "prior"), k), doc["subject"])
 
 
-class IclkeTask(BeliefTask):
+class IclkeTask(BeliefTask[IclkeOptions]):
     """``belief_iclke*``: a ``multiple_choice`` task, every option after the same σ(x, r)."""
 
     FAMILY = ICLKE.name
-    KNOBS = KNOBS
+    OPTIONS = OPTIONS
     WHOLE_CONTEXT = "its in-context examples"
 
 
