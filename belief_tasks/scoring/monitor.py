@@ -24,7 +24,7 @@ from belief_tasks.scoring.common import Metric, NoStderr, once
 
 MAX_FRAMES = 7  # FKTC: 7 frames, 6 for P264 and P276
 BOOTSTRAP_ITERS = 100
-#: the ``monitor_accuracy`` knob (``belief_tasks.families.MONITOR_KNOBS``), stamped into each record as
+#: the ``monitor_accuracy`` knob (``belief_tasks.families.MonitorOptions``), stamped into each record as
 #: ``accuracy``: which greedy answers a fact gets besides its anchors
 ACCURACY_MODES = ("frames", "paper", "none")
 
@@ -185,10 +185,13 @@ def _aggregation(metric: str):
 #: metric -> (its aggregation over records, its standard error)
 AGGREGATIONS = {metric: _aggregation(metric) for metric in STATISTICS}
 (agg_monitor, agg_pfd, agg_ird, agg_primary_prob, agg_frame_prob, agg_negative_prob, agg_acc_avg, agg_acc_max,
- agg_acc_min, agg_acc_positive, agg_acc_relation_max, agg_acc_relation_min, agg_acc_frame_0, agg_acc_frame_1,
- agg_acc_frame_2, agg_acc_frame_3, agg_acc_frame_4, agg_acc_frame_5, agg_acc_frame_6, agg_acc_paper_avg,
- agg_acc_paper_max, agg_acc_paper_min, agg_acc_paper_relation_max, agg_acc_paper_relation_min) = (
-    agg for agg, _ in AGGREGATIONS.values())
+ agg_acc_min, agg_acc_positive, agg_acc_relation_max, agg_acc_relation_min, agg_acc_paper_avg, agg_acc_paper_max,
+ agg_acc_paper_min, agg_acc_paper_relation_max, agg_acc_paper_relation_min) = (AGGREGATIONS[m][0] for m in (
+    "monitor", "pfd", "ird", "primary_prob", "frame_prob", "negative_prob", "acc_avg", "acc_max", "acc_min",
+    "acc_positive", "acc_relation_max", "acc_relation_min", "acc_paper_avg", "acc_paper_max", "acc_paper_min",
+    "acc_paper_relation_max", "acc_paper_relation_min"))
+agg_acc_frame_0, agg_acc_frame_1, agg_acc_frame_2, agg_acc_frame_3, agg_acc_frame_4, agg_acc_frame_5, agg_acc_frame_6 = (
+    AGGREGATIONS[m][0] for m in FRAME_METRICS)
 
 
 def _cost_aggregation(group: str, field: str):
