@@ -22,9 +22,8 @@ from belief_tasks.prompts import monitor as monitor_prompts
 from belief_tasks.prompts.bear import SCORING_MODES
 from belief_tasks.prompts.belief_mlm import TEMPLATE_SETS as MLM_TEMPLATE_SETS
 from belief_tasks.requests import SUBWORD_ROUTES
-from belief_tasks.scoring import bear, belief_icl, belief_mlm, iclke, monitor
+from belief_tasks.scoring import bear, belief_icl, belief_mlm, iclke, monitor, wiring
 from belief_tasks.scoring.budgeted import Estimators
-from belief_tasks.scoring import wiring
 from belief_tasks.scoring.common import Metric
 from belief_tasks.scoring.wiring import Aggregation
 

@@ -71,7 +71,8 @@ DATASETS: dict[str, DatasetInfo] = {
     ),
     "trex_mc": DatasetInfo(
         "trex_mc", "T-REx-MC", "QinyuanWu/T-Rex-MC",
-        layout="a folder saved with datasets.save_to_disk, or train/test .parquet/.jsonl/.csv files in the hub's column layout",
+        layout="a folder saved with datasets.save_to_disk, or train/test .parquet/.jsonl/.csv files in the hub's "
+               "column layout",
     ),
 }
 

@@ -46,11 +46,12 @@ def main() -> None:
         torch.set_num_threads(args.threads)
     import belief_tasks
     belief_tasks.install()  # our backends and hooks
+    from lm_eval.api.instance import Instance
+    from lm_eval.models.huggingface import HFLM
+
     from belief_tasks.model import default_model_path
     from belief_tasks.options import parse_options
     from belief_tasks.tasks.belief_icl import OPTIONS, build_docs, prompts_of, sampling_kwargs
-    from lm_eval.api.instance import Instance
-    from lm_eval.models.huggingface import HFLM
 
     lm = HFLM(pretrained=str(default_model_path()), dtype="float32", device="cpu", batch_size=args.batch_size)
     greedy_kwargs = {"until": ["\n"], "do_sample": False, "max_gen_toks": 16}
@@ -64,7 +65,7 @@ def main() -> None:
         step = max(1, len(docs) // args.prompts)
         chosen = docs[::step][: args.prompts]
 
-        def reqs(kwargs_of):
+        def reqs(kwargs_of, chosen=chosen):
             return [Instance("generate_until", d, (d["prompt"], kwargs_of(i)), idx=0) for i, d in enumerate(chosen)]
 
         g_wall, g_cpu = timed(lm, reqs(lambda i: dict(greedy_kwargs)))

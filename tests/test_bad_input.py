@@ -19,7 +19,6 @@ from belief_tasks.data.trex_mc import load_trex_mc
 from belief_tasks.schema import SchemaError
 from belief_tasks.sources import Source
 
-
 # ---------------------------------------------------------------- good fixtures
 
 def bear_folder(tmp: Path, *, templates=None, space=None, rows=None, raw_rows: str | None = None) -> Path:
@@ -301,7 +300,7 @@ def test_belief_eval_refuses_bad_input_before_loading_the_model(tmp_path, metada
     out = run_cli(["--model", "hf", "--model_args", f"pretrained={tmp_path / 'no-model'}", "--tasks", task,
                    "--metadata", json.dumps(metadata), "--output_path", str(tmp_path / "out"), *extra], timeout=300)
     assert out.returncode == 2, out.stderr[-3000:]
-    lines = [l for l in out.stderr.splitlines() if l.startswith("belief-eval:")]
+    lines = [line for line in out.stderr.splitlines() if line.startswith("belief-eval:")]
     assert len(lines) == 1 and says in lines[0], out.stderr[-3000:]
     assert "stopped before loading the model" in lines[0]
     assert "Traceback" not in out.stderr and "no-model" not in lines[0]

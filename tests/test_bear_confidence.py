@@ -134,8 +134,9 @@ def test_equal_to_lm_pub_quiz_on_random_scores():
 def test_report_calibration_view(tmp_path):
     """belief-report's BEAR section: the confidence table (checked against the results JSON), per relation,
     the average softmax vectors and the reliability bins, on the hand relation above."""
-    from belief_tasks.report import build_report
     from test_report_synthetic import bear_record, close, read_csv, write_run
+
+    from belief_tasks.report import build_report
 
     records = [bear_record("R1", f"f{i}", 0, s, g, "1:1", ["Geo"]) for i, (s, g) in enumerate(zip(SCORES, GOLDS))]
     hand = {"bear": 0.5, "confidence": 0.55, "margin_incorrect": 0.4, "brier": (BRIER_A + BRIER_B) / 2}
@@ -160,7 +161,6 @@ def test_a_budgeted_run_of_every_fact_estimates_the_plain_values():
     normaliser depends on which facts a sample holds, so a budgeted run reports it as NaN, with no standard
     error or interval."""
     from belief_tasks.families import BEAR
-    from belief_tasks.scoring import budgeted
 
     rng = np.random.default_rng(2)
     records = []

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from belief_tasks.prompts.bear import SCORING_MODES, capitalize, option_requests, statement
 from belief_tasks.options import KnobError, parse_options
+from belief_tasks.prompts.bear import SCORING_MODES, capitalize, option_requests, statement
 from belief_tasks.tasks.bear import OPTIONS, build_docs, requests_of
 
 

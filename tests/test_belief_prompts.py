@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from belief_tasks.options import parse_options
 from belief_tasks.prompts import belief as P
 from belief_tasks.schema import Entity, Fact, SchemaError, Template
-from belief_tasks.options import parse_options
 from belief_tasks.tasks.belief_icl import OPTIONS, build_docs, prompts_of
 
 # The appendix's P361-like relation ("part of") and its facts.
@@ -197,7 +197,9 @@ def test_documents_hold_demonstrations_from_their_relation_and_one_sampled_promp
         assert d["prompt"].count("\nQ: ") == 5 and d["prompt"].count("\nA: ") == 4
     # same sampled prompts for every context of a style (comparable Ovconf)
     other = prompts("mp", "zeroshot", meta)
-    key = lambda ds: {(d["fact_id"], d["template_id"], d["subject_form"]) for d in ds if d["n_samples"]}
+    def key(ds):
+        return {(d["fact_id"], d["template_id"], d["subject_form"]) for d in ds if d["n_samples"]}
+
     assert key(other) == key(docs)
     assert not any(d["n_samples"] for d in prompts("mp", "zeroshot", {**SAMPLE, "confidence_samples": 0}))
 

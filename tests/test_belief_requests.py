@@ -99,8 +99,9 @@ def test_sample_requests_have_distinct_cache_keys_and_identical_outputs():
 def _task(name: str, metadata: dict):
     import belief_tasks
     belief_tasks.install()  # our backends and hooks
-    from belief_tasks.paths import task_yamls_dir
     from lm_eval.tasks import TaskManager
+
+    from belief_tasks.paths import task_yamls_dir
 
     tm = TaskManager(include_path=str(task_yamls_dir()), include_defaults=False, metadata={"source": "sample", **metadata})
     return tm.load([name])["tasks"]

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from test_report_synthetic import read_csv, write_run
 
-from belief_tasks.report import build_report
 from belief_tasks.families import BEAR
+from belief_tasks.report import build_report
 from belief_tasks.scoring import budgeted
 from belief_tasks.scoring.bear import METRICS
 from belief_tasks.scoring.wiring import Aggregation
-from test_report_synthetic import read_csv, write_run
 
 POPULATION = {"P1": 40, "P2": 12}
 

@@ -39,7 +39,7 @@ def write_bear(folder: Path, rows, answer_space: bool) -> Path:
         meta["answer_space_labels"] = [r[4] for r in rows]
         meta["answer_space_ids"] = [r[3] for r in rows]
     (folder / "metadata_relations.json").write_text(json.dumps({"P36": meta}))
-    lines = [{"sub_id": s, "sub_label": l, "sub_aliases": a, "obj_id": oi, "obj_label": o} for s, l, a, oi, o in rows]
+    lines = [{"sub_id": s, "sub_label": lab, "sub_aliases": a, "obj_id": oi, "obj_label": o} for s, lab, a, oi, o in rows]
     (folder / "P36.jsonl").write_text("\n".join(json.dumps(x) for x in lines))
     return folder
 

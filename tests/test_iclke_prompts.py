@@ -11,12 +11,11 @@ import json
 import pytest
 
 from belief_tasks.data import load_facts
+from belief_tasks.options import KnobError, parse_options
 from belief_tasks.prompts import iclke as P
 from belief_tasks.schema import Entity, Fact, Relation
 from belief_tasks.tasks import iclke as T
-from belief_tasks.options import KnobError, parse_options
 from belief_tasks.tasks.base import unpack
-
 
 # ---------------------------------------------------------------- pure rendering
 
@@ -143,7 +142,7 @@ def test_bear_eic_groups(bear_md):
         groups.setdefault(d["group"], []).append(d)
     assert sum(len(g) for g in groups.values()) == len(docs) == 97 + 585 - min(100, 585 // 2)
     by_id = {f.id: f for f in fs.facts}
-    for gid, members in groups.items():
+    for members in groups.values():
         # P36: 97 training facts -> lead 48, a test fact every 5 -> 10 slots
         assert len(members) <= 10
         subjects = set().union(*(P.subject_keys(by_id[d["fact_id"]]) for d in members))

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from lm_eval.tasks._yaml_loader import load_yaml  # tests may read lm-eval's YAML loader; the product does not
 
 from belief_tasks.families import FAMILIES
 from belief_tasks.report import family_sections
+
 from harness import ROOT
 from layout_checks import _task_files, doc_tables, metric_wiring
 

@@ -19,8 +19,9 @@ def _docs(dataset, **metadata):
 
 def test_metric_list_is_the_metric_table(model_path):
     """No YAML lists MONITOR's metrics: the task class wires ``scoring.monitor.METRICS``, in its order."""
-    from belief_tasks.paths import task_yamls_dir
     from lm_eval.tasks import TaskManager
+
+    from belief_tasks.paths import task_yamls_dir
 
     meta = {"source": "sample", "pretrained": str(model_path), "relations": "P36", "max_facts_per_relation": 1}
     task = TaskManager(include_path=str(task_yamls_dir()), include_defaults=False,
@@ -33,8 +34,9 @@ def test_metric_list_is_the_metric_table(model_path):
 
 
 def test_tasks_are_indexed():
-    from belief_tasks.paths import task_yamls_dir
     from lm_eval.tasks import TaskManager
+
+    from belief_tasks.paths import task_yamls_dir
 
     names = set(TaskManager(include_path=str(task_yamls_dir()), include_defaults=False).all_tasks)
     assert {"belief_monitor", "belief_monitor_sample", "belief_demo_monitor"} <= names
@@ -42,8 +44,9 @@ def test_tasks_are_indexed():
 
 
 def test_belief_monitor_is_fktc_and_takes_the_relations_knob(shared_data, model_path):
-    from belief_tasks.paths import task_yamls_dir
     from lm_eval.tasks import TaskManager
+
+    from belief_tasks.paths import task_yamls_dir
 
     meta = {"fktc_path": str(shared_data / "fktc"), "pretrained": str(model_path)}
     task = TaskManager(include_path=str(task_yamls_dir()), include_defaults=False, metadata=meta).load(["belief_monitor"])["tasks"]["belief_monitor"]

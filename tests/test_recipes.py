@@ -106,8 +106,9 @@ from belief_tasks.families import IclkeOptions
 from belief_tasks.tasks import bear
 from belief_tasks.tasks.base import check_metadata
 md = {"source": "sample", "relations": "P36", "max_facts_per_relation": 1, "templates": "0", "toy_knob": "5"}
-out = {"read": options.parse_options(bear.OPTIONS, md).toy_knob, "default": options.parse_options(bear.OPTIONS, {}).toy_knob,
-       "docs": len(bear.build_docs(load_facts("bear", md), options.parse_options(bear.OPTIONS, md)))}
+read = lambda metadata: options.parse_options(bear.OPTIONS, metadata)
+out = {"read": read(md).toy_knob, "default": read({}).toy_knob,
+       "docs": len(bear.build_docs(load_facts("bear", md), read(md)))}
 for value in (0, "many"):
     try:
         options.parse_options(bear.OPTIONS, {"toy_knob": value})
@@ -230,9 +231,12 @@ md = {"source": "sample", "relations": "P9999", "max_facts_per_relation": 3}
 print(json.dumps({
     "relations": len(load_facts("bear", md).relations),
     "bear": sorted({d["relation"] for d in bear.build_docs(load_facts("bear", md), parse_options(bear.OPTIONS, md))}),
-    "monitor": sorted({d["relation"] for d in monitor.build_docs(load_facts("fktc", md), parse_options(MonitorOptions, md))}),
-    "iclke": sorted({d["relation"] for d in iclke.iclke_docs(load_facts("trex_mc", md), parse_options(iclke.OPTIONS, md))}),
-    "belief_icl": sorted({d["relation"] for d in belief_icl.build_docs("mp", "4template", parse_options(belief_icl.OPTIONS, md))}),
+    "monitor": sorted({d["relation"] for d in monitor.build_docs(load_facts("fktc", md),
+                                                                 parse_options(MonitorOptions, md))}),
+    "iclke": sorted({d["relation"] for d in iclke.iclke_docs(load_facts("trex_mc", md),
+                                                             parse_options(iclke.OPTIONS, md))}),
+    "belief_icl": sorted({d["relation"] for d in belief_icl.build_docs("mp", "4template",
+                                                                       parse_options(belief_icl.OPTIONS, md))}),
 }))
 """).stdout)
     assert out == {"relations": 13, "bear": ["P9999"], "monitor": ["P9999"], "iclke": ["P9999"], "belief_icl": ["P9999"]}
@@ -366,7 +370,8 @@ metadata:
   version: 1.0
 ''',
     "task_yamls/toy/utils.py": '''
-from belief_tasks.tasks.toy import ToyTask, doc_to_choice, doc_to_target, doc_to_text, process_results, toy_dataset  # noqa: F401
+from belief_tasks.tasks.toy import (  # noqa: F401
+    ToyTask, doc_to_choice, doc_to_target, doc_to_text, process_results, toy_dataset)
 ''',
     "belief_tasks/report/toy.py": '''
 """Toy section: hit@1 per task."""
@@ -384,8 +389,9 @@ def build(ctx: Context):
     if not found:
         return None
     rows = {(run.name, task.name): ctx.numbers(run, task.name) for run, task in found}
-    lines = [f"## {FAMILY}\\n"] + [f"- {m} {t}: hit@1 {pm(value(n, 'hit'), stderr(n, 'hit'))}" for (m, t), n in rows.items()]
-    card = {m: [CardEntry("accuracy", FAMILY, "hit@1", pm(value(n, "hit"), stderr(n, "hit")))] for (m, _), n in rows.items()}
+    hit = {key: pm(value(n, "hit"), stderr(n, "hit")) for key, n in rows.items()}
+    lines = [f"## {FAMILY}\\n"] + [f"- {m} {t}: hit@1 {text}" for (m, t), text in hit.items()]
+    card = {m: [CardEntry("accuracy", FAMILY, "hit@1", text)] for (m, _), text in hit.items()}
     return Section(FAMILY, "\\n".join(lines) + "\\n", card=card)
 ''',
     "docs/toy.md": '''

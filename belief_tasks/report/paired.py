@@ -15,8 +15,8 @@ import math
 
 import pandas as pd
 
-from belief_tasks.report.base import Context, Section, value
 from belief_tasks.families import budget_estimators
+from belief_tasks.report.base import Context, Section, value
 from belief_tasks.scoring.budgeted import BudgetError, is_budgeted, paired_estimates
 from belief_tasks.scoring.common import records_behind
 
@@ -63,7 +63,7 @@ def build(ctx: Context) -> Section | None:
     if not found:
         return None
     rows, notes = [], []
-    for name, family, runs in found:
+    for _name, family, runs in found:
         for a, b in itertools.combinations(runs, 2):
             rows += _rows(ctx, family, a, b, notes)
     if not rows and not notes:

@@ -62,9 +62,9 @@ class MonitorRecord(TypedDict):
 
 
 def facts_of(records: Sequence[Mapping]) -> list[dict]:
-    """Per-fact quantities of eqs. 1-3 (``monitor_metrics.fact_quantities``) with what the statistics group by, once per
-    run's records: every metric (the anchors' and accuracies, each with a bootstrap) reads them, and computing them takes seconds
-    on all of FKTC."""
+    """Per-fact quantities of eqs. 1-3 (``monitor_metrics.fact_quantities``) with what the statistics group by, once
+    per run's records: every metric (the anchors' and accuracies, each with a bootstrap) reads them, and computing
+    them takes seconds on all of FKTC."""
     return once(records, ("monitor", "facts"), lambda: [{
         **monitor_metrics.fact_quantities(r["primary"], r["frames"], r["negatives"]),
         "relation": r["relation"],

@@ -23,8 +23,7 @@ from __future__ import annotations
 from typing import Any, Callable, Mapping
 
 from belief_tasks.metrics.intervals import Interval
-from belief_tasks.scoring.budgeted import (INTERVAL_SUFFIX, Estimators, estimate, estimate_stderr, estimates,
-                                           is_budgeted)
+from belief_tasks.scoring.budgeted import INTERVAL_SUFFIX, Estimators, estimate, estimate_stderr, estimates, is_budgeted
 from belief_tasks.scoring.common import Bound, Metric, records_behind
 
 

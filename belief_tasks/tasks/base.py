@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import functools
 import json
+import logging
 from contextlib import contextmanager
 from functools import lru_cache
 from pathlib import Path
@@ -26,29 +27,27 @@ from typing import Any, Callable, Generic, Iterable, Iterator, Mapping, Sequence
 from lm_eval.api.instance import Instance
 from lm_eval.api.task import ConfigurableTask
 
-import logging
-
 from belief_tasks import budget, harness, options, preflight, seeding, truncation
 from belief_tasks.budget import Draw
 from belief_tasks.families import FAMILIES, budget_estimators, knob_names
 from belief_tasks.options import Knob, KnobError, ModelArgs, Options, knob_rows, parse_options, parse_values
+from belief_tasks.schema import Fact, FactSet, SchemaError, sampling_key
 from belief_tasks.scoring import wiring
 from belief_tasks.scoring.budgeted import missing
 from belief_tasks.scoring.common import Metric, logged_once
-from belief_tasks.schema import Fact, FactSet, SchemaError, sampling_key
 from belief_tasks.sources import SOURCE_KNOBS, DataSourceError
 
 log = logging.getLogger(__name__)
 
 #: a family's knobs (``families.<Family>Options``), the type of its tasks' ``options``
-O = TypeVar("O", bound=Options)
+OptionsT = TypeVar("OptionsT", bound=Options)
 
 #: lm-eval's keyword arguments of ``construct_requests`` that ``Instance`` does not take: the chat
 #: template has already shaped ``ctx`` when they arrive.
 CHAT_KWARGS = ("apply_chat_template", "chat_template")
 
 
-class BeliefTask(ConfigurableTask, Generic[O]):
+class BeliefTask(ConfigurableTask, Generic[OptionsT]):
     """Base of every task class of ours; a family's class sets ``FAMILY`` and ``OPTIONS`` (its knobs' dataclass,
     ``families.<Family>Options``) and subclasses ``BeliefTask[<Family>Options]``, so that ``options`` is typed.
 
@@ -64,7 +63,7 @@ class BeliefTask(ConfigurableTask, Generic[O]):
     """
 
     FAMILY = ""
-    OPTIONS: type[O]
+    OPTIONS: type[OptionsT]
     #: True when the class scores a doc itself (several request types per doc): lm-eval then needs
     #: a ``process_results`` in the config so that it does not look our metric names up on the hub.
     SCORES_ITSELF = False
@@ -79,7 +78,7 @@ class BeliefTask(ConfigurableTask, Generic[O]):
         cfg = {k: v for k, v in (config or {}).items() if k != "class"}
         harness.OUR_TASKS.add(cfg.get("task"))
         with building(cfg.get("task")):
-            self._options: O = read_options(cfg.get("metadata"), self.OPTIONS, self.FAMILY)
+            self._options: OptionsT = read_options(cfg.get("metadata"), self.OPTIONS, self.FAMILY)
             #: an unknown metadata key, warned of when the requests are built unless the command that knows the run's
             #: model arguments hands them over first (``declare_model_args``)
             self.unknown_key = unknown_key(cfg.get("metadata"), self.OPTIONS)
@@ -146,7 +145,7 @@ class BeliefTask(ConfigurableTask, Generic[O]):
         self.unknown_key = unknown_key(self.config.metadata, self.OPTIONS, frozenset(model_args))
 
     @property
-    def options(self) -> O:
+    def options(self) -> OptionsT:
         """The task's knobs (its ``OPTIONS``; the data source's checked too), parsed and checked once when it was
         built."""
         return self._options
@@ -179,7 +178,7 @@ def check_metadata(metadata: Mapping[str, Any] | None, knobs: type[Options], tas
     return unknown_key(metadata, knobs, model_args)
 
 
-def read_options(metadata: Mapping[str, Any] | None, knobs: type[O], family: str | None = None) -> O:
+def read_options(metadata: Mapping[str, Any] | None, knobs: type[OptionsT], family: str | None = None) -> OptionsT:
     """The knobs of ``knobs`` (a family's ``Options`` class) parsed from ``metadata``, the data source's
     (``SOURCE_KNOBS``) checked after them, and a budget checked (``check_budget``; for ``family``'s tasks where
     given): a task's ``options``, read once."""
@@ -380,7 +379,7 @@ def select_facts(fs: FactSet, opts: Options) -> Selection:
         kept, draw = budget.draw_facts(by_relation, opts.budget, opts.seed, key)
         return Selection([f for facts in kept.values() for f in facts], population, draw)
     out: list[Fact] = []
-    for rid, facts in by_relation.items():
+    for facts in by_relation.values():
         if opts.max_facts_per_relation is not None and len(facts) > opts.max_facts_per_relation:
             facts = seeding.smallest_hashes(facts, opts.max_facts_per_relation, opts.seed, key, "facts")
         out.extend(facts)

@@ -24,7 +24,16 @@ from belief_tasks.options import KnobError
 from belief_tasks.prompts.bear import OptionRequests, option_requests
 from belief_tasks.schema import Fact, FactSet, Relation, SchemaError, fact_key
 from belief_tasks.scoring.bear import METRICS, record_scores
-from belief_tasks.tasks.base import BeliefTask, DocList, as_split, record_design, model_tokenizer, probe, select_facts, unpack
+from belief_tasks.tasks.base import (
+    BeliefTask,
+    DocList,
+    as_split,
+    model_tokenizer,
+    probe,
+    record_design,
+    select_facts,
+    unpack,
+)
 
 OPTIONS = BearOptions
 

@@ -54,8 +54,18 @@ from belief_tasks.prompts import belief as belief_prompts
 from belief_tasks.schema import Fact, SchemaError, Template, fact_key
 from belief_tasks.scoring.belief_icl import METRICS, RECORD_METRIC
 from belief_tasks.scoring.common import SameRecord
-from belief_tasks.tasks.base import (STAMPED, BeliefTask, DocList, Probe, Selection, as_split, probe, record_design,
-                                     select_facts, unpack)
+from belief_tasks.tasks.base import (
+    STAMPED,
+    BeliefTask,
+    DocList,
+    Probe,
+    Selection,
+    as_split,
+    probe,
+    record_design,
+    select_facts,
+    unpack,
+)
 
 SAMPLE_TAG = "<belief-sample {i}>"
 #: sampling at temperature 1 over the full vocabulary (top_k=0 and top_p=1 switch both filters off)

@@ -33,7 +33,17 @@ from belief_tasks.prompts.belief_mlm import content_free_prompts, fact_prompts, 
 from belief_tasks.requests import MASK_TOPK, object_token_id
 from belief_tasks.schema import Fact, FactSet, Relation, SchemaError, fact_key
 from belief_tasks.scoring.belief_mlm import BIAS_METRICS, PROMPT_METRICS
-from belief_tasks.tasks.base import BeliefTask, DocList, as_split, check_relations, record_design, model_tokenizer, probe, select_facts, unpack
+from belief_tasks.tasks.base import (
+    BeliefTask,
+    DocList,
+    as_split,
+    check_relations,
+    model_tokenizer,
+    probe,
+    record_design,
+    select_facts,
+    unpack,
+)
 
 log = logging.getLogger(__name__)
 

@@ -19,14 +19,24 @@ from __future__ import annotations
 
 import logging
 
+from belief_tasks.budget import group_by_relation
 from belief_tasks.data import load_facts
 from belief_tasks.families import ICLKE, IclkeOptions
 from belief_tasks.metrics import iclke as iclke_metrics
 from belief_tasks.prompts import iclke as iclke_prompts
 from belief_tasks.schema import FactSet, fact_key
 from belief_tasks.scoring.iclke import METRICS
-from belief_tasks.budget import group_by_relation
-from belief_tasks.tasks.base import BeliefTask, DocList, Selection, as_split, check_relations, record_design, probe, select_facts, unpack
+from belief_tasks.tasks.base import (
+    BeliefTask,
+    DocList,
+    Selection,
+    as_split,
+    check_relations,
+    probe,
+    record_design,
+    select_facts,
+    unpack,
+)
 
 log = logging.getLogger(__name__)
 

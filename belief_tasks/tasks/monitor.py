@@ -33,7 +33,7 @@ from belief_tasks.prompts import monitor as monitor_prompts
 from belief_tasks.schema import FactSet, SchemaError, fact_key
 from belief_tasks.scoring.monitor import MAX_FRAMES, metrics_of
 from belief_tasks.tasks import monitor_subwords
-from belief_tasks.tasks.base import BeliefTask, DocList, as_split, record_design, probe, select_facts, unpack
+from belief_tasks.tasks.base import BeliefTask, DocList, as_split, probe, record_design, select_facts, unpack
 
 log = logging.getLogger(__name__)
 

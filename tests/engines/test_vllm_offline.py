@@ -5,8 +5,16 @@ from __future__ import annotations
 
 import pytest
 
-from engine_runs import (ENGINE_ARGS, FAMILIES, SAMPLED, assert_matches_hf, require_vllm, run_family, sampled_texts,
-                         set_cpu_env)
+from engine_runs import (
+    ENGINE_ARGS,
+    FAMILIES,
+    SAMPLED,
+    assert_matches_hf,
+    require_vllm,
+    run_family,
+    sampled_texts,
+    set_cpu_env,
+)
 
 require_vllm()
 

@@ -12,8 +12,16 @@ import urllib.request
 
 import pytest
 
-from engine_runs import ENGINE_ARGS, FAMILIES, SAMPLED, assert_matches_hf, require_vllm, run_family, sampled_texts, \
-    set_cpu_env
+from engine_runs import (
+    ENGINE_ARGS,
+    FAMILIES,
+    SAMPLED,
+    assert_matches_hf,
+    require_vllm,
+    run_family,
+    sampled_texts,
+    set_cpu_env,
+)
 
 require_vllm()
 
