@@ -69,7 +69,7 @@ def entries(root: Path | None = None) -> list[Entry]:
         text = path.read_text(encoding="utf-8")
         config = yaml.load(text, Loader=_Loader) or {}
         first = text.splitlines()[0] if text else ""
-        meta = config.get("metadata") if isinstance(config.get("metadata"), dict) else {}
+        meta: dict = config["metadata"] if isinstance(config.get("metadata"), dict) else {}
         # metadata.description wins (generated YAMLs keep their first line for a do-not-edit note)
         description = str(meta.get("description") or (first[1:].strip() if first.startswith("#") else ""))
         if "group" in config and "task" in config and isinstance(config["task"], list):

@@ -105,7 +105,7 @@ def check_backend(name: str | None) -> None:
         return
     known = sorted(model_registry.keys())
     theirs = [k for k in known if k not in BACKENDS]
-    raise CommandError(f"--model {name}: no backend of that name; {did_you_mean(name, known)}ours are "
+    raise CommandError(f"--model {name}: no backend of that name; {did_you_mean(name or '', known)}ours are "
                        f"{', '.join(BACKENDS)}; lm-eval's are {', '.join(theirs)}")
 
 

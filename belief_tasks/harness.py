@@ -304,7 +304,8 @@ class BuiltTasks:
     (nothing is built twice); any other call, and everything else, is the wrapped ``TaskManager``'s own."""
 
     def __init__(self, manager: Any, tasks: list, built: dict) -> None:
-        self._manager, self._tasks, self._built = manager, tasks, built
+        self._manager, self._tasks = manager, tasks
+        self._built: dict | None = built
 
     def load(self, requested, *args, **kwargs):
         if self._built is not None and list(requested) == self._tasks and not args and not kwargs:

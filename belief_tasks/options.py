@@ -19,7 +19,6 @@ import dataclasses
 import difflib
 import math
 from dataclasses import dataclass, field
-from functools import lru_cache
 from typing import Any, Callable, Iterable, Mapping, Sequence, TypeVar
 
 from belief_tasks.schema import SchemaError
@@ -182,7 +181,6 @@ class Knobs:
 K = TypeVar("K", bound=Knobs)
 
 
-@lru_cache(maxsize=None)
 def knob_rows(cls: type[Knobs]) -> tuple[Knob, ...]:
     """The ``Knob`` rows of a ``Knobs`` class, in field order (a subclass's after its bases'): its knob table."""
     return tuple(Knob(f.name, **f.metadata[_KNOB]) for f in dataclasses.fields(cls) if _KNOB in f.metadata)

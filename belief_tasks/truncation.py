@@ -144,7 +144,7 @@ def _lengths(measure: Callable[[str, list], list], instances: list) -> list[int]
     keys = [(inst.request_type, _hashable(inst.args)) for inst in instances]
     for (kind, key), inst in zip(keys, instances):
         by_type.setdefault(kind, {}).setdefault(key, inst.args)
-    tokens = {}
+    tokens: dict = {}
     for kind, distinct in by_type.items():
         tokens.update(((kind, key), n) for key, n in zip(distinct, measure(kind, list(distinct.values()))))
     return [tokens[k] for k in keys if tokens[k] is not None]

@@ -63,7 +63,7 @@ def build_report(paths, out, title: str = "Knowledge report", x_pattern: str | N
     curves = training.build(ctx, x_pattern, split)
     if curves is not None:
         sections.append(curves)
-    claimed = {r.name: set() for r in runs}
+    claimed: dict[str, set[str]] = {r.name: set() for r in runs}
     for mod in families.values():
         for pat in mod.PROBES:
             for run, task in ctx.tasks(pat):

@@ -45,8 +45,11 @@ def _pairs(ctx: Context):
 
 def _rows(ctx: Context, family: str, a, b, notes: list[str]) -> list[dict]:
     (run_a, task_a), (run_b, task_b) = a, b
+    est = budget_estimators(family)
+    if est is None:  # found only for families with estimators
+        return []
     try:
-        diffs = paired_estimates(budget_estimators(family), task_a.records(), task_b.records())
+        diffs = paired_estimates(est, task_a.records(), task_b.records())
     except (BudgetError, ValueError) as e:
         notes.append(f"`{task_a.name}`: {run_a.name} and {run_b.name} are not paired ({e}).")
         return []
@@ -62,7 +65,8 @@ def build(ctx: Context) -> Section | None:
     found = _pairs(ctx)
     if not found:
         return None
-    rows, notes = [], []
+    rows: list[dict] = []
+    notes: list[str] = []
     for _name, family, runs in found:
         for a, b in itertools.combinations(runs, 2):
             rows += _rows(ctx, family, a, b, notes)

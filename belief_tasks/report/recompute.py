@@ -83,7 +83,7 @@ def recompute(task: TaskRun, metrics: list[str] | None = None) -> dict[str, Numb
         harness, harness_se = task.value(m), task.value(m, stderr=True)
         agg = aggs.get(m)
         records = task.records(m) if (agg is not None and task.has_records) else []
-        if not records:
+        if agg is None or not records:
             if harness is not None:  # shown, but not recomputed: nothing to compare, not counted as checked
                 out[m] = Number(float(harness), harness_se, None)
             continue

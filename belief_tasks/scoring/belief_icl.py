@@ -142,7 +142,7 @@ def _prompts(items: list) -> Prompts:
     return once(recs, ("belief_icl", "prompts"), lambda: prompt_columns(recs))
 
 
-def _columns(items: list) -> tuple:
+def _columns(items: list) -> tuple[list, list, list, list]:
     p = _prompts(items)
     return p.fact_ids, p.relations, p.template_ids, p.correct
 

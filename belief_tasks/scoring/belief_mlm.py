@@ -66,7 +66,7 @@ def hits(records: Sequence[Mapping], k: int = 1) -> list[bool]:
     return [bool(mlm_metrics.hit(r["gold_rank"], k)) for r in records]
 
 
-def draw_columns(records: Sequence[Mapping], k: int) -> tuple:
+def draw_columns(records: Sequence[Mapping], k: int) -> tuple[tuple, tuple, tuple, tuple]:
     """(pair ids, relations, templates, Acc@k hits): the arrays ``metrics.belief``'s draws take."""
     return once(records, ("belief_mlm", "draw_columns", k), lambda: (
         tuple(f"{r['relation']}\x1f{r['fact_id']}" for r in records),
@@ -159,7 +159,7 @@ def consist_stderr(records: list) -> float:
 
 
 def _overconf(k: int, confidence: str):
-    def inputs(records):
+    def inputs(records) -> tuple[list[float], list[bool]]:
         return [r[confidence] for r in records], hits(records, k)
 
     def agg(records: list) -> float:

@@ -62,7 +62,9 @@ def is_budgeted(records: Sequence) -> bool:
 def design_of(records: Sequence[dict], relations: Sequence[str]) -> Design:
     """The stratified design from the records' fields, checked: every drawn fact of every relation has
     records (``--limit`` would cut them: refused here, as ``belief-eval`` refuses it up front)."""
-    population, drawn, budgets = {}, {}, set()
+    population: dict[str, int] = {}
+    drawn: dict[str, int] = {}
+    budgets = set()
     for r in records:
         population.setdefault(r["relation"], int(r["population"]))
         drawn.setdefault(r["relation"], int(r["drawn"]))

@@ -93,10 +93,10 @@ class Memo:
         return values[key]
 
     def _values_of(self, records: Sequence) -> dict:
-        for i, (kept, values) in enumerate(self._runs):
+        for i, (kept, found) in enumerate(self._runs):
             if len(kept) == len(records) and all(a is b for a, b in zip(kept, records)):
                 self._runs.insert(0, self._runs.pop(i))
-                return values
+                return found
         values: dict = {}
         self._runs.insert(0, (list(records), values))
         del self._runs[self.RUNS:]
@@ -165,7 +165,7 @@ def logged_once(values: dict) -> dict:
     return out
 
 
-def most_templates(records: Iterable[dict], correct: Callable[[dict], bool]) -> dict[str, bool]:
+def most_templates(records: Iterable[Mapping], correct: Callable[[Mapping], bool]) -> dict[str, bool]:
     """fact -> known when the fact is right under more than half of its templates; a template counts as
     right when any of its records (prompts: subject expressions) is ``correct``."""
     right: dict[str, dict[str, bool]] = {}

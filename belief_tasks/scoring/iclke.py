@@ -52,7 +52,7 @@ def columns(records: Sequence[Mapping]) -> tuple[list[list[float]], list[int], l
         [r["logprobs"] for r in records], [int(r["gold_index"]) for r in records], [r["relation"] for r in records]))
 
 
-def _lp_gold(records):
+def _lp_gold(records) -> tuple[list[list[float]], list[int]]:
     lps, gold, _ = columns(records)
     return lps, gold
 

@@ -76,7 +76,8 @@ class BeliefTask(ConfigurableTask, Generic[OptionsT]):
     def __init__(self, config: dict | None = None, **kwargs: Any) -> None:
         harness.install()
         cfg = {k: v for k, v in (config or {}).items() if k != "class"}
-        harness.OUR_TASKS.add(cfg.get("task"))
+        if cfg.get("task"):
+            harness.OUR_TASKS.add(cfg["task"])
         with building(cfg.get("task")):
             self._options: OptionsT = read_options(cfg.get("metadata"), self.OPTIONS, self.FAMILY)
             #: an unknown metadata key, warned of when the requests are built unless the command that knows the run's
@@ -303,7 +304,7 @@ def probe(name: str, dataset: str) -> Callable[[Callable], Probe]:
 STAMPED = ("family", "probe", "dataset", "budget_design")
 
 
-def stamp(config: Mapping[str, Any], family: str) -> dict[str, str]:
+def stamp(config: Mapping[str, Any], family: str) -> dict[str, Any]:
     """What the results JSON should say of this task: family, probe, and the dataset its fact ids come
     from ("sample" when the bundled sample stands in for the dataset)."""
     from belief_tasks.sources import resolve_source

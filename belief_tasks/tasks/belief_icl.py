@@ -320,7 +320,7 @@ class BeliefICLTask(BeliefTask[BeliefICLOptions]):
                              "(doc_to_text must be utils.prompt_slot; a chat template must keep the user text)")
         ps = prompt_set(doc["style"], doc["context"], self.options)
         greedy = deepcopy(self.config.generation_kwargs)  # one dict for the pair's greedy requests (backends copy it)
-        out = []
+        out: list = []
         for j, text in enumerate(self._texts(ps, ps.by_id[doc["fact_id"]], ctx)):
             out.append(self.instance("generate_until", doc, (text, greedy), len(out), kwargs))
             if j == doc["sampled"]:
@@ -368,7 +368,8 @@ def make_record(doc: Mapping[str, Any], greedy: list[str], samples: list[str]) -
         "answers": answers,
         "correct": [judged[a] for a in answers],
         "sampled": j,
-        "confidence": belief_metrics.sampled_confidence(answers[j], [extract_answer(s) for s in samples]) if samples else None,
+        "confidence": (belief_metrics.sampled_confidence(answers[j], [extract_answer(s) for s in samples])
+                       if samples and j is not None else None),
         "n_samples": len(samples),
         "seed": int(doc["seed"]),
         "draws": int(doc["draws"]),

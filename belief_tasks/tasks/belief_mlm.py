@@ -89,7 +89,8 @@ def prompt_docs(dataset: str, opts: BeliefMLMOptions) -> tuple[DocList, dict[str
     tok = mlm_tokenizer(opts.metadata)
     fs = load_facts(dataset, opts.metadata)
     cache: dict = {}
-    docs, counts = [], {}
+    docs: list[dict] = []
+    counts: dict = {}
     selection = select_facts(fs, opts)
     for fact in selection:
         rel = fs.relations[fact.relation]

@@ -148,7 +148,8 @@ class MonitorTask(BeliefTask[MonitorOptions]):
     def _plan(self, doc) -> monitor_subwords.Plan:
         """The fact's subword plan, computed once for its requests and its results."""
         if getattr(self, "_codec", None) is None:
-            self._codec, self._plans = monitor_subwords.Codec(self.config.metadata), {}
+            self._codec = monitor_subwords.Codec(self.config.metadata)
+            self._plans: dict = {}
         key = (doc["relation"], doc["fact_id"])
         if key not in self._plans:
             self._plans[key] = monitor_subwords.plan(doc, self._codec)
