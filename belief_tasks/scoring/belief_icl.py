@@ -66,12 +66,12 @@ def record_prompts(record: dict) -> Iterator[tuple[str, str, str, bool]]:
 
 
 class Prompts(NamedTuple):
-    """Per-prompt columns of a run's records: pairs in the data's order, each pair's grid in order."""
+    """Per-prompt columns of a run's records: pairs in the data's order, each pair's grid in order. (No subject
+    column: no metric reads one, and at MyriadLAMA's full setting it would hold 6.5 M entries in the memo.)"""
 
     fact_ids: list
     relations: list
     template_ids: list
-    subjects: list
     answers: list
     correct: list
 
@@ -89,13 +89,12 @@ def records_of(items: list) -> list[dict]:
 def prompt_columns(items: list) -> Prompts:
     """Flatten pair records to prompts. A record logged before pair documents (one prompt, with
     ``template_id`` and ``answer``) is one prompt, so older sample files aggregate as before."""
-    cols = Prompts([], [], [], [], [], [])
+    cols = Prompts([], [], [], [], [])
     for r in records_of(items):
-        for t, s, a, c in record_prompts(r):
+        for t, _, a, c in record_prompts(r):
             cols.fact_ids.append(r["fact_id"])
             cols.relations.append(r["relation"])
             cols.template_ids.append(t)
-            cols.subjects.append(s)
             cols.answers.append(a)
             cols.correct.append(bool(c))
     return cols
