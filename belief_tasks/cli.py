@@ -44,8 +44,9 @@ def main(argv: list[str] | None = None) -> None:
         refuse(e)
     import belief_tasks
     belief_tasks.install()  # our backends and hooks
-    from belief_tasks.paths import task_yamls_dir
     from lm_eval.__main__ import cli_evaluate
+
+    from belief_tasks.paths import task_yamls_dir
 
     if "--include_path" not in args and not _tasks_installed() and (not args or args[0] != "validate"):
         args += ["--include_path", str(task_yamls_dir())]
@@ -68,9 +69,9 @@ def main(argv: list[str] | None = None) -> None:
             print(file=sys.stderr)  # ends the line of lm-eval's progress bar, which the probe drew
         refuse(e, stage="scoring")
     except server_failures() as e:  # a server that failed after the probes: one paragraph, what was kept
-        print(f"\nbelief-eval: {failure_during_run(e, '--use_cache' in args or any(a.startswith('--use_cache=') for a in args))}",
-              file=sys.stderr)
-        raise SystemExit(1)
+        cached = "--use_cache" in args or any(a.startswith("--use_cache=") for a in args)
+        print(f"\nbelief-eval: {failure_during_run(e, cached)}", file=sys.stderr)
+        raise SystemExit(1) from None
     finally:
         if listing:  # lm-eval's table has no description column: add ours
             print_ours("tasks")

@@ -70,7 +70,7 @@ def knobs_listing() -> str:
     from belief_tasks.sources import SOURCE_KNOBS
 
     tables = [("every task", COMMON), ("data source (environment variables as named)", SOURCE_KNOBS)]
-    tables += [(family.title, [k for k in family.knobs if k not in COMMON]) for family in FAMILIES.values()]
+    tables += [(family.title, tuple(k for k in family.knobs if k not in COMMON)) for family in FAMILIES.values()]
     out = []
     for title, knobs in tables:
         out.append(f"{title}:")

@@ -72,7 +72,8 @@ def main(argv=None) -> None:
                "request_ratio": small["requests"] / full["requests"]}
     (args.out / "summary.json").write_text(json.dumps(summary, indent=1))
     for r in runs:
-        print(f"{r['label']:>12}: {r['docs']:,} docs, {r['requests']:,} requests, wall {r['wall_s']:.0f} s, CPU {r['cpu_s']:.0f} s")
+        print(f"{r['label']:>12}: {r['docs']:,} docs, {r['requests']:,} requests, "
+            f"wall {r['wall_s']:.0f} s, CPU {r['cpu_s']:.0f} s")
     print(f"ratio budget/full: wall {summary['wall_ratio']:.3f}, CPU {summary['cpu_ratio']:.3f}, "
           f"requests {summary['request_ratio']:.3f}")
     for key, v in full["results"].items():

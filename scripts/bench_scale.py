@@ -254,7 +254,7 @@ def _sum(tasks: dict) -> dict:
 def extrapolate(big: dict, small: dict | None, prompts: int) -> dict:
     """Linear in prompts; with a smaller run, through both points (slope = marginal cost per prompt)."""
     out = {}
-    for key, scale in (("wall_s", 1), ("cpu_s", 1), ("peak_rss_mb", 1), ("log_bytes", 1)):
+    for key, _scale in (("wall_s", 1), ("cpu_s", 1), ("peak_rss_mb", 1), ("log_bytes", 1)):
         if small and big["prompts"] != small["prompts"]:
             slope = (big[key] - small[key]) / (big["prompts"] - small["prompts"])
             out[key] = round(small[key] + slope * (prompts - small["prompts"]))

@@ -165,9 +165,10 @@ def run_both(model_path: Path, dtype: str, tasks_dir: Path, metadata: dict, *, b
     """lm-eval's bear (local copy) and belief_bear in one ``simple_evaluate`` on stock ``hf``; samples and results."""
     import belief_tasks
     belief_tasks.install()
-    from belief_tasks.paths import task_yamls_dir
     from lm_eval import simple_evaluate
     from lm_eval.tasks import TaskManager
+
+    from belief_tasks.paths import task_yamls_dir
 
     meta = {**metadata, "pretrained": str(model_path)}
     tm = TaskManager(include_path=[str(task_yamls_dir()), str(tasks_dir)], metadata=meta)

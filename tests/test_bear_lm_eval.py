@@ -35,8 +35,9 @@ def prepared(tmp_path_factory):
 def test_lm_eval_bear_reads_our_instances_from_the_hub_layout(prepared):
     """lm-eval's own bear.yaml, included with only dataset_path (and its cache) changed, loads the local copy: one
     doc per (fact, template), the statements our renderer gives, the first object as its one ``correct``."""
-    from belief_tasks.prompts.bear import statement
     from lm_eval.tasks import TaskManager
+
+    from belief_tasks.prompts.bear import statement
 
     c, fs, meta, fact_of, lpq, tasks_dir = prepared
     assert list(fact_of.values()) == [f.id for f in c.selected_facts(meta)[1]]

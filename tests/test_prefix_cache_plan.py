@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from belief_tasks.backends.prefix_cache_plan import (covered_continuation, plan_passes, readable_prefix,
-                                                     simulate)
+from belief_tasks.backends.prefix_cache_plan import covered_continuation, plan_passes, readable_prefix, simulate
 
 B = 4  # a small block: requests written by hand
 
@@ -114,7 +113,7 @@ def test_run_passes_returns_only_rows_the_engine_computed():
     ctxlens = [8, 8, 8, 6, 6, 6, 1]
     for with_first in (True, False):
         engine, counts = FakeEngine(B), CacheCounts()
-        outs = run_passes(lambda idx, read: engine.score([seqs[i] for i in idx], read), seqs, ctxlens, counts,
+        outs = run_passes(lambda idx, read, engine=engine: engine.score([seqs[i] for i in idx], read), seqs, ctxlens, counts,
                           block_size=B, send_first=engine.first if with_first else None)
         for seq, c, out in zip(seqs, ctxlens, outs):
             assert all(out.prompt_logprobs[p][seq[p]] == FakeEngine.logprob(seq[:p], seq[p]) for p in range(c, len(seq)))

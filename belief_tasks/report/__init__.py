@@ -46,14 +46,14 @@ def family_sections() -> dict:
 
 def build_report(paths, out, title: str = "Knowledge report", x_pattern: str | None = None, split=None) -> Report:
     """``split``: a ``fact_split.FactSplit`` (trained / held-out facts), for the training curves per side."""
+    import pandas as pd
+
     from belief_tasks.report import agreement, paired, training, truncation, unclaimed_tasks
     from belief_tasks.report.base import Context
     from belief_tasks.report.card import render
     from belief_tasks.report.loading import home_relative, limit_note, load_runs
     from belief_tasks.report.output import ReportWriter, markdown_table
     from belief_tasks.report.recompute import mismatches
-
-    import pandas as pd
 
     runs = load_runs(paths)
     writer = ReportWriter(out)
@@ -63,7 +63,7 @@ def build_report(paths, out, title: str = "Knowledge report", x_pattern: str | N
     curves = training.build(ctx, x_pattern, split)
     if curves is not None:
         sections.append(curves)
-    claimed = {r.name: set() for r in runs}
+    claimed: dict[str, set[str]] = {r.name: set() for r in runs}
     for mod in families.values():
         for pat in mod.PROBES:
             for run, task in ctx.tasks(pat):
@@ -81,7 +81,8 @@ def build_report(paths, out, title: str = "Knowledge report", x_pattern: str | N
         mismatched += [what for what, ok in s.checks if not ok]
 
     md = [f"# {title}\n",
-          f"Made by `belief-report` from {len(runs)} model run{'s' if len(runs) != 1 else ''}. Every number is recomputed "
+          f"Made by `belief-report` from {len(runs)} model run{'s' if len(runs) != 1 else ''}. "
+          "Every number is recomputed "
           "from the per-sample records (`--log_samples`) with the tasks' own aggregation functions and "
           "`belief_tasks.metrics`.\n"]
     if checked:
@@ -96,7 +97,7 @@ def build_report(paths, out, title: str = "Knowledge report", x_pattern: str | N
     md += [f"- **{r.name}**: {limit_note(r)}.\n" for r in runs if limit_note(r)]
     md.append(truncation.markdown(runs))
     md.append("## Contents\n")
-    md.append("\n".join([f"- [Knowledge cards](#knowledge-cards)"] + [f"- [{s.title}](#{_anchor(s.title)})" for s in sections]) + "\n")
+    md.append("\n".join(["- [Knowledge cards](#knowledge-cards)"] + [f"- [{s.title}](#{_anchor(s.title)})" for s in sections]) + "\n")
     md.append("## Knowledge cards\n")
     for run in runs:
         entries = [e for s in sections for e in s.card.get(run.name, [])]

@@ -196,7 +196,8 @@ def find_results_files(paths: Iterable[str | os.PathLike]) -> list[Path]:
             found = sorted(f for f in p.rglob("*.json") if _is_results_file(f))
             if not found:
                 raise ReportInputError(
-                    f"{p}: no lm-eval results_*.json below this folder (run lm_eval / belief-eval with --output_path {p})"
+                    f"{p}: no lm-eval results_*.json below this folder "
+                    f"(run lm_eval / belief-eval with --output_path {p})"
                 )
             files.extend(found)
         else:

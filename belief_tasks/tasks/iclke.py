@@ -11,7 +11,7 @@ Tasks (task_yamls/iclke/):
 * ``reference: true`` (``belief_iclke`` only): IC-LKE as the authors' code builds and scores it
   (``reference_docs``, ``reference_requests``; docs/iclke.md, "The reference code").
 
-``--metadata`` knobs: ``belief_tasks.families.ICLKE_KNOBS`` (the common ones, where ``max_facts_per_relation``
+``--metadata`` knobs: ``belief_tasks.families.IclkeOptions`` (the common ones, where ``max_facts_per_relation``
 caps *test* facts, plus the family's), and the data source's (``belief_tasks.sources``).
 
 Records, their scoring and the metric table: ``belief_tasks.scoring.iclke``.
@@ -21,23 +21,33 @@ from __future__ import annotations
 
 import logging
 
+from belief_tasks.budget import group_by_relation
 from belief_tasks.data import load_facts
-from belief_tasks.families import ICLKE
+from belief_tasks.families import ICLKE, IclkeOptions
 from belief_tasks.metrics import iclke as iclke_metrics
-from belief_tasks.options import KnobError, Options
+from belief_tasks.options import KnobError
 from belief_tasks.prompts import iclke as iclke_prompts
 from belief_tasks.schema import FactSet, SchemaError, fact_key
 from belief_tasks.scoring.iclke import METRICS
 from belief_tasks.sources import resolve_source
-from belief_tasks.budget import group_by_relation
-from belief_tasks.tasks.base import BeliefTask, DocList, Selection, as_split, check_relations, record_design, probe, select_facts, unpack
+from belief_tasks.tasks.base import (
+    BeliefTask,
+    DocList,
+    Selection,
+    as_split,
+    check_relations,
+    probe,
+    record_design,
+    select_facts,
+    unpack,
+)
 
 log = logging.getLogger(__name__)
 
-KNOBS = ICLKE.knobs
+OPTIONS = IclkeOptions
 
 
-def params(opts: Options) -> iclke_prompts.Params:
+def params(opts: IclkeOptions) -> iclke_prompts.Params:
     """The prompt layer's parameters from the parsed knobs."""
     return iclke_prompts.Params(seed=opts.seed, n_examples=opts.n_examples, max_options=opts.max_options, demos=opts.demos,
                     eic_lead=opts.eic_lead, eic_every=opts.eic_every)
@@ -46,7 +56,7 @@ def params(opts: Options) -> iclke_prompts.Params:
 # ---------------------------------------------------------------- docs
 
 
-def _splits(fs: FactSet, opts: Options) -> tuple[list[tuple], Selection]:
+def _splits(fs: FactSet, opts: IclkeOptions) -> tuple[list[tuple], Selection]:
     """(relation, train facts, selected test facts, the relation's test population) per relation with both, and
     the selection of test facts (``select_facts``: drawn once over every such relation, with the budget's draw)."""
     check_relations(fs, opts.relations)
@@ -67,7 +77,7 @@ def _splits(fs: FactSet, opts: Options) -> tuple[list[tuple], Selection]:
     return [(rel, train, chosen.get(rel.id, []), population.get(rel.id, [])) for rel, train, _ in kept], selection
 
 
-def _base_doc(fact, rel, options, gold_index, opts: Options, method: str) -> dict:
+def _base_doc(fact, rel, options, gold_index, opts: IclkeOptions, method: str) -> dict:
     return {
         "fact_id": fact.id,
         "relation": fact.relation,
@@ -81,7 +91,7 @@ def _base_doc(fact, rel, options, gold_index, opts: Options, method: str) -> dic
     }
 
 
-def iclke_docs(fs: FactSet, opts: Options) -> DocList:
+def iclke_docs(fs: FactSet, opts: IclkeOptions) -> DocList:
     """One doc per test fact: σ(x, r) (eq. 1) and its option set; with the budget's draw (``DocList.draw``)."""
     if opts.reference:
         return reference_docs(fs, opts)
@@ -99,7 +109,7 @@ def iclke_docs(fs: FactSet, opts: Options) -> DocList:
     return DocList(docs, selection.draw)
 
 
-def check_reference(fs: FactSet, opts: Options, method: str) -> None:
+def check_reference(fs: FactSet, opts: IclkeOptions, method: str) -> None:
     """``reference: true`` is the reference code's IC-LKE on T-REx-MC, and nothing else: refused otherwise."""
     if not opts.reference:
         return
@@ -121,7 +131,7 @@ def check_reference(fs: FactSet, opts: Options, method: str) -> None:
                         "'Multiple Choices'")
 
 
-def reference_docs(fs: FactSet, opts: Options) -> DocList:
+def reference_docs(fs: FactSet, opts: IclkeOptions) -> DocList:
     """One doc per test fact, as the reference code builds it (``iclke_prompts.reference_*``): the first
     ``reference_rows`` test rows of each relation, one pandas draw of ``n_examples`` training rows per relation
     shared by all of them, ``Multiple Choices`` then the gold; with the budget's draw, as ``iclke_docs``."""
@@ -161,7 +171,7 @@ def reference_requests(context: str, options: list[str]) -> list[tuple[str, str]
     return requests
 
 
-def eiclke_docs(fs: FactSet, opts: Options) -> DocList:
+def eiclke_docs(fs: FactSet, opts: IclkeOptions) -> DocList:
     """One doc per test fact, carrying its group's sequence up to its slot (appendix F).
 
     Under a budget the groups are those of the full run (formed over every test fact of the relation)
@@ -182,27 +192,27 @@ def eiclke_docs(fs: FactSet, opts: Options) -> DocList:
     return DocList(docs, selection.draw)
 
 
-def _dataset(dataset: str, build, opts: Options):
+def _dataset(dataset: str, build, opts: IclkeOptions):
     return as_split(build(load_facts(dataset, opts.metadata), opts))
 
 
 @probe("belief_iclke", "trex_mc")
-def iclke_trex_mc(opts: Options):
+def iclke_trex_mc(opts: IclkeOptions):
     return _dataset("trex_mc", iclke_docs, opts)
 
 
 @probe("belief_iclke_bear", "bear_big")
-def iclke_bear(opts: Options):
+def iclke_bear(opts: IclkeOptions):
     return _dataset("bear_big", iclke_docs, opts)
 
 
 @probe("belief_eiclke", "trex_mc")
-def eiclke_trex_mc(opts: Options):
+def eiclke_trex_mc(opts: IclkeOptions):
     return _dataset("trex_mc", eiclke_docs, opts)
 
 
 @probe("belief_eiclke_bear", "bear_big")
-def eiclke_bear(opts: Options):
+def eiclke_bear(opts: IclkeOptions):
     return _dataset("bear_big", eiclke_docs, opts)
 
 
@@ -230,11 +240,11 @@ def eic_context(doc, k: int) -> str:
     return fmt.render(iclke_prompts.eic_pairs(unpack(doc, "examples"), unpack(doc, "prior"), k), doc["subject"])
 
 
-class IclkeTask(BeliefTask):
+class IclkeTask(BeliefTask[IclkeOptions]):
     """``belief_iclke*``: a ``multiple_choice`` task, every option after the same σ(x, r)."""
 
     FAMILY = ICLKE.name
-    KNOBS = KNOBS
+    OPTIONS = OPTIONS
     WHOLE_CONTEXT = "its in-context examples"
 
     def construct_requests(self, doc, ctx, **kwargs):

@@ -63,9 +63,10 @@ def run_family(lm, family: str, model_path, *, tasks_limit: tuple[str, int] | No
     module), on the bundled sample (and ``knobs``), with per-sample logs. Returns lm-eval's results dict."""
     import belief_tasks
     belief_tasks.install()
-    from belief_tasks.paths import task_yamls_dir
     from lm_eval import simple_evaluate
     from lm_eval.tasks import TaskManager
+
+    from belief_tasks.paths import task_yamls_dir
 
     task, limit = tasks_limit or FAMILIES[family]
     meta = {"source": "sample", **(knobs or {})}

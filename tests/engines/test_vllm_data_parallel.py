@@ -13,7 +13,7 @@ import os
 
 import pytest
 
-from engine_runs import ENGINE_ARGS, FAMILIES, require_vllm, requests_of, set_cpu_env
+from engine_runs import ENGINE_ARGS, FAMILIES, requests_of, require_vllm, set_cpu_env
 
 require_vllm()
 if os.environ.get("BELIEF_REQUIRE_VLLM") == "1":
@@ -24,11 +24,12 @@ else:
 
 def test_two_engines_give_one_engine_s_numbers(model_path, vllm_runs):
     set_cpu_env()
+    from lm_eval import simple_evaluate
+    from lm_eval.tasks import TaskManager
+
     import belief_tasks
     from belief_tasks.backends.vllm_shared import VLLMSharedPrefixLM
     from belief_tasks.paths import task_yamls_dir
-    from lm_eval import simple_evaluate
-    from lm_eval.tasks import TaskManager
 
     belief_tasks.install()
     lm = VLLMSharedPrefixLM(pretrained=str(model_path), batch_size="auto", data_parallel_size=2, **ENGINE_ARGS)

@@ -14,8 +14,17 @@ import urllib.request
 
 import pytest
 
-from engine_runs import (ENGINE_ARGS, FAMILIES, SAMPLED, assert_matches_hf, assert_same_as_vllm, require_vllm,
-                         run_family, sampled_texts, set_cpu_env)
+from engine_runs import (
+    ENGINE_ARGS,
+    FAMILIES,
+    SAMPLED,
+    assert_matches_hf,
+    assert_same_as_vllm,
+    require_vllm,
+    run_family,
+    sampled_texts,
+    set_cpu_env,
+)
 
 require_vllm()
 
@@ -140,6 +149,7 @@ def test_served_shared_reads_the_server_s_cache(served_shared_runs, served_share
     from lm_eval.models.api_models import TemplateAPI
 
     from belief_tasks.backends.prefix_cache_plan import encode_request, simulate
+
     from engine_runs import boundary_requests
 
     run = served_shared_runs["iclke"]

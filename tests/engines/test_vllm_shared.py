@@ -5,12 +5,21 @@ before a continuation), recomputed."""
 
 from __future__ import annotations
 
-import pytest
-
 from dataclasses import asdict
 
-from engine_runs import (ENGINE_ARGS, FAMILIES, LL_TOL, assert_matches_hf, assert_same_as_vllm, boundary_requests,
-                         require_vllm, run_family, set_cpu_env)
+import pytest
+
+from engine_runs import (
+    ENGINE_ARGS,
+    FAMILIES,
+    LL_TOL,
+    assert_matches_hf,
+    assert_same_as_vllm,
+    boundary_requests,
+    require_vllm,
+    run_family,
+    set_cpu_env,
+)
 
 require_vllm()
 
