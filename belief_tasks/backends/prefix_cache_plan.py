@@ -182,7 +182,8 @@ def simulate(seqs: Sequence[Sequence[int]], ctxlens: Sequence[int], block_size: 
         return n
 
     for chunk in plan_passes(seqs, ctxlens, block_size, capacity_tokens):
-        redo, firsts = [], set()
+        redo: list[int] = []
+        firsts: set[tuple[tuple[int, ...], int]] = set()
         for p in chunk.passes:
             for context, tokens in p.first_tokens:
                 schedule(context, read=True)
@@ -244,7 +245,8 @@ def run_passes(send: Callable[[list[int], bool], list[Any]], seqs: Sequence[Sequ
         firsts: dict[tuple[int, ...], FirstRow] = {}
         for p in chunk.passes:
             asks = p.first_tokens if send_first is not None else []
-            for (context, _), row in zip(asks, send_first(asks) if asks else [], strict=True):
+            rows = send_first(asks) if send_first is not None and asks else []
+            for (context, _), row in zip(asks, rows, strict=True):
                 counts.first_token_requests += 1
                 counts.computed_tokens += len(context) - (row.num_cached_tokens or 0)
                 firsts[context] = firsts[context].merged(row) if context in firsts else row

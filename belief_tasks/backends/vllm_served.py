@@ -100,7 +100,8 @@ class VLLMServedSharedLM(LocalCompletionsAPI):
         outs, inputs, ctxlens, _ = self._scored([(None, *encode_request(self, *r.args)) for r in requests])
         results = []
         for req, out, inp, ctxlen in zip(requests, outs, inputs, ctxlens, strict=True):
-            results.append([row[tok] for tok, row in zip(inp[ctxlen:], out.prompt_logprobs[ctxlen:], strict=True)])
+            rows = out.prompt_logprobs[ctxlen:]
+            results.append([present(row)[tok] for tok, row in zip(inp[ctxlen:], rows, strict=True)])
             self.cache_hook.add_partial(PER_TOKEN_LOGLIKELIHOOD, req.args, results[-1])
         return results
 
@@ -171,7 +172,14 @@ class VLLMServedSharedLM(LocalCompletionsAPI):
 def continuation_logprob(tokens: list[int], rows: list[dict[int, float] | None], ctxlen: int) -> tuple[float, bool]:
     """lm-eval's ``VLLM._parse_logprobs`` on the endpoint's rows: the sum of the continuation tokens' rows (from
     ``ctxlen`` on), and whether each token is its row's likeliest."""
-    pairs = list(zip(tokens[ctxlen:], rows[ctxlen:], strict=True))
+    pairs = [(tok, present(row)) for tok, row in zip(tokens[ctxlen:], rows[ctxlen:], strict=True)]
     total = sum(row[tok] for tok, row in pairs)
-    greedy = all(max(row, key=row.get) == tok for tok, row in pairs if row)
+    greedy = all(max(row, key=row.__getitem__) == tok for tok, row in pairs)
     return total, greedy
+
+
+def present(row: dict[int, float] | None) -> dict[int, float]:
+    """A continuation position's row (vLLM leaves only a prompt's first position without one)."""
+    if row is None:
+        raise ValueError("vLLM returned no log-probabilities for a continuation position")
+    return row
