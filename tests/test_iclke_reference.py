@@ -57,7 +57,7 @@ def write_reference_fixture(folder, train_4=TRAIN_4):
 
 def _docs(folder, **knobs):
     md = {"trex_mc_path": str(folder), "reference": True, **knobs}
-    return T.iclke_trex_mc(parse_options(T.KNOBS, md))["test"].to_list()
+    return T.iclke_trex_mc(parse_options(T.OPTIONS, md))["test"].to_list()
 
 
 # ---------------------------------------------------------------- the strings, the draw, the rows, the options
@@ -229,15 +229,15 @@ def test_reference_refusals(tmp_path):
             _docs(folder, **knobs)
         assert e.value.knob == knob
     with pytest.raises(KnobError, match="EIC-LKE has no reference code"):
-        T.eiclke_trex_mc(parse_options(T.KNOBS, {"trex_mc_path": str(folder), "reference": True}))
+        T.eiclke_trex_mc(parse_options(T.OPTIONS, {"trex_mc_path": str(folder), "reference": True}))
     for run in (T.iclke_bear, T.iclke_trex_mc):  # BEAR-big and the sample have no train split, no Multiple Choices
         with pytest.raises(KnobError, match="needs T-REx-MC"):
-            run(parse_options(T.KNOBS, {"source": "sample", "reference": True}))
-    opts = parse_options(T.KNOBS, {})
+            run(parse_options(T.OPTIONS, {"source": "sample", "reference": True}))
+    opts = parse_options(T.OPTIONS, {})
     assert (opts.reference, opts.reference_seed, opts.reference_rows) == (False, 10, 10)
     for bad in ({"reference": "maybe"}, {"reference_rows": -1}, {"reference_seed": -1}):
         with pytest.raises(KnobError, match=next(iter(bad))):
-            parse_options(T.KNOBS, bad)
+            parse_options(T.OPTIONS, bad)
 
 
 def test_belief_eval_refuses_a_cut_before_loading_the_model(tmp_path):
@@ -259,8 +259,8 @@ def test_belief_eval_refuses_a_cut_before_loading_the_model(tmp_path):
 def test_reference_off_leaves_the_docs_as_they_were(tmp_path):
     folder = write_reference_fixture(tmp_path / "trex")
     md = {"trex_mc_path": str(folder)}
-    plain = T.iclke_trex_mc(parse_options(T.KNOBS, md))["test"].to_list()
-    off = T.iclke_trex_mc(parse_options(T.KNOBS, {**md, "reference": False, "reference_rows": 3}))["test"].to_list()
+    plain = T.iclke_trex_mc(parse_options(T.OPTIONS, md))["test"].to_list()
+    off = T.iclke_trex_mc(parse_options(T.OPTIONS, {**md, "reference": False, "reference_rows": 3}))["test"].to_list()
     assert off == plain and len(plain) == 13 and {d["format"] for d in plain} == {"space"}
 
 

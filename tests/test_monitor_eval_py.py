@@ -88,7 +88,7 @@ def test_monitor_equals_eval_py_with_alpha_one_third():
     assert ours == pytest.approx(reference, rel=1e-12)
     assert M.monitor_from_anchors([P1, P2], [F1, F2], [N1, N2]) == pytest.approx(math.sqrt(0.99) * reference, rel=1e-12)
     # the knob takes 1/3 as the decimal a user types
-    typed = parse_options(T.KNOBS, {"monitor_alpha": "0.3333333333333333,0.3333333333333333,0.3333333333333333"})
+    typed = parse_options(T.OPTIONS, {"monitor_alpha": "0.3333333333333333,0.3333333333333333,0.3333333333333333"})
     assert typed.monitor_alpha == THIRD
 
 
@@ -147,11 +147,11 @@ def test_monitor_match_knob_grades_the_greedy_answers():
     contains = T.answer_fields(doc, generated, answered, grid, ["r1", "r2"])
     graded = (contains["positive_correct"], contains["correct"], contains["interference_correct"])
     assert graded == (1, [1, 1], [[1], [1]])
-    assert parse_options(T.KNOBS, {}).monitor_match == "contains"
+    assert parse_options(T.OPTIONS, {}).monitor_match == "contains"
     with pytest.raises(KnobError, match="monitor_match"):
-        parse_options(T.KNOBS, {"monitor_match": "fuzzy"})
+        parse_options(T.OPTIONS, {"monitor_match": "fuzzy"})
     with pytest.raises(KnobError, match="monitor_match"):  # no greedy answers to grade
-        T.check_options(parse_options(T.KNOBS, {"monitor_accuracy": "none", "monitor_match": "exact"}))
+        T.check_options(parse_options(T.OPTIONS, {"monitor_accuracy": "none", "monitor_match": "exact"}))
 
 
 def test_accuracies_are_not_conditioned_on_the_filter():
