@@ -149,6 +149,7 @@ class ModelRun:
     tasks: dict[str, TaskRun]
     groups: dict[str, dict]  # results[group] of the groups' summary rows
     info: dict  # run-level fields of the newest results JSON (model_args, lm-eval version, date, ...)
+    shards: list[Path] = field(default_factory=list)  # a run pooled from shards (``report.shards``): their folders
 
     @property
     def date(self) -> str:
@@ -234,8 +235,9 @@ def _samples_file(folder: Path, task: str, date_id: str) -> tuple[Path | None, s
     return None, "no samples file (run without --log_samples?)"
 
 
-def load_runs(paths: Iterable[str | os.PathLike]) -> list[ModelRun]:
-    """Every model run below ``paths`` (folders or results files), tasks merged per folder."""
+def load_runs(paths: Iterable[str | os.PathLike], pool: bool = True) -> list[ModelRun]:
+    """Every model run below ``paths`` (folders or results files), tasks merged per folder; with ``pool``, the
+    shards of a run split by relation pooled into one run (``report.shards``)."""
     by_folder: dict[Path, list[Path]] = {}
     for f in find_results_files(paths):
         by_folder.setdefault(f.parent, []).append(f)
@@ -271,6 +273,10 @@ def load_runs(paths: Iterable[str | os.PathLike]) -> list[ModelRun]:
                 )
         model_name = str(info.get("model_name") or folder.name)
         runs.append(ModelRun(name=_short_name(model_name, folder), model_name=model_name, folder=folder, tasks=tasks, groups=groups, info=info))
+    if pool:
+        from belief_tasks.report.shards import pool as pool_shards
+
+        runs = pool_shards(runs)
     _make_names_unique(runs)
     return runs
 
@@ -288,7 +294,7 @@ def _make_names_unique(runs: list[ModelRun]) -> None:
         if len(group) < 2:
             continue
         for r in group:  # the output folder above the model folder tells runs of one model apart
-            r.name = f"{name} ({r.folder.parent.name or r.folder.name})"
+            r.name = f"{name} ({f'shards in {r.folder.name}' if r.shards else r.folder.parent.name or r.folder.name})"
         if len({r.name for r in group}) < len(group):
             for i, r in enumerate(group, 1):
                 r.name = f"{name} #{i}"
