@@ -17,7 +17,7 @@ from belief_tasks.families import metric_table
 from belief_tasks.report import build_report
 from belief_tasks.report.cli import main as report_main
 from belief_tasks.report.loading import load_runs
-from belief_tasks.report.shards import ShardError
+from belief_tasks.report.shards import ShardError, pool
 from test_report_synthetic import BEAR_HAND, bear_records, read_csv, write_run
 
 
@@ -59,12 +59,12 @@ def test_runs_on_the_same_relations_stay_separate_runs(tmp_path):
     shard(tmp_path, "a", "R1,R2", model="org/a")
     shard(tmp_path, "b", "R1,R2", model="org/b")
     shard(tmp_path, "again", "R1,R2", model="org/a")
-    assert sorted(r.name for r in load_runs([tmp_path / "a", tmp_path / "b", tmp_path / "again"])) == \
+    assert sorted(r.name for r in pool(load_runs([tmp_path / "a", tmp_path / "b", tmp_path / "again"]))) == \
         ["a (a)", "a (again)", "b"]
     # runs without the relations knob (every relation) are never shards
     write_run(tmp_path / "x", "org/a", {"belief_bear": bear_records()[:4]}, {"belief_bear": {}})
     write_run(tmp_path / "y", "org/a", {"belief_bear": bear_records()[4:]}, {"belief_bear": {}})
-    assert len(load_runs([tmp_path / "x", tmp_path / "y"])) == 2
+    assert len(pool(load_runs([tmp_path / "x", tmp_path / "y"]))) == 2
 
 
 @pytest.mark.parametrize("change, field", [
@@ -78,12 +78,12 @@ def test_a_shard_of_another_setting_is_refused(tmp_path, change, field):
     model = change.pop("model", "org/m")
     b = shard(tmp_path, "k1", "R2", model=model, **change)
     with pytest.raises(ShardError) as err:
-        load_runs([a, b])
+        pool(load_runs([a, b]))
     text = str(err.value)
     assert "look like shards of one run" in text and field in text and "--no-pool" in text
     assert str(a) in text and str(b) in text and "\n" not in text
     # --no-pool: each folder its own run, as before
-    assert len(load_runs([a, b], pool=False)) == 2
+    assert len(build_report([a, b], tmp_path / "r", pool=False).runs) == 2
 
 
 def test_a_different_task_config_or_lm_eval_version_is_refused(tmp_path):
@@ -95,13 +95,13 @@ def test_a_different_task_config_or_lm_eval_version_is_refused(tmp_path):
     path.write_text(json.dumps(data))
     with pytest.raises(ShardError, match=r"run\.lm_eval_version: absent in the first, '0\.4\.12' in the second; "
                                          r"configs\.belief_bear\.target_delimiter: absent in the first, ' ' in"):
-        load_runs([a, b])
+        pool(load_runs([a, b]))
 
 
 def test_overlapping_relations_are_refused(tmp_path):
     a, b = shard(tmp_path, "k0", "R1"), shard(tmp_path, "k1", "R1,R2")
     with pytest.raises(ShardError, match="overlapping relations \\(R1\\)"):
-        load_runs([a, b])
+        pool(load_runs([a, b]))
     assert report_main([str(a), str(b), "--out", str(tmp_path / "r")]) == 2
     assert report_main([str(a), str(b), "--out", str(tmp_path / "r"), "--no-pool"]) == 0
 
@@ -111,7 +111,7 @@ def test_a_shard_needs_its_records_and_no_limit(tmp_path):
     samples = next((b / "org__m").glob("samples_*.jsonl"))
     samples.rename(samples.with_suffix(".bak"))
     with pytest.raises(ShardError, match="task belief_bear has no samples file .*--log_samples"):
-        load_runs([a, b])
+        pool(load_runs([a, b]))
     samples.with_suffix(".bak").rename(samples)
     for folder in (a, b):  # the same --limit on both: still not a run's records
         path = next((folder / "org__m").glob("results_*.json"))
@@ -119,12 +119,12 @@ def test_a_shard_needs_its_records_and_no_limit(tmp_path):
         data["config"] = {"limit": 2.0}
         path.write_text(json.dumps(data))
     with pytest.raises(ShardError, match="ran with --limit 2"):
-        load_runs([a, b])
+        pool(load_runs([a, b]))
 
 
 def test_shards_of_two_models_pool_per_model(tmp_path):
-    runs = load_runs([shard(tmp_path, "a0", "R1", model="org/a"), shard(tmp_path, "a1", "R2", model="org/a"),
-                      shard(tmp_path, "b0", "R1", model="org/b"), shard(tmp_path, "b1", "R2", model="org/b")])
+    runs = pool(load_runs([shard(tmp_path, "a0", "R1", model="org/a"), shard(tmp_path, "a1", "R2", model="org/a"),
+                      shard(tmp_path, "b0", "R1", model="org/b"), shard(tmp_path, "b1", "R2", model="org/b")]))
     assert [(r.name, len(r.shards), len(r.tasks["belief_bear"].records())) for r in runs] == [("a", 2, 6), ("b", 2, 6)]
 
 
@@ -137,8 +137,8 @@ def test_budgeted_shards_pool_their_designs(tmp_path):
 
     a = shard(tmp_path, "k0", "R1", budget=0.5, budget_design=design({"R1": (4, 2)}))
     b = shard(tmp_path, "k1", "R2", budget=0.5, budget_design=design({"R2": (2, 1)}))
-    (run,) = load_runs([a, b])
+    (run,) = pool(load_runs([a, b]))
     assert run.tasks["belief_bear"].budget_design == design({"R1": (4, 2), "R2": (2, 1)})
     c = shard(tmp_path, "k2", "R2", budget=0.2, budget_design=design({"R2": (2, 1)}))
     with pytest.raises(ShardError, match="metadata.budget: 0.5 in the first, 0.2 in the second"):
-        load_runs([a, c])
+        pool(load_runs([a, c]))

@@ -57,7 +57,7 @@ def build_report(paths, out, title: str = "Knowledge report", x_pattern: str | N
 
     import pandas as pd
 
-    runs = load_runs(paths, pool=pool)
+    runs = shards.pool(load_runs(paths)) if pool else load_runs(paths)
     writer = ReportWriter(out)
     ctx = Context(runs, writer)
     families = family_sections()

@@ -235,9 +235,9 @@ def _samples_file(folder: Path, task: str, date_id: str) -> tuple[Path | None, s
     return None, "no samples file (run without --log_samples?)"
 
 
-def load_runs(paths: Iterable[str | os.PathLike], pool: bool = True) -> list[ModelRun]:
-    """Every model run below ``paths`` (folders or results files), tasks merged per folder; with ``pool``, the
-    shards of a run split by relation pooled into one run (``report.shards``)."""
+def load_runs(paths: Iterable[str | os.PathLike]) -> list[ModelRun]:
+    """Every model run below ``paths`` (folders or results files), tasks merged per folder (the shards of a run split
+    by relation pooled into one: ``report.shards.pool``)."""
     by_folder: dict[Path, list[Path]] = {}
     for f in find_results_files(paths):
         by_folder.setdefault(f.parent, []).append(f)
@@ -272,21 +272,17 @@ def load_runs(paths: Iterable[str | os.PathLike], pool: bool = True) -> list[Mod
                     samples_missing=missing,
                 )
         model_name = str(info.get("model_name") or folder.name)
-        runs.append(ModelRun(name=_short_name(model_name, folder), model_name=model_name, folder=folder, tasks=tasks, groups=groups, info=info))
-    if pool:
-        from belief_tasks.report.shards import pool as pool_shards
-
-        runs = pool_shards(runs)
-    _make_names_unique(runs)
+        runs.append(ModelRun(name=short_name(model_name, folder), model_name=model_name, folder=folder, tasks=tasks, groups=groups, info=info))
+    make_names_unique(runs)
     return runs
 
 
-def _short_name(model_name: str, folder: Path) -> str:
+def short_name(model_name: str, folder: Path) -> str:
     name = model_name.rstrip("/").split("/")[-1] if model_name else folder.name
     return name or folder.name
 
 
-def _make_names_unique(runs: list[ModelRun]) -> None:
+def make_names_unique(runs: list[ModelRun]) -> None:
     seen: dict[str, list[ModelRun]] = {}
     for r in runs:
         seen.setdefault(r.name, []).append(r)

@@ -36,7 +36,10 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from belief_tasks.report.loading import ModelRun, ReportInputError, TaskRun, home_relative
+from belief_tasks.cache_identity import IGNORED, parse_model_args
+from belief_tasks.report.loading import (ModelRun, ReportInputError, TaskRun, home_relative, make_names_unique,
+                                         short_name)
+from belief_tasks.report.recompute import recompute
 
 #: knobs a shard may set on its own: its block of relations, and its share of BELIEF's confidence subsample
 #: (docs/scale.md); the rest of ``metadata`` is written by the run (the budget's draw, the requests cut)
@@ -68,8 +71,6 @@ def relations_of(run: ModelRun) -> tuple[str, ...] | None:
 
 def signature(run: ModelRun) -> dict:
     """Everything shards of one run must share (module docstring), as a nested dict."""
-    from belief_tasks.cache_identity import IGNORED, parse_model_args
-
     config = run.info.get("config") or {}
     args = config.get("model_args", run.info.get("model_args"))
     args = args if isinstance(args, dict) else parse_model_args([str(args)] if args else [])
@@ -153,8 +154,14 @@ def pool(runs: list[ModelRun]) -> list[ModelRun]:
         blocks.append(cluster)
     _refuse_misfits(blocks)
     pooled = {id(b[0]): _pooled(b) for b in blocks if len(b) > 1}
+    if not pooled:
+        return runs
     members = {id(r) for b in blocks if len(b) > 1 for r in b}
-    return [pooled.get(id(r), r) for r in runs if id(r) in pooled or id(r) not in members]
+    out = [pooled.get(id(r), r) for r in runs if id(r) in pooled or id(r) not in members]
+    for run in out:  # named again among the runs that remain (the shards' names told the shards apart)
+        run.name = short_name(run.model_name, run.folder if not run.shards else run.shards[0])
+    make_names_unique(out)
+    return out
 
 
 def _refuse_misfits(blocks: list[list[ModelRun]]) -> None:
@@ -193,7 +200,7 @@ def _pooled(shards: list[ModelRun]) -> ModelRun:
     first = shards[0]
     tasks = {name: _pooled_task([run.tasks[name] for run in shards]) for name in first.tasks}
     folders = [run.folder for run in shards]
-    return ModelRun(name=first.name, model_name=first.model_name, folder=Path(os.path.commonpath(folders)),
+    return ModelRun(name="", model_name=first.model_name, folder=Path(os.path.commonpath(folders)),
                     tasks=tasks, groups={}, info=dict(first.info), shards=folders)
 
 
@@ -238,8 +245,6 @@ def _pooled_truncation(cuts: list[dict]) -> dict:
 def checks(runs: list[ModelRun]) -> list[tuple[str, bool]]:
     """Each shard's numbers recomputed from its own records against its own results JSON: (what, equal?). A pooled
     run's numbers have no results JSON of their own; these checks say its records are the ones its shards scored."""
-    from belief_tasks.report.recompute import recompute
-
     out = []
     for run in runs:
         for name, task in sorted(run.tasks.items()):
