@@ -211,12 +211,13 @@ def _option(args: list[str], *names: str, several: bool = False) -> list[str]:
     return found
 
 
-def default_prefix(output_path: str, backend: str | None, model_args: dict[str, Any]) -> str:
-    """``<output>/cache/<model>-<hash of the identity with software>`` (``<output>``: the folder of an output path
-    ending in ``.json``, as lm-eval writes its files beside it)."""
+def default_prefix(output_path: str, backend: str | None, model_args: dict[str, Any],
+                   ident: dict[str, Any] | None = None) -> str:
+    """``<output>/cache/<model>-<backend>-<hash of the identity with software>`` (``<output>``: the folder of an
+    output path ending in ``.json``, as lm-eval writes its files beside it); ``ident``: that identity, if known."""
     out = Path(output_path)
     folder = (out.parent if out.suffix == ".json" else out) / CACHE_FOLDER
-    ident = identity(backend, model_args, with_software=True)
+    ident = ident or identity(backend, model_args, with_software=True)
     name = str(model_args.get("pretrained") or model_args.get("model") or backend or "hf").rstrip("/").split("/")[-1]
     name = re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("._") or "model"
     return str(folder / f"{name}-{ident['backend']}-{_short(ident)}")
@@ -234,8 +235,9 @@ def with_answer_cache(args: list[str]) -> list[str]:
         return args
     backend = next(iter(reversed(_option(args, "--model", "-M"))), None)
     model_args = parse_model_args(_option(args, "--model_args", "-a", several=True))
-    prefix = default_prefix(outputs[-1], backend, model_args)
-    atexit.register(_record_identity, prefix, identity(backend, model_args, with_software=True))
+    ident = identity(backend, model_args, with_software=True)
+    prefix = default_prefix(outputs[-1], backend, model_args, ident)
+    atexit.register(_record_identity, prefix, ident)
     return [*args, "--use_cache", prefix]
 
 
