@@ -42,6 +42,9 @@ def main(argv: list[str] | None = None) -> None:
         command_checks.check_cache_identity(args)
     except command_checks.CommandError as e:
         refuse(e)
+    from belief_tasks.cache_identity import with_answer_cache
+
+    args = with_answer_cache(args)  # every answer kept in the output path: the same command again resumes
     import belief_tasks
     belief_tasks.install()  # our backends and hooks
     from lm_eval.__main__ import cli_evaluate

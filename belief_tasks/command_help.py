@@ -51,6 +51,9 @@ def section() -> str:
     lines += ["", "our tasks:", _wrapped("list", "belief-eval ls belief: our tasks and groups, one line each"),
               _wrapped("main job", "python -m belief_tasks demo: every family on the bundled sample, then its "
                                    "report (results/demo/)")]
+    lines += ["", "answers:", _wrapped("kept", "every answer goes to OUTPUT_PATH/cache/ as it is computed, so the "
+                                                 "same command run again after a crash resumes (docs/scale.md)"),
+              _wrapped("--no_answer_cache", "keep nothing; --use_cache PATH: keep them in a file of your choice")]
     lines += ["", fill("knobs: --metadata '{\"source\": \"sample\", \"max_facts_per_relation\": 5}'; "
                        "`belief-eval ls knobs` shows what each accepts, its default and its meaning:")]
     lines += [_wrapped(who, f"{', '.join(names)} ({page})") for who, names, page in knob_groups()]

@@ -223,7 +223,7 @@ def failure_during_run(error: BaseException, cached: bool) -> str:
     answered = f"HTTP {status}: " if status is not None else ""
     kept = ("every request answered before it is kept in the --use_cache database: run the same command again and "
             "only the rest is sent" if cached else
-            "nothing answered was kept: add --use_cache PATH to the command, and a rerun after a failure sends only "
-            "what was not answered")
+            "nothing answered was kept (the command had --no_answer_cache, or no --output_path): without those, or "
+            "with --use_cache PATH, a rerun after a failure sends only what was not answered")
     return (f"the backend failed during the run, after every task's probe requests had been answered. It said: "
             f"{answered}{said}. {_advice(status, error, '')}; {kept}")

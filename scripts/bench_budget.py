@@ -31,7 +31,7 @@ def run(args, label: str, metadata: dict, out: Path) -> dict:
     model_args = args.model_args or f"pretrained={default_model_path()},dtype=float32"
     cmd = [sys.executable, "-m", "belief_tasks.cli", "--model", args.model, "--model_args", model_args,
            "--tasks", args.task, "--metadata", json.dumps(metadata), "--batch_size", str(args.batch_size),
-           "--output_path", str(out), "--log_samples", *args.extra]
+           "--output_path", str(out), "--log_samples", "--no_answer_cache", *args.extra]  # timed: every answer computed
     env = {**os.environ, "OMP_NUM_THREADS": str(args.threads), "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
            "TOKENIZERS_PARALLELISM": "false"}
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
