@@ -13,6 +13,7 @@ import logging
 import os
 import shlex
 import sys
+from typing import Any
 from pathlib import Path
 
 #: The main job: one command that runs every family on the bundled sample.
@@ -47,10 +48,14 @@ def main(argv: list[str] | None = None, report: bool = False) -> None:
         command_checks.check_cache_identity(args)
     except command_checks.CommandError as e:
         refuse(e)
+    from belief_tasks.cache_identity import with_answer_cache
+
+    args = with_answer_cache(args)  # every answer kept in the output path: the same command again resumes
     import belief_tasks
     belief_tasks.install()  # our backends and hooks
-    from belief_tasks.paths import task_yamls_dir
     from lm_eval.__main__ import cli_evaluate
+
+    from belief_tasks.paths import task_yamls_dir
 
     if "--include_path" not in args and not _tasks_installed() and (not args or args[0] != "validate"):
         args += ["--include_path", str(task_yamls_dir())]
@@ -74,9 +79,9 @@ def main(argv: list[str] | None = None, report: bool = False) -> None:
             print(file=sys.stderr)  # ends the line of lm-eval's progress bar, which the probe drew
         refuse(e, stage="scoring")
     except server_failures() as e:  # a server that failed after the probes: one paragraph, what was kept
-        print(f"\nbelief-eval: {failure_during_run(e, '--use_cache' in args or any(a.startswith('--use_cache=') for a in args))}",
-              file=sys.stderr)
-        raise SystemExit(1)
+        cached = "--use_cache" in args or any(a.startswith("--use_cache=") for a in args)
+        print(f"\nbelief-eval: {failure_during_run(e, cached)}", file=sys.stderr)
+        raise SystemExit(1) from None
     except BaseException:
         stop_quietly()
         raise
@@ -114,7 +119,9 @@ def stop_quietly() -> None:
 def estimate_flags(args: list[str]) -> tuple[list[str], dict]:
     """``belief-eval``'s arguments without the estimate's own flags (``--estimate``, ``--calibrate``,
     ``--estimate_json FILE``), and those flags."""
-    rest, flags, i = [], {"estimate": False, "calibrate": False, "json": None}, 0
+    rest: list[str] = []
+    flags: dict[str, Any] = {"estimate": False, "calibrate": False, "json": None}
+    i = 0
     while i < len(args):
         a = args[i]
         if a in ("--estimate", "--calibrate"):

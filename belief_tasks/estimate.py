@@ -30,7 +30,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 from belief_tasks import progress, rates
 from belief_tasks.cost import Encoder, TaskCost, by_kind_order, count_instances, count_task, shared_facts, totals
@@ -245,7 +245,7 @@ def project_scoring(costs: Sequence[TaskCost], setting: Setting, model: rates.Mo
             rate, how = model.rate(cost.family, rt) if model is not None else (None, "")
             if rate is not None:
                 seconds = rate * units * scale
-                used.add(f"{model.label}: {how}")
+                used.add(f"{model.label if model is not None else ''}: {how}")
             elif flop is not None:
                 shared = ll_shared if rt != "generate_until" else gen_shared
                 prompt = counts["shared_tokens"] if shared else counts["tokens"]
@@ -259,7 +259,7 @@ def project_scoring(costs: Sequence[TaskCost], setting: Setting, model: rates.Mo
             proj.phases[phase] = proj.phases.get(phase, 0.0) + seconds
     proj.sources += sorted(used)
     if abs(scale - 1) > 0.05:
-        proj.sources.append(loaded(scale, model.matmul, now))
+        proj.sources.append(loaded(scale, model.matmul if model is not None else None, now))
     if missing:
         proj.sources.append(f"no rate and no FLOP projection for {', '.join(sorted(missing))}: left out of the total "
                             "(run --calibrate with the model, or once without --estimate)")
@@ -404,7 +404,10 @@ def setting_from_args(args: Sequence[str]) -> Setting:
     ``--batch_size`` and ``--device``; ``--model_args`` merged)."""
     from belief_tasks.cache_identity import parse_model_args
 
-    last = lambda option: (_values(args, option) or [None])[-1]  # noqa: E731
+    def last(option: str) -> str | None:
+        found = _values(args, option)
+        return found[-1] if found else None
+
     return Setting(last("--model") or "hf", parse_model_args(_values(args, "--model_args")), last("--batch_size"),
                    last("--device"))
 
@@ -412,7 +415,7 @@ def setting_from_args(args: Sequence[str]) -> Setting:
 def budgeted(tasks: Mapping[str, Any]) -> dict[str, bool]:
     from belief_tasks.tasks.base import BeliefTask
 
-    return {n: isinstance(t, BeliefTask) and t.options.get("budget") is not None for n, t in tasks.items()}
+    return {n: isinstance(t, BeliefTask) and t.options.budget is not None for n, t in tasks.items()}
 
 
 # --- calibration --------------------------------------------------------------------------------------------
@@ -494,29 +497,6 @@ def calibrate(cfg, tasks: Mapping[str, Any], setting: Setting, encoder: Encoder,
 
 
 # --- the estimate command -----------------------------------------------------------------------------------
-
-
-ESTIMATE_FLAGS = ("--estimate", "--calibrate", "--estimate_json")
-
-
-def split_flags(args: list[str]) -> tuple[list[str], dict[str, Any]]:
-    """``belief-eval``'s arguments without the estimate's own flags, and those flags."""
-    rest, flags, i = [], {"estimate": False, "calibrate": False, "json": None}, 0
-    while i < len(args):
-        a = args[i]
-        if a == "--estimate":
-            flags["estimate"] = True
-        elif a == "--calibrate":
-            flags["calibrate"] = True
-        elif a == "--estimate_json" and i + 1 < len(args):
-            flags["json"] = args[i + 1]
-            i += 1
-        elif a.startswith("--estimate_json="):
-            flags["json"] = a.split("=", 1)[1]
-        else:
-            rest.append(a)
-        i += 1
-    return rest, flags
 
 
 def run_estimate(args: list[str], flags: Mapping[str, Any], report: bool = False, out=None) -> int:
@@ -699,7 +679,7 @@ def plan_run(lm, tasks: Sequence[Any], setting: Setting, report: bool) -> None:
     proj = Projection()
     project_scoring(costs, setting, model_rates, flop, proj, now)
     h, h_source = harness_rates(store, now)
-    budget = {c.task: isinstance(t, BeliefTask) and t.options.get("budget") is not None for c, t in zip(costs, tasks)}
+    budget = {c.task: isinstance(t, BeliefTask) and t.options.budget is not None for c, t in zip(costs, tasks)}
     project_harness(costs, h, log_samples=True, report=report, budgeted=budget, proj=proj)
     proj.sources.append(h_source)
     notes = {}
@@ -786,7 +766,8 @@ def watcher(setting: Setting, report: bool):
                         try:
                             plan_run(lm, tasks, setting, report)
                         except Exception as e:  # noqa: BLE001  a plan that fails loses the ETA, never the run
-                            progress.current() and progress.current().say(f"no estimate: {type(e).__name__}: {e}")
+                            if (shown := progress.current()) is not None:
+                                shown.say(f"no estimate: {type(e).__name__}: {e}")
                     progress.phase(progress.scoring_phase(name))
                 return original(requests, *args, **kwargs)
 

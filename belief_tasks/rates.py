@@ -28,7 +28,8 @@ from belief_tasks.paths import cache_dir
 
 VERSION = 1
 #: backend -> (log-likelihoods computed with prefix sharing, generation prompts prefilled once per prompt)
-SHARING = {"hf-shared": (True, True), "vllm-shared": (True, True), "vllm": (False, True)}
+SHARING = {"hf-shared": (True, True), "vllm-shared": (True, True), "vllm-serve-shared": (True, True),
+           "vllm": (False, True)}
 
 
 def store_path() -> Path:
@@ -150,8 +151,9 @@ class Store:
             known = {f: u for f, u in by_family.items() if f"{f}|{request_type}" in per_unit}
             projected = sum(per_unit[f"{f}|{request_type}"] * u for f, u in known.items())
             if known and projected > 0:
-                scale = seconds / projected if len(known) == len(by_family) else None
-                if scale is None:  # some families unknown: share the time by units
+                if len(known) == len(by_family):
+                    scale = seconds / projected
+                else:  # some families unknown: share the time by units
                     scale = (seconds * sum(known.values()) / total) / projected
                 for f in known:
                     per_unit[f"{f}|{request_type}"] *= scale

@@ -11,6 +11,7 @@ import pytest
 
 from belief_tasks.backends.prefix_tree import build_prefix_tree, tree_cost
 from belief_tasks.cost import GREEDY, LOGLIKELIHOOD, SAMPLED, Encoder, count_task
+
 from harness import run_cli
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")

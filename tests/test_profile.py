@@ -7,10 +7,9 @@ from __future__ import annotations
 import importlib.util
 import json
 
-import pytest
+from conftest import ROOT
 
 from belief_tasks.cost import TaskCost, shared_facts, task_facts
-from conftest import ROOT
 
 PROFILE = ["belief_profile_mp", "belief_profile_qa", "belief_profile_bear", "belief_profile_iclke",
            "belief_profile_monitor"]

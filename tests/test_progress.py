@@ -7,10 +7,6 @@ estimate."""
 from __future__ import annotations
 
 import io
-import json
-import re
-
-import pytest
 
 from belief_tasks import progress
 from belief_tasks.progress import Progress, duration
