@@ -11,6 +11,10 @@ commands:
   demo [ARGS]     the main job: every probe family on the bundled sample with the bundled model, then
                   its knowledge report (results/demo/); ARGS go to belief-eval (e.g. --model hf,
                   --device cuda, --output_path DIR)
+  profile [ARGS]  a model's knowledge profile: BEAR, IC-LKE on BEAR-big, MONITOR on FKTC, BELIEF-ICL MP
+                  and QA on MyriadLAMA at a 5% budget (group belief_profile), then its report
+                  (results/profile/); ARGS go to belief-eval (--model_args pretrained=MODEL, --metadata
+                  '{"budget": 0.2}', --estimate for its cost before the model loads)
   path            print our task folder (for lm_eval --include_path)
   model-path      print the bundled model's folder
   fetch-model     download and convert the bundled model once (--force: again)
@@ -19,7 +23,7 @@ commands:
 
 Evaluating any model: belief-eval --help. Reports from your runs: belief-report --help."""
 
-COMMANDS = ("demo", "path", "model-path", "fetch-model", "docs")
+COMMANDS = ("demo", "profile", "path", "model-path", "fetch-model", "docs")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -43,6 +47,10 @@ def main(argv: list[str] | None = None) -> int:
         from belief_tasks.cli import demo
 
         return demo(argv[1:])
+    elif cmd == "profile":
+        from belief_tasks.cli import profile
+
+        return profile(argv[1:])
     elif cmd in ("help", "-h", "--help"):
         print(USAGE)
     else:

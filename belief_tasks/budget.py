@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Mapping, Sequence, TypeVar
+from typing import Any, Callable, Iterable, Mapping, Sequence, TypeVar
 
 from belief_tasks.seeding import derive_seed, hash_order
 
@@ -114,7 +114,11 @@ def draw_facts(facts_by_relation: Mapping[str, Sequence[T]], budget: float, seed
     return {rel: [facts[i] for i in rows[rel]] for rel, facts in facts_by_relation.items()}, d
 
 
-def group_by_relation(facts: Iterable[T], relation: Callable[[T], str] = lambda f: f.relation) -> dict[str, list[T]]:
+def _relation_of(fact: Any) -> str:
+    return fact.relation
+
+
+def group_by_relation(facts: Iterable[T], relation: Callable[[T], str] = _relation_of) -> dict[str, list[T]]:
     """``{relation: facts}`` in order of first appearance."""
     out: dict[str, list[T]] = {}
     for f in facts:

@@ -11,13 +11,22 @@ the work (``IGNORED``), and for each argument naming a local file or folder (a m
 adapter) a fingerprint of it: its ``config.json`` / tokenizer files hashed, its weight files' sizes and
 modification times (cheap: nothing large is read). A hub name is identified by name and revision
 (``main`` when none is given) and, where the hub cache holds it, the commit that revision points to.
+
+``belief-eval`` keeps a cache by default (``with_answer_cache``): with an ``--output_path`` and no ``--use_cache`` of
+the command's own, every answer goes to ``<output>/cache/<model>-<hash>``, the hash of the run's identity and of
+the code that computes answers (``software``: lm-eval, torch, transformers, vLLM and belief-tasks' own modules), so
+the same command run again resumes, and a run of another model, setting or code opens another cache: a stale answer
+is never read. ``--no_answer_cache`` turns it off.
 """
 
 from __future__ import annotations
 
+import atexit
 import hashlib
 import json
 import os
+import re
+from importlib import metadata
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -33,6 +42,12 @@ HASHED = ("config.json", "generation_config.json", "tokenizer.json", "tokenizer_
           "adapter_config.json")
 WEIGHTS = ("*.safetensors", "*.bin", "*.pt", "*.gguf", "*.pth", "*.msgpack")
 SUFFIX = ".identity.json"
+#: ``belief-eval``'s opt-out of the default cache (removed from the command before lm-eval parses it)
+NO_ANSWER_CACHE = "--no_answer_cache"
+#: the folder of the default cache, inside the output path
+CACHE_FOLDER = "cache"
+#: the packages whose code computes a model's answers (versions recorded in a default cache's identity)
+SOFTWARE = ("lm_eval", "torch", "transformers", "vllm")
 
 
 class CacheIdentityError(ValueError):
@@ -86,8 +101,25 @@ def _hub_commit(name: str, revision: str) -> str | None:
         return None
 
 
-def identity(backend: str | None, model_args: dict[str, Any]) -> dict[str, Any]:
-    """The identity of a run's answers (module docstring)."""
+def software() -> dict[str, str]:
+    """The code that computes answers: the versions of ``SOFTWARE`` installed, and a hash of belief-tasks' own
+    modules (a fix in our backends changes answers without changing a version)."""
+    found = {}
+    for name in SOFTWARE:
+        try:
+            found[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue
+    package = Path(__file__).resolve().parent
+    digest = hashlib.sha256()
+    for path in sorted(package.rglob("*.py")):
+        digest.update(str(path.relative_to(package)).encode() + b"\0" + path.read_bytes() + b"\0")
+    found["belief_tasks"] = digest.hexdigest()[:16]
+    return found
+
+
+def identity(backend: str | None, model_args: dict[str, Any], with_software: bool = False) -> dict[str, Any]:
+    """The identity of a run's answers (module docstring); ``with_software``: the code's too (``software``)."""
     args = {k: str(v) for k, v in sorted(model_args.items()) if k not in IGNORED}
     local = {}
     for key, value in args.items():
@@ -102,6 +134,8 @@ def identity(backend: str | None, model_args: dict[str, Any]) -> dict[str, Any]:
     if name and "pretrained" not in local and "model" not in local:
         revision = args.get("revision", "main")
         ident["hub"] = {"name": name, "revision": revision, "commit": _hub_commit(name, revision)}
+    if with_software:
+        ident["software"] = software()
     return ident
 
 
@@ -135,6 +169,8 @@ def check(prefix: str, backend: str | None, model_args: dict[str, Any]) -> str |
         except (OSError, json.JSONDecodeError) as e:
             raise CacheIdentityError(f"--use_cache {prefix}: its identity file {path} cannot be read ({e}); delete the "
                                      "cache files (" + ", ".join(str(d) for d in dbs) + f" and {path}) or use another prefix") from None
+        if "software" in recorded:  # a default cache (``with_answer_cache``) named on the command line
+            here = identity(backend, model_args, with_software=True)
         diff = differences(recorded, here)
         if diff:
             raise CacheIdentityError(
@@ -157,3 +193,58 @@ def check(prefix: str, backend: str | None, model_args: dict[str, Any]) -> str |
 
 def _short(ident: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(ident, sort_keys=True).encode()).hexdigest()[:8]
+
+
+# --- the default cache of belief-eval ----------------------------------------------------------------------
+
+
+def _option(args: list[str], *names: str, several: bool = False) -> list[str]:
+    """The values of an lm-eval option (``--name v``, ``--name=v``, ``-n v``; ``several``: ``nargs="+"``)."""
+    found = []
+    for i, arg in enumerate(args):
+        if arg in names:
+            rest = args[i + 1:]
+            end = next((j for j, a in enumerate(rest) if a.startswith("-")), len(rest))
+            found += rest[:end if several else min(1, len(rest))]
+        elif any(arg.startswith(n + "=") for n in names if n.startswith("--")):
+            found.append(arg.split("=", 1)[1])
+    return found
+
+
+def default_prefix(output_path: str, backend: str | None, model_args: dict[str, Any],
+                   ident: dict[str, Any] | None = None) -> str:
+    """``<output>/cache/<model>-<backend>-<hash of the identity with software>`` (``<output>``: the folder of an
+    output path ending in ``.json``, as lm-eval writes its files beside it); ``ident``: that identity, if known."""
+    out = Path(output_path)
+    folder = (out.parent if out.suffix == ".json" else out) / CACHE_FOLDER
+    ident = ident or identity(backend, model_args, with_software=True)
+    name = str(model_args.get("pretrained") or model_args.get("model") or backend or "hf").rstrip("/").split("/")[-1]
+    name = re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("._") or "model"
+    return str(folder / f"{name}-{ident['backend']}-{_short(ident)}")
+
+
+def with_answer_cache(args: list[str]) -> list[str]:
+    """``belief-eval``'s command line with its default cache: ``--use_cache <default_prefix>`` added when the command
+    has an ``--output_path`` and neither a ``--use_cache`` of its own (which wins) nor ``--no_answer_cache`` (removed
+    here: lm-eval does not know it). The identity file is written beside the cache when the process ends and the
+    cache exists, so a command refused before the model loads leaves no file behind."""
+    if NO_ANSWER_CACHE in args:
+        return [a for a in args if a != NO_ANSWER_CACHE]
+    outputs = _option(args, "--output_path", "-o")
+    if not outputs or _option(args, "--use_cache", "-c"):
+        return args
+    backend = next(iter(reversed(_option(args, "--model", "-M"))), None)
+    model_args = parse_model_args(_option(args, "--model_args", "-a", several=True))
+    ident = identity(backend, model_args, with_software=True)
+    prefix = default_prefix(outputs[-1], backend, model_args, ident)
+    atexit.register(_record_identity, prefix, ident)
+    return [*args, "--use_cache", prefix]
+
+
+def _record_identity(prefix: str, ident: dict[str, Any]) -> None:
+    path = identity_path(prefix)
+    if path.is_file() or not list(Path(prefix).parent.glob(Path(prefix).name + "_rank*.db")):
+        return
+    tmp = path.with_name(path.name + f".{os.getpid()}.part")
+    tmp.write_text(json.dumps(ident, indent=1, sort_keys=True), encoding="utf-8")
+    tmp.replace(path)

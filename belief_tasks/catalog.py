@@ -32,7 +32,6 @@ class Entry:
     description: str
     path: Path
     family: str = ""  # a key of belief_tasks.families.FAMILIES ("" for a group)
-    dataset_function: str = ""  # the name of its custom_dataset function in its family's tasks module
 
     @property
     def is_demo(self) -> bool:
@@ -45,24 +44,23 @@ def _load(path: Path) -> dict:
     return yaml.load(text, Loader=_Loader) or {}
 
 
-def _inherited(path: Path, config: dict) -> tuple[str, str]:
-    """(family, custom_dataset function name) of a task YAML, following its ``include`` chain: a family's
-    YAMLs sit in ``task_yamls/<family>/``."""
+def _family(path: Path, config: dict) -> str:
+    """The family of a task YAML, following its ``include`` chain: a family's YAMLs sit in
+    ``task_yamls/<family>/``."""
     from belief_tasks.families import FAMILIES
 
-    family, function = "", ""
+    family = ""
     seen: set[Path] = set()
     while path not in seen:
         seen.add(path)
         if not family and path.parent.name in FAMILIES:
             family = path.parent.name
-        function = function or str(config.get("custom_dataset") or "").rpartition(".")[2]
         include = config.get("include")
         if not include:
             break
         path = (path.parent / include).resolve()
         config = _load(path) if path.is_file() else {}
-    return family, function
+    return family
 
 
 def entries(root: Path | None = None) -> list[Entry]:
@@ -71,13 +69,13 @@ def entries(root: Path | None = None) -> list[Entry]:
         text = path.read_text(encoding="utf-8")
         config = yaml.load(text, Loader=_Loader) or {}
         first = text.splitlines()[0] if text else ""
-        meta = config.get("metadata") if isinstance(config.get("metadata"), dict) else {}
+        meta: dict = config["metadata"] if isinstance(config.get("metadata"), dict) else {}
         # metadata.description wins (generated YAMLs keep their first line for a do-not-edit note)
         description = str(meta.get("description") or (first[1:].strip() if first.startswith("#") else ""))
         if "group" in config and "task" in config and isinstance(config["task"], list):
             out.append(Entry(str(config["group"]), "group", description, path))
         elif isinstance(config.get("task"), str):
-            out.append(Entry(config["task"], "task", description, path, *_inherited(path, config)))
+            out.append(Entry(config["task"], "task", description, path, _family(path, config)))
     return out
 
 

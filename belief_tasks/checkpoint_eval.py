@@ -31,10 +31,11 @@ def build_tasks(tasks: Sequence[str], metadata: Mapping[str, Any] | None = None,
 
     ``model_args``: the keys a model argument may use in ``metadata`` (so that a misspelt knob is an error,
     as under ``belief-eval``)."""
+    from lm_eval.tasks import TaskManager
+
     import belief_tasks
     from belief_tasks import command_checks
     from belief_tasks.paths import task_yamls_dir
-    from lm_eval.tasks import TaskManager
 
     belief_tasks.install()
     model_args = frozenset(model_args or {})

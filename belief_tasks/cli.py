@@ -13,10 +13,13 @@ import logging
 import os
 import shlex
 import sys
+from typing import Any
 from pathlib import Path
 
 #: The main job: one command that runs every family on the bundled sample.
 DEMO_TASKS = "belief_demo"
+#: A model's knowledge profile: the four probes on datasets that share facts, at a budget (docs/profile.md).
+PROFILE_TASKS = "belief_profile"
 
 
 def _tasks_installed() -> bool:
@@ -27,7 +30,9 @@ def _tasks_installed() -> bool:
     return any((Path(lm_eval.tasks.__file__).parent / "belief").rglob("*.yaml"))
 
 
-def main(argv: list[str] | None = None) -> None:
+def main(argv: list[str] | None = None, report: bool = False) -> None:
+    """``belief-eval ARGS``; ``report``: the caller builds a report after the run (the main job, the profile), so
+    the run's progress stays open for that phase (``finish_run``)."""
     args = list(sys.argv[1:] if argv is None else argv)
     if args[:1] in (["ls"], ["list"]) and args[1:2] in (["belief"], ["knobs"]):
         return print_ours(args[1])  # fast: no lm-eval import
@@ -35,6 +40,7 @@ def main(argv: list[str] | None = None) -> None:
         from belief_tasks.sweep import main as sweep
 
         raise SystemExit(sweep(args[1:]))
+    args, flags = estimate_flags(args)
     from belief_tasks import command_checks
 
     try:
@@ -42,19 +48,24 @@ def main(argv: list[str] | None = None) -> None:
         command_checks.check_cache_identity(args)
     except command_checks.CommandError as e:
         refuse(e)
+    from belief_tasks.cache_identity import with_answer_cache
+
+    args = with_answer_cache(args)  # every answer kept in the output path: the same command again resumes
     import belief_tasks
     belief_tasks.install()  # our backends and hooks
-    from belief_tasks.paths import task_yamls_dir
     from lm_eval.__main__ import cli_evaluate
+
+    from belief_tasks.paths import task_yamls_dir
 
     if "--include_path" not in args and not _tasks_installed() and (not args or args[0] != "validate"):
         args += ["--include_path", str(task_yamls_dir())]
     check_limit(args)
+    estimate_only(args, flags, report)  # --estimate: the cost, then exit
+    from belief_tasks.harness import install_tasks_before_model
     if not listing_or_help(args):  # 20-90 s of data, prompts and requests come before the model's first line
         print("Building the tasks (data, prompts, requests) before the model loads ...",
               file=sys.stderr, flush=True)
-    from belief_tasks.harness import install_tasks_before_model
-
+        start_run(args, report)
     install_tasks_before_model(refuse, command_checks)
     sys.argv = ["belief-eval", *args]
     listing = args[:1] in (["ls"], ["list"]) and (len(args) < 2 or args[1] in ("tasks", "groups"))
@@ -68,9 +79,12 @@ def main(argv: list[str] | None = None) -> None:
             print(file=sys.stderr)  # ends the line of lm-eval's progress bar, which the probe drew
         refuse(e, stage="scoring")
     except server_failures() as e:  # a server that failed after the probes: one paragraph, what was kept
-        print(f"\nbelief-eval: {failure_during_run(e, '--use_cache' in args or any(a.startswith('--use_cache=') for a in args))}",
-              file=sys.stderr)
-        raise SystemExit(1)
+        cached = "--use_cache" in args or any(a.startswith("--use_cache=") for a in args)
+        print(f"\nbelief-eval: {failure_during_run(e, cached)}", file=sys.stderr)
+        raise SystemExit(1) from None
+    except BaseException:
+        stop_quietly()
+        raise
     finally:
         if listing:  # lm-eval's table has no description column: add ours
             print_ours("tasks")
@@ -78,6 +92,75 @@ def main(argv: list[str] | None = None) -> None:
             from belief_tasks.command_help import section
 
             print(section())
+    if not report:
+        finish_run()
+
+
+def estimate_only(args: list[str], flags: dict, report: bool) -> None:
+    """``--estimate``: the command's cost, before any model loads, then exit (its own flags without it: refused)."""
+    if flags["estimate"]:
+        from belief_tasks import command_checks
+        from belief_tasks.estimate import run_estimate
+        from belief_tasks.harness import install_tasks_before_model
+
+        install_tasks_before_model(refuse, command_checks)
+        raise SystemExit(run_estimate(args, flags, report=report))
+    if flags["calibrate"] or flags["json"]:
+        refuse(ValueError("--calibrate and --estimate_json belong to --estimate (belief-eval --estimate --calibrate "
+                          "ARGS: the cost of the run ARGS, with rates timed on its model)"))
+
+
+def stop_quietly() -> None:
+    from belief_tasks import progress
+
+    progress.stop_quietly()
+
+
+def estimate_flags(args: list[str]) -> tuple[list[str], dict]:
+    """``belief-eval``'s arguments without the estimate's own flags (``--estimate``, ``--calibrate``,
+    ``--estimate_json FILE``), and those flags."""
+    rest: list[str] = []
+    flags: dict[str, Any] = {"estimate": False, "calibrate": False, "json": None}
+    i = 0
+    while i < len(args):
+        a = args[i]
+        if a in ("--estimate", "--calibrate"):
+            flags[a[2:]] = True
+        elif a == "--estimate_json" and i + 1 < len(args):
+            flags["json"] = args[i + 1]
+            i += 1
+        elif a.startswith("--estimate_json="):
+            flags["json"] = a.split("=", 1)[1]
+        else:
+            rest.append(a)
+        i += 1
+    return rest, flags
+
+
+def start_run(args: list[str], report: bool) -> None:
+    """Open the run's progress (``belief_tasks.progress``): phases with estimates and an ETA, planned once the
+    requests are built (``estimate.begin_run``)."""
+    from belief_tasks import estimate
+
+    estimate.begin_run(args, report)
+
+
+def finish_run() -> None:
+    """Close the run's progress and keep its measured rates for the next estimate (``estimate.record_run``);
+    ``BELIEF_PROGRESS_JSON=FILE``: also write what each phase took and was estimated to take there (for
+    ``scripts/bench_profile.py``)."""
+    from belief_tasks import estimate, progress
+
+    run = progress.current()
+    measured = progress.stop()
+    if run is None or not measured:
+        return
+    estimate.record_run(measured)
+    if os.environ.get("BELIEF_PROGRESS_JSON"):
+        import json
+
+        record = {"measured": measured, "plan": run.plan}
+        Path(os.environ["BELIEF_PROGRESS_JSON"]).write_text(json.dumps(record, indent=1))
 
 
 def listing_or_help(args: list[str]) -> bool:
@@ -175,10 +258,65 @@ def demo(extra: list[str]) -> int:
     print("belief-eval " + shlex.join(args), flush=True)
     print("Raw prompts, no chat template, as the papers evaluate (`python -m belief_tasks docs belief`).", flush=True)
     logging.getLogger("lm_eval.evaluator").addFilter(_RawPromptsChosen())
-    main(args)
+    main(args, report=True)
     output = Path(args[len(args) - 1 - args[::-1].index("--output_path") + 1])
+    from belief_tasks import progress
+
+    progress.phase(progress.REPORT)
     print_report(build_demo_report(output), output)
+    finish_run()
     return 0
+
+
+def profile_command(extra: list[str] | None = None) -> list[str]:
+    """``belief-eval`` arguments of the profile: ours for each option the user did not give (the bundled model on
+    ``hf-shared`` unless ``--model_args`` names another), then the user's."""
+    from belief_tasks.model import default_model_path
+
+    extra = list(extra or [])
+    given = {a.split("=", 1)[0] for a in extra if a.startswith("-")}
+    defaults = [("--model", "hf-shared"), ("--model_args", f"pretrained={default_model_path()},dtype=float32"),
+                ("--tasks", PROFILE_TASKS), ("--batch_size", "auto"),
+                ("--output_path", os.environ.get("BELIEF_PROFILE_OUTPUT", "results/profile"))]
+    out = [x for option, value in defaults if option not in given for x in (option, value)]
+    return out + ([] if "--log_samples" in given else ["--log_samples"]) + extra
+
+
+def profile(extra: list[str]) -> int:
+    """A model's knowledge profile: the ``belief_profile`` group (BEAR, IC-LKE on BEAR-big, MONITOR on FKTC,
+    BELIEF-ICL MP and QA on MyriadLAMA, at a budget that draws the facts they share alike), then its report, as
+    the main job ends in it; with ``--estimate``, only its cost."""
+    if "--model_args" not in {a.split("=", 1)[0] for a in extra}:
+        from belief_tasks.model import fetch_default_model
+
+        fetch_default_model()
+    args = profile_command(extra)
+    print("belief-eval " + shlex.join(args), flush=True)
+    main(args, report=True)
+    output = Path(args[len(args) - 1 - args[::-1].index("--output_path") + 1])
+    from belief_tasks import progress
+    from belief_tasks.report import build_report
+
+    progress.phase(progress.REPORT)
+    report = build_report([output], output / "report", title="Knowledge profile")
+    print_report(report, output)
+    print_shared_facts(output / "report")
+    finish_run()
+    return 0
+
+
+def print_shared_facts(report_dir: Path) -> None:
+    """The facts each pair of probes shares (what its agreement rests on), from the report's pair tables."""
+    import csv
+
+    for table in sorted((report_dir / "tables").glob("agreement_pairs_*.csv")):
+        with table.open(encoding="utf-8") as fh:
+            rows = list(csv.DictReader(fh))
+        print(f"shared facts per pair of probes ({table.stem.removeprefix('agreement_pairs_')}):")
+        for r in rows:
+            kappa = f"κ {float(r['kappa']):.2f} [{float(r['kappa_lo']):.2f}, {float(r['kappa_hi']):.2f}]" \
+                if r.get("kappa") not in (None, "", "nan") else "κ undefined"
+            print(f"  {r['probe_a']} / {r['probe_b']}: {r['n']} facts, {kappa}")
 
 
 class _RawPromptsChosen(logging.Filter):

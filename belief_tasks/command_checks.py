@@ -105,7 +105,7 @@ def check_backend(name: str | None) -> None:
         return
     known = sorted(model_registry.keys())
     theirs = [k for k in known if k not in BACKENDS]
-    raise CommandError(f"--model {name}: no backend of that name; {did_you_mean(name, known)}ours are "
+    raise CommandError(f"--model {name}: no backend of that name; {did_you_mean(name or '', known)}ours are "
                        f"{', '.join(BACKENDS)}; lm-eval's are {', '.join(theirs)}")
 
 
@@ -135,9 +135,17 @@ def unknown_tasks(requested: Iterable[Any], include_path: str | None) -> Command
 def knobs_of(task) -> set[str]:
     """The ``--metadata`` keys a built task of ours reads: its family's knobs, ``source``, and the path
     and revision knobs of the dataset it reads (``bear_path`` only for tasks on BEAR)."""
-    names = {k.name for k in getattr(task, "KNOBS", ())} | {"source"}
-    dataset = getattr(getattr(task.config, "custom_dataset", None), "dataset", None)
-    return names | ({f"{dataset}_path", f"{dataset}_revision"} if dataset else set())
+    from belief_tasks.options import knob_rows
+    from belief_tasks.tasks.base import BeliefTask, Probe
+
+    if not isinstance(task, BeliefTask):
+        return set()
+    fn = task.config.custom_dataset
+    return {k.name for k in knob_rows(task.OPTIONS)} | {"source"} | (_dataset_knobs(fn.dataset) if isinstance(fn, Probe) else set())
+
+
+def _dataset_knobs(dataset: str) -> set[str]:
+    return {f"{dataset}_path", f"{dataset}_revision"}
 
 
 def _our_knob_names() -> set[str]:
@@ -150,10 +158,10 @@ def _our_knob_names() -> set[str]:
 def check_unknown_keys(metadata: Mapping[str, Any] | None, model_args: Iterable[str]) -> None:
     """Before any task is built (no data read yet): a ``--metadata`` key that is neither a knob of ours, nor
     lm-eval's own, nor one of the run's model-argument keys is refused (``tasks.base.check_metadata``)."""
-    from belief_tasks.options import COMMON
+    from belief_tasks.options import Options
     from belief_tasks.tasks.base import check_metadata
 
-    check_metadata(metadata, COMMON, model_args=frozenset(model_args))
+    check_metadata(metadata, Options, model_args=frozenset(model_args))
 
 
 def declare_model_args(tasks: Iterable[Any], model_args: Iterable[str]) -> None:
@@ -191,17 +199,18 @@ def _env_hint(key: str) -> str:
 
 def readers(key: str) -> str:
     """Which of our tasks read ``key``, for the error (the main job's fixed variants left out)."""
+    from lm_eval.tasks._yaml_loader import load_yaml
+
     from belief_tasks.catalog import entries
     from belief_tasks.families import FAMILIES
-    from belief_tasks.tasks import glue_modules
+    from belief_tasks.tasks.base import Probe
 
-    glue = glue_modules()
     names = []
     for e in entries():
         if e.kind != "task" or e.is_demo or e.family not in FAMILIES:
             continue
-        dataset = getattr(getattr(glue[e.family], e.dataset_function, None), "dataset", None)
-        if key in {k.name for k in FAMILIES[e.family].knobs} or key in (f"{dataset}_path", f"{dataset}_revision"):
+        fn = load_yaml(e.path).get("custom_dataset")  # the YAML's own function, as lm-eval resolves it
+        if key in {k.name for k in FAMILIES[e.family].knobs} or (isinstance(fn, Probe) and key in _dataset_knobs(fn.dataset)):
             names.append(e.name)
     shown = ", ".join(names[:8]) + (f" and {len(names) - 8} more" if len(names) > 8 else "")
     return f"it is read by {shown}" if names else "no task of ours reads it"

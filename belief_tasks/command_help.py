@@ -14,6 +14,10 @@ import textwrap
 BACKEND_LINES = {
     "hf-shared": "lm-eval's hf with shared prefixes: the same model args and numbers, faster on IC-LKE, BEAR, "
                  "BELIEF's sampled answers and MONITOR (docs/backends.md)",
+    "vllm-shared": "lm-eval's vllm whose log-likelihoods read vLLM's prefix cache: the same model args and numbers, "
+                   "faster on IC-LKE (docs/backends.md)",
+    "vllm-serve-shared": "lm-eval's local-completions against vllm serve, log-likelihoods through its token endpoint "
+                         "reading its prefix cache (docs/backends_support.md)",
     "hf-mlm": "masked LMs (BERT family): BEAR by pseudo-log-likelihood and the belief_mlm_* tasks (docs/mlm.md)",
 }
 
@@ -46,7 +50,20 @@ def section() -> str:
     lines += [_wrapped(name, text) for name, text in BACKEND_LINES.items()]
     lines += ["", "our tasks:", _wrapped("list", "belief-eval ls belief: our tasks and groups, one line each"),
               _wrapped("main job", "python -m belief_tasks demo: every family on the bundled sample, then its "
-                                   "report (results/demo/)")]
+                                   "report (results/demo/)"),
+              _wrapped("profile", "python -m belief_tasks profile [ARGS]: a model's knowledge profile (group "
+                                  "belief_profile: the four probes on datasets that share facts, at a 5% budget), "
+                                  "then its report (docs/profile.md)")]
+    lines += ["", "cost and progress:",
+              _wrapped("--estimate", "the command's cost, then exit, before any model loads: per task the facts, "
+                                     "requests by kind, tokens with and without prefix sharing, and each phase's "
+                                     "time from rates measured on this model and backend (--calibrate: time a few "
+                                     "seconds of its requests first; --estimate_json FILE: also as JSON)"),
+              _wrapped("progress", "a run prints each phase with its estimate and the run's ETA, and a line when a "
+                                   "phase runs far past its estimate (docs/profile.md)")]
+    lines += ["", "answers:", _wrapped("kept", "every answer goes to OUTPUT_PATH/cache/ as it is computed, so the "
+                                                 "same command run again after a crash resumes (docs/scale.md)"),
+              _wrapped("--no_answer_cache", "keep nothing; --use_cache PATH: keep them in a file of your choice")]
     lines += ["", fill("knobs: --metadata '{\"source\": \"sample\", \"max_facts_per_relation\": 5}'; "
                        "`belief-eval ls knobs` shows what each accepts, its default and its meaning:")]
     lines += [_wrapped(who, f"{', '.join(names)} ({page})") for who, names, page in knob_groups()]
@@ -66,7 +83,7 @@ def knobs_listing() -> str:
     from belief_tasks.sources import SOURCE_KNOBS
 
     tables = [("every task", COMMON), ("data source (environment variables as named)", SOURCE_KNOBS)]
-    tables += [(family.title, [k for k in family.knobs if k not in COMMON]) for family in FAMILIES.values()]
+    tables += [(family.title, tuple(k for k in family.knobs if k not in COMMON)) for family in FAMILIES.values()]
     out = []
     for title, knobs in tables:
         out.append(f"{title}:")

@@ -1,21 +1,22 @@
 """Every place where we plug into lm-eval itself, installed by one explicit call: ``install()``.
 
 ``belief-eval``, our backends and our task classes call it; ``import belief_tasks`` does not.
-Each patch names the lm-eval version it was written for (``WRITTEN_FOR``) and says so when the
-installed version differs; a patched attribute that no longer exists is a clear error. What each
+Each patch was written for lm-eval 0.4.13 and is tested on the releases of ``TESTED`` (``pyproject.toml``'s
+range, ``LM_EVAL_RANGE``); another installed release gets a warning naming the range, and a patched attribute
+that no longer exists is a clear error. What each
 hook changes, for whose requests, and why no public route serves: docs/architecture.md ("What we
 replace in lm-eval"). A hook that changes how a request is served touches requests of our tasks
 only (``OUR_TASKS``), or requests only ours can carry.
 
-1. Model backends (``hf-mlm``, ``hf-shared``) are registered after ``lm_eval.models``:
-   ``get_model`` imports it only when the registry is empty, so registering first would hide
-   every built-in model.
+1. Model backends (``hf-mlm``, ``hf-shared``, ``vllm-shared``, ``vllm-serve-shared``) are registered after
+   ``lm_eval.models``: ``get_model`` imports it only when the registry is empty, so registering first
+   would hide every built-in model.
 2. Standard errors for corpus-level aggregations: lm-eval asks ``stderr_for_metric(agg_fn)`` and
    knows only its own functions, so our aggregations (consistency, fluctuation, MONITOR, ...)
-   would always print "N/A". An aggregation of ours (``scoring.common.with_stderr``) gets the function
-   ``scoring.common.stderr_function`` names, the one ``belief-report`` recomputes with (None: "N/A").
+   would always print "N/A". An aggregation of ours (``scoring.wiring.Reported``, built from the
+   metric's ``Metric``) gets its ``stderr_function``, the one ``belief-report`` recomputes with (None: "N/A").
    ``--bootstrap_iters 0`` still turns all off. (A budgeted run's intervals need no hook: each is a
-   ``metric_list`` entry ``<metric>_ci95`` of its own, ``scoring.budgeted.interval_metric``.)
+   ``metric_list`` entry ``<metric>_ci95`` of its own, ``scoring.wiring.IntervalOf``.)
 3. (no patch) ``--use_cache`` for our own request types: lm-eval's ``CachingLM`` reads its database only for
    ``loglikelihood``, ``loglikelihood_rolling`` and greedy ``generate_until``, passes every other request
    through, and hands the model it wraps the database (``CacheHook.dbdict``). Our backends read it
@@ -37,11 +38,11 @@ only (``OUR_TASKS``), or requests only ours can carry.
    goes to lm-eval's own ``generate_until`` as it came; under ``--use_cache`` the seeded samples of
    ours are read back (3.).
 6. (``belief-eval`` only) the tasks are built before the model: ``install_tasks_before_model``.
-7. The evaluated model, seen by the tasks while they build their requests: lm-eval's ``evaluate``
-   hands the model to no task, and ``hf`` / ``hf-shared`` cut a request longer than ``max_length``
-   from the left with only a log line. ``evaluated_model()`` is the model of the ``evaluate`` call
-   in progress, so ``BeliefTask`` measures its requests before any is scored
-   (``belief_tasks.truncation``: recorded in the results JSON, or refused).
+7. The evaluated model, seen by the tasks while they build their requests (and, under ``belief-eval``, the
+   phases of its progress: ``belief_tasks.progress``): lm-eval's ``evaluate`` hands the model to no task,
+   and ``hf`` / ``hf-shared`` cut a request longer than ``max_length`` from the left with only a log line.
+   ``evaluated_model()`` is the model of the ``evaluate`` call in progress, so ``BeliefTask`` measures its
+   requests before any is scored (``belief_tasks.truncation``: recorded in the results JSON, or refused).
 """
 
 from __future__ import annotations
@@ -53,13 +54,17 @@ from typing import Any, Callable
 
 log = logging.getLogger(__name__)
 
-#: the lm-eval release every patch below was written against (pyproject pins it)
-WRITTEN_FOR = "0.4.13"
+#: the lm-eval releases our tests pass on (CI: the whole suite on the newest, the metric-table and neighbour tests
+#: on the others); ``pyproject.toml`` declares ``lm-eval`` as ``LM_EVAL_RANGE`` (``tests/test_packaging.py``)
+TESTED = ("0.4.12", "0.4.13")
+LM_EVAL_RANGE = ">=0.4.12,<0.4.14"
 
 #: name -> "module:Class", registered lazily (the module is imported when the model is built)
 BACKENDS = {
     "hf-mlm": "belief_tasks.backends.mlm:HFMaskedLM",
     "hf-shared": "belief_tasks.backends.shared:HFSharedPrefixLM",
+    "vllm-shared": "belief_tasks.backends.vllm_shared:VLLMSharedPrefixLM",
+    "vllm-serve-shared": "belief_tasks.backends.vllm_served:VLLMServedSharedLM",
 }
 
 _MARK = "_belief_tasks"
@@ -88,9 +93,10 @@ def install() -> None:
     if _installed:
         return
     found = lm_eval_version()
-    if found != WRITTEN_FOR:
-        log.warning("belief-tasks: our lm-eval hooks were written for lm-eval %s and this is %s; they check "
-                    "what they patch, but results of lm-eval's private code paths may differ", WRITTEN_FOR, found)
+    if found not in TESTED:
+        log.warning("belief-tasks: our lm-eval hooks are tested on lm-eval %s (lm-eval%s) and this is %s; they check "
+                    "what they patch, but results of lm-eval's private code paths may differ", " and ".join(TESTED),
+                    LM_EVAL_RANGE, found)
     register_backends()
     install_stderr_hook()
     install_generation_seed_hook()
@@ -113,7 +119,7 @@ def _patch(owner: Any, attr: str, make: Callable[[Any], Any], what: str) -> None
     if original is None:
         raise RuntimeError(
             f"belief-tasks cannot install its hook for {what}: {owner.__name__}.{attr} does not exist in "
-            f"lm-eval {lm_eval_version()} (written for {WRITTEN_FOR}). Install lm-eval=={WRITTEN_FOR}."
+            f"lm-eval {lm_eval_version()} (tested on {' and '.join(TESTED)}). Install 'lm-eval{LM_EVAL_RANGE}'."
         )
     probe = original.fget if isinstance(original, property) else original
     if getattr(probe, _MARK, False):
@@ -129,13 +135,13 @@ def _patch(owner: Any, attr: str, make: Callable[[Any], Any], what: str) -> None
 def install_stderr_hook() -> None:
     import lm_eval.evaluator_utils as eu
 
-    from belief_tasks.scoring.common import has_stderr_decision, stderr_function
+    from belief_tasks.scoring.wiring import Reported
 
     def make(original):
         def stderr_for_metric(metric, bootstrap_iters):
-            if not has_stderr_decision(metric):
+            if not isinstance(metric, Reported):  # lm-eval's own aggregations, and any other task's
                 return original(metric=metric, bootstrap_iters=bootstrap_iters)
-            own = stderr_function(metric)
+            own = metric.stderr_function
             return _undefined_as_na(own) if own is not None and bootstrap_iters > 0 else None
 
         return stderr_for_metric
@@ -261,6 +267,9 @@ def install_tasks_before_model(on_bad_input: Callable[[BaseException, str], None
 
     def make(original):
         def process_tasks(self, metadata=None):
+            from belief_tasks import progress
+
+            progress.phase(progress.BUILDING_TASKS)  # belief-eval's progress
             requested = self.tasks.split(",") if isinstance(self.tasks, str) else list(self.tasks or [])
             try:
                 checks.check_backend(self.model)
@@ -280,43 +289,39 @@ def install_tasks_before_model(on_bad_input: Callable[[BaseException, str], None
                 checks.declare_model_args(built["tasks"].values(), model_args)
                 checks.check_knobs_read(self.metadata, built["tasks"].values(), model_args)
             except (SchemaError, DataSourceError) as e:
-                on_bad_input(e, _task_of(e))
+                on_bad_input(e, e.task)  # the task being built, named by BeliefTask (tasks.base.building)
                 raise
             try:
                 checks.check_budget_without_limit(built["tasks"], self.limit)
             except KnobError as e:
                 on_bad_input(e, "")
                 raise
-            _serve_once(manager, list(self.tasks), built)
-            return manager
+            built_tasks = BuiltTasks(manager, list(self.tasks), built)
+            progress.phase(progress.LOADING_MODEL)  # belief-eval's progress: the tasks are built
+            return built_tasks
 
         return process_tasks
 
     _patch(EvaluatorConfig, "process_tasks", make, "building tasks before the model (belief-eval)")
 
 
-def _serve_once(manager, tasks: list, built) -> None:
-    """Make ``manager.load(tasks)`` return ``built`` the first time it is asked for the same tasks."""
-    load = manager.load
+class BuiltTasks:
+    """The task manager that lm-eval's ``run`` hands to ``simple_evaluate``, holding the tasks ``belief-eval`` has
+    already built: ``simple_evaluate`` asks ``load(tasks)`` for the command's task list once, and gets them
+    (nothing is built twice); any other call, and everything else, is the wrapped ``TaskManager``'s own."""
 
-    def load_once(requested, *args, **kwargs):
-        manager.load = load
-        if list(requested) == tasks and not args and not kwargs:
+    def __init__(self, manager: Any, tasks: list, built: dict) -> None:
+        self._manager, self._tasks = manager, tasks
+        self._built: dict | None = built
+
+    def load(self, requested, *args, **kwargs):
+        if self._built is not None and list(requested) == self._tasks and not args and not kwargs:
+            built, self._built = self._built, None
             return built
-        return load(requested, *args, **kwargs)
+        return self._manager.load(requested, *args, **kwargs)
 
-    manager.load = load_once
-
-
-def _task_of(error: BaseException) -> str:
-    """The task being built when ``error`` was raised (from the traceback's frames), or ""."""
-    tb, name = error.__traceback__, ""
-    while tb is not None:
-        config = tb.tb_frame.f_locals.get("config")
-        if isinstance(config, dict) and isinstance(config.get("task"), str):
-            name = config["task"]
-        tb = tb.tb_next
-    return name
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._manager, name)
 
 
 # --- 7. the evaluated model, while requests are built ------------------------------------------------
@@ -337,11 +342,17 @@ def install_evaluated_model_hook() -> None:
     def make(original):
         @functools.wraps(original)
         def evaluate(*args, **kwargs):
-            _evaluating.append(kwargs["lm"] if "lm" in kwargs else args[0])
+            from belief_tasks import progress
+
+            lm = kwargs["lm"] if "lm" in kwargs else args[0]
+            _evaluating.append(lm)
+            ends = progress.evaluate_begins(lm, kwargs["task_dict"] if "task_dict" in kwargs else args[1])
             try:
-                return original(*args, **kwargs)
+                out = original(*args, **kwargs)
             finally:
                 _evaluating.pop()
+            ends()  # belief-eval's progress: the results are written next
+            return out
 
         return evaluate
 

@@ -85,6 +85,21 @@ def contains_answer(output: str, accepted: Iterable[str]) -> bool:
     return any(_includes(output, a) for a in accepted)
 
 
+#: what MONITOR's reference ``eval.py`` (Vicky-Wil/MONITOR at 654674a, line 54) deletes from an answer, in this order
+MONITOR_EVAL_PY_REMOVED = (".</s>", ".\n", ".", ";", "!", ",", "?", "\n", "</s>", "<pad>")
+
+
+def eval_py_exact(output: str, target: str) -> bool:
+    """MONITOR's reference test ``M == ans`` (``eval.py`` lines 88-96, 173, 224): the answer, stripped, with every
+    occurrence of each string of ``MONITOR_EVAL_PY_REMOVED`` deleted (and not stripped again), equals the object label
+    stripped, case and all; no aliases. The object keeps its own punctuation, so an object holding one of those
+    strings ("Washington, D.C.") never matches, as in ``eval.py``."""
+    answer = (output or "").strip()
+    for removed in MONITOR_EVAL_PY_REMOVED:
+        answer = answer.replace(removed, "")
+    return answer == target.strip()
+
+
 def outputs_agree(a: str, b: str) -> bool:
     """Bidirectional match for consistency and confidence: either contains the other.
 

@@ -1,10 +1,12 @@
-"""Task knobs: declared once per family, read by one parser, refused by one error.
+"""Task knobs: declared once per family, as typed fields, read by one parser, refused by one error.
 
-Every knob a task reads from ``--metadata`` (or the YAML's ``metadata:``) is a ``Knob`` row
-in its family's table (``<FAMILY>_KNOBS`` in ``belief_tasks/families.py``, plus ``COMMON``
-here). ``parse_options(table, metadata)`` checks each value's type and range and returns an
-``Options`` object with attribute access; a bad value raises ``KnobError``, which names the
-knob and what it accepts. Pure Python: no lm-eval, no torch.
+Every knob a task reads from ``--metadata`` (or the YAML's ``metadata:``) is a field of its family's
+frozen dataclass (``<Family>Options`` in ``belief_tasks/families.py``, a subclass of ``Options``, whose
+fields here are the knobs every task takes): ``name: type = knob(kind, default, doc, ...)``, the field's
+``Knob`` row (kind, range, doc) in its metadata (``knob_rows``). ``parse_options(cls, metadata)`` checks
+each value's type and range and returns a ``cls``; a bad value raises ``KnobError``, which names the knob and
+what it accepts. A misspelt knob in code is an attribute the type checker does not know. Pure Python: no
+lm-eval, no torch.
 
 Values arrive as JSON (``--metadata '{"seed": 7}'``), as YAML, or as strings (model args,
 environment). An integer knob takes ``7``, ``7.0`` or ``"7"``, and refuses ``2.5``,
@@ -13,10 +15,11 @@ environment). An integer knob takes ``7``, ``7.0`` or ``"7"``, and refuses ``2.5
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import math
-from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Mapping, Sequence, TypeVar
 
 from belief_tasks.schema import SchemaError
 from belief_tasks.seeding import DEFAULT_SEED
@@ -150,65 +153,65 @@ class Knob:
         return out
 
 
-class Options(Mapping[str, Any]):
-    """Parsed knob values: ``opts.seed`` or ``opts["seed"]``; a task parses its own once (``BeliefTask.options``)
-    and hands them to its documents function.
+#: where a knob field keeps its ``Knob`` row (``dataclasses.Field.metadata``)
+_KNOB = "belief_tasks.knob"
+
+
+def knob(kind: str, default: Any, doc: str, *, minimum: float | None = None, choices: tuple | None = None,
+         unset: tuple = (None, ""), length: int | None = None) -> Any:
+    """A knob as a field of a ``Knobs`` dataclass: ``seed: int = knob("int", 1234, "...", minimum=0)``. The
+    arguments are those of its ``Knob`` row, whose name is the field's (``knob_rows``)."""
+    row = {"kind": kind, "default": default, "doc": doc, "minimum": minimum, "choices": choices, "unset": unset,
+           "length": length}
+    return field(default=default, metadata={_KNOB: row})
+
+
+@dataclass(frozen=True, kw_only=True)
+class Knobs:
+    """Parsed knob values of one table (a subclass's ``knob`` fields), read once (``parse_options``); ``metadata``
+    is the mapping they were read from."""
+
+    metadata: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+    def replace(self: K, **changes: Any) -> K:
+        """The same knobs with ``changes`` (``dataclasses.replace``: no check)."""
+        return dataclasses.replace(self, **changes)
+
+
+K = TypeVar("K", bound=Knobs)
+
+
+def knob_rows(cls: type[Knobs]) -> tuple[Knob, ...]:
+    """The ``Knob`` rows of a ``Knobs`` class, in field order (a subclass's after its bases'): its knob table."""
+    return tuple(Knob(f.name, **f.metadata[_KNOB]) for f in dataclasses.fields(cls) if _KNOB in f.metadata)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Options(Knobs):
+    """The knobs every task accepts (``COMMON``), the base of each family's (``families.<Family>Options``): a task
+    parses its own once (``BeliefTask.options``) and hands them to its documents function.
 
     ``opts.metadata`` is the mapping the values were read from. Only what has readers of its own is read from
     it: the data source (``sources.resolve_source``, with its environment fallbacks) and the evaluated model's
     arguments (``tasks.base.model_tokenizer``); a knob is read from the parsed values."""
 
-    def __init__(self, values: Mapping[str, Any], metadata: Mapping[str, Any] | None = None):
-        self._values = dict(values)
-        self._metadata = metadata if metadata is not None else {}
-
-    @property
-    def metadata(self) -> Mapping[str, Any]:
-        return self._metadata
-
-    def __getattr__(self, name: str) -> Any:
-        try:
-            return self._values[name]
-        except KeyError:
-            raise AttributeError(name) from None
-
-    def __getitem__(self, key: str) -> Any:
-        return self._values[key]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._values)
-
-    def __len__(self) -> int:
-        return len(self._values)
-
-    def replace(self, **changes: Any) -> "Options":
-        return Options({**self._values, **changes}, self._metadata)
-
-    def __repr__(self) -> str:
-        return f"Options({self._values!r})"
-
-    def __hash__(self) -> int:
-        return hash(tuple(sorted((k, repr(v)) for k, v in self._values.items())))
-
-    def __eq__(self, other) -> bool:
-        return isinstance(other, Options) and self._values == other._values
+    seed: int = knob("int", DEFAULT_SEED, "seed of every draw (facts, demonstrations, samples, splits)", minimum=0)
+    relations: tuple[str, ...] | None = knob(
+        "ids", None, "Wikidata P-ids to evaluate, comma-separated (default: every relation)", unset=(None, "", "all"))
+    max_facts_per_relation: int | None = knob(
+        "int", None, "seeded cap on facts per relation (default: all)", minimum=1, unset=(None, "", "none", "all"))
+    budget: float | None = knob(
+        "fraction", None, "fraction of each relation's facts to evaluate, drawn by seeded hash and nested across "
+        "budgets; metrics are then estimates of the full-data value with 95% intervals (docs/budget.md; default: "
+        "every fact)", unset=(None, "", "none"))
+    allow_truncation: bool = knob(
+        "bool", False, "accept that requests longer than the model's max_length are cut from the left (every probe "
+        "of ours needs its whole request, so otherwise the run stops before scoring; BEAR's statements cannot be cut "
+        "at all); the results JSON records the cut (docs/data.md)")
 
 
-# --- the knobs every task accepts ---------------------------------------------------------------
-
-COMMON: tuple[Knob, ...] = (
-    Knob("seed", "int", DEFAULT_SEED, "seed of every draw (facts, demonstrations, samples, splits)", minimum=0),
-    Knob("relations", "ids", None, "Wikidata P-ids to evaluate, comma-separated (default: every relation)",
-         unset=(None, "", "all")),
-    Knob("max_facts_per_relation", "int", None, "seeded cap on facts per relation (default: all)", minimum=1,
-         unset=(None, "", "none", "all")),
-    Knob("budget", "fraction", None, "fraction of each relation's facts to evaluate, drawn by seeded hash and "
-         "nested across budgets; metrics are then estimates of the full-data value with 95% intervals "
-         "(docs/budget.md; default: every fact)", unset=(None, "", "none")),
-    Knob("allow_truncation", "bool", False, "accept that requests longer than the model's max_length are cut from "
-         "the left (every probe of ours needs its whole request, so otherwise the run stops before scoring; BEAR's "
-         "statements cannot be cut at all); the results JSON records the cut (docs/data.md)"),
-)
+#: the knobs every task accepts, as a table (docs, ``belief-eval --help``)
+COMMON: tuple[Knob, ...] = knob_rows(Options)
 
 #: The one description of truncation: docs/data.md, docs/backends.md and docs/scale.md quote it word for
 #: word (``tests/test_messages.py``), and the ``allow_truncation`` knob above says the same in short.
@@ -222,23 +225,34 @@ TRUNCATION_RULE = (
 )
 
 
-#: Model arguments some tasks read (lm-eval's CLI merges ``--model_args`` into every task's
-#: metadata): the evaluated model's tokenizer, for tasks that count or cut its tokens.
-MODEL_ARGS: tuple[Knob, ...] = (
-    Knob("pretrained", "str", None, "model args: the evaluated model (its tokenizer is loaded from here)"),
-    Knob("tokenizer", "str", None, "model args: the evaluated model's tokenizer, when not the model's own"),
-    Knob("model", "str", None, "model args: the model name of API backends (a tokenizer of that name)"),
-    Knob("revision", "str", None, "model args: the model's revision on the hub"),
-    Knob("trust_remote_code", "bool", False, "model args: let transformers run the model's own code"),
-    Knob("add_bos_token", "bool", None, "model args: whether lm-eval's hf prepends the BOS token"),
-)
+@dataclass(frozen=True, kw_only=True)
+class ModelArgs(Knobs):
+    """Model arguments some tasks read (lm-eval's CLI merges ``--model_args`` into every task's metadata): the
+    evaluated model's tokenizer, for tasks that count or cut its tokens."""
+
+    pretrained: str | None = knob("str", None, "model args: the evaluated model (its tokenizer is loaded from here)")
+    tokenizer: str | None = knob("str", None, "model args: the evaluated model's tokenizer, when not the model's own")
+    model: str | None = knob("str", None, "model args: the model name of API backends (a tokenizer of that name)")
+    revision: str | None = knob("str", None, "model args: the model's revision on the hub")
+    trust_remote_code: bool = knob("bool", False, "model args: let transformers run the model's own code")
+    add_bos_token: bool | None = knob("bool", None, "model args: whether lm-eval's hf prepends the BOS token")
 
 
-def parse_options(knobs: Sequence[Knob], metadata: Mapping[str, Any] | None) -> Options:
-    """Every knob of ``knobs`` read from ``metadata`` (defaults where unset), checked; ``metadata`` kept as
-    ``Options.metadata``."""
+MODEL_ARGS: tuple[Knob, ...] = knob_rows(ModelArgs)
+
+
+def parse_options(cls: type[K], metadata: Mapping[str, Any] | None) -> K:
+    """Every knob of ``cls`` read from ``metadata`` (defaults where unset), checked, in table order; ``metadata``
+    kept as ``metadata``."""
     md = metadata or {}
-    return Options({k.name: k.parse(md.get(k.name)) for k in knobs}, md)
+    return cls(metadata=md, **parse_values(knob_rows(cls), md))
+
+
+def parse_values(knobs: Sequence[Knob], metadata: Mapping[str, Any] | None) -> dict[str, Any]:
+    """knob name -> value of every row of ``knobs`` (defaults where unset), checked in order: for tables that are
+    not a dataclass (the data source's ``sources.SOURCE_KNOBS``, one row per dataset)."""
+    md = metadata or {}
+    return {k.name: k.parse(md.get(k.name)) for k in knobs}
 
 
 #: keys lm-eval itself puts in a task's metadata (the YAML's own, and where the YAML came from)

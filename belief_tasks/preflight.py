@@ -9,7 +9,8 @@ requests are built and measured, before anything is scored) sends one request of
 one paragraph (``PreflightError``): the task, the request kind, the server's own message, what to do.
 
 * Only backends that talk to something that can refuse a request are probed: lm-eval's API models
-  (``local-completions``, ...) and its ``vllm`` engine. ``hf`` and our backends are not.
+  (``local-completions``, ...) and its ``vllm`` engine (ours on vLLM too), not a data-parallel one (its
+  engines start anew for every call). ``hf`` and our other backends are not.
 * The probe of a kind is its longest request (by characters), so a server context shorter than the
   task's requests shows here too, and under ``--use_cache`` one whose answer is not cached yet: its
   answer is written to the cache (``harness.read_through``), so the run does not ask it again and a rerun
@@ -36,8 +37,13 @@ class PreflightError(RuntimeError):
 
 
 def probed(lm) -> bool:
-    """Whether ``lm``'s backend is probed: lm-eval's API models and its vLLM engine."""
-    names = {(c.__module__, c.__name__) for c in type(model_behind_cache(lm)).__mro__}
+    """Whether ``lm``'s backend is probed: lm-eval's API models and its vLLM engine, except a data-parallel
+    engine (``data_parallel_size`` > 1: lm-eval starts its engines anew for every call, so each probe would
+    cost the engines' start-up, minutes for a large model)."""
+    inner = model_behind_cache(lm)
+    names = {(c.__module__, c.__name__) for c in type(inner).__mro__}
+    if ("lm_eval.models.vllm_causallms", "VLLM") in names and int(getattr(inner, "data_parallel_size", 1)) > 1:
+        return False
     return bool(names & {("lm_eval.models.api_models", "TemplateAPI"), ("lm_eval.models.vllm_causallms", "VLLM")})
 
 
@@ -217,7 +223,7 @@ def failure_during_run(error: BaseException, cached: bool) -> str:
     answered = f"HTTP {status}: " if status is not None else ""
     kept = ("every request answered before it is kept in the --use_cache database: run the same command again and "
             "only the rest is sent" if cached else
-            "nothing answered was kept: add --use_cache PATH to the command, and a rerun after a failure sends only "
-            "what was not answered")
+            "nothing answered was kept (the command had --no_answer_cache, or no --output_path): without those, or "
+            "with --use_cache PATH, a rerun after a failure sends only what was not answered")
     return (f"the backend failed during the run, after every task's probe requests had been answered. It said: "
             f"{answered}{said}. {_advice(status, error, '')}; {kept}")

@@ -33,7 +33,10 @@ TemplateKind = Literal["statement", "question"]
 
 
 class SchemaError(ValueError):
-    """Bad input data. The message names the file, the row and the field."""
+    """Bad input data. The message names the file, the row and the field; ``task`` the task being built when it was
+    raised (set by ``tasks.base.BeliefTask``: "" outside one)."""
+
+    task: str = ""
 
     def __init__(self, message: str, *, file: str | None = None, row: int | str | None = None, field: str | None = None):
         where = []
@@ -187,9 +190,10 @@ def validate_factset(fs: FactSet, *, file: str | None = None) -> FactSet:
                 raise SchemaError(f"duplicated answer space entries {dupes[:5]}", file=where, row=rel.id, field="answer_space")
     for i, fact in enumerate(fs.facts):
         row = fact.id if fact.id else i
-        rel = fs.relations.get(fact.relation)
-        if rel is None:
+        found = fs.relations.get(fact.relation)
+        if found is None:
             raise SchemaError(f"unknown relation {fact.relation!r}", file=where, row=row, field="relation")
+        rel = found
         if not fact.objects:
             raise SchemaError("no object", file=where, row=row, field="objects")
         gold = {e.casefold() for e in fact.object_expressions}
@@ -254,14 +258,15 @@ def fact_key(fact: Fact, relation: Relation | None = None) -> FactKey:
     """The cross-dataset key of ``fact`` (``relation``: its Relation, for a dataset whose relation ids
     are not Wikidata's; without it the fact's own relation id is used)."""
     subjects = tuple(dict.fromkeys(fold_label(s) for s in fact.subject.expressions))
-    ids = tuple(_item_id(o.id) for o in fact.objects)
+    found = [_item_id(o.id) for o in fact.objects]
+    ids = tuple(i for i in found if i)
     return FactKey(
         relation=relation.key_id if relation is not None else fact.relation,
         subject=subjects[0],
         subject_id=_item_id(fact.subject.id),
         subjects=subjects,
         objects=fact.object_expressions,
-        object_ids=ids if all(ids) else (),
+        object_ids=ids if len(ids) == len(found) else (),
     )
 
 

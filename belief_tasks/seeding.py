@@ -11,7 +11,6 @@ import hashlib
 import random
 from typing import Callable, Sequence, TypeVar
 
-
 T = TypeVar("T")
 
 DEFAULT_SEED = 1234

@@ -25,7 +25,10 @@ from belief_tasks.options import Knob, KnobError
 
 
 class DataSourceError(RuntimeError):
-    """A dataset could not be found where the run asked for it."""
+    """A dataset could not be found where the run asked for it; ``task``: the task being built when it was raised
+    (set by ``tasks.base.BeliefTask``: "" outside one)."""
+
+    task: str = ""
 
 
 @dataclass(frozen=True)
@@ -68,7 +71,8 @@ DATASETS: dict[str, DatasetInfo] = {
     ),
     "trex_mc": DatasetInfo(
         "trex_mc", "T-REx-MC", "QinyuanWu/T-Rex-MC",
-        layout="a folder saved with datasets.save_to_disk, or train/test .parquet/.jsonl/.csv files in the hub's column layout",
+        layout="a folder saved with datasets.save_to_disk, or train/test .parquet/.jsonl/.csv files in the hub's "
+               "column layout",
     ),
 }
 

@@ -144,7 +144,7 @@ def _lengths(measure: Callable[[str, list], list], instances: list) -> list[int]
     keys = [(inst.request_type, _hashable(inst.args)) for inst in instances]
     for (kind, key), inst in zip(keys, instances):
         by_type.setdefault(kind, {}).setdefault(key, inst.args)
-    tokens = {}
+    tokens: dict = {}
     for kind, distinct in by_type.items():
         tokens.update(((kind, key), n) for key, n in zip(distinct, measure(kind, list(distinct.values()))))
     return [tokens[k] for k in keys if tokens[k] is not None]
@@ -329,7 +329,7 @@ def check(task, lm) -> Truncation | None:
             raise ServerContextError(name, len(refused), len(lengths), max(refused), ctx.server, ctx.max_length)
     if not cut.truncated and not ctx.source:
         return cut
-    allowed = bool(task.options.get(KNOB))
+    allowed = task.options.allow_truncation
     if cut.truncated:
         ll = [i.args[0] for i in task.instances if i.request_type == "loglikelihood"]
         causal = getattr(model_behind_cache(lm), "request_tokens", None) is None  # hf-mlm measures (and cuts) its own

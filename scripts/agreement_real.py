@@ -55,7 +55,7 @@ def task_keys(task: str, metadata: dict) -> dict[str, FactKey]:
 
     module, build = {"belief_bear": (bear, bear.bear_dataset), "belief_iclke_bear": (iclke, iclke.iclke_bear),
                      "belief_monitor": (monitor, monitor.fktc_dataset)}[task]
-    docs = build(parse_options(module.KNOBS, metadata))["test"]
+    docs = build(parse_options(module.OPTIONS, metadata))["test"]
     return {d["fact_id"]: FactKey.from_record(unpack(d, "fact_key")) for d in docs}
 
 
@@ -107,7 +107,7 @@ def check(out: Path, pairs: dict[tuple[str, str], dict[str, int]]) -> int:
         seen = {f: int(got["n" if f == "joined" else f]) for f in fields} if got else None
         ok = seen == {f: want[f] for f in fields}
         bad += not ok
-        num = lambda field: float(got[field] or "nan")  # noqa: E731  (the CSV leaves an undefined κ empty)
+        num = lambda field, got=got: float(got[field] or "nan")  # noqa: E731  (the CSV leaves an undefined κ empty)
         kappa = f"κ {num('kappa'):.2f} [{num('kappa_lo'):.2f}, {num('kappa_hi'):.2f}]" if got else ""
         print(f"{pair[0]} / {pair[1]}: plan {want['joined']} joined, page {seen['joined'] if seen else '-'} "
               f"({'ok' if ok else 'DIFFERS'}) {kappa}")

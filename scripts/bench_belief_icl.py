@@ -46,11 +46,12 @@ def main() -> None:
         torch.set_num_threads(args.threads)
     import belief_tasks
     belief_tasks.install()  # our backends and hooks
-    from belief_tasks.model import default_model_path
-    from belief_tasks.options import parse_options
-    from belief_tasks.tasks.belief_icl import KNOBS, build_docs, prompts_of, sampling_kwargs
     from lm_eval.api.instance import Instance
     from lm_eval.models.huggingface import HFLM
+
+    from belief_tasks.model import default_model_path
+    from belief_tasks.options import parse_options
+    from belief_tasks.tasks.belief_icl import OPTIONS, build_docs, prompts_of, sampling_kwargs
 
     lm = HFLM(pretrained=str(default_model_path()), dtype="float32", device="cpu", batch_size=args.batch_size)
     greedy_kwargs = {"until": ["\n"], "do_sample": False, "max_gen_toks": 16}
@@ -58,13 +59,13 @@ def main() -> None:
     report: dict = {"model": default_model_path().name, "batch_size": args.batch_size,
                     "torch_threads": torch.get_num_threads(), "prompts_per_task": args.prompts, "tasks": {}}
     for style, context in TASKS:
-        meta = parse_options(KNOBS, {"source": "sample", "confidence_samples": 0})
+        meta = parse_options(OPTIONS, {"source": "sample", "confidence_samples": 0})
         docs = [p for d in build_docs(style, context, meta) for p in prompts_of(d, meta)]  # one per prompt
         pairs = len({d["fact_id"] for d in docs})
         step = max(1, len(docs) // args.prompts)
         chosen = docs[::step][: args.prompts]
 
-        def reqs(kwargs_of):
+        def reqs(kwargs_of, chosen=chosen):
             return [Instance("generate_until", d, (d["prompt"], kwargs_of(i)), idx=0) for i, d in enumerate(chosen)]
 
         g_wall, g_cpu = timed(lm, reqs(lambda i: dict(greedy_kwargs)))

@@ -35,6 +35,7 @@ Run all arms with one interpreter for the fairest comparison (``--hf_python`` = 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import platform
@@ -52,8 +53,8 @@ sys.path.insert(0, str(ROOT))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-ARMS = ("hf", "hf-shared", "vllm")
-WORKLOADS = ("iclke", "bear", "belief", "monitor")
+ARMS = ("hf", "hf-shared", "vllm", "vllm-shared")
+WORKLOADS = ("iclke", "bear", "belief", "monitor")  # and, asked by name, "iclke_demo" (belief_demo_iclke whole)
 #: vLLM on a small CPU (the engine's defaults reserve GPU-sized memory and CUDA graphs)
 #: (as docs/backends_support.md: a 1 GiB KV cache, no core reserved for the engine, its threads on the cores)
 VLLM_ENV = {"VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_CPU_NUM_OF_RESERVED_CPU": "0", "VLLM_CPU_OMP_THREADS_BIND": "0-1"}
@@ -94,18 +95,29 @@ def build_workloads(args) -> dict[str, dict]:
         "monitor": {"title": f"MONITOR: belief_demo_monitor --limit {args.monitor_limit}",
                     "requests": monitor_requests(args.monitor_limit), "groups": None},
     }
+    if "iclke_demo" in args.workloads.split(","):  # the demo's IC-LKE task, all its facts (12 on the sample)
+        demo = task_requests("belief_demo_iclke", None, {"source": "sample"})
+        sizes = [sum(1 for _ in g) for _, g in itertools.groupby(demo, key=lambda r: r[1][0])]
+        out["iclke_demo"] = {"title": f"IC-LKE: belief_demo_iclke, {len(sizes)} facts", "requests": demo,
+                             "groups": sizes}
     return {k: v for k, v in out.items() if k in args.workloads.split(",")}
 
 
 def monitor_requests(limit: int) -> list[tuple[str, tuple]]:
     """The requests ``belief_demo_monitor`` builds for its first ``limit`` documents (no model needed)."""
+    return task_requests("belief_demo_monitor", limit)
+
+
+def task_requests(name: str, limit: int | None, knobs: dict | None = None) -> list[tuple[str, tuple]]:
+    """The requests task ``name`` builds (with ``knobs``) for its first ``limit`` documents (all: None), in order."""
     from lm_eval.tasks import TaskManager, get_task_dict
 
     from belief_tasks.model import default_model_path
     from belief_tasks.paths import task_yamls_dir
 
-    manager = TaskManager(include_path=str(task_yamls_dir()), metadata={"pretrained": str(default_model_path())})
-    task = get_task_dict(["belief_demo_monitor"], manager)["belief_demo_monitor"]
+    manager = TaskManager(include_path=str(task_yamls_dir()),
+                          metadata={"pretrained": str(default_model_path()), **(knobs or {})})
+    task = get_task_dict([name], manager)[name]
     task.build_all_requests(limit=limit, rank=0, world_size=1)
     return [(inst.request_type, tuple(inst.args)) for inst in task.instances]
 
@@ -193,6 +205,10 @@ def load_backend(arm: str, args):
 
         return HFSharedPrefixLM(pretrained=path, device=device, dtype=dtype, batch_size="auto", max_batch_size=64,
                                 max_batch_tokens=args.max_batch_tokens, **softmax)
+    if arm == "vllm-shared":  # our vllm backend: log-likelihoods read vLLM's prefix cache (its CPU block: 32)
+        from belief_tasks.backends.vllm_shared import VLLMSharedPrefixLM
+
+        return VLLMSharedPrefixLM(pretrained=path, batch_size="auto", **{**VLLM_ARGS, "dtype": dtype})
     from lm_eval.models.vllm_causallms import VLLM
 
     return VLLM(pretrained=path, batch_size="auto", **{**VLLM_ARGS, "dtype": dtype})
@@ -227,6 +243,9 @@ def worker(args) -> None:
         gpu.reset()
         outputs: dict[int, object] = {}
         passes: dict[str, dict] = {}  # --count: per request type, its timed pass (forwards)
+        counts = getattr(lm, "cache_counts", None)
+        if counts is not None:  # vllm-shared: its counts per workload
+            lm.cache_counts = type(counts)()
         cpu, wall = memory.cpu(), time.perf_counter()
         for kind, instances in by_type.items():
             def run(kind=kind, instances=instances):
@@ -237,12 +256,27 @@ def worker(args) -> None:
                 outputs[inst.idx] = out
         seconds, cpu = time.perf_counter() - wall, memory.cpu() - cpu
         result["workloads"][name] = {"wall_s": seconds, "cpu_s": cpu, "requests": len(w["requests"]), "peak_mb": memory.peak / 2**20,
-                                     "gpu_peak_mb": gpu.peak_mb(), "outputs": [outputs[i] for i in range(len(w["requests"]))]}
+                                     "gpu_peak_mb": gpu.peak_mb(), "outputs": [outputs[i] for i in range(len(w["requests"]))],
+                                     "cache_counts": cache_report(lm, by_type) if counts is not None else None}
         if args.count:
             result["workloads"][name]["counts"] = bench_counting.count_workload(lm, by_type, passes)
         print(f"{args.worker} {name}: {len(w['requests'])} requests in {seconds:.1f} s, {cpu:.1f} CPU-s", file=sys.stderr,
               flush=True)
     Path(args.out).write_text(json.dumps(result))
+
+
+def cache_report(lm, by_type: dict) -> dict:
+    """vllm-shared: its counts of the workload (tokens computed, recomputed requests), and the same passes'
+    arithmetic (``prefix_cache_plan.simulate``) at the engine's block size (a check of the model) and at 16."""
+    from belief_tasks.backends.prefix_cache_plan import simulate
+
+    out = dict(vars(lm.cache_counts))
+    pairs = [lm._encode_request(*i.args) for kind in ("loglikelihood", "per_token_loglikelihood")
+             for i in by_type.get(kind, [])]
+    seqs, ctxlens = [c + t for c, t in pairs], [len(c) for c, _ in pairs]
+    for b in sorted({out["block_size"], 16}):
+        out[f"simulated_{b}"] = vars(simulate(seqs, ctxlens, b))
+    return out
 
 
 # ------------------------------------------------------------------ tokens, and the 8B-on-a-GPU projection
@@ -294,10 +328,10 @@ def projection(counts: dict[str, dict]) -> list[str]:
 
 def run_arm(arm: str, args, passthrough: list[str]) -> dict:
     """One arm in a fresh interpreter; ``passthrough`` names the workloads file the parent wrote."""
-    python = args.vllm_python if arm == "vllm" else args.hf_python
+    python = args.vllm_python if arm.startswith("vllm") else args.hf_python
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
            "OMP_NUM_THREADS": str(args.threads)}
-    if arm == "vllm":
+    if arm.startswith("vllm"):
         cores = {"VLLM_CPU_OMP_THREADS_BIND": f"0-{args.threads - 1}"}
         env.update({k: v for k, v in {**VLLM_ENV, **cores}.items() if k not in os.environ})
     with tempfile.TemporaryDirectory() as tmp:
@@ -454,12 +488,29 @@ def main(argv=None) -> None:
     print(f"\nProjection (arithmetic, not a measurement): an 8B model ({PARAMS_8B:.2e} parameters, bf16) on one "
           f"GPU at a sustained {SUSTAINED_FLOP_S / 1e12:.0f} TFLOP/s; tokens counted with the bundled model's tokenizer")
     print("\n".join(projection(counts)))
+    cached = [(name, runs["vllm-shared"][-1]["workloads"][name]["cache_counts"]) for name in workloads
+              if "vllm-shared" in runs and runs["vllm-shared"][-1]["workloads"][name]["cache_counts"]["requests"]]
+    if cached:
+        print("\nvllm-shared's prefix cache (last round): tokens the engine computed against the tokens lm-eval's vllm "
+              "prefills and the distinct tokens (the floor); the same passes' arithmetic at 16-token blocks (a GPU's)")
+        print("| workload | requests | prompt tokens | computed | distinct | computed / distinct | cache reads "
+              "| recomputed | first rows (first-token requests) | block | simulated at that block: computed, recomputed "
+              "| simulated at 16: computed, recomputed |")
+        print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+        for name, c in cached:
+            own, s16 = c[f"simulated_{c['block_size']}"], c["simulated_16"]
+            print(f"| {name} | {c['requests']} | {c['prompt_tokens']} | {c['computed_tokens']} | "
+                  f"{c['distinct_tokens']} | "
+                  f"{c['computed_tokens'] / c['distinct_tokens']:.2f} | {c['cache_reads']} | {c['recomputed']} | "
+                  f"{c['first_rows']} ({c['first_token_requests']}) | "
+                  f"{c['block_size']} | {own['computed_tokens']}, {own['recomputed']} | "
+                  f"{s16['computed_tokens']}, {s16['recomputed']} |")
     if args.json:
         work = {arm: [{name: x["workloads"][name].get("counts") for name in workloads} for x in runs[arm]]
                 for arm in arms}
         Path(args.json).write_text(json.dumps({"started": started, "load": load, "startup": startup, "rows": rows,
                                                "tokens": counts, "work": work if args.count else None,
-                                               "args": vars(args)}, indent=1))
+                                               "vllm_shared_cache": dict(cached), "args": vars(args)}, indent=1))
 
 
 def print_counts(workloads: dict, runs: dict[str, list[dict]]) -> None:

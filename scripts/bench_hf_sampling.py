@@ -20,7 +20,6 @@ import argparse
 import json
 import os
 import platform
-import sys
 import time
 from pathlib import Path
 
@@ -34,9 +33,10 @@ MODEL = Path.home() / ".cache/belief_tasks/models/SmolLM2-135M-Instruct"
 
 def belief_instances(task_name: str, n_prompts: int, k: int) -> list:
     """The task's own requests for its sampled prompts: greedy + K seeded samples each."""
+    from lm_eval.tasks import TaskManager
+
     import belief_tasks
     from belief_tasks.paths import task_yamls_dir
-    from lm_eval.tasks import TaskManager
 
     belief_tasks.install()
     meta = {"source": "sample", "max_facts_per_relation": 2, "confidence_samples": k, "confidence_prompts": n_prompts}

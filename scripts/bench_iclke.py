@@ -89,7 +89,7 @@ def main() -> None:
     md = {"bear_big_path": str(bear)} if bear.is_dir() else {"source": "sample"}
     md.update(relations=args.relation)
     build = iclke_task.eiclke_docs if args.method == "eiclke" else iclke_task.iclke_docs
-    docs = build(load_facts("bear_big", md), parse_options(iclke_task.KNOBS, md))[: args.facts]
+    docs = build(load_facts("bear_big", md), parse_options(iclke_task.OPTIONS, md))[: args.facts]
     docs = [{**d, "examples": json.dumps(d["examples"]), "prior": json.dumps(d["prior"])} if args.method == "eiclke" else d
             for d in docs]
     reqs = requests_for(docs, args.method)

@@ -43,10 +43,10 @@ def main() -> None:
 
     from lm_eval.api.instance import Instance
     from lm_pub_quiz import Evaluator
+    from test_mlm_tiny import build_tiny_mlm
 
     from belief_tasks.backends.mlm import HFMaskedLM
     from belief_tasks.data import load_facts
-    from test_mlm_tiny import build_tiny_mlm
 
     fs = load_facts("myriadlama", {"source": "sample"})
     rel = fs.relations[args.relation]

@@ -67,8 +67,9 @@ class GroupTimer:
 
 
 def run(args) -> dict:
-    import belief_tasks
     import torch
+
+    import belief_tasks
 
     belief_tasks.install()
     from lm_eval import simple_evaluate
@@ -120,7 +121,8 @@ def main(argv=None) -> int:
     for g, r in report["groups"].items():
         print(f"{g:<14}{r['requests']:>10.0f}{r['tokens']:>10.0f}{r['wall_s']:>10.1f}{r['cpu_s']:>10.1f}")
     print("R x M / anchors: " + "  ".join(f"{k} {v:.2f}x" for k, v in report["interference_over_anchors"].items()))
-    print(f"acc_paper_avg {report['acc_paper_avg']:.4f}  monitor {report['monitor']:.4f}  (paper, Table 8: 2.97x GPU hours)")
+    print(f"acc_paper_avg {report['acc_paper_avg']:.4f}  monitor {report['monitor']:.4f}  "
+          "(paper, Table 8: 2.97x GPU hours)")
     if args.json:
         args.json.write_text(json.dumps(report, indent=1))
     return 0

@@ -199,8 +199,11 @@ def child_main(counts_file: str, cli_args: list[str]) -> None:
     timed(evaluator, "_process_results", "aggregate")
     timed(EvaluationTracker, "save_results_samples", "write samples")
     atexit.register(lambda: Path(counts_file).write_text(json.dumps(stats)))
+    from belief_tasks import cache_identity
     from belief_tasks.cli import main
 
+    if not hasattr(cache_identity, "NO_ANSWER_CACHE"):  # an older checkout (--python) keeps no answers anyway
+        cli_args = [a for a in cli_args if a != "--no_answer_cache"]
     main(cli_args)
 
 
@@ -209,8 +212,9 @@ def child_main(counts_file: str, cli_args: list[str]) -> None:
 
 def run_task(args, data: Path | None, fraction_info: dict, out: Path) -> dict:
     meta = {**({"myriadlama_path": str(data)} if data else {}), **json.loads(args.metadata)}
+    # the harness alone: no answer cache (belief-eval's default would add a lookup and two writes per request)
     cli = ["--model", args.model, "--tasks", args.task, "--metadata", json.dumps(meta), "--output_path", str(out),
-           "--batch_size", str(args.batch_size)]
+           "--batch_size", str(args.batch_size), "--no_answer_cache"]
     if args.model_args:
         cli += ["--model_args", args.model_args]
     if args.log_samples:
@@ -254,7 +258,7 @@ def _sum(tasks: dict) -> dict:
 def extrapolate(big: dict, small: dict | None, prompts: int) -> dict:
     """Linear in prompts; with a smaller run, through both points (slope = marginal cost per prompt)."""
     out = {}
-    for key, scale in (("wall_s", 1), ("cpu_s", 1), ("peak_rss_mb", 1), ("log_bytes", 1)):
+    for key, _scale in (("wall_s", 1), ("cpu_s", 1), ("peak_rss_mb", 1), ("log_bytes", 1)):
         if small and big["prompts"] != small["prompts"]:
             slope = (big[key] - small[key]) / (big["prompts"] - small["prompts"])
             out[key] = round(small[key] + slope * (prompts - small["prompts"]))

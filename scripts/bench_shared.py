@@ -32,7 +32,6 @@ from belief_tasks import seeding  # noqa: E402
 from belief_tasks.backends.prefix_tree import distinct_tokens  # noqa: E402
 from belief_tasks.data import load_facts  # noqa: E402
 
-
 # ------------------------------------------------------------------ workloads
 
 
@@ -259,11 +258,14 @@ def main() -> None:
 
     print(f"\nbatch size: stock {bs}, shared {shared_bs}; medians of {args.repeats} alternating run(s)")
     print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, torch threads {args.threads}, "
-          f"load average {os.getloadavg()[0]:.1f}; matmul peak {max(peaks) / 1e9:.1f} GFLOP per CPU-second; params {params / 1e6:.1f}M")
-    print("| workload | requests | stock s | shared s | speed-up wall | speed-up CPU | tokens/needed stock | tokens/needed shared | MFU stock | MFU shared |")
+          f"load average {os.getloadavg()[0]:.1f}; matmul peak {max(peaks) / 1e9:.1f} GFLOP per CPU-second; "
+        f"params {params / 1e6:.1f}M")
+    print("| workload | requests | stock s | shared s | speed-up wall | speed-up CPU | tokens/needed stock "
+        "| tokens/needed shared | MFU stock | MFU shared |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for r in rows:
-        print(f"| {r['workload']} | {r['requests']} | {r['stock_wall_s']} | {r['shared_wall_s']} | {r['speedup_wall']}x | "
+        print(f"| {r['workload']} | {r['requests']} | {r['stock_wall_s']} | {r['shared_wall_s']} "
+              f"| {r['speedup_wall']}x | "
               f"{r['speedup_cpu']}x | {r['stock_tokens_over_needed']} | {r['shared_tokens_over_needed']} | "
               f"{r['stock_mfu']:.0%} | {r['shared_mfu']:.0%} |")
     if args.json:

@@ -22,10 +22,10 @@ import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the checkout's belief_tasks, as other scripts do
 
-from belief_tasks import budget_coverage  # noqa: E402
 from belief_tasks.families import budget_estimators  # noqa: E402
 from belief_tasks.scoring import budgeted  # noqa: E402
 from belief_tasks.scoring.common import records_behind  # noqa: E402
+from research import budget_coverage  # noqa: E402
 
 #: coverage a 95 % interval should reach over the draws (the must-hold band of docs/budget.md)
 BAND = (0.93, 0.97)

@@ -45,11 +45,11 @@ def main() -> None:
     ap.add_argument("--out", default=None)
     args = ap.parse_args()
 
-    from harness import evaluate
-
     from belief_tasks.metrics import iclke as iclke_metrics
-    from belief_tasks.scoring.iclke import columns
     from belief_tasks.model import default_model_path
+    from belief_tasks.scoring.iclke import columns
+
+    from harness import evaluate
 
     model_args = args.model_args or f"pretrained={default_model_path()},device=cpu,dtype=float32"
     md = {"max_facts_per_relation": args.max_facts, **json.loads(args.metadata)}

@@ -78,7 +78,8 @@ def main(argv: list[str] | None = None) -> int:
     if (args.n is None) != (args.cell is None):
         p.error("give --n and --cell together")
     settings = [(args.n, *map(float, args.cell.split(",")))] if args.n else SETTINGS
-    print(f"nominal {args.level:.0%} percentile bootstrap of κ ({BOOTSTRAP_ITERS} resamples), {args.draws} samples per setting")
+    print(f"nominal {args.level:.0%} percentile bootstrap of κ ({BOOTSTRAP_ITERS} resamples), "
+          f"{args.draws} samples per setting")
     print("| n | both, A only, B only, neither | κ | κ defined | coverage ± MC se | mean width |")
     print("| --- | --- | --- | --- | --- | --- |")
     for n, *cell in settings:

@@ -162,8 +162,13 @@ def lpq_instance_terms(scores: list, gold: int, answers: list[int]) -> dict[str,
     import warnings
 
     import pandas as pd
-    from lm_pub_quiz.metrics.confidence import (BrierScore, ConfidenceMargin, ConfidenceScore, SoftmaxBase,
-                                                UncertaintyScore)
+    from lm_pub_quiz.metrics.confidence import (
+        BrierScore,
+        ConfidenceMargin,
+        ConfidenceScore,
+        SoftmaxBase,
+        UncertaintyScore,
+    )
 
     def run(cls, rows: list[tuple[list, int]]) -> dict:
         metric = cls()
@@ -183,9 +188,9 @@ def lpq_instance_terms(scores: list, gold: int, answers: list[int]) -> dict[str,
 def compare_confidence(lpq_results, ref: dict, ours: dict) -> dict:
     """Max |ours - lm-pub-quiz| of each confidence metric: per relation and per instance on lm-pub-quiz's
     scores, and per relation on our harness's scores."""
-    from belief_tasks.metrics.bear import instance_confidences, relation_confidence
-
     import warnings
+
+    from belief_tasks.metrics.bear import instance_confidences, relation_confidence
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # its uncertainty divides by log2 1 = 0 on a one-answer relation
@@ -197,7 +202,7 @@ def compare_confidence(lpq_results, ref: dict, ours: dict) -> dict:
             for m in CONFIDENCE:
                 pairs = [(mine[m], theirs[rel][m])] if m == "brier_score" else [(mine[m][k], theirs[rel][m][k]) for k in theirs[rel][m]]
                 target[m] = max([target.get(m, 0.0), *(_diff(a, b) for a, b in pairs)])
-    for rel, (scores, golds) in _by_relation(ref).items():
+    for _rel, (scores, golds) in _by_relation(ref).items():
         mine, answers = instance_confidences(scores, golds), sorted(set(golds))
         for i, (s, g) in enumerate(zip(scores, golds)):
             lpq = lpq_instance_terms(s, g, answers)
@@ -221,10 +226,11 @@ def run_ours(kind: str, model_path: Path, subset: Path, *, batch_size: int, redu
     """{(relation, row, template): (scores, gold)}, seconds, the harness's metrics."""
     import belief_tasks
     belief_tasks.install()  # our backends and hooks
-    from belief_tasks.scoring.bear import record_scores
-    from belief_tasks.paths import task_yamls_dir
     from lm_eval import simple_evaluate
     from lm_eval.tasks import TaskManager
+
+    from belief_tasks.paths import task_yamls_dir
+    from belief_tasks.scoring.bear import record_scores
 
     if kind == "clm":
         from lm_eval.models.huggingface import HFLM

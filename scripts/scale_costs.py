@@ -143,7 +143,8 @@ def main(argv=None) -> None:
         rows.append(row)
         req = ", ".join(f"{v:g} {k}" for k, v in row["requests_per_fact"].items())
         timing = f" | {row['wall_s']:.2f} s wall, {row['cpu_s']:.2f} s CPU" if lm is not None else ""
-        print(f"| {task} | {label} | {row['docs_per_fact']:g} ({row['prompts_per_fact']:g}) | {req} | {row['tokens_per_fact_total']:,.0f}{timing} |", flush=True)
+        print(f"| {task} | {label} | {row['docs_per_fact']:g} ({row['prompts_per_fact']:g}) | {req} "
+              f"| {row['tokens_per_fact_total']:,.0f}{timing} |", flush=True)
     if args.json:
         args.json.write_text(json.dumps({"model": Path(model).name, "relation": RELATION, "rows": rows}, indent=1))
 

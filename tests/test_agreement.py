@@ -7,8 +7,8 @@ import math
 
 import pytest
 
-from belief_tasks.metrics.agreement import agreement_table, cohen_kappa, kappa_interval
 from belief_tasks.families import FAMILIES
+from belief_tasks.metrics.agreement import agreement_table, cohen_kappa, kappa_interval
 
 
 def test_kappa_by_hand():
@@ -184,7 +184,7 @@ def test_probes_of_different_datasets_join_on_the_fact_key(tmp_path):
 def _bear_run(tmp_path, folder, model_args, correct):
     from test_report_synthetic import write_run
 
-    recs = [{"fact_id": f"P36_{i}", "relation": "P36", "template_id": "t0", "template_index": 0, "cardinality": "1:1", "domains": [],
+    recs = [{"fact_id": f"P36_{i}", "relation": "P36", "template_id": "t0", "template_index": 0, "cardinality": "1:1",
              "domains": [], "scoring": "statement", "reduction": "sum", "gold": [0], "ll": [-1.0, -2.0] if c else [-2.0, -1.0],
              "n_tokens": None, "pred": 0 if c else 1, "rank": 0 if c else 1, "correct": int(c)} for i, c in enumerate(correct)]
     path = write_run(tmp_path / "runs", folder, {"belief_bear": recs}, {"belief_bear": {}})

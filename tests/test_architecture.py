@@ -39,7 +39,8 @@ def test_the_check_finds_imports_upwards_circles_unplaced_modules_and_loading_by
         "tasks/__init__.py": "",
         "tasks/y.py": "from belief_tasks.tasks import z\n",
         "tasks/z.py": "from belief_tasks.tasks import y\n",
-        "report/__init__.py": "from importlib import import_module\nsections = import_module('belief_tasks.report.a')\n",
+        "report/__init__.py": ("from importlib import import_module\n"
+                               "sections = import_module('belief_tasks.report.a')\n"),
         "stray.py": "",
     })
     assert sorted(layers(root)) == [
@@ -55,7 +56,8 @@ def test_layers_below_the_harness_glue_import_no_heavy_library():
     code = ("import importlib, json, sys\nsys.path.insert(0, 'tests')\nfrom pathlib import Path\n"
             "from layout_checks import modules_up_to\nmods = modules_up_to(Path('.').resolve(), 5)\n"
             "for m in mods:\n    importlib.import_module(m)\n"
-            "print(json.dumps([len(mods), [m for m in ('lm_eval', 'torch', 'transformers', 'datasets') if m in sys.modules]]))\n")
+            "heavy = ('lm_eval', 'torch', 'transformers', 'datasets')\n"
+            "print(json.dumps([len(mods), [m for m in heavy if m in sys.modules]]))\n")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=str(ROOT), env=env_with_checkout())
     assert proc.returncode == 0, proc.stderr
     n_modules, heavy = json.loads(proc.stdout.splitlines()[-1])
@@ -65,8 +67,7 @@ def test_layers_below_the_harness_glue_import_no_heavy_library():
 def test_a_full_report_loads_neither_lm_eval_nor_torch(tmp_path):
     """Every family's records (shaped as ``process_results`` writes them), one model run; ``belief-report`` in a
     fresh process, which says at exit which of the heavy modules it loaded."""
-    from test_report_synthetic import (ICL_A, ICL_A_HAND, bear_records, iclke_run, mlm_record, monitor_record,
-                                       write_run)
+    from test_report_synthetic import ICL_A, ICL_A_HAND, bear_records, iclke_run, mlm_record, monitor_record, write_run
 
     mlm = [mlm_record("f1", "t1", "paris", 1, 0.8), mlm_record("f2", "t1", "lyon", 2, 0.4)]
     monitor = [monitor_record(rel, f"{rel}_{i}", [0.8, 0.6], [[0.7, 0.6], [0.2, 0.3]], [[0.4, 0.5]], [1, 0])

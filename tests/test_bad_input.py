@@ -19,7 +19,6 @@ from belief_tasks.data.trex_mc import load_trex_mc
 from belief_tasks.schema import SchemaError
 from belief_tasks.sources import Source
 
-
 # ---------------------------------------------------------------- good fixtures
 
 def bear_folder(tmp: Path, *, templates=None, space=None, rows=None, raw_rows: str | None = None) -> Path:
@@ -222,34 +221,34 @@ def test_consistent_answer_idx_and_obj_id_load(tmp_path):
 def test_a_bad_knob_value_names_the_knob_and_what_it_accepts(metadata, knob, says):
     from belief_tasks.options import KnobError
     from belief_tasks.tasks.base import check_metadata
-    from belief_tasks.tasks.belief_icl import KNOBS
+    from belief_tasks.tasks.belief_icl import OPTIONS
 
     with pytest.raises(KnobError) as err:
-        check_metadata(metadata, KNOBS)
+        check_metadata(metadata, OPTIONS)
     assert err.value.knob == knob and says in str(err.value) and f"--metadata key {knob!r}" in str(err.value)
 
 
 def test_a_misspelt_knob_is_refused_with_the_closest_name():
     from belief_tasks.options import KnobError
     from belief_tasks.tasks.base import check_metadata
-    from belief_tasks.tasks.belief_icl import KNOBS
+    from belief_tasks.tasks.belief_icl import OPTIONS
 
     model_args = frozenset({"pretrained", "dtype"})  # the run's model-argument keys, as belief-eval hands them over
     with pytest.raises(KnobError, match="did you mean 'max_facts_per_relation'"):
-        check_metadata({"max_facts_per_relaton": 3, "pretrained": "m", "dtype": "float32"}, KNOBS, model_args=model_args)
-    assert check_metadata({"max_facts_per_relation": 3, "pretrained": "m", "dtype": "float32", "version": 1.0}, KNOBS,
+        check_metadata({"max_facts_per_relaton": 3, "pretrained": "m", "dtype": "float32"}, OPTIONS, model_args=model_args)
+    assert check_metadata({"max_facts_per_relation": 3, "pretrained": "m", "dtype": "float32", "version": 1.0}, OPTIONS,
                           model_args=model_args) is None
     with pytest.raises(KnobError, match="'dtype': unknown key"):  # not declared: not a model argument of this run
-        check_metadata({"dtype": "float32"}, KNOBS, model_args=frozenset({"pretrained"}))
+        check_metadata({"dtype": "float32"}, OPTIONS, model_args=frozenset({"pretrained"}))
     # one --metadata serves every task of a command: another family's knob is not unknown here
     from belief_tasks.tasks import bear
 
-    assert check_metadata({"confidence_samples": 2, "templates": "0", "pretrained": "m"}, bear.KNOBS,
+    assert check_metadata({"confidence_samples": 2, "templates": "0", "pretrained": "m"}, bear.OPTIONS,
                           model_args=model_args) is None
     # a bare lm_eval cannot tell a model argument from a knob: the task gets the error back to warn of
-    found = check_metadata({"max_facts_per_relaton": 3}, KNOBS)
+    found = check_metadata({"max_facts_per_relaton": 3}, OPTIONS)
     assert isinstance(found, KnobError) and "did you mean 'max_facts_per_relation'" in str(found)
-    assert check_metadata({"dtype": "float32"}, KNOBS) is None  # a keyword of lm-eval's hf: a model argument
+    assert check_metadata({"dtype": "float32"}, OPTIONS) is None  # a keyword of lm-eval's hf: a model argument
 
 
 def test_conflicting_sources_are_refused():
@@ -301,7 +300,7 @@ def test_belief_eval_refuses_bad_input_before_loading_the_model(tmp_path, metada
     out = run_cli(["--model", "hf", "--model_args", f"pretrained={tmp_path / 'no-model'}", "--tasks", task,
                    "--metadata", json.dumps(metadata), "--output_path", str(tmp_path / "out"), *extra], timeout=300)
     assert out.returncode == 2, out.stderr[-3000:]
-    lines = [l for l in out.stderr.splitlines() if l.startswith("belief-eval:")]
+    lines = [line for line in out.stderr.splitlines() if line.startswith("belief-eval:")]
     assert len(lines) == 1 and says in lines[0], out.stderr[-3000:]
     assert "stopped before loading the model" in lines[0]
     assert "Traceback" not in out.stderr and "no-model" not in lines[0]

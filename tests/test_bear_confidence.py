@@ -10,6 +10,7 @@ import pytest
 
 from belief_tasks.metrics import bear as MB
 from belief_tasks.scoring import bear as SC
+from belief_tasks.scoring.wiring import Aggregation
 
 # One relation with three options. A: p = (.5, .25, .25), gold 0 (right); B: p = (.2, .6, .2), gold 2 (wrong:
 # the model picks option 1). Scores are log-probabilities shifted by -10 (the softmax does not see the shift).
@@ -92,15 +93,15 @@ def test_aggregations_weight_relations_by_support():
     brier_r2 = (0.1**2 + 0.1**2) / 2
     assert SC.agg_brier(records) == pytest.approx((BRIER_A + BRIER_B + brier_r2) / 3)
     # over all rows the value is the pooled mean of the per-row term, so its stderr is that mean's
-    assert SC.agg_confidence.stderr(records) == pytest.approx(np.std([0.5, 0.6, 0.9], ddof=1) / math.sqrt(3))
+    assert SC.METRICS["confidence"].stderr(records) == pytest.approx(np.std([0.5, 0.6, 0.9], ddof=1) / math.sqrt(3))
     # a correct / incorrect split: the weighted mean of its rows (weight n_r / m_r: R1 2 / 1, R2 1 / 1), its
     # stderr with the weights fixed: sqrt(n / (n - 1) * sum w^2 (x - m)^2) / sum w
     m = (2 * 0.5 + 0.9) / 3
-    assert SC.agg_confidence_correct.stderr(records) == pytest.approx(
+    assert SC.METRICS["confidence_correct"].stderr(records) == pytest.approx(
         math.sqrt(2 / 1 * (2**2 * (0.5 - m) ** 2 + 1 * (0.9 - m) ** 2)) / 3)
-    assert math.isnan(SC.agg_confidence_incorrect.stderr(records))  # one wrong row: no spread to estimate
+    assert math.isnan(SC.METRICS["confidence_incorrect"].stderr(records))  # one wrong row: no spread to estimate
     # a relation without a value (R2: one distinct answer, no uncertainty) is left out of the stderr too
-    assert SC.agg_uncertainty.stderr(records) == pytest.approx(np.std([H_A, H_B], ddof=1) / math.sqrt(2))
+    assert SC.METRICS["uncertainty"].stderr(records) == pytest.approx(np.std([H_A, H_B], ddof=1) / math.sqrt(2))
     assert set(SC.CONFIDENCE_METRICS) <= set(SC.METRICS)
 
 
@@ -133,8 +134,9 @@ def test_equal_to_lm_pub_quiz_on_random_scores():
 def test_report_calibration_view(tmp_path):
     """belief-report's BEAR section: the confidence table (checked against the results JSON), per relation,
     the average softmax vectors and the reliability bins, on the hand relation above."""
-    from belief_tasks.report import build_report
     from test_report_synthetic import bear_record, close, read_csv, write_run
+
+    from belief_tasks.report import build_report
 
     records = [bear_record("R1", f"f{i}", 0, s, g, "1:1", ["Geo"]) for i, (s, g) in enumerate(zip(SCORES, GOLDS))]
     hand = {"bear": 0.5, "confidence": 0.55, "margin_incorrect": 0.4, "brier": (BRIER_A + BRIER_B) / 2}
@@ -159,7 +161,6 @@ def test_a_budgeted_run_of_every_fact_estimates_the_plain_values():
     normaliser depends on which facts a sample holds, so a budgeted run reports it as NaN, with no standard
     error or interval."""
     from belief_tasks.families import BEAR
-    from belief_tasks.scoring import budgeted
 
     rng = np.random.default_rng(2)
     records = []
@@ -171,7 +172,7 @@ def test_a_budgeted_run_of_every_fact_estimates_the_plain_values():
                                 "reduction": "sum", "cardinality": "1:N", "domains": [],
                                 "budget": 1.0, "population": 12, "drawn": 12})
     for name in ("confidence", "confidence_correct", "margin_incorrect", "brier"):
-        agg = budgeted.budget_aware(BEAR.budgeted, name, SC.METRICS[name].aggregation)
+        agg = Aggregation(name, SC.METRICS[name], BEAR.budgeted)
         assert agg(records) == pytest.approx(SC.METRICS[name].aggregation(records), rel=1e-12), name
-    unc = budgeted.budget_aware(BEAR.budgeted, "uncertainty", SC.METRICS["uncertainty"].aggregation)
+    unc = Aggregation("uncertainty", SC.METRICS["uncertainty"], BEAR.budgeted)
     assert math.isnan(unc(records)) and math.isnan(unc.stderr(records)) and unc.interval(records) is None

@@ -112,8 +112,9 @@ def tiny_bert(tmp_path_factory):
 @pytest.mark.parametrize("reduction", ["sum", "mean"])
 def test_masked_lm_on_hf_mlm(tiny_bert, reduction, tmp_path):
     """hf-mlm's PLL (within_word_l2r) through our task equals lm-pub-quiz's MaskedLMEvaluator."""
-    from belief_tasks.data import load_facts
     from lm_pub_quiz import Evaluator
+
+    from belief_tasks.data import load_facts
 
     md = {"relations": "P36", "max_facts_per_relation": 3, "templates": "0,1", "reduction": reduction,
           "pretrained": str(tiny_bert)}

@@ -56,9 +56,9 @@ def test_bear_score_is_the_mean_over_templates_with_its_stderr():
     # sample std of (1, .5, 0) is .5; / sqrt(3)
     assert M.bear_score_stderr(ranks, templates) == pytest.approx(0.5 / math.sqrt(3))
     assert S.agg_bear(records) == pytest.approx(0.5)
-    assert S.agg_bear.stderr(records) == pytest.approx(0.5 / math.sqrt(3))
+    assert S.METRICS["bear"].stderr(records) == pytest.approx(0.5 / math.sqrt(3))
     assert S.agg_bear_t1(records) == pytest.approx(0.5)
-    assert S.agg_bear_t1.stderr(records) == pytest.approx(np.std([1, 0], ddof=1) / math.sqrt(2))
+    assert S.METRICS["bear_t1"].stderr(records) == pytest.approx(np.std([1, 0], ddof=1) / math.sqrt(2))
     assert math.isnan(M.bear_score_stderr(ranks[:2], templates[:2]))  # one template: no spread to measure
     assert math.isnan(M.bear_score([], []))
 
@@ -135,5 +135,5 @@ def test_mean_docs_carry_token_counts(model_path):
 
     md = {"source": "sample", "relations": "P36", "max_facts_per_relation": 1, "templates": "0",
           "reduction": "mean", "pretrained": str(model_path)}
-    (d,) = T.build_docs(load_facts("bear", md), parse_options(T.KNOBS, md))
+    (d,) = T.build_docs(load_facts("bear", md), parse_options(T.OPTIONS, md))
     assert d["reduction"] == "mean" and len(d["n_tokens"]) == len(d["options"]) and min(d["n_tokens"]) >= 5

@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from belief_tasks.prompts.bear import SCORING_MODES, capitalize, option_requests, statement
 from belief_tasks.options import KnobError, parse_options
-from belief_tasks.tasks.bear import KNOBS, build_docs, requests_of
+from belief_tasks.prompts.bear import SCORING_MODES, capitalize, option_requests, statement
+from belief_tasks.tasks.bear import OPTIONS, build_docs, requests_of
 
 
 @pytest.fixture(scope="module")
@@ -84,7 +84,7 @@ def test_answer_mode_splits_before_the_answer(bear):
 
 
 def test_docs_on_real_bear(bear, shared_data):
-    docs = build_docs(bear, parse_options(KNOBS, {"relations": "P36,P105", "max_facts_per_relation": 4}))
+    docs = build_docs(bear, parse_options(OPTIONS, {"relations": "P36,P105", "max_facts_per_relation": 4}))
     assert len(docs) == 2 * 4 * 3  # facts x templates
     info = json.loads((shared_data / "bear" / "relation_info.json").read_text())
     rows = {}
@@ -102,7 +102,7 @@ def test_docs_on_real_bear(bear, shared_data):
         assert d["domains"] == info[d["relation"]]["domains"]
         assert d["cardinality"] == {"P36": "1:1", "P105": "1:N"}[d["relation"]]
     # template selection
-    assert {d["template_index"] for d in build_docs(bear, parse_options(KNOBS, {"relations": "P36", "templates": "0,2"}))} == {0, 2}
+    assert {d["template_index"] for d in build_docs(bear, parse_options(OPTIONS, {"relations": "P36", "templates": "0,2"}))} == {0, 2}
 
 
 def test_bear_counts(bear, shared_data):
@@ -117,7 +117,7 @@ def test_sample_uses_statement_templates_and_accepts_every_object():
     from belief_tasks.data import load_facts
 
     fs = load_facts("bear", {"source": "sample"})
-    docs = build_docs(fs, parse_options(KNOBS, {"source": "sample", "max_facts_per_relation": 2}))
+    docs = build_docs(fs, parse_options(OPTIONS, {"source": "sample", "max_facts_per_relation": 2}))
     for d in docs:
         rel = fs.relations[d["relation"]]
         assert d["template_id"] in {t.id for t in rel.templates_of("statement")}
@@ -127,21 +127,21 @@ def test_sample_uses_statement_templates_and_accepts_every_object():
 
 
 def test_knobs_parse_and_bad_settings_fail_before_model_time():
-    opts = parse_options(KNOBS, {"reduction": "Mean", "scoring": "answer", "templates": "0|2"})
+    opts = parse_options(OPTIONS, {"reduction": "Mean", "scoring": "answer", "templates": "0|2"})
     assert (opts.reduction, opts.scoring, opts.templates) == ("mean", "answer", (0, 2))
-    defaults = parse_options(KNOBS, {"templates": "all"})
+    defaults = parse_options(OPTIONS, {"templates": "all"})
     assert (defaults.reduction, defaults.scoring, defaults.templates) == ("sum", "statement", None)
-    assert parse_options(KNOBS, {"templates": 1}).templates == (1,)
+    assert parse_options(OPTIONS, {"templates": 1}).templates == (1,)
     with pytest.raises(KnobError, match="reduction"):
-        parse_options(KNOBS, {"reduction": "max"})
+        parse_options(OPTIONS, {"reduction": "max"})
     with pytest.raises(KnobError, match="scoring"):
-        parse_options(KNOBS, {"scoring": "subject"})
+        parse_options(OPTIONS, {"scoring": "subject"})
     with pytest.raises(KnobError, match="templates"):
-        parse_options(KNOBS, {"templates": "0,x"})
+        parse_options(OPTIONS, {"templates": "0,x"})
     from belief_tasks.data import load_facts
 
     fs = load_facts("bear", {"source": "sample"})
     with pytest.raises(KnobError, match="templates"):  # BEAR has three templates per relation
-        build_docs(fs, parse_options(KNOBS, {"source": "sample", "templates": "7", "max_facts_per_relation": 1}))
+        build_docs(fs, parse_options(OPTIONS, {"source": "sample", "templates": "7", "max_facts_per_relation": 1}))
     with pytest.raises(KnobError, match="pretrained"):
-        build_docs(fs, parse_options(KNOBS, {"source": "sample", "reduction": "mean", "max_facts_per_relation": 1}))
+        build_docs(fs, parse_options(OPTIONS, {"source": "sample", "reduction": "mean", "max_facts_per_relation": 1}))

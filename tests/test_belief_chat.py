@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from harness import evaluate
-
 from belief_tasks.prompts import belief as P
+
+from harness import evaluate
 
 
 def test_chat_turns_by_hand():

@@ -9,11 +9,10 @@ from __future__ import annotations
 
 import pytest
 
-from harness import evaluate
-
 from belief_tasks.matching import contains_answer
 from belief_tasks.scoring import belief_icl as SC
-from belief_tasks.tasks import belief_icl as B
+
+from harness import evaluate
 
 TASKS = [f"belief_{s}_{c}" for s in ("mp", "qa") for c in ("zeroshot", "4random", "4relation", "4template")]
 FEW_SHOT = [t for t in TASKS if not t.endswith("zeroshot")]

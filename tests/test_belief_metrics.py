@@ -11,7 +11,6 @@ import pytest
 from belief_tasks.matching import outputs_agree
 from belief_tasks.metrics import belief as M
 
-
 # ---------------------------------------------------------------- Acc@1 and its fluctuation
 
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from belief_tasks.options import parse_options
 from belief_tasks.prompts import belief as P
 from belief_tasks.schema import Entity, Fact, SchemaError, Template
-from belief_tasks.options import parse_options
-from belief_tasks.tasks.belief_icl import KNOBS, build_docs, prompts_of
+from belief_tasks.tasks.belief_icl import OPTIONS, build_docs, prompts_of
 
 # The appendix's P361-like relation ("part of") and its facts.
 CONSISTS = Template("P361_t0", "[Y] consists of [X].", "statement", True)
@@ -144,7 +144,7 @@ SAMPLE = {"source": "sample", "relations": "P36"}
 
 def prompts(style: str, context: str, metadata: dict) -> list[dict]:
     """Every prompt of a task's pair documents, in request order."""
-    opts = parse_options(KNOBS, metadata)
+    opts = parse_options(OPTIONS, metadata)
     return [p for d in build_docs(style, context, opts) for p in prompts_of(d, opts)]
 
 
@@ -172,7 +172,7 @@ def test_one_document_per_pair_holds_the_ids_of_its_prompt_grid():
     from belief_tasks.data import load_facts
 
     fs = load_facts("myriadlama", SAMPLE)
-    every = parse_options(KNOBS, {**SAMPLE, "mp_templates": "all"})
+    every = parse_options(OPTIONS, {**SAMPLE, "mp_templates": "all"})
     docs = build_docs("mp", "zeroshot", every)
     assert [d["fact_id"] for d in docs] == [f.id for f in fs.facts_of("P36")]
     france = docs[0]
@@ -197,19 +197,21 @@ def test_documents_hold_demonstrations_from_their_relation_and_one_sampled_promp
         assert d["prompt"].count("\nQ: ") == 5 and d["prompt"].count("\nA: ") == 4
     # same sampled prompts for every context of a style (comparable Ovconf)
     other = prompts("mp", "zeroshot", meta)
-    key = lambda ds: {(d["fact_id"], d["template_id"], d["subject_form"]) for d in ds if d["n_samples"]}
+    def key(ds):
+        return {(d["fact_id"], d["template_id"], d["subject_form"]) for d in ds if d["n_samples"]}
+
     assert key(other) == key(docs)
     assert not any(d["n_samples"] for d in prompts("mp", "zeroshot", {**SAMPLE, "confidence_samples": 0}))
 
 
 def test_bad_options_fail_before_any_model_time():
     with pytest.raises(SchemaError, match="mp_templates"):
-        parse_options(KNOBS, {"mp_templates": "some"})
+        parse_options(OPTIONS, {"mp_templates": "some"})
     with pytest.raises(SchemaError, match="confidence_samples"):
-        parse_options(KNOBS, {"confidence_samples": "many"})
+        parse_options(OPTIONS, {"confidence_samples": "many"})
     with pytest.raises(SchemaError, match="confidence_samples.*2.5"):
-        parse_options(KNOBS, {"confidence_samples": 2.5})  # never truncated to 2
+        parse_options(OPTIONS, {"confidence_samples": 2.5})  # never truncated to 2
     with pytest.raises(SchemaError, match="accuracy_draws"):
-        parse_options(KNOBS, {"accuracy_draws": 0})
-    opts = parse_options(KNOBS, {"confidence_samples": "3", "accuracy_draws": 7.0, "mp_templates": "ALL"})
+        parse_options(OPTIONS, {"accuracy_draws": 0})
+    opts = parse_options(OPTIONS, {"confidence_samples": "3", "accuracy_draws": 7.0, "mp_templates": "ALL"})
     assert (opts.confidence_samples, opts.accuracy_draws, opts.mp_templates, opts.qa_templates) == (3, 7, "all", "all")

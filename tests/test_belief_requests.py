@@ -99,8 +99,9 @@ def test_sample_requests_have_distinct_cache_keys_and_identical_outputs():
 def _task(name: str, metadata: dict):
     import belief_tasks
     belief_tasks.install()  # our backends and hooks
-    from belief_tasks.paths import task_yamls_dir
     from lm_eval.tasks import TaskManager
+
+    from belief_tasks.paths import task_yamls_dir
 
     tm = TaskManager(include_path=str(task_yamls_dir()), include_defaults=False, metadata={"source": "sample", **metadata})
     return tm.load([name])["tasks"]
@@ -174,8 +175,8 @@ def test_records_and_aggregations():
     assert SC.agg_consist(recs) == pytest.approx(0.5)  # f disagrees, g agrees ("the city of Berlin" contains "Berlin")
     assert SC.agg_ovconf(recs) == pytest.approx((2 / 3 + 0) / 2 - 1.0)
     assert SC.agg_one_word(recs) == 0.75
-    assert SC.agg_acc.stderr(recs) == pytest.approx(0.25)  # pairs .5 and 1
-    assert SC.agg_acc_range.stderr is None and SC.agg_acc_sd.stderr is None
+    assert SC.METRICS["acc"].stderr(recs) == pytest.approx(0.25)  # pairs .5 and 1
+    assert SC.METRICS["acc_range"].stderr_function is None is SC.METRICS["acc_sd"].stderr_function
     # lm-eval hands each metric its own list: the record under "acc", references under the others
     for name, declared in SC.METRICS.items():
         agg = declared.aggregation
@@ -197,5 +198,6 @@ def test_one_prompt_records_of_earlier_logs_aggregate_to_the_same_numbers():
     for name, declared in SC.METRICS.items():
         agg = declared.aggregation
         assert agg(legacy) == pytest.approx(agg(recs), nan_ok=True), name
-        if agg.stderr is not None:
-            assert agg.stderr(legacy) == pytest.approx(agg.stderr(recs), nan_ok=True), name
+        se = declared.stderr_function
+        if se is not None:
+            assert se(legacy) == pytest.approx(se(recs), nan_ok=True), name

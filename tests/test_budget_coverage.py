@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from belief_tasks import budget
-from belief_tasks import budget_coverage as C
+from research import budget_coverage as C
 
 DRAWS = 200
 

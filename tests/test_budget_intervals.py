@@ -9,11 +9,29 @@ import math
 import numpy as np
 import pytest
 
-from belief_tasks.metrics import bear as MB, belief as MBel, iclke as MI, monitor as MM
 from belief_tasks.families import FAMILIES
-from belief_tasks.metrics.budgeted import bear as BB, belief as BBel, iclke as BI, monitor as BM, pooled, relation_mean
-from belief_tasks.metrics.intervals import (Design, Totals, Units, difference, estimate, interval, intervals,
-                                            jackknife_se, paired, t_quantile, totals)
+from belief_tasks.metrics import bear as MB
+from belief_tasks.metrics import belief as MBel
+from belief_tasks.metrics import iclke as MI
+from belief_tasks.metrics import monitor as MM
+from belief_tasks.metrics.budgeted import bear as BB
+from belief_tasks.metrics.budgeted import belief as BBel
+from belief_tasks.metrics.budgeted import iclke as BI
+from belief_tasks.metrics.budgeted import monitor as BM
+from belief_tasks.metrics.budgeted import pooled, relation_mean
+from belief_tasks.metrics.intervals import (
+    Design,
+    Totals,
+    Units,
+    difference,
+    estimate,
+    interval,
+    intervals,
+    jackknife_se,
+    paired,
+    t_quantile,
+    totals,
+)
 
 #: each family's statistics (metric -> statistic), as its ``METRICS`` declare them, in table order
 BB_STATS, BBEL_STATS, BI_STATS, BM_STATS = (FAMILIES[f].budgeted.statistics for f in ("bear", "belief_icl", "iclke", "monitor"))
@@ -140,7 +158,7 @@ def test_belief_statistics_equal_the_metrics_on_the_full_run():
         rel = f"P{p % 4}"
         n_t = 3 + p % 4 % 2  # relations with 3 or 4 templates
         for t in range(n_t):
-            for s in range(1 + p % 3):
+            for _s in range(1 + p % 3):
                 fact_ids.append(f"f{p}")
                 relations.append(rel)
                 templates.append(f"{rel}t{t}")

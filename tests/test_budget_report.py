@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from test_report_synthetic import read_csv, write_run
 
-from belief_tasks.report import build_report
 from belief_tasks.families import BEAR
+from belief_tasks.report import build_report
 from belief_tasks.scoring import budgeted
 from belief_tasks.scoring.bear import METRICS
-from test_report_synthetic import read_csv, write_run
+from belief_tasks.scoring.wiring import Aggregation
 
 POPULATION = {"P1": 40, "P2": 12}
 
@@ -33,7 +34,7 @@ def bear_records(seed: int, drawn: dict[str, int], skill: float) -> list[dict]:
 
 
 def _write(root, model, records, design, step=None):
-    wrapped = {m: budgeted.budget_aware(BEAR.budgeted, m, declared.aggregation) for m, declared in METRICS.items()}
+    wrapped = {m: Aggregation(m, declared, BEAR.budgeted) for m, declared in METRICS.items()}
     values = {m: float(fn(records)) for m, fn in wrapped.items()}
     name = model if step is None else f"{model}/checkpoint-{step}"
     return write_run(root, name, {"belief_bear": records}, {"belief_bear": values},
@@ -46,7 +47,7 @@ DESIGN = {"budget": 0.2, "seed": 1234, "facts_drawn": 10, "facts_in_population":
 
 def test_budgeted_aggregation_estimates_the_full_run_by_relation_weights():
     recs = bear_records(0, {"P1": 8, "P2": 2}, 0.5)
-    agg = budgeted.budget_aware(BEAR.budgeted, "p_at_1", METRICS["p_at_1"].aggregation)
+    agg = Aggregation("p_at_1", METRICS["p_at_1"], BEAR.budgeted)
     by_rel = {r: np.mean([x["ll"][0] > x["ll"][1] for x in recs if x["relation"] == r]) for r in POPULATION}
     assert agg(recs) == pytest.approx((40 * by_rel["P1"] + 12 * by_rel["P2"]) / 52)
     assert METRICS["p_at_1"].aggregation(recs) == pytest.approx((8 * by_rel["P1"] + 2 * by_rel["P2"]) / 10)  # unweighted
@@ -69,7 +70,7 @@ def test_report_prints_paired_differences_and_the_budget(tmp_path):
     want = budgeted.paired_estimates(BEAR.budgeted, a, b)["bear"]
     assert float(bear["difference"]) == pytest.approx(want.estimate)
     assert float(bear["low"]) == pytest.approx(want.low) and float(bear["high"]) == pytest.approx(want.high)
-    agg = budgeted.budget_aware(BEAR.budgeted, "bear", METRICS["bear"].aggregation)
+    agg = Aggregation("bear", METRICS["bear"], BEAR.budgeted)
     assert want.estimate == pytest.approx(agg(a) - agg(b))
     # pairing narrows the interval: narrower than the two runs' own intervals combined
     widths = [agg.interval(x).high - agg.interval(x).low for x in (a, b)]

@@ -28,7 +28,7 @@ def _without_design(doc: dict) -> dict:
 @pytest.mark.parametrize("style,context", [("mp", "4random"), ("qa", "4relation"), ("mp", "4template")])
 def test_belief_prompts_and_samples_of_a_pair_do_not_depend_on_the_draw(style, context):
     md = {**SAMPLE, "confidence_prompts": 200, "confidence_samples": 3}
-    opts = lambda **more: parse_options(belief_icl.KNOBS, {**md, **more})  # noqa: E731
+    opts = lambda **more: parse_options(belief_icl.OPTIONS, {**md, **more})  # noqa: E731
     small = belief_icl.build_docs(style, context, opts(budget=0.05))
     large = belief_icl.build_docs(style, context, opts(budget=0.3))
     full = belief_icl.build_docs(style, context, opts())
@@ -44,12 +44,12 @@ def test_belief_prompts_and_samples_of_a_pair_do_not_depend_on_the_draw(style, c
 
 def test_bear_requests_of_a_fact_do_not_depend_on_the_draw():
     fs = load_facts("bear", SAMPLE)
-    small, large = (bear.build_docs(fs, parse_options(bear.KNOBS, {**SAMPLE, "budget": b})) for b in (0.05, 0.25))
+    small, large = (bear.build_docs(fs, parse_options(bear.OPTIONS, {**SAMPLE, "budget": b})) for b in (0.05, 0.25))
     for a, b in _common(small, large, lambda d: d["doc_id"]):
         assert _without_design(a) == _without_design(b)
         assert bear.requests_of(a) == bear.requests_of(b)
-    assert [_without_design(d) for d in bear.build_docs(fs, parse_options(bear.KNOBS, {**SAMPLE, "budget": 1.0}))] == \
-        bear.build_docs(fs, parse_options(bear.KNOBS, SAMPLE))
+    assert [_without_design(d) for d in bear.build_docs(fs, parse_options(bear.OPTIONS, {**SAMPLE, "budget": 1.0}))] == \
+        bear.build_docs(fs, parse_options(bear.OPTIONS, SAMPLE))
 
 
 @pytest.mark.parametrize("builder", [iclke.iclke_docs, iclke.eiclke_docs])
@@ -60,8 +60,8 @@ def test_iclke_inputs_of_a_test_fact_do_not_depend_on_the_draw(builder, demos):
     md = {**SAMPLE, "n_examples": 6, "max_options": 5, "train_size": 20, "demos": demos, "eic_lead": 3,
           "eic_every": 2}
     fs = load_facts("bear_big", md)
-    small, large = (builder(fs, parse_options(iclke.KNOBS, {**md, "budget": b})) for b in (0.1, 0.4))
-    full = builder(fs, parse_options(iclke.KNOBS, md))
+    small, large = (builder(fs, parse_options(iclke.OPTIONS, {**md, "budget": b})) for b in (0.1, 0.4))
+    full = builder(fs, parse_options(iclke.OPTIONS, md))
     for a, b in _common(small, large, lambda d: d["fact_id"]):
         assert _without_design(a) == _without_design(b)
         assert _contexts(a) == _contexts(b)
@@ -78,7 +78,7 @@ def _contexts(doc: dict) -> list[str]:
 
 def test_monitor_anchors_of_a_fact_do_not_depend_on_the_draw():
     fs = load_facts("fktc", SAMPLE)
-    small, large = (monitor.build_docs(fs, parse_options(monitor.KNOBS, {**SAMPLE, "budget": b})) for b in (0.05, 0.3))
+    small, large = (monitor.build_docs(fs, parse_options(monitor.OPTIONS, {**SAMPLE, "budget": b})) for b in (0.05, 0.3))
     for a, b in _common(small, large, lambda d: d["fact_id"]):
         assert _without_design(a) == _without_design(b)
         assert unpack(a, "anchors") == unpack(b, "anchors")
@@ -89,7 +89,7 @@ def test_docs_carry_the_draw_and_the_design_it_gives_each_doc():
     the results JSON's summary is its own, and each doc's design fields (which the records copy for
     ``belief-report``) agree with it."""
     fs = load_facts("bear", SAMPLE)
-    docs = bear.build_docs(fs, parse_options(bear.KNOBS, {**SAMPLE, "budget": 0.05, "seed": 5}))
+    docs = bear.build_docs(fs, parse_options(bear.OPTIONS, {**SAMPLE, "budget": 0.05, "seed": 5}))
     summary = docs.draw.summary()
     assert summary["budget"] == 0.05 and summary["seed"] == 5
     for rid, rel in summary["relations"].items():
@@ -98,13 +98,13 @@ def test_docs_carry_the_draw_and_the_design_it_gives_each_doc():
         assert all((d["population"], d["drawn"]) == (rel["population"], rel["drawn"]) for d in docs if d["relation"] == rid)
     assert summary["facts_drawn"] == len({d["fact_id"] for d in docs})
     assert as_split(docs)["test"].draw is docs.draw  # every relation has docs: the draw as it was made
-    assert bear.build_docs(fs, parse_options(bear.KNOBS, SAMPLE)).draw is None
+    assert bear.build_docs(fs, parse_options(bear.OPTIONS, SAMPLE)).draw is None
 
 
 def test_a_relation_without_docs_leaves_the_draw():
     """A relation a task makes no document of (no template of the style, say) is no part of its design."""
     fs = load_facts("bear", SAMPLE)
-    docs = bear.build_docs(fs, parse_options(bear.KNOBS, {**SAMPLE, "budget": 0.2}))
+    docs = bear.build_docs(fs, parse_options(bear.OPTIONS, {**SAMPLE, "budget": 0.2}))
     kept = [d for d in docs if d["relation"] != "P36"]
     kept = type(docs)(kept, docs.draw)
     draw = as_split(kept)["test"].draw

@@ -9,7 +9,7 @@ import pytest
 
 from belief_tasks import budget
 from belief_tasks.data import load_facts
-from belief_tasks.options import COMMON, KnobError, parse_options
+from belief_tasks.options import KnobError, Options, parse_options
 from belief_tasks.tasks.base import check_budget, check_metadata, select_facts
 
 SAMPLE = {"source": "sample"}
@@ -17,7 +17,7 @@ BUDGETS = (0.01, 0.05, 0.2, 0.5, 1.0)
 
 
 def _opts(**md):
-    return parse_options(COMMON, {**SAMPLE, **md})
+    return parse_options(Options, {**SAMPLE, **md})
 
 
 def test_allocation_rounds_up_keeps_two_and_grows_with_the_budget():
@@ -71,7 +71,7 @@ def test_draw_depends_on_keys_and_seed_only():
     firsts = sorted(keys["P1"], key=lambda k: budget.rank_value(3, k))[:30]
     assert set(firsts) == c.keys
     fs = load_facts("myriadlama", SAMPLE)
-    with_model = parse_options(COMMON, {**SAMPLE, "budget": 0.1, "pretrained": "some/other-model"})
+    with_model = parse_options(Options, {**SAMPLE, "budget": 0.1, "pretrained": "some/other-model"})
     assert [f.id for f in select_facts(fs, with_model)] == [f.id for f in select_facts(fs, _opts(budget=0.1))]
 
 
@@ -97,7 +97,7 @@ def test_budget_knob_is_validated():
     with pytest.raises(KnobError, match="max_facts_per_relation"):
         check_budget(_opts(budget=0.1, max_facts_per_relation=3))
     with pytest.raises(KnobError, match="max_facts_per_relation"):
-        check_metadata({**SAMPLE, "budget": 0.1, "max_facts_per_relation": 3}, COMMON)
+        check_metadata({**SAMPLE, "budget": 0.1, "max_facts_per_relation": 3}, Options)
 
 
 def test_no_budget_keeps_the_selection_as_it_was():

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -106,3 +107,73 @@ def test_belief_eval_refuses_another_models_cache_before_the_model_loads(tmp_pat
     assert len(lines) == 1 and "Traceback" not in r.stderr, r.stderr
     assert "holds the answers of another model or setting" in lines[0]
     assert "local_files.pretrained.config.json" in lines[0] and "stopped before loading the model" in lines[0]
+
+
+# --- belief-eval's default cache (cache_identity.with_answer_cache) ------------------------------------------
+
+
+def test_belief_eval_keeps_answers_in_the_output_path_by_default(tmp_path):
+    model = _model(tmp_path / "m")
+    args = ["--model", "hf-shared", "--model_args", f"pretrained={model},dtype=float32", "--tasks", "belief_demo",
+            "--output_path", str(tmp_path / "out")]
+    with_cache = C.with_answer_cache(args)
+    assert with_cache[:-2] == args and with_cache[-2] == "--use_cache"
+    prefix = Path(with_cache[-1])
+    assert prefix.parent == tmp_path / "out" / "cache" and re.fullmatch(r"m-hf-shared-[0-9a-f]{8}", prefix.name)
+    # the same command: the same cache (the rerun resumes); lm-eval's short options read alike
+    assert C.with_answer_cache(args)[-1] == str(prefix)
+    assert C.with_answer_cache(["-M", "hf-shared", "-a", f"pretrained={model}", "dtype=float32", "-o",
+                                str(tmp_path / "out")])[-1] == str(prefix)
+    # an output path ending in .json: lm-eval writes beside it, and so does the cache
+    assert Path(C.with_answer_cache(args[:-1] + [str(tmp_path / "r.json")])[-1]).parent == tmp_path / "cache"
+    # an explicit --use_cache wins; --no_answer_cache keeps nothing (and lm-eval never sees the flag); no output path
+    assert C.with_answer_cache(args + ["--use_cache", "mine"]) == args + ["--use_cache", "mine"]
+    assert C.with_answer_cache(args + ["-c", "mine"]) == args + ["-c", "mine"]
+    assert C.with_answer_cache(args + [C.NO_ANSWER_CACHE]) == args
+    assert C.with_answer_cache(args[:-2]) == args[:-2]
+
+
+@pytest.mark.parametrize("change", [
+    lambda a, m: [*a[:3], f"pretrained={m},dtype=bfloat16", *a[4:]],  # a model argument that changes numbers
+    lambda a, m: ["--model", "hf", *a[2:]],  # another backend
+    lambda a, m: os.utime(m / "model.safetensors", ns=(1, 10**18)) or a,  # the model retrained in place
+])
+def test_another_model_setting_or_backend_opens_another_cache(tmp_path, change):
+    """A changed model never reads the answers of the one before: its cache has another name."""
+    model = _model(tmp_path / "m")
+    args = ["--model", "hf-shared", "--model_args", f"pretrained={model},dtype=float32", "--output_path", str(tmp_path)]
+    before = C.with_answer_cache(args)[-1]
+    # batching and placement do not change the answers: the same cache
+    assert C.with_answer_cache(args[:3] + [f"pretrained={model},dtype=float32,batch_size=64", *args[4:]])[-1] == before
+    assert C.with_answer_cache(change(args, model))[-1] != before
+
+
+def test_the_code_that_computes_answers_is_part_of_the_identity(tmp_path, monkeypatch):
+    """Another lm-eval, torch or transformers, or a change in our own modules, opens another default cache."""
+    model = _model(tmp_path / "m")
+    ident = C.identity("hf", {"pretrained": str(model)}, with_software=True)
+    assert set(ident["software"]) >= {"lm_eval", "torch", "transformers", "belief_tasks"}
+    prefix = C.default_prefix(str(tmp_path), "hf", {"pretrained": str(model)})
+    monkeypatch.setattr(C, "software", lambda: {**ident["software"], "belief_tasks": "another"})
+    assert C.default_prefix(str(tmp_path), "hf", {"pretrained": str(model)}) != prefix
+    # named with --use_cache, a default cache is checked with the code's identity too
+    Path(prefix).parent.mkdir(parents=True)
+    Path(prefix + C.SUFFIX).write_text(json.dumps(ident))
+    with pytest.raises(C.CacheIdentityError, match="software.belief_tasks: 'another' here"):
+        C.check(prefix, "hf", {"pretrained": str(model)})
+
+
+def test_the_identity_file_is_written_once_answers_exist(tmp_path):
+    """At exit, beside a cache that exists: a command refused before the model loads leaves no file behind."""
+    model = _model(tmp_path / "m")
+    code = ("import sys; from pathlib import Path; from belief_tasks import cache_identity as C; "
+            f"a = C.with_answer_cache(['--model_args', 'pretrained={model}', '--output_path', {str(tmp_path / 'out')!r}]); "
+            "print(a[-1]); db = Path(a[-1] + '_rank0.db'); "
+            "sys.argv[1:2] == ['db'] and (db.parent.mkdir(parents=True) or db.write_bytes(b''))")
+    refused = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert refused.returncode == 0 and not (tmp_path / "out").exists()
+    answered = subprocess.run([sys.executable, "-c", code, "db"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert answered.returncode == 0, answered.stderr
+    prefix = answered.stdout.strip()
+    recorded = json.loads(Path(prefix + C.SUFFIX).read_text())
+    assert recorded == C.identity("hf", {"pretrained": str(model)}, with_software=True)

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from belief_tasks.catalog import entries
+
 from harness import run_cli
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -23,7 +24,7 @@ def _installed_task_dir() -> Path:
 
 
 def _acc_line(stdout: str) -> str:
-    rows = [l for l in stdout.splitlines() if l.startswith("|") and "belief_bear" in l]
+    rows = [line for line in stdout.splitlines() if line.startswith("|") and "belief_bear" in line]
     assert rows, stdout[-3000:]
     return rows[0]
 
@@ -69,7 +70,7 @@ def test_belief_eval_lists_tasks_with_descriptions():
     assert out.returncode == 0, out.stderr[-3000:]
     for e in entries():
         assert e.name in out.stdout
-        line = next(l for l in out.stdout.splitlines() if l.startswith(e.name + " "))
+        line = next(line for line in out.stdout.splitlines() if line.startswith(e.name + " "))
         assert e.description in line
     assert "hellaswag" in out.stdout  # lm-eval's own tasks are still there
 

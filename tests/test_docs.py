@@ -22,6 +22,8 @@ EXAMPLE_ROOTS = {
     "x": "a placeholder value in an error message",
     "N": "a fraction written as x/N", "M": "a fraction written as x/M",
     "v1": "the OpenAI-style server endpoint /v1/completions",
+    "inference": "vllm serve's token endpoint /inference/v1/generate", "metrics": "a server's /metrics",
+    "reset_prefix_cache": "vllm serve's development endpoint /reset_prefix_cache",
     "results_": "lm-eval's file name pattern <model>/results_<date>.json",
 }
 ABSOLUTE = re.compile(r"(?<![\w.~$)}\]/:-])/([A-Za-z_][\w.-]*)(?:/[\w.*-]*)*")

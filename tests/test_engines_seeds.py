@@ -25,8 +25,9 @@ def test_request_seed_is_the_derived_seed_reduced_as_the_hf_paths_did():
 def _instances(name: str, metadata: dict):
     import belief_tasks
     belief_tasks.install()
-    from belief_tasks.paths import task_yamls_dir
     from lm_eval.tasks import TaskManager
+
+    from belief_tasks.paths import task_yamls_dir
 
     tm = TaskManager(include_path=str(task_yamls_dir()), include_defaults=False, metadata={"source": "sample", **metadata})
     task = next(iter(tm.load([name])["tasks"].values()))

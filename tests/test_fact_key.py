@@ -39,7 +39,7 @@ def write_bear(folder: Path, rows, answer_space: bool) -> Path:
         meta["answer_space_labels"] = [r[4] for r in rows]
         meta["answer_space_ids"] = [r[3] for r in rows]
     (folder / "metadata_relations.json").write_text(json.dumps({"P36": meta}))
-    lines = [{"sub_id": s, "sub_label": l, "sub_aliases": a, "obj_id": oi, "obj_label": o} for s, l, a, oi, o in rows]
+    lines = [{"sub_id": s, "sub_label": lab, "sub_aliases": a, "obj_id": oi, "obj_label": o} for s, lab, a, oi, o in rows]
     (folder / "P36.jsonl").write_text("\n".join(json.dumps(x) for x in lines))
     return folder
 
@@ -246,13 +246,13 @@ def _facts(subjects, rid="P36"):
 def test_capped_draw_keeps_shared_facts_alike():
     """max_facts_per_relation keeps the facts with the smallest seeded hash of their sampling key: a
     fact's fate depends on its key, not on what else the dataset holds or on its id there."""
-    from belief_tasks.options import COMMON, parse_options
+    from belief_tasks.options import Options, parse_options
     from belief_tasks.tasks.base import select_facts
 
     small = _facts([f"S{i}" for i in range(40)])
     big = [Fact("other_" + f.id, f.relation, Entity(f.subject.label.lower()), f.objects) for f in small]
     big += _facts([f"T{i}" for i in range(160)])  # BEAR-big-like: every fact of the small set, and more
-    opts = lambda k: parse_options(COMMON, {"max_facts_per_relation": k})  # noqa: E731
+    opts = lambda k: parse_options(Options, {"max_facts_per_relation": k})  # noqa: E731
     rel = {"P36": Relation("P36", "capital")}
     kept_small = {sampling_key(f) for f in select_facts(FactSet("a", rel, small), opts(10))}
     kept_big = {sampling_key(f) for f in select_facts(FactSet("b", rel, big), opts(10))}
@@ -292,10 +292,10 @@ def test_every_family_puts_the_key_in_its_docs_and_records():
     want = {f.id: fact_key(f, fs.relations[f.relation]).as_record() for f in fs}
     md = {"source": "sample", "relations": "P36", "max_facts_per_relation": 2}
     built = {
-        "bear": bear.build_docs(fs, parse_options(bear.KNOBS, md)),
-        "iclke": iclke.iclke_docs(fs, parse_options(iclke.KNOBS, {**md, "n_examples": 2, "max_options": 3})),
-        "monitor": monitor.build_docs(fs, parse_options(monitor.KNOBS, md)),
-        "belief_icl": belief_icl.build_docs("mp", "zeroshot", parse_options(belief_icl.KNOBS, md)),
+        "bear": bear.build_docs(fs, parse_options(bear.OPTIONS, md)),
+        "iclke": iclke.iclke_docs(fs, parse_options(iclke.OPTIONS, {**md, "n_examples": 2, "max_options": 3})),
+        "monitor": monitor.build_docs(fs, parse_options(monitor.OPTIONS, md)),
+        "belief_icl": belief_icl.build_docs("mp", "zeroshot", parse_options(belief_icl.OPTIONS, md)),
     }
     for family, docs in built.items():
         assert docs and all(d["fact_key"] == want[d["fact_id"]] for d in docs), family

@@ -53,7 +53,7 @@ def test_every_family_puts_a_fact_on_the_same_side(module, function):
     from belief_tasks.options import parse_options
 
     glue = importlib.import_module(module)
-    opts = parse_options(glue.KNOBS, {"source": "sample", "relations": "P36,P19", "pretrained": str(default_model_path())})
+    opts = parse_options(glue.OPTIONS, {"source": "sample", "relations": "P36,P19", "pretrained": str(default_model_path())})
     docs = getattr(glue, function)(opts)["test"]
     records = [{"fact_key": json.loads(d["fact_key"])} for d in docs]
     sides = {r["fact_key"]["key"]: split.of_record(r) for r in records}

@@ -10,11 +10,10 @@ from __future__ import annotations
 import json
 import logging
 import subprocess
-import sys
 
 import pytest
 
-from harness import ROOT, run_cli
+from harness import run_cli
 
 NO_MODEL = "pretrained=/nonexistent/model"
 
@@ -22,7 +21,7 @@ NO_MODEL = "pretrained=/nonexistent/model"
 def refused(out: subprocess.CompletedProcess) -> str:
     """The one ``belief-eval:`` paragraph of a refused command (and that it was refused properly)."""
     assert out.returncode == 2, out.stderr[-3000:]
-    lines = [l for l in out.stderr.splitlines() if l.startswith("belief-eval:")]
+    lines = [line for line in out.stderr.splitlines() if line.startswith("belief-eval:")]
     assert len(lines) == 1, out.stderr[-3000:]
     assert "stopped before loading the model" in lines[0] and "Traceback" not in out.stderr, out.stderr[-3000:]
     return lines[0]
@@ -59,7 +58,7 @@ def test_misspelt_task_gets_the_closest_names():
 def test_misspelt_backend_gets_the_closest_names():
     line = refused(run_cli(["--model", "hf-shard", "--model_args", NO_MODEL, "--tasks", "belief_bear",
                             "--metadata", '{"source": "sample"}'], timeout=300))
-    assert "--model hf-shard: no backend of that name; did you mean 'hf-shared'?" in line
+    assert "--model hf-shard: no backend of that name; did you mean 'hf-shared'" in line
     assert "ours are hf-mlm, hf-shared" in line and "vllm" in line
 
 
@@ -133,7 +132,7 @@ def test_ls_belief_lists_only_ours_without_importing_lm_eval():
     assert "lm_eval imported: False" in out.stdout
     lines = out.stdout.splitlines()
     for e in entries():
-        assert any(l.startswith(e.name + " ") and e.description in l for l in lines), e.name
+        assert any(line.startswith(e.name + " ") and e.description in line for line in lines), e.name
     assert "hellaswag" not in out.stdout
     assert len(lines) < 2 * len(entries()) + 10
 
@@ -157,8 +156,9 @@ def test_python_m_belief_tasks_help_is_a_clean_usage():
 
 
 def test_calibration_bins_are_not_logged_at_info(caplog):
-    from belief_tasks.scoring import belief_icl as B
     from test_report_synthetic import ICL_A
+
+    from belief_tasks.scoring import belief_icl as B
 
     with caplog.at_level(logging.INFO, logger=B.log.name):
         B.agg_ovconf(ICL_A)

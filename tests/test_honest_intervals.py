@@ -102,16 +102,15 @@ def test_a_sample_where_every_fact_agrees_gets_a_score_interval_not_zero_width()
 
 def test_every_budgeted_metric_with_an_interval_has_a_standard_error():
     from belief_tasks.families import FAMILIES
-    from belief_tasks.scoring.budgeted import budget_aware
-    from belief_tasks.scoring.common import stderr_function
+    from belief_tasks.scoring.wiring import Aggregation
 
     for fam in FAMILIES.values():
         if fam.budgeted is None:
             continue
         for metric, declared in fam.metrics.items():
-            wrapped = budget_aware(fam.budgeted, metric, declared.aggregation)
+            wrapped = Aggregation(metric, declared, fam.budgeted)
             if metric in fam.budgeted.statistics:  # it gets a _ci95 on a budgeted run
-                assert stderr_function(wrapped) is not None, (fam.name, metric)
+                assert wrapped.stderr_function is not None, (fam.name, metric)
 
 
 def test_a_budgeted_task_declares_each_interval_as_a_metric_of_its_own():
@@ -120,16 +119,16 @@ def test_a_budgeted_task_declares_each_interval_as_a_metric_of_its_own():
     from belief_tasks.families import FAMILIES
     from belief_tasks.scoring.budgeted import estimates
     from belief_tasks.scoring.common import SameRecord
-    from belief_tasks.options import COMMON, parse_options
-    from belief_tasks.tasks.base import interval_entries
+    from belief_tasks.scoring.wiring import IntervalOf, metric_list
 
-    _opts = lambda md: parse_options(COMMON, md)  # noqa: E731  the task's parsed knobs
     fam = FAMILIES["bear"]
-    entries = [{"metric": m, "aggregation": d.aggregation, "higher_is_better": d.higher_is_better} for m, d in fam.metrics.items()]
-    assert interval_entries("bear", entries, _opts({"budget": "none"})) == [] == interval_entries("bear", entries, _opts({}))
-    added = interval_entries("bear", entries, _opts({"budget": 0.5}))
+    intervals = lambda entries: [e for e in entries if isinstance(e["aggregation"], IntervalOf)]  # noqa: E731
+    assert intervals(metric_list("bear", fam.metrics, fam.budgeted, False)) == []
+    entries = metric_list("bear", fam.metrics, fam.budgeted, True)
+    added = intervals(entries)
+    assert [e["metric"] for e in entries] == [*fam.metrics, *(e["metric"] for e in added)]  # after the metrics
     assert [e["metric"] for e in added] == [f"{m}_ci95" for m in fam.metrics if m in fam.budgeted.statistics]
-    assert interval_entries("belief_mlm", entries, _opts({"budget": 0.5})) == []  # a family without estimators: none
+    assert intervals(metric_list("belief_mlm", fam.metrics, None, True)) == []  # a family without estimators: none
     from test_budget_report import bear_records
 
     records = bear_records(100, {"P1": 8, "P2": 2}, 0.6)

@@ -9,11 +9,12 @@ from __future__ import annotations
 import math
 
 import pytest
+from test_iclke_prompts import write_trex_fixture
 
 from belief_tasks.metrics import iclke as M
 from belief_tasks.scoring.iclke import columns
+
 from harness import evaluate
-from test_iclke_prompts import write_trex_fixture
 
 pytestmark = pytest.mark.e2e
 

@@ -11,12 +11,11 @@ import json
 import pytest
 
 from belief_tasks.data import load_facts
+from belief_tasks.options import KnobError, parse_options
 from belief_tasks.prompts import iclke as P
 from belief_tasks.schema import Entity, Fact, Relation
 from belief_tasks.tasks import iclke as T
-from belief_tasks.options import KnobError, parse_options
 from belief_tasks.tasks.base import unpack
-
 
 # ---------------------------------------------------------------- pure rendering
 
@@ -54,7 +53,7 @@ def test_eic_pairs_insert_option_k_of_earlier_test_facts():
 
 
 def _params(**knobs) -> P.Params:
-    return T.params(parse_options(T.KNOBS, knobs))
+    return T.params(parse_options(T.OPTIONS, knobs))
 
 
 def _fact(i, subject, obj, rel="P1"):
@@ -93,7 +92,7 @@ def bear_md(shared_data):
 
 @pytest.fixture(scope="module")
 def bear_docs(bear_md):
-    return T.iclke_docs(load_facts("bear_big", bear_md), parse_options(T.KNOBS, bear_md))
+    return T.iclke_docs(load_facts("bear_big", bear_md), parse_options(T.OPTIONS, bear_md))
 
 
 def test_bear_split_is_seeded_and_disjoint(bear_md):
@@ -128,22 +127,22 @@ def test_bear_options_and_examples(bear_md, bear_docs):
 
 
 def test_bear_docs_are_seeded(bear_md, bear_docs):
-    again = T.iclke_docs(load_facts("bear_big", bear_md), parse_options(T.KNOBS, bear_md))
+    again = T.iclke_docs(load_facts("bear_big", bear_md), parse_options(T.OPTIONS, bear_md))
     assert again == bear_docs
-    other = T.iclke_docs(load_facts("bear_big", bear_md), parse_options(T.KNOBS, {**bear_md, "seed": 5}))
+    other = T.iclke_docs(load_facts("bear_big", bear_md), parse_options(T.OPTIONS, {**bear_md, "seed": 5}))
     assert [d["options"] for d in other] != [d["options"] for d in bear_docs]
     assert [d["context"] for d in other] != [d["context"] for d in bear_docs]
 
 
 def test_bear_eic_groups(bear_md):
     fs = load_facts("bear_big", bear_md)
-    docs = T.eiclke_docs(fs, parse_options(T.KNOBS, bear_md))
+    docs = T.eiclke_docs(fs, parse_options(T.OPTIONS, bear_md))
     groups: dict[str, list[dict]] = {}
     for d in docs:
         groups.setdefault(d["group"], []).append(d)
     assert sum(len(g) for g in groups.values()) == len(docs) == 97 + 585 - min(100, 585 // 2)
     by_id = {f.id: f for f in fs.facts}
-    for gid, members in groups.items():
+    for members in groups.values():
         # P36: 97 training facts -> lead 48, a test fact every 5 -> 10 slots
         assert len(members) <= 10
         subjects = set().union(*(P.subject_keys(by_id[d["fact_id"]]) for d in members))
@@ -198,7 +197,7 @@ def write_trex_fixture(folder, n_choices: int = 6):
 def test_trex_mc_fixture_task(tmp_path):
     folder = write_trex_fixture(tmp_path / "trex")
     md = {"trex_mc_path": str(folder), "format": "colon_comma"}
-    ds = T.iclke_trex_mc(parse_options(T.KNOBS, md))["test"]
+    ds = T.iclke_trex_mc(parse_options(T.OPTIONS, md))["test"]
     docs = ds.to_list()
     assert len(docs) == 4 + 3 and {d["relation"] for d in docs} == {"50", "70"}
     norway = next(d for d in docs if d["subject"] == "Norway")
@@ -210,22 +209,22 @@ def test_trex_mc_fixture_task(tmp_path):
     ctx = T.doc_to_text(norway)
     assert ctx.endswith(", Norway :") and ctx.count(" : ") == 8 and "Oslo" not in ctx
     assert "Egypt : Cairo" in ctx and "Ireland" not in ctx  # train facts only, no other test fact
-    eic = T.eiclke_trex_mc(parse_options(T.KNOBS, md))["test"].to_list()
+    eic = T.eiclke_trex_mc(parse_options(T.OPTIONS, md))["test"].to_list()
     assert sorted(d["fact_id"] for d in eic) == sorted(d["fact_id"] for d in docs)
 
 
 def test_knobs_from_metadata():
-    opts = parse_options(T.KNOBS, {"n_examples": "10", "format": "colon_comma", "demos": "fact", "seed": 3, "max_options": 20})
+    opts = parse_options(T.OPTIONS, {"n_examples": "10", "format": "colon_comma", "demos": "fact", "seed": 3, "max_options": 20})
     assert (opts.n_examples, opts.format, opts.demos, opts.seed, opts.max_options) == (10, "colon_comma", "fact", 3, 20)
     # paper defaults: n = 50, 100 options, space; EIC-LKE: 50 lead facts, a test fact every 5
-    assert T.params(parse_options(T.KNOBS, {})) == P.Params(seed=1234, n_examples=50, max_options=100, demos="relation",
+    assert T.params(parse_options(T.OPTIONS, {})) == P.Params(seed=1234, n_examples=50, max_options=100, demos="relation",
                                                             eic_lead=50, eic_every=5)
-    defaults = parse_options(T.KNOBS, {})
+    defaults = parse_options(T.OPTIONS, {})
     assert (defaults.train_size, defaults.format) == (100, None)  # None: the method's own format
-    assert parse_options(T.KNOBS, {"n_examples": 0}).n_examples == 0  # zero-shot is allowed
+    assert parse_options(T.OPTIONS, {"n_examples": 0}).n_examples == 0  # zero-shot is allowed
     for bad in ({"format": "tsv"}, {"demos": "random"}, {"max_options": 0}, {"n_examples": -1}, {"eic_every": 0},
                 {"train_size": "many"}):
         with pytest.raises(KnobError, match=next(iter(bad))):
-            parse_options(T.KNOBS, bad)
+            parse_options(T.OPTIONS, bad)
     with pytest.raises(ValueError, match="unknown relations"):
-        T.iclke_docs(load_facts("bear_big", {"source": "sample"}), parse_options(T.KNOBS, {"relations": "P36,P999"}))
+        T.iclke_docs(load_facts("bear_big", {"source": "sample"}), parse_options(T.OPTIONS, {"relations": "P36,P999"}))

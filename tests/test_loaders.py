@@ -6,14 +6,12 @@ import json
 
 import pytest
 
-from belief_tasks.schema import SchemaError
-
 from belief_tasks.data import load_facts
 from belief_tasks.data.bundled import load_sample
 from belief_tasks.data.myriadlama import rows_to_factset
 from belief_tasks.data.trex_mc import load_trex_mc
+from belief_tasks.schema import SchemaError
 from belief_tasks.sources import DataSourceError, Source, resolve_source
-
 
 # ---------------------------------------------------------------- real data
 

@@ -6,7 +6,6 @@ import pytest
 
 from belief_tasks.matching import acronym, contains_answer, normalize, outputs_agree, word_count, words
 
-
 # ---------------------------------------------------------------- normalisation (v3 section 3.2)
 
 

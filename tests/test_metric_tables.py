@@ -9,11 +9,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from lm_eval.tasks._yaml_loader import load_yaml  # tests may read lm-eval's YAML loader; the product does not
 
 from belief_tasks.families import FAMILIES
 from belief_tasks.report import family_sections
+
 from harness import ROOT
 from layout_checks import _task_files, doc_tables, metric_wiring
 
@@ -30,12 +30,14 @@ def test_metrics_are_declared_once_and_wired_by_the_task_classes():
 def test_a_declaration_holds_the_aggregation_its_direction_its_stderr_and_its_budgeted_statistic():
     from belief_tasks.metrics.budgeted import bear as bear_budgeted
     from belief_tasks.scoring import bear, belief_icl, monitor
-    from belief_tasks.scoring.common import NotEstimable, stderr_function
+    from belief_tasks.scoring.common import NoStderr, NotEstimable
 
     p_at_1 = bear.METRICS["p_at_1"]
     assert p_at_1.aggregation is bear.agg_p_at_1 and p_at_1.higher_is_better is True
-    assert p_at_1.stderr is stderr_function(bear.agg_p_at_1) is not None  # the with_stderr mark, one home
-    assert monitor.METRICS["cost_anchor_tokens"].stderr is None and monitor.METRICS["monitor"].higher_is_better is False
+    assert p_at_1.stderr is p_at_1.stderr_function is bear.p_at_1_stderr  # declared beside its aggregation
+    cost = monitor.METRICS["cost_anchor_tokens"]
+    assert isinstance(cost.stderr, NoStderr) and cost.stderr.reason and cost.stderr_function is None
+    assert monitor.METRICS["monitor"].higher_is_better is False
     # the statistic is a function of metrics/budgeted/<family>.py: with its totals it gives P@1 by hand
     from belief_tasks.metrics.intervals import Totals
 
@@ -57,7 +59,8 @@ def test_a_metric_without_its_budgeted_statistic_is_reported(monkeypatch):
 
     bear = FAMILIES["bear"]
     agg = bear.metrics["p_at_1"].aggregation
-    metrics = {**bear.metrics, "top_two": Metric(agg, True, None), "top_three": Metric(agg, True, NotEstimable(" "))}
+    se = bear.metrics["p_at_1"].stderr
+    metrics = {**bear.metrics, "top_two": Metric(agg, se, True, None), "top_three": Metric(agg, se, True, NotEstimable(" "))}
     monkeypatch.setitem(FAMILIES, "bear", replace(bear, metrics=metrics, budgeted=Estimators.of(bear.budgeted.units, metrics)))
     mlm = FAMILIES["belief_mlm"]
     monkeypatch.setitem(FAMILIES, "belief_mlm", replace(mlm, metrics={**mlm.metrics, "mrr": replace(mlm.metrics["mrr"], budgeted=NotEstimable("x"))}))
@@ -82,7 +85,7 @@ def test_every_task_reports_exactly_its_family_table():
         cfg = load_yaml(path)
         cls = cfg["class"]
         task = cls.__new__(cls)
-        task._options = read_options({}, cls.KNOBS, cls.FAMILY)  # what BeliefTask.__init__ parses first
+        task._options = read_options({}, cls.OPTIONS, cls.FAMILY)  # what BeliefTask.__init__ parses first
         table = task.metric_table({"metadata": {}})
         if cls.FAMILY == "belief_mlm":
             assert table is (BIAS_METRICS if "bias" in path.name else PROMPT_METRICS), path.name
@@ -94,12 +97,12 @@ def test_doc_tables_are_the_family_tables():
     assert doc_tables(ROOT) == []
 
 
-def test_every_family_has_a_report_section_and_a_glue_module():
-    from belief_tasks.tasks import glue_modules
-
-    assert set(family_sections()) == set(FAMILIES) == set(glue_modules())
+def test_every_family_has_a_report_section_and_task_classes_with_its_knobs():
+    assert set(family_sections()) == set(FAMILIES)
     assert all(mod.PROBES for mod in family_sections().values())
-    assert all(module.KNOBS is FAMILIES[name].knobs for name, module in glue_modules().items())
+    classes = {load_yaml(p)["class"] for p in _task_files(ROOT)}
+    assert all(cls.OPTIONS is FAMILIES[cls.FAMILY].options for cls in classes)
+    assert {cls.FAMILY for cls in classes} == set(FAMILIES)
 
 
 def test_a_missing_or_stale_doc_row_is_reported(tmp_path):

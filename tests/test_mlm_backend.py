@@ -7,7 +7,6 @@ import math
 import pytest
 import torch
 from lm_eval.api.instance import Instance
-
 from test_mlm_tiny import build_tiny_mlm, tiny_dir  # noqa: F401  (fixture)
 
 # "Montreal is a city." -> [CLS] mont ##real is a city . [SEP]  (word ids None 0 0 1 2 3 4 None)

@@ -115,8 +115,8 @@ def test_task_aggregations_on_records():
     two_relations = RECORDS + [dict(rec("D", "t1", "label", 1, relation="S"), relation_kept=3, relation_dropped=0)]
     assert S.prompts_kept(two_relations) == 9
     # stderrs exist where the records are a sample of facts; none for range, SD and counts
-    assert S.acc_at_1.stderr(RECORDS) > 0 and S.mrr.stderr(RECORDS) > 0
-    assert S.acc_at_1_range.stderr is None and S.prompts_kept.stderr is None
+    assert S.METRICS["acc@1"].stderr(RECORDS) > 0 and S.METRICS["mrr"].stderr(RECORDS) > 0
+    assert S.METRICS["acc@1_range"].stderr_function is None is S.METRICS["prompts_kept"].stderr_function
 
 
 def test_draws_are_seeded_and_reproducible():

@@ -7,9 +7,9 @@ import math
 
 import pytest
 import torch
+from test_mlm_tiny import build_tiny_mlm, norm_words
 
 from harness import evaluate, read_results, run_cli
-from test_mlm_tiny import build_tiny_mlm, norm_words
 
 SAMPLE = {"source": "sample"}
 
@@ -17,9 +17,9 @@ SAMPLE = {"source": "sample"}
 def _opts(**metadata):
     """The encoder family's knobs parsed from the sample's metadata, as its task parses them."""
     from belief_tasks.options import parse_options
-    from belief_tasks.tasks.belief_mlm import KNOBS
+    from belief_tasks.tasks.belief_mlm import OPTIONS
 
-    return parse_options(KNOBS, {**SAMPLE, **metadata})
+    return parse_options(OPTIONS, {**SAMPLE, **metadata})
 
 
 @pytest.fixture(scope="module")
@@ -74,9 +74,9 @@ def test_prompt_docs_need_the_tokenizer():
 
 def test_knobs_and_the_mask_token_are_checked_before_model_time(favour_paris, model_path):
     from belief_tasks.options import KnobError, parse_options
-    from belief_tasks.tasks.belief_mlm import KNOBS, mlm_tokenizer, prompt_docs
+    from belief_tasks.tasks.belief_mlm import OPTIONS, mlm_tokenizer
 
-    assert parse_options(KNOBS, {}).accuracy_draws == 50_000 and parse_options(KNOBS, {"accuracy_draws": "7"}).accuracy_draws == 7
+    assert parse_options(OPTIONS, {}).accuracy_draws == 50_000 and parse_options(OPTIONS, {"accuracy_draws": "7"}).accuracy_draws == 7
     with pytest.raises(KnobError, match="accuracy_draws"):
         _opts(pretrained=str(favour_paris), accuracy_draws=0)
     assert mlm_tokenizer({"pretrained": str(favour_paris)}).mask_token == "[MASK]"

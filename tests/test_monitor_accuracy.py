@@ -54,21 +54,21 @@ def test_r_x_m_prompts_of_six_and_seven_frame_relations(fktc_folder, rid, frames
 
 def test_docs_carry_the_grid_only_with_paper(fktc_folder, model_path):
     meta = {"fktc_path": str(fktc_folder), "pretrained": str(model_path)}
-    paper = {d["relation"]: d for d in T.fktc_dataset(parse_options(T.KNOBS, {**meta, "monitor_accuracy": "paper"}))["test"]}
+    paper = {d["relation"]: d for d in T.fktc_dataset(parse_options(T.OPTIONS, {**meta, "monitor_accuracy": "paper"}))["test"]}
     grid = json.loads(paper["P264"]["interference"])
     assert len(grid) == 30 and grid[7] == {"frame": "P264_f1", "negative": 2,
                                            "text": "Question: Domino. Which label signed The Example Band?\nAnswer:"}
-    frames = T.fktc_dataset(parse_options(T.KNOBS, meta))["test"]
+    frames = T.fktc_dataset(parse_options(T.OPTIONS, meta))["test"]
     assert "interference" not in frames.to_list()[0]  # the default docs are what they were
 
 
 def test_knob_is_validated():
-    assert parse_options(T.KNOBS, {}).monitor_accuracy == "frames"
-    assert parse_options(T.KNOBS, {"monitor_accuracy": "PAPER"}).monitor_accuracy == "paper"
+    assert parse_options(T.OPTIONS, {}).monitor_accuracy == "frames"
+    assert parse_options(T.OPTIONS, {"monitor_accuracy": "PAPER"}).monitor_accuracy == "paper"
     with pytest.raises(KnobError, match="monitor_accuracy"):
-        parse_options(T.KNOBS, {"monitor_accuracy": "all"})
+        parse_options(T.OPTIONS, {"monitor_accuracy": "all"})
     with pytest.raises(KnobError, match="only_correct_primary"):
-        T.check_options(parse_options(T.KNOBS, {"monitor_accuracy": "none", "only_correct_primary": True}))
+        T.check_options(parse_options(T.OPTIONS, {"monitor_accuracy": "none", "only_correct_primary": True}))
 
 
 # --------------------------------------------------------------------------- accuracies by hand
@@ -106,7 +106,7 @@ def test_paper_aggregations_by_hand():
     assert SC.agg_acc_paper_relation_max(records) == pytest.approx(0.75)
     assert SC.agg_acc_paper_relation_min(records) == pytest.approx(0.5)
     assert SC.agg_acc_avg(records) == pytest.approx((0.75 + 0.0) / 2)  # the frame-only accuracy stays its own number
-    assert SC.agg_acc_paper_avg.stderr(records) > 0
+    assert SC.METRICS["acc_paper_avg"].stderr(records) > 0
     # records of a frames run have no grid: the paper accuracies are undefined there, not zero
     frames_only = [dict(r, interference_correct=[], accuracy="frames") for r in records]
     assert SC.agg_acc_paper_avg(frames_only) != SC.agg_acc_paper_avg(frames_only)  # NaN
@@ -125,7 +125,7 @@ def test_cost_totals():
             "interference": {"requests": 35, "tokens": 900}}
     records = [_record("P1", P1_GRIDS[0], [1, 0], cost=cost)] * 2
     assert SC.agg_cost_anchor_requests(records) == 26 and SC.agg_cost_paper_tokens(records) == 1800
-    assert SC.agg_cost_anchor_requests.stderr is None
+    assert SC.METRICS["cost_anchor_requests"].stderr_function is None
     assert SC.agg_cost_anchor_tokens([dict(r, cost=None) for r in records]) != SC.agg_cost_anchor_tokens([])  # NaN != NaN
 
 
@@ -134,7 +134,7 @@ def test_a_budgeted_run_of_every_fact_estimates_the_plain_values():
     """The budget's estimators (``scoring.monitor.budget_units``: the R x M grid and the cost counts) give the
     plain aggregations when every fact is drawn, and a cost total the sum over facts."""
     from belief_tasks.families import MONITOR
-    from belief_tasks.scoring import budgeted
+    from belief_tasks.scoring.wiring import Aggregation
 
     cost = {"anchors": {"requests": 13, "tokens": 200}, "answers": {"requests": 8, "tokens": 150},
             "interference": {"requests": 35, "tokens": 900}}
@@ -142,9 +142,9 @@ def test_a_budgeted_run_of_every_fact_estimates_the_plain_values():
     records = [dict(_record(rel, grid, [1, 0], cost=cost), fact_id=f"{rel}_{i}", budget=1.0, population=2, drawn=2)
                for i in range(2) for rel, grid in ((rel, grids[rel][i]) for rel in grids)]
     for name in (*SC.PAPER_ACCURACY_METRICS, "acc_avg", "cost_paper_tokens"):
-        agg = budgeted.budget_aware(MONITOR.budgeted, name, SC.METRICS[name].aggregation)
+        agg = Aggregation(name, SC.METRICS[name], MONITOR.budgeted)
         assert agg(records) == pytest.approx(SC.METRICS[name].aggregation(records), rel=1e-12), name
-    assert budgeted.budget_aware(MONITOR.budgeted, "cost_anchor_requests", SC.agg_cost_anchor_requests)(records) == 52
+    assert Aggregation("cost_anchor_requests", SC.METRICS["cost_anchor_requests"], MONITOR.budgeted)(records) == 52
 
 
 # --------------------------------------------------------------------------- requests and records (real tokenizer)
@@ -152,9 +152,9 @@ def test_a_budgeted_run_of_every_fact_estimates_the_plain_values():
 
 def _doc_and_plan(fktc_folder, model_path, mode):
     meta = {"fktc_path": str(fktc_folder), "pretrained": str(model_path), "relations": "P264", "monitor_accuracy": mode}
-    doc = T.fktc_dataset(parse_options(T.KNOBS, meta))["test"].to_list()[0]
+    doc = T.fktc_dataset(parse_options(T.OPTIONS, meta))["test"].to_list()[0]
     codec = S.Codec(meta)
-    return doc, S.plan(doc, codec), codec, parse_options(T.KNOBS, meta)
+    return doc, S.plan(doc, codec), codec, parse_options(T.OPTIONS, meta)
 
 
 def test_requests_and_record_of_a_paper_fact(fktc_folder, model_path):

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 from scipy.stats import pearsonr
+from test_report_synthetic import close, monitor_record, monitor_value, read_csv, write_run
 
 from belief_tasks.report import build_report
-from test_report_synthetic import close, monitor_record, monitor_value, read_csv, write_run
 
 RELATIONS = ("P17", "P19", "P20")
 COST = {"anchors": {"requests": 13, "tokens": 300}, "answers": {"requests": 8, "tokens": 200},

@@ -15,26 +15,28 @@ from belief_tasks.tasks import monitor_subwords as S
 
 def _docs(dataset, **metadata):
     """A MONITOR ``custom_dataset`` function's test docs, handed the knobs parsed as the task parses them."""
-    return dataset(parse_options(T.KNOBS, metadata))["test"]
+    return dataset(parse_options(T.OPTIONS, metadata))["test"]
 
 def test_metric_list_is_the_metric_table(model_path):
     """No YAML lists MONITOR's metrics: the task class wires ``scoring.monitor.METRICS``, in its order."""
-    from belief_tasks.paths import task_yamls_dir
     from lm_eval.tasks import TaskManager
+
+    from belief_tasks.paths import task_yamls_dir
 
     meta = {"source": "sample", "pretrained": str(model_path), "relations": "P36", "max_facts_per_relation": 1}
     task = TaskManager(include_path=str(task_yamls_dir()), include_defaults=False,
                        metadata=meta).load(["belief_monitor_sample"])["tasks"]["belief_monitor_sample"]
-    wired = [(m["metric"], m["aggregation"], m["higher_is_better"]) for m in task.config.metric_list]
-    assert wired == [(k, m.aggregation, m.higher_is_better) for k, m in SC.METRICS.items()]
+    wired = [(m["metric"], m["aggregation"].metric, m["higher_is_better"]) for m in task.config.metric_list]
+    assert wired == [(k, m, m.higher_is_better) for k, m in SC.METRICS.items()]
     assert list(task.aggregation()) == list(SC.METRICS) and task.higher_is_better() == {k: m.higher_is_better for k, m in SC.METRICS.items()}
     assert len(SC.METRICS) == 12 + SC.MAX_FRAMES + 5 + 6  # anchors and frame accuracies, R x M accuracies, costs
     assert {k for k, m in SC.METRICS.items() if not m.higher_is_better} == {"monitor", "pfd", "ird", *SC.COST_METRICS}
 
 
 def test_tasks_are_indexed():
-    from belief_tasks.paths import task_yamls_dir
     from lm_eval.tasks import TaskManager
+
+    from belief_tasks.paths import task_yamls_dir
 
     names = set(TaskManager(include_path=str(task_yamls_dir()), include_defaults=False).all_tasks)
     assert {"belief_monitor", "belief_monitor_sample", "belief_demo_monitor"} <= names
@@ -42,8 +44,9 @@ def test_tasks_are_indexed():
 
 
 def test_belief_monitor_is_fktc_and_takes_the_relations_knob(shared_data, model_path):
-    from belief_tasks.paths import task_yamls_dir
     from lm_eval.tasks import TaskManager
+
+    from belief_tasks.paths import task_yamls_dir
 
     meta = {"fktc_path": str(shared_data / "fktc"), "pretrained": str(model_path)}
     task = TaskManager(include_path=str(task_yamls_dir()), include_defaults=False, metadata=meta).load(["belief_monitor"])["tasks"]["belief_monitor"]
@@ -56,17 +59,17 @@ def test_belief_monitor_is_fktc_and_takes_the_relations_knob(shared_data, model_
 
 
 def test_options_are_validated():
-    opts = parse_options(T.KNOBS, {"monitor_alpha": "0.5,0.25,0.25", "only_correct_primary": "true", "answer_format": "bare",
+    opts = parse_options(T.OPTIONS, {"monitor_alpha": "0.5,0.25,0.25", "only_correct_primary": "true", "answer_format": "bare",
                                    "monitor_route": "PER_TOKEN"})
     assert (opts.monitor_route, opts.monitor_alpha, opts.only_correct_primary) == ("per_token", (0.5, 0.25, 0.25), True)
     assert T.answer_format(opts) == "{prompt}"
-    assert parse_options(T.KNOBS, {}).monitor_alpha == (0.33, 0.33, 0.33)
+    assert parse_options(T.OPTIONS, {}).monitor_alpha == (0.33, 0.33, 0.33)
     for knob, bad in (("monitor_route", "beam"), ("monitor_alpha", "1,2"), ("monitor_alpha", "1,-1,0"),
                       ("only_correct_primary", "maybe")):
         with pytest.raises(KnobError, match=knob):
-            parse_options(T.KNOBS, {knob: bad})
+            parse_options(T.OPTIONS, {knob: bad})
     with pytest.raises(KnobError, match="answer_format"):
-        T.answer_format(parse_options(T.KNOBS, {"answer_format": "no placeholder"}))
+        T.answer_format(parse_options(T.OPTIONS, {"answer_format": "no placeholder"}))
 
 
 def test_no_tokenizer_or_unknown_relation_fails_before_model_time(model_path):
@@ -119,7 +122,7 @@ def test_aggregations_score_each_relation_then_average():
     assert SC.agg_acc_max(RECORDS) == pytest.approx((1 + 0) / 2)
     assert SC.agg_acc_frame_1(RECORDS) == pytest.approx((0.5 + 0) / 2)
     assert SC.agg_acc_positive(RECORDS) == pytest.approx((0.5 + 1) / 2)
-    assert SC.agg_monitor.stderr(RECORDS) > 0
+    assert SC.METRICS["monitor"].stderr(RECORDS) > 0
 
 
 def test_only_correct_primary_drops_facts_from_anchor_metrics_only():

@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from harness import ROOT, env_with_checkout
 
 
@@ -99,3 +101,16 @@ def test_an_empty_leftover_task_folder_is_not_an_installed_one(tmp_path, monkeyp
     assert not cli._tasks_installed()
     (tmp_path / "belief" / "bear" / "belief_bear.yaml").write_text("task: belief_bear\n")
     assert cli._tasks_installed()
+
+
+def test_pyproject_declares_the_lm_eval_releases_ci_tests():
+    """``pip install .`` keeps a user's lm-eval where CI has tested it: the dependency is the range of the releases the
+    hooks name (``harness.TESTED``), and no wider."""
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
+    from belief_tasks.harness import LM_EVAL_RANGE, TESTED
+
+    deps = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    assert [d for d in deps if d.startswith("lm-eval")] == [f"lm-eval{LM_EVAL_RANGE}"]
+    low, high = (part.lstrip("<>=") for part in LM_EVAL_RANGE.split(","))
+    assert low == TESTED[0] and high.split(".")[:2] == TESTED[-1].split(".")[:2]
+    assert int(high.split(".")[2]) == int(TESTED[-1].split(".")[2]) + 1  # below the next, untested release

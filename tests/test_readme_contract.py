@@ -20,10 +20,10 @@ def quick_start_commands() -> dict[str, str]:
     text = (ROOT / "README.md").read_text(encoding="utf-8")
     section = re.search(r"^## Quick start\n(.*?)(?=^## )", text, re.S | re.M)
     assert section, "README has no '## Quick start' section"
-    lines = [l for l in section.group(1).splitlines() if l and not l.startswith(("`", "#", " "))]
+    lines = [line for line in section.group(1).splitlines() if line and not line.startswith(("`", "#", " "))]
     found = {}
     for what, mark in MARKS.items():
-        hits = [l for l in lines if mark in l]
+        hits = [line for line in lines if mark in line]
         assert hits, f"README's Quick start has no command marked {mark!r}"
         found[what] = hits[0]
     return found

@@ -87,35 +87,36 @@ KNOB_HEADER = "| knob | accepts | default | what |"
 
 def test_add_a_knob(tmp_path):
     co = checkout_copy(tmp_path)
-    # one Knob(...) row in the family's table in belief_tasks/families.py
-    edit(co / "belief_tasks" / "families.py", "BEAR_KNOBS: tuple[Knob, ...] = COMMON + (\n",
-         'BEAR_KNOBS: tuple[Knob, ...] = COMMON + (\n    Knob("toy_knob", "int", 3, "a toy knob", minimum=1),\n')
+    # one typed field in the family's knobs dataclass in belief_tasks/families.py
+    edit(co / "belief_tasks" / "families.py", '    """BEAR\'s knobs (docs/bear.md)."""\n\n',
+         '    """BEAR\'s knobs (docs/bear.md)."""\n\n    toy_knob: int = knob("int", 3, "a toy knob", minimum=1)\n')
     assert problems(co)["doc_tables"] == ["docs/bear.md: knob table lacks toy_knob"]
     # its row in the knob table of the family's doc, as options.knob_table writes it
     from belief_tasks.options import Knob, knob_table
 
     add_table_row(co / "docs" / "bear.md", KNOB_HEADER, knob_table([Knob("toy_knob", "int", 3, "a toy knob", minimum=1)]).split("\n")[-1])
     assert problems(co) == no_problems(co)
-    # read from the task's parsed knobs (parse_options(KNOBS, metadata)); refused by the table out of range; known to
+    # read from the task's parsed knobs (parse_options(OPTIONS, metadata)); refused by the table out of range; known to
     # every task of a command
     out = json.loads(python(co, """
 import json
 from belief_tasks import options
 from belief_tasks.data import load_facts
-from belief_tasks.families import ICLKE_KNOBS
+from belief_tasks.families import IclkeOptions
 from belief_tasks.tasks import bear
 from belief_tasks.tasks.base import check_metadata
 md = {"source": "sample", "relations": "P36", "max_facts_per_relation": 1, "templates": "0", "toy_knob": "5"}
-out = {"read": options.parse_options(bear.KNOBS, md).toy_knob, "default": options.parse_options(bear.KNOBS, {}).toy_knob,
-       "docs": len(bear.build_docs(load_facts("bear", md), options.parse_options(bear.KNOBS, md)))}
+read = lambda metadata: options.parse_options(bear.OPTIONS, metadata)
+out = {"read": read(md).toy_knob, "default": read({}).toy_knob,
+       "docs": len(bear.build_docs(load_facts("bear", md), read(md)))}
 for value in (0, "many"):
     try:
-        options.parse_options(bear.KNOBS, {"toy_knob": value})
+        options.parse_options(bear.OPTIONS, {"toy_knob": value})
     except options.KnobError as e:
         out.setdefault("refused", []).append(str(e))
-check_metadata({"toy_knob": 5}, ICLKE_KNOBS, model_args=())  # as under belief-eval: an unknown key is an error
+check_metadata({"toy_knob": 5}, IclkeOptions, model_args=())  # as under belief-eval: an unknown key is an error
 try:
-    check_metadata({"toy_knobs": 5}, ICLKE_KNOBS, model_args=())
+    check_metadata({"toy_knobs": 5}, IclkeOptions, model_args=())
 except options.KnobError as e:
     out["unknown"] = str(e)
 print(json.dumps(out))
@@ -137,10 +138,13 @@ def top_two_rate(ranks) -> float:
 
 AGG_TOP_TWO = '''
 
-@with_stderr(lambda records: bear_metrics.mean_stderr([int(r < 2) for r in ranks_of(records)]))
 def agg_top_two(records):
     """The share of records whose gold option ranks first or second."""
     return bear_metrics.top_two_rate(ranks_of(records))
+
+
+def top_two_stderr(records):
+    return bear_metrics.mean_stderr([int(r < 2) for r in ranks_of(records)])
 
 
 #: lm-pub-quiz's uncertainty'''
@@ -152,11 +156,12 @@ def test_add_a_metric(tmp_path):
     append(co / "belief_tasks" / "metrics" / "bear.py", TOP_TWO)
     # its budgeted statistic in metrics/budgeted/<family>.py: P@2 of the per-fact top-k counts (a column for k = 2)
     edit(co / "belief_tasks" / "metrics" / "budgeted" / "bear.py", "PRECISION_KS = (1, 5, 10)", "PRECISION_KS = (1, 2, 5, 10)")
-    # in scoring/<family>.py an aggregation with its standard error, and its one declaration in METRICS
+    # in scoring/<family>.py an aggregation and its standard error, and its one declaration in METRICS
     scoring = co / "belief_tasks" / "scoring" / "bear.py"
     edit(scoring, "\n\n#: lm-pub-quiz's uncertainty", AGG_TOP_TWO)
-    edit(scoring, '    "p_at_10": Metric(agg_p_at_10, True, budgeted.p_at(10)),\n',
-         '    "p_at_10": Metric(agg_p_at_10, True, budgeted.p_at(10)),\n    "top_two": Metric(agg_top_two, True, budgeted.p_at(2)),\n')
+    edit(scoring, '    "p_at_10": Metric(agg_p_at_10, p_at_10_stderr, True, budgeted.p_at(10)),\n',
+         '    "p_at_10": Metric(agg_p_at_10, p_at_10_stderr, True, budgeted.p_at(10)),\n'
+         '    "top_two": Metric(agg_top_two, top_two_stderr, True, budgeted.p_at(2)),\n')
     # no YAML, no utils.py, no second table: the task class wires METRICS, a budgeted run reads its statistic there
     assert problems(co) == {**no_problems(co), "doc_tables": ["docs/bear.md: metric table lacks top_two"]}
     # a row in the metric table of the family's doc
@@ -178,21 +183,22 @@ def test_add_a_metric(tmp_path):
     report(co)
 
 
-MONITOR_TOTAL = '''
-agg_acc_frames_total = _aggregation(lambda facts: float(sum(sum(f["correct"]) for f in facts)), "acc_frames_total")
-'''
 
 
 def test_add_a_monitor_metric(tmp_path):
     """A metric a sample cannot estimate: declared ``NotEstimable`` with its reason (NaN on a budgeted run)."""
     co = checkout_copy(tmp_path)
     scoring = co / "belief_tasks" / "scoring" / "monitor.py"
-    edit(scoring, "\nFRAME_METRICS = ", MONITOR_TOTAL + "\nFRAME_METRICS = ")
-    edit(scoring, "from belief_tasks.scoring.common import Memo, Metric, with_stderr",
-         "from belief_tasks.scoring.common import Memo, Metric, NotEstimable, with_stderr")
-    edit(scoring, '    "acc_relation_min": Metric(agg_acc_relation_min, True, budgeted.across_relations("min")),\n',
-         '    "acc_relation_min": Metric(agg_acc_relation_min, True, budgeted.across_relations("min")),\n'
-         '    "acc_frames_total": Metric(agg_acc_frames_total, True, NotEstimable("a toy total of counts")),\n')
+    # its statistic of per-fact rows (STATISTICS: the aggregation and its bootstrap stderr come from it) ...
+    edit(scoring, '    "acc_relation_min": _relation_extreme("min"),\n',
+         '    "acc_relation_min": _relation_extreme("min"),\n'
+         '    "acc_frames_total": lambda facts: float(sum(sum(f["correct"]) for f in facts)),\n')
+    # ... and its declaration, NotEstimable with its reason
+    edit(scoring, "from belief_tasks.scoring.common import Metric, NoStderr, once",
+         "from belief_tasks.scoring.common import Metric, NoStderr, NotEstimable, once")
+    edit(scoring, '    "acc_relation_min": _metric("acc_relation_min", True, budgeted.across_relations("min")),\n',
+         '    "acc_relation_min": _metric("acc_relation_min", True, budgeted.across_relations("min")),\n'
+         '    "acc_frames_total": _metric("acc_frames_total", True, NotEstimable("a toy total of counts")),\n')
     assert problems(co) == {**no_problems(co), "doc_tables": ["docs/monitor.md: metric table lacks acc_frames_total"]}
     add_table_row(co / "docs" / "monitor.md", "| metric | definition | better |", "| `acc_frames_total` | right frame answers, summed | higher |")
     assert problems(co) == no_problems(co)
@@ -218,16 +224,19 @@ def test_add_a_relation(tmp_path):
     out = json.loads(python(co, """
 import json
 from belief_tasks.data import load_facts
-from belief_tasks.families import MONITOR_KNOBS
+from belief_tasks.families import MonitorOptions
 from belief_tasks.options import parse_options
 from belief_tasks.tasks import bear, belief_icl, iclke, monitor
 md = {"source": "sample", "relations": "P9999", "max_facts_per_relation": 3}
 print(json.dumps({
     "relations": len(load_facts("bear", md).relations),
-    "bear": sorted({d["relation"] for d in bear.build_docs(load_facts("bear", md), parse_options(bear.KNOBS, md))}),
-    "monitor": sorted({d["relation"] for d in monitor.build_docs(load_facts("fktc", md), parse_options(MONITOR_KNOBS, md))}),
-    "iclke": sorted({d["relation"] for d in iclke.iclke_docs(load_facts("trex_mc", md), parse_options(iclke.KNOBS, md))}),
-    "belief_icl": sorted({d["relation"] for d in belief_icl.build_docs("mp", "4template", parse_options(belief_icl.KNOBS, md))}),
+    "bear": sorted({d["relation"] for d in bear.build_docs(load_facts("bear", md), parse_options(bear.OPTIONS, md))}),
+    "monitor": sorted({d["relation"] for d in monitor.build_docs(load_facts("fktc", md),
+                                                                 parse_options(MonitorOptions, md))}),
+    "iclke": sorted({d["relation"] for d in iclke.iclke_docs(load_facts("trex_mc", md),
+                                                             parse_options(iclke.OPTIONS, md))}),
+    "belief_icl": sorted({d["relation"] for d in belief_icl.build_docs("mp", "4template",
+                                                                       parse_options(belief_icl.OPTIONS, md))}),
 }))
 """).stdout)
     assert out == {"relations": 13, "bear": ["P9999"], "monitor": ["P9999"], "iclke": ["P9999"], "belief_icl": ["P9999"]}
@@ -266,7 +275,7 @@ from typing import TypedDict
 
 from belief_tasks.metrics import toy as toy_metrics
 from belief_tasks.metrics.stats import binomial_stderr
-from belief_tasks.scoring.common import Memo, Metric, with_stderr
+from belief_tasks.scoring.common import Metric, once
 
 
 class ToyRecord(TypedDict):
@@ -278,11 +287,8 @@ class ToyRecord(TypedDict):
     gold: int
 
 
-_memo = Memo()
-
-
 def columns(records):
-    return _memo.get(records, "columns", lambda: ([r["ll"] for r in records], [r["gold"] for r in records]))
+    return once(records, ("toy", "columns"), lambda: ([r["ll"] for r in records], [r["gold"] for r in records]))
 
 
 def correct(record) -> bool:
@@ -293,33 +299,35 @@ def known(records) -> dict:
     return {r["fact_id"]: correct(r) for r in records}
 
 
-@with_stderr(lambda records: binomial_stderr([correct(r) for r in records]))
 def agg_hit(records) -> float:
     return toy_metrics.hit_rate(*columns(records))
 
 
-METRICS = {"hit": Metric(agg_hit, True, None)}  # no budgeted statistic: the family takes no budget
+def hit_stderr(records) -> float:
+    return binomial_stderr([correct(r) for r in records])
+
+
+METRICS = {"hit": Metric(agg_hit, hit_stderr, True, None)}  # no budgeted statistic: the family takes no budget
 ''',
     "belief_tasks/tasks/toy.py": '''
 """Toy harness glue: one multiple-choice doc per fact of the bundled sample."""
 
 from belief_tasks.data import load_facts
-from belief_tasks.families import TOY
-from belief_tasks.options import Options
+from belief_tasks.families import TOY, ToyOptions
 from belief_tasks.prompts import toy as P
 from belief_tasks.scoring.toy import METRICS
 from belief_tasks.tasks.base import BeliefTask, as_split, probe, select_facts, unpack
 
-KNOBS = TOY.knobs
+OPTIONS = ToyOptions
 
 
-class ToyTask(BeliefTask):
+class ToyTask(BeliefTask[ToyOptions]):
     FAMILY = TOY.name
-    KNOBS = KNOBS
+    OPTIONS = OPTIONS
 
 
 @probe("belief_toy", "sample")
-def toy_dataset(opts: Options):
+def toy_dataset(opts: ToyOptions):
     fs = load_facts("bear", {**opts.metadata, "source": "sample"})
     docs = []
     for fact in select_facts(fs, opts):
@@ -362,7 +370,8 @@ metadata:
   version: 1.0
 ''',
     "task_yamls/toy/utils.py": '''
-from belief_tasks.tasks.toy import ToyTask, doc_to_choice, doc_to_target, doc_to_text, process_results, toy_dataset  # noqa: F401
+from belief_tasks.tasks.toy import (  # noqa: F401
+    ToyTask, doc_to_choice, doc_to_target, doc_to_text, process_results, toy_dataset)
 ''',
     "belief_tasks/report/toy.py": '''
 """Toy section: hit@1 per task."""
@@ -380,14 +389,15 @@ def build(ctx: Context):
     if not found:
         return None
     rows = {(run.name, task.name): ctx.numbers(run, task.name) for run, task in found}
-    lines = [f"## {FAMILY}\\n"] + [f"- {m} {t}: hit@1 {pm(value(n, 'hit'), stderr(n, 'hit'))}" for (m, t), n in rows.items()]
-    card = {m: [CardEntry("accuracy", FAMILY, "hit@1", pm(value(n, "hit"), stderr(n, "hit")))] for (m, _), n in rows.items()}
+    hit = {key: pm(value(n, "hit"), stderr(n, "hit")) for key, n in rows.items()}
+    lines = [f"## {FAMILY}\\n"] + [f"- {m} {t}: hit@1 {text}" for (m, t), text in hit.items()]
+    card = {m: [CardEntry("accuracy", FAMILY, "hit@1", text)] for (m, _), text in hit.items()}
     return Section(FAMILY, "\\n".join(lines) + "\\n", card=card)
 ''',
     "docs/toy.md": '''
 # Toy
 
-Knobs (`belief_tasks.families.TOY_KNOBS`): the common ones and
+Knobs (`belief_tasks.families.ToyOptions`): the common ones and
 
 | knob | accepts | default | what |
 | --- | --- | --- | --- |
@@ -400,32 +410,30 @@ Knobs (`belief_tasks.families.TOY_KNOBS`): the common ones and
 }
 
 TOY_REGISTRY = '''
-TOY_KNOBS: tuple[Knob, ...] = COMMON + (
-    Knob("toy_separator", "str", "->", "what joins the subject and the relation's name"),
-)
+@dataclass(frozen=True, kw_only=True)
+class ToyOptions(Options):
+    """The toy family's knobs (docs/toy.md)."""
+
+    toy_separator: str = knob("str", "->", "what joins the subject and the relation's name")
+
 
 # --- the registry'''
 
 
 def test_add_a_family(tmp_path):
     co = checkout_copy(tmp_path)
-    for rel, text in TOY_FILES.items():  # 1, 2, 4 (the module), 5, 6 (the section), 7: the new files
+    for rel, text in TOY_FILES.items():  # 1, 2, 4, 5, 6 (the section), 7: the new files
         (co / rel).parent.mkdir(parents=True, exist_ok=True)
         (co / rel).write_text(text.lstrip("\n"), encoding="utf-8")
-    # 3: TOY_KNOBS and a Family in FAMILIES
+    # 3: ToyOptions and a Family in FAMILIES, the one list of families
     families = co / "belief_tasks" / "families.py"
     edit(families, "from belief_tasks.scoring import bear, belief_icl, belief_mlm, iclke, monitor",
          "from belief_tasks.scoring import bear, belief_icl, belief_mlm, iclke, monitor, toy")
     edit(families, "\n# --- the registry", TOY_REGISTRY)
     edit(families, "\n#: family name -> Family",
-         '\nTOY = Family("toy", "Toy", "docs/toy.md", TOY_KNOBS, toy.METRICS, toy.known, toy.ToyRecord, "hit")\n\n'
+         '\nTOY = Family("toy", "Toy", "docs/toy.md", ToyOptions, toy.METRICS, toy.known, toy.ToyRecord, "hit")\n\n'
          '#: family name -> Family')
     edit(families, "(BELIEF_ICL, BEAR, ICLKE, MONITOR, BELIEF_MLM)}", "(BELIEF_ICL, BEAR, ICLKE, MONITOR, BELIEF_MLM, TOY)}")
-    # 4: the glue module's entry in belief_tasks.tasks.glue_modules
-    glue = co / "belief_tasks" / "tasks" / "__init__.py"
-    edit(glue, "    from belief_tasks.tasks import bear, belief_icl, belief_mlm, iclke, monitor\n",
-         "    from belief_tasks.tasks import bear, belief_icl, belief_mlm, iclke, monitor, toy\n")
-    edit(glue, '"monitor": monitor}', '"monitor": monitor, "toy": toy}')
     # 6: the section's entry in belief_tasks.report.family_sections
     sections = co / "belief_tasks" / "report" / "__init__.py"
     edit(sections, "from belief_tasks.report import bear, belief_icl, belief_mlm, iclke, monitor\n",

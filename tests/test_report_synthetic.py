@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
+from belief_tasks.families import metric_table
 from belief_tasks.report import build_report
 from belief_tasks.report.cli import main as report_main
 from belief_tasks.report.loading import ReportInputError, load_runs
-from belief_tasks.families import metric_table
 
 DATE = "2026-01-02T03-04-05.000001"
 FAMILY_OF_PROBE = (("belief_mp_", "belief_icl"), ("belief_qa_", "belief_icl"), ("belief_mlm_", "belief_mlm"),

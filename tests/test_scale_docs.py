@@ -141,14 +141,14 @@ def test_relation_shards_pooled_in_any_order_give_the_numbers_of_one_run():
 
     def records(meta: dict) -> list[dict]:
         out = []
-        for doc in B.build_docs("mp", "4relation", parse_options(B.KNOBS, meta)):
+        for doc in B.build_docs("mp", "4relation", parse_options(B.OPTIONS, meta)):
             answers = [doc["target"] if derive_seed(0, p["template_id"], p["subject_form"]) % 3 else "nothing"
                        for p in (B.prompt_ids(doc, j) for j in range(len(doc["templates"]) * len(doc["subjects"])))]
             out.append(B.process_results(doc, answers)["acc"])
         return out
 
     def prompts(meta: dict) -> list[str]:
-        opts = parse_options(B.KNOBS, meta)
+        opts = parse_options(B.OPTIONS, meta)
         return [p["prompt"] for d in B.build_docs("mp", "4relation", opts) for p in B.prompts_of(d, opts)]
 
     relations = list(load_facts("myriadlama", base).relations)
@@ -165,8 +165,9 @@ def test_relation_shards_pooled_in_any_order_give_the_numbers_of_one_run():
             if name == "ovconf":
                 continue  # no samples asked for
             assert agg(pooled) == agg(whole), name
-            if agg.stderr is not None:
-                assert agg.stderr(pooled) == agg.stderr(whole), name
+            se = declared.stderr_function
+            if se is not None:
+                assert se(pooled) == se(whole), name
     assert 0.5 < SC.agg_acc(whole) < 0.8
 
 

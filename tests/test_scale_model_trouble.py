@@ -19,9 +19,8 @@ import logging
 
 import pytest
 
-from belief_tasks.matching import contains_answer, outputs_agree
+from belief_tasks.matching import contains_answer, outputs_agree, word_count
 from belief_tasks.metrics.belief import consistency
-from belief_tasks.matching import word_count
 from belief_tasks.tasks.belief_icl import extract_answer, make_record
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")

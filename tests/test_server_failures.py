@@ -13,6 +13,7 @@ import pytest
 
 from belief_tasks import truncation
 from belief_tasks.preflight import PreflightError
+
 from fake_server import SEED_MESSAGE, FakeServer, closed_port_url
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")

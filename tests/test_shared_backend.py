@@ -380,8 +380,9 @@ def test_use_cache_serves_all_request_types(shared, stock_ll, tmp_path):
     ll = instances("loglikelihood", LL_REQUESTS[:6])
     pt = instances("per_token_loglikelihood", LL_REQUESTS[:6])
     # BELIEF's sampled requests: each carries its own seed, from a task of ours (lm-eval reads no sample back)
-    from belief_tasks import harness
     from lm_eval.api.instance import Instance
+
+    from belief_tasks import harness
 
     harness.OUR_TASKS.add("belief_test_shared_cache")
     seeded = [Instance("generate_until", {}, (PROMPTS[0], {**GEN, "do_sample": True, "temperature": 1.0, "seed": s}),

@@ -12,7 +12,6 @@ import logging
 import warnings
 
 import pytest
-
 from test_shared_backend import GEN, LL_REQUESTS, PROMPTS, assert_same_ll, instances, tiny_model
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")

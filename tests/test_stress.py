@@ -19,9 +19,9 @@ import shutil
 from pathlib import Path
 
 import pytest
+from test_scale_runs import accelerate_cpu, cli, load_run
 
 from harness import evaluate
-from test_scale_runs import accelerate_cpu, cli, load_run
 
 pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("one_torch_thread")]
 

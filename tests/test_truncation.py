@@ -9,10 +9,10 @@ from __future__ import annotations
 import json
 
 import pytest
+from test_mlm_tiny import tiny_dir  # noqa: F401  (fixture)
 
 from belief_tasks import truncation
-from belief_tasks.options import COMMON, KnobError, parse_options
-from test_mlm_tiny import tiny_dir  # noqa: F401  (fixture)
+from belief_tasks.options import KnobError, Options, parse_options
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -28,10 +28,10 @@ def test_summary_of_lengths_by_hand():
 
 
 def test_allow_truncation_is_a_validated_common_knob():
-    assert parse_options(COMMON, {}).allow_truncation is False
-    assert parse_options(COMMON, {"allow_truncation": "true"}).allow_truncation is True
+    assert parse_options(Options, {}).allow_truncation is False
+    assert parse_options(Options, {"allow_truncation": "true"}).allow_truncation is True
     with pytest.raises(KnobError, match="'allow_truncation': 'maybe' is not true or false"):
-        parse_options(COMMON, {"allow_truncation": "maybe"})
+        parse_options(Options, {"allow_truncation": "maybe"})
 
 
 def test_refusal_names_the_task_the_longest_request_and_max_length():
@@ -211,9 +211,9 @@ def test_belief_eval_refuses_cut_in_context_examples_in_one_paragraph(model_path
 
 
 def test_the_report_shows_the_recorded_cut(model_path, tmp_path):
-    from harness import run_cli
-
     from belief_tasks.report import build_report
+
+    from harness import run_cli
 
     out = run_cli(["--model", "hf-shared", "--model_args", f"pretrained={model_path},max_length=96",
                    "--tasks", "belief_demo_iclke", "--limit", "1", "--log_samples", "--output_path", str(tmp_path / "out"),
@@ -255,7 +255,6 @@ def test_processes_of_one_launch_record_and_refuse_together(model_path, tmp_path
     assert record(tmp_path / "one")["truncated_requests"] > 0
 
     import subprocess
-    import sys
 
     from harness import ROOT, env_with_checkout
 

@@ -6,8 +6,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from belief_tasks.report.cli import main as report_main
 from test_report_synthetic import BEAR_HAND, bear_records, write_run
+
+from belief_tasks.report.cli import main as report_main
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -268,40 +268,66 @@ class HFMaskedLM(LM):
             bar.update(len(chunk))
         bar.close()
 
-    def _score_copies(self, copies: dict[tuple[tuple[int, ...], int], set[int]], disable_tqdm: bool):
-        """``{(masked ids, pos): {label: (logprob, label is argmax)}}`` for every needed label."""
+    def _score_copies(self, copies: dict[tuple[tuple[int, ...], int], set[int]], disable_tqdm: bool, scored=None):
+        """``{(masked ids, pos): {label: (logprob, label is argmax)}}`` for every needed label; ``scored(key, value)``
+        is called as soon as a copy's scores are in."""
         keys = list(copies)
         out = {}
         for i, lp in self._run(keys, "hf-mlm PLL", disable_tqdm):
             best = int(torch.argmax(lp))
             out[keys[i]] = {label: (float(lp[label]), label == best) for label in copies[keys[i]]}
+            if scored is not None:
+                scored(keys[i], out[keys[i]])
         return out
 
     # ------------------------------------------------------------ lm-eval API
 
-    def _score_spans(self, spans: list[tuple[str, int, int]], disable_tqdm: bool) -> list[tuple[float, bool]]:
+    def _score_spans(self, spans: list[tuple[str, int, int]], disable_tqdm: bool,
+                     done=None) -> list[tuple[float, bool]]:
+        """PLL and is-greedy of each span; ``done(i, result)`` as soon as span ``i``'s copies are all scored (so its
+        answer reaches lm-eval's cache then: a run killed mid-call resumes there)."""
         per_span, needed = [], {}
         for text, start, end in spans:
             copies = self._pll_copies(text, start, end)
             per_span.append([((m, p), label) for m, p, label in copies])
             for m, p, label in copies:
                 needed.setdefault((m, p), set()).add(label)
-        scores = self._score_copies(needed, disable_tqdm)
-        results = []
-        for items in per_span:
+        scores: dict = {}
+
+        def result(items):
             token_scores = [scores[key][label] for key, label in items]
-            results.append((sum(s for s, _ in token_scores), all(g for _, g in token_scores)))
-        return results
+            return sum(s for s, _ in token_scores), all(g for _, g in token_scores)
+
+        scored = None
+        if done is not None:
+            users: dict = {}
+            left = [len({key for key, _ in items}) for items in per_span]
+            for i, items in enumerate(per_span):
+                for key in {key for key, _ in items}:
+                    users.setdefault(key, []).append(i)
+
+            def scored(key, value):
+                scores[key] = value
+                for i in users[key]:
+                    left[i] -= 1
+                    if not left[i]:
+                        done(i, result(per_span[i]))
+
+            for i, items in enumerate(per_span):
+                if not items:
+                    done(i, result(items))
+        scores.update(self._score_copies(needed, disable_tqdm, scored))
+        return [result(items) for items in per_span]
 
     def loglikelihood(self, requests, disable_tqdm: bool = False) -> list[tuple[float, bool]]:
         spans = []
         for req in requests:
             context, continuation = req.args[0], req.args[1]
             spans.append((context + continuation, len(context), len(context) + len(continuation)))
-        results = self._score_spans(spans, disable_tqdm)
-        for req, result in zip(requests, results):
-            self.cache_hook.add_partial("loglikelihood", req.args, result)
-        return results
+        def keep(i, found):  # each answer in lm-eval's cache once it exists: a run killed mid-call resumes there
+            self.cache_hook.add_partial("loglikelihood", requests[i].args, found)
+
+        return self._score_spans(spans, disable_tqdm, keep)
 
     def loglikelihood_span(self, requests, disable_tqdm: bool = False) -> list[tuple[float, bool]]:
         """``args = (text, start, end)``: PLL of the tokens covering ``text[start:end]``, all the rest visible.
@@ -313,10 +339,10 @@ class HFMaskedLM(LM):
         return read_through(self, LOGLIKELIHOOD_SPAN, requests, lambda rest: self._loglikelihood_span(rest, disable_tqdm))
 
     def _loglikelihood_span(self, requests, disable_tqdm: bool) -> list[tuple[float, bool]]:
-        results = self._score_spans([(r.args[0], int(r.args[1]), int(r.args[2])) for r in requests], disable_tqdm)
-        for req, result in zip(requests, results):
-            self.cache_hook.add_partial(LOGLIKELIHOOD_SPAN, req.args, result)
-        return results
+        def keep(i, found):  # each answer in lm-eval's cache once it exists
+            self.cache_hook.add_partial(LOGLIKELIHOOD_SPAN, requests[i].args, found)
+
+        return self._score_spans([(r.args[0], int(r.args[1]), int(r.args[2])) for r in requests], disable_tqdm, keep)
 
     def loglikelihood_rolling(self, requests, disable_tqdm: bool = False) -> list[float]:
         """PLL of each whole text (all its non-special tokens); no windows, long texts are refused."""

@@ -30,7 +30,7 @@ import itertools
 import logging
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 import torch
 import torch.nn.functional as F
@@ -355,8 +355,11 @@ class HFSharedPrefixLM(HFLM):
                     **kwargs,
                 )
 
-    def _score(self, reqs: list[_Request], override_bs: int | None = None, desc: str = "") -> list[tuple[list[float], list[bool]]]:
-        """Per request: (log-probabilities, is-argmax flags) of its continuation tokens.
+    def _score(self, reqs: list[_Request], override_bs: int | None = None, desc: str = "",
+               done: Callable[[int, tuple[list[float], list[bool]]], None] | None = None
+               ) -> list[tuple[list[float], list[bool]]]:
+        """Per request: (log-probabilities, is-argmax flags) of its continuation tokens; ``done(i, scores)`` is
+        called as soon as request ``i``'s are known (so its answer reaches lm-eval's cache then, not at the end).
 
         The requests' radix tree is computed top down: a node's segment is forwarded on its
         parent's cache, then its children and leaves join the pool, whose batches mix the
@@ -378,6 +381,8 @@ class HFSharedPrefixLM(HFLM):
                     items.append(_Item(rest, parent, i, max(0, reqs[i].first_scored - node.end), [reqs[i].seq[-1]]))
                 else:  # the request ends where this node ends: all its positions are in the path
                     out[i] = _gather(reqs[i], parent.path)
+                    if done is not None:
+                        done(i, out[i])
                     pbar.update(1)
             pool.add(parent, items)
 
@@ -390,6 +395,8 @@ class HFSharedPrefixLM(HFLM):
                     expand(_Parent(item.target, prefix, path, next(serial)))
                 else:
                     out[item.target] = _gather(reqs[item.target], path)
+                    if done is not None:
+                        done(item.target, out[item.target])
                     pbar.update(1)
         pbar.close()
         return out  # type: ignore[return-value]
@@ -475,24 +482,27 @@ class HFSharedPrefixLM(HFLM):
             log.warning("hf-shared: %d requests longer than max_length %d were truncated from the left", truncated, self.max_length)
         return reqs
 
-    def _score_pairs(self, pairs, override_bs=None, desc: str = "") -> list[list[float]]:
+    def _score_pairs(self, pairs, override_bs=None, desc: str = "", done=None) -> list[list[float]]:
         """Per (context tokens, continuation tokens): its continuation's log-probabilities (as
-        float32, like stock) and is-argmax flags."""
-        scored = self._score(self._token_requests(pairs), override_bs, desc=desc)
-        return [(torch.tensor(logp, dtype=torch.float32), greedy) for logp, greedy in scored]
+        float32, like stock) and is-argmax flags; ``done(i, scores)`` as each pair's are known (``_score``)."""
+        def as_tensor(scored):
+            return torch.tensor(scored[0], dtype=torch.float32), scored[1]
+
+        scored = self._score(self._token_requests(pairs), override_bs, desc=desc,
+                             done=None if done is None else lambda i, found: done(i, as_tensor(found)))
+        return [as_tensor(found) for found in scored]
 
     def _loglikelihood_tokens(self, requests, disable_tqdm: bool = False, override_bs: int | None = None):
         if self.shared_unsupported:
             return super()._loglikelihood_tokens(requests, disable_tqdm=disable_tqdm, override_bs=override_bs)
         desc = "" if disable_tqdm else "Running loglikelihood requests (shared)"
-        scored = self._score_pairs([(ctx, cont) for _, ctx, cont in requests], override_bs, desc=desc)
-        res = []
-        for (request_str, _, _), (logp, greedy) in zip(requests, scored, strict=True):
-            answer = (float(logp.sum()), all(greedy))
-            res.append(answer)
-            if request_str is not None:
-                self.cache_hook.add_partial("loglikelihood", request_str, answer)
-        return res
+
+        def keep(i, scored):  # each answer in lm-eval's cache once it exists: a run killed mid-call resumes there
+            if requests[i][0] is not None:
+                self.cache_hook.add_partial("loglikelihood", requests[i][0], (float(scored[0].sum()), all(scored[1])))
+
+        scored = self._score_pairs([(ctx, cont) for _, ctx, cont in requests], override_bs, desc=desc, done=keep)
+        return [(float(logp.sum()), all(greedy)) for logp, greedy in scored]
 
     def _encode_request(self, context: str, continuation: str) -> tuple[list[int], list[int]]:
         """Tokenise as TemplateLM.loglikelihood does (prefix token for an empty context)."""
@@ -517,12 +527,12 @@ class HFSharedPrefixLM(HFLM):
 
     def _per_token_loglikelihood(self, requests, disable_tqdm: bool) -> list[list[float]]:
         desc = "" if disable_tqdm else "Running per_token_loglikelihood requests"
-        scored = self._score_pairs([self._encode_request(*r.args) for r in requests], desc=desc)
-        results = []
-        for req, (logp, _) in zip(requests, scored, strict=True):
-            results.append(logp.tolist())
-            self.cache_hook.add_partial(PER_TOKEN_LOGLIKELIHOOD, req.args, results[-1])
-        return results
+
+        def keep(i, scored):  # as loglikelihood: each answer in the cache once it exists
+            self.cache_hook.add_partial(PER_TOKEN_LOGLIKELIHOOD, requests[i].args, scored[0].tolist())
+
+        scored = self._score_pairs([self._encode_request(*r.args) for r in requests], desc=desc, done=keep)
+        return [logp.tolist() for logp, _ in scored]
 
     # --------------------------------------------------------------- generation
 

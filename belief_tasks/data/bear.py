@@ -18,7 +18,15 @@ from pathlib import Path
 
 from belief_tasks.data.io import Repeats, read_json, read_jsonl, require
 from belief_tasks.schema import (
-    Entity, Fact, FactSet, Relation, SchemaError, Template, check_label, check_template_text, validate_factset,
+    Entity,
+    Fact,
+    FactSet,
+    Relation,
+    SchemaError,
+    Template,
+    check_label,
+    check_template_text,
+    validate_factset,
 )
 from belief_tasks.sources import inside
 
@@ -101,7 +109,7 @@ def _declared_answer_space(rid: str, rmeta: dict, file: str) -> tuple[Entity, ..
     dupes = sorted({label for label in labels if labels.count(label) > 1})
     if dupes:
         raise SchemaError(f"duplicated labels {dupes[:5]}", file=file, row=rid, field="answer_space_labels")
-    return tuple(Entity(check_label(l, file=file, row=rid, field="answer_space_labels"), (), i) for l, i in zip(labels, ids))
+    return tuple(Entity(check_label(label, file=file, row=rid, field="answer_space_labels"), (), i) for label, i in zip(labels, ids))
 
 
 def _read_instances(rid: str, rel_path: Path, space: tuple[Entity, ...] | None, skipped: list) -> list[Fact]:

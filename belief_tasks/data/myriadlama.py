@@ -19,7 +19,15 @@ from typing import Iterable
 from belief_tasks.data.io import Repeats, parse_list
 from belief_tasks.data.tables import load_rows, require_columns
 from belief_tasks.schema import (
-    Entity, Fact, FactSet, Relation, SchemaError, Template, check_label, check_template_text, validate_factset,
+    Entity,
+    Fact,
+    FactSet,
+    Relation,
+    SchemaError,
+    Template,
+    check_label,
+    check_template_text,
+    validate_factset,
 )
 from belief_tasks.sources import Source
 

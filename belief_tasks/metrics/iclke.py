@@ -35,6 +35,13 @@ def prediction(logprobs: Sequence[float]) -> int | None:
     return int(best[0]) if len(best) == 1 else None
 
 
+def first_maximum(logprobs: Sequence[float]) -> int:
+    """pred(c) of eq. 3 as the reference code breaks ties (LKEs.py:107, ``list.index(max(...))``): the first
+    option with the highest probability. Its gold option is the last one, so a tie that holds the gold never
+    predicts it: ``first_maximum(lp) == gold`` equals ``is_correct(lp, gold)`` whenever the gold is last."""
+    return int(np.argmax(np.asarray(logprobs, dtype=float)))
+
+
 def is_correct(logprobs: Sequence[float], gold_index: int) -> bool:
     """δ(y* = pred(c)) of eq. 4. A tie for the maximum counts as wrong."""
     return prediction(logprobs) == gold_index

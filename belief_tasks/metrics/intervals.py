@@ -112,22 +112,42 @@ def numbered(columns, prefix: str) -> list[str]:
 
 
 #: a metric as a function of stratum totals, vectorised over leading replicate axes
-Statistic = Callable[[Totals], np.ndarray]
+StatisticFn = Callable[[Totals], np.ndarray]
 
 
-def selecting(stat: Statistic) -> Statistic:
+class Statistic:
+    """A metric as a function of stratum totals (``fn``), with what its interval needs to know of it: ``bounds``
+    (the range its values lie in, a share's (0, 1); None: unbounded) and ``selects`` (it takes a maximum or
+    minimum over estimated quantities). Called as ``fn`` is; a plain function is a statistic with neither mark
+    (``marks``)."""
+
+    __slots__ = ("fn", "bounds", "selects")
+
+    def __init__(self, fn: StatisticFn, bounds: tuple[float, float] | None = None, selects: bool = False) -> None:
+        self.fn, self.bounds, self.selects = fn, bounds, selects
+
+    def __call__(self, T: Totals) -> np.ndarray:
+        return self.fn(T)
+
+
+def marks(stat: StatisticFn) -> Statistic:
+    """``stat`` as a ``Statistic`` (a plain function: unbounded, not selecting)."""
+    return stat if isinstance(stat, Statistic) else Statistic(stat)
+
+
+def selecting(stat: StatisticFn) -> Statistic:
     """Mark a statistic that takes a maximum or minimum over estimated quantities (the best template, the
     best relation): its plug-in estimate is biased away from the full-data value (the winner's curse), so
     the bootstrap corrects it (``intervals``)."""
-    stat.selects = True
-    return stat
+    s = marks(stat)
+    return Statistic(s.fn, s.bounds, True)
 
 
-def share(stat: Statistic) -> Statistic:
+def share(stat: StatisticFn) -> Statistic:
     """Mark a statistic whose values lie in [0, 1] (an accuracy, a probability): its interval must too
     (``bounded_interval``)."""
-    stat.bounds = (0.0, 1.0)
-    return stat
+    s = marks(stat)
+    return Statistic(s.fn, (0.0, 1.0), s.selects)
 
 
 @dataclass(frozen=True)
@@ -166,14 +186,13 @@ def paired(a: Units, b: Units) -> Units:
     return Units(a.ids, a.relations, np.hstack([a.values, b.values[rows]]), columns)
 
 
-def difference(stat_a: "Statistic", stat_b: "Statistic") -> "Statistic":
-    """g_a(T of run a) - g_b(T of run b) over ``paired`` units."""
+def difference(stat_a: StatisticFn, stat_b: StatisticFn) -> Statistic:
+    """g_a(T of run a) - g_b(T of run b) over ``paired`` units (unbounded; selecting where either is)."""
 
     def stat(T: Totals) -> np.ndarray:
         return stat_a(T.prefixed("a:")) - stat_b(T.prefixed("b:"))
 
-    stat.selects = getattr(stat_a, "selects", False) or getattr(stat_b, "selects", False)
-    return stat
+    return Statistic(stat, None, marks(stat_a).selects or marks(stat_b).selects)
 
 
 def stratum_sums(design: Design, values: np.ndarray) -> np.ndarray:
@@ -222,7 +241,7 @@ def jackknife_variance(design: Design, reps: np.ndarray) -> float:
     return float(np.sum(factor * dev2))
 
 
-def jackknife_se(design: Design, units: Units, stats: Mapping[str, Statistic]) -> dict[str, float]:
+def jackknife_se(design: Design, units: Units, stats: Mapping[str, StatisticFn]) -> dict[str, float]:
     """The stratified delete-one jackknife standard error of each statistic, FPC included (module docstring)."""
     reps = {name: np.empty(len(design.strata)) for name in stats}
     for rows, block in jackknife_totals(design, units):
@@ -255,7 +274,7 @@ def bootstrap_totals(design: Design, units: Units, reps: int = 1000, seed: int =
 PARTNERS = 20
 
 
-def bootstrap_moments(design: Design, units: Units, stats: Mapping[str, Statistic], reps: int = 1000,
+def bootstrap_moments(design: Design, units: Units, stats: Mapping[str, StatisticFn], reps: int = 1000,
                       seed: int = 0) -> dict[str, tuple[float, float]]:
     """(mean, SD) of each statistic over the bootstrap replicates (undefined ones left out). For a
     ``selecting`` statistic the SD is that of the bias-corrected estimate (``corrected_replicates``)."""
@@ -266,7 +285,7 @@ def bootstrap_moments(design: Design, units: Units, stats: Mapping[str, Statisti
     for name, stat in stats.items():
         values = np.asarray(stat(T), dtype=float)
         spread = values
-        if getattr(stat, "selects", False):
+        if marks(stat).selects:
             spread = corrected_replicates(stat, totals_b, base, units.columns, values, seed)
         ok = np.isfinite(values) & np.isfinite(spread)
         out[name] = ((float(values[ok].mean()), float(spread[ok].std(ddof=1))) if ok.sum() > 1
@@ -274,7 +293,7 @@ def bootstrap_moments(design: Design, units: Units, stats: Mapping[str, Statisti
     return out
 
 
-def corrected_replicates(stat: Statistic, totals_b: np.ndarray, base: np.ndarray, columns, values: np.ndarray,
+def corrected_replicates(stat: StatisticFn, totals_b: np.ndarray, base: np.ndarray, columns, values: np.ndarray,
                          seed: int) -> np.ndarray:
     """Each replicate's own bias-corrected value, 2 g(T*_b) - mean_j g(T*_b + T*_j - T^), so that their SD is
     the standard error of the corrected estimate (which varies more than g(T^): the correction is itself
@@ -318,12 +337,13 @@ def wilson(p: float, se: float, t: float, n: float | None = None) -> tuple[float
     return float(min(max(centre - half, 0.0), p)), float(max(min(centre + half, 1.0), p))
 
 
-def bounded_interval(stat: Statistic, estimate: float, se: float, t: float, sampled: int = 0) -> tuple[float, float]:
+def bounded_interval(stat: StatisticFn, estimate: float, se: float, t: float, sampled: int = 0) -> tuple[float, float]:
     """estimate +- t * se; for a ``share``: where that interval leaves [0, 1], ``wilson`` at the effective
     sample size, and where every drawn fact agrees (estimate 0 or 1, se 0, yet ``sampled`` facts come from
     relations with facts left undrawn) ``wilson`` at those ``sampled`` facts, not a zero-width interval."""
     low, high = estimate - t * se, estimate + t * se
-    if not getattr(stat, "bounds", None) or not np.isfinite(estimate):
+    bounds = marks(stat).bounds
+    if not bounds or not np.isfinite(estimate):
         return low, high
     if se == 0 and sampled > 0 and estimate in (0.0, 1.0):
         return wilson(estimate, se, t, n=sampled)
@@ -344,7 +364,7 @@ class Interval:
     level: float = LEVEL
 
 
-def intervals(design: Design, units: Units, stats: Mapping[str, Statistic], method: str = "bootstrap",
+def intervals(design: Design, units: Units, stats: Mapping[str, StatisticFn], method: str = "bootstrap",
               level: float = LEVEL, reps: int = 1000, seed: int = 0) -> dict[str, Interval]:
     """Each statistic's estimate, its standard error by ``method`` and estimate +- t * se.
 
@@ -359,7 +379,7 @@ def intervals(design: Design, units: Units, stats: Mapping[str, Statistic], meth
         centre, ses = plain, jackknife_se(design, units, stats)
     else:
         moments = bootstrap_moments(design, units, stats, reps, seed)
-        centre = {name: 2 * plain[name] - moments[name][0] if getattr(stat, "selects", False) and design.df else plain[name]
+        centre = {name: 2 * plain[name] - moments[name][0] if marks(stat).selects and design.df else plain[name]
                   for name, stat in stats.items()}
         ses = {name: moments[name][1] for name in stats}
     t = t_quantile(design.df, level)
@@ -368,6 +388,6 @@ def intervals(design: Design, units: Units, stats: Mapping[str, Statistic], meth
                            method, level) for name, stat in stats.items()}
 
 
-def interval(design: Design, units: Units, stat: Statistic, method: str = "bootstrap", **kwargs) -> Interval:
+def interval(design: Design, units: Units, stat: StatisticFn, method: str = "bootstrap", **kwargs) -> Interval:
     """``intervals`` for one statistic."""
     return intervals(design, units, {"value": stat}, method, **kwargs)["value"]

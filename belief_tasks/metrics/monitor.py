@@ -194,7 +194,8 @@ def mean_over_relations(relations: Sequence[str], values: Sequence[float]) -> fl
 def monitor_over_relations(relations: Sequence[str], pfd: Sequence[float], ird: Sequence[float],
                            primary_probability: Sequence[float], alpha: Sequence[float] = DEFAULT_ALPHA) -> float:
     """MONITOR of Table 4: eq. 3 on each relation's facts, then the unweighted mean over relations,
-    (1/G) sum_g [sum_{c in g} sqrt(a1 PFD_c^2 + a2 IRD_c^2 + a3 PFD_c IRD_c) / sum_{c in g} (1/L_c) sum_l P(o_c|s_c,r,i+)_l]."""
+    (1/G) sum_g [sum_{c in g} sqrt(a1 PFD_c^2 + a2 IRD_c^2 + a3 PFD_c IRD_c)
+                 / sum_{c in g} (1/L_c) sum_l P(o_c|s_c,r,i+)_l]."""
     rows = group_by_relation(relations, list(zip(pfd, ird, primary_probability, strict=True)))
     return mean_over_groups({rel: monitor_score(*zip(*fs), alpha) for rel, fs in rows.items()})
 

@@ -37,7 +37,8 @@ _SLOTS = re.compile("(" + re.escape(SUBJECT_SLOT) + "|" + re.escape(OBJECT_SLOT)
 
 
 def capitalize(text: str) -> str:
-    """Upper-case the first character only (lm-pub-quiz's ``capitalize_text``; ``str.capitalize`` would lower the rest)."""
+    """Upper-case the first character only (lm-pub-quiz's ``capitalize_text``; ``str.capitalize`` would lower the
+    rest)."""
     return text[:1].upper() + text[1:]
 
 

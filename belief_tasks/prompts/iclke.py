@@ -12,13 +12,15 @@ Pure functions: facts and ``Params`` in, strings and option lists out; no model,
   a seeded order: T-REx-MC's ``Multiple Choices``, else the relation's answer space.
 * ``eic_groups``: appendix F / C.2: several test facts placed inside one sequence
   of training facts (``EICSlot`` per test fact, see ``eic_pairs``).
+* ``reference_*``: IC-LKE as the authors' code (ZeroPrompt_LKE, the commit docs/iclke.md cites) builds it:
+  its string, its pandas draw of examples, its test rows and its option order.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from math import ceil
-from typing import Sequence
+from typing import Callable, Sequence
 
 from belief_tasks import seeding
 from belief_tasks.schema import Fact, Relation
@@ -70,7 +72,7 @@ DEMOS = ("relation", "fact")
 @dataclass(frozen=True)
 class Params:
     """What the draws below need, built from the task's knobs by ``belief_tasks.tasks.iclke.params``
-    (their defaults and ranges live in its ``KNOBS`` table)."""
+    (their defaults and ranges live in its options, ``families.IclkeOptions``)."""
 
     seed: int
     n_examples: int  # n in eq. 1 (appendix C.1)
@@ -84,12 +86,15 @@ def subject_keys(fact: Fact) -> set[str]:
     return {e.casefold() for e in fact.subject.expressions}
 
 
-def split_relation(facts: Sequence[Fact], seed: int, train_size: int) -> tuple[list[Fact], list[Fact]]:
+def split_relation(facts: Sequence[Fact], seed: int, train_size: int,
+                   drawn_last: Callable[[Sequence[Fact]], list[int]] | None = None) -> tuple[list[Fact], list[Fact]]:
     """(train, test) facts of one relation.
 
     A dataset split (``Fact.split == "train"`` on some facts) is used as is. Otherwise
-    ``min(train_size, len // 2)`` facts are drawn as training facts, seeded by the
-    relation, and the rest (in dataset order) are test facts.
+    ``min(train_size, len // 2)`` facts are training facts and the rest (in dataset order) are test
+    facts: drawn seeded by the relation, or, with ``drawn_last`` (the facts' indices in the order a
+    budget draws them), the ones a budget would draw last, so that a budget's test facts are the facts
+    it draws in the other probes' datasets too (the ``train_split: key`` knob, docs/iclke.md).
     """
     facts = list(facts)
     if any(f.split == "train" for f in facts):
@@ -97,7 +102,11 @@ def split_relation(facts: Sequence[Fact], seed: int, train_size: int) -> tuple[l
     if not facts:
         return [], []
     n_train = min(train_size, len(facts) // 2)
-    train_ids = {f.id for f in seeding.sample(facts, n_train, seed, "iclke-split", facts[0].relation)}
+    if drawn_last is not None:
+        order = drawn_last(facts)
+        train_ids = {facts[i].id for i in order[len(facts) - n_train:]}
+    else:
+        train_ids = {f.id for f in seeding.sample(facts, n_train, seed, "iclke-split", facts[0].relation)}
     return [f for f in facts if f.id in train_ids], [f for f in facts if f.id not in train_ids]
 
 
@@ -207,3 +216,63 @@ def eic_pairs(examples: Sequence[Sequence[str]], prior: Sequence[Sequence], k: i
         if pos < len(examples):
             out.append(list(examples[pos]))
     return out
+
+
+# ---------------------------------------------------------------- the reference code (ZeroPrompt_LKE)
+# Read at the commit docs/iclke.md names; "construct_prompt.py:N" is latent_knowledge_extractor/construct_prompt.py.
+
+#: the docs' ``format`` under ``reference: true`` (records: ``template_id`` "iclke-reference")
+REFERENCE = "reference"
+#: config/test.yaml's ``example_seperator``: between subject and object, and again before each option
+REFERENCE_SEPARATOR = " : "
+#: config/test.yaml's ``random_seed`` and ``test_index_end`` (rows 0 to 10 of each relation's test split)
+REFERENCE_RANDOM_STATE = 10
+REFERENCE_TEST_ROWS = 10
+
+
+def reference_context(pairs: Sequence[Sequence[str]], subject: str) -> str:
+    """construct_prompt.py:125-129: ``', '.join(f"{s} : {o} ")`` then ``f"{x} : "``.
+
+    So a space before each comma, no comma before the test subject, and a trailing space:
+    ``"s1 : o1 , s2 : o2 x : "``."""
+    head = ", ".join(f"{s}{REFERENCE_SEPARATOR}{o} " for s, o in pairs)
+    return f"{head}{subject}{REFERENCE_SEPARATOR}"
+
+
+def reference_continuation(option: str) -> str:
+    """construct_prompt.py:147: the separator once more before the option; the reference scores every token
+    after the context's own (LKEs.py:64-78), so ``" : " + option``: the whole input reads ``"... x :  : y"``."""
+    return f"{REFERENCE_SEPARATOR}{option}"
+
+
+def reference_examples(train: Sequence[Fact], n: int, random_state: int) -> list[Fact]:
+    """construct_prompt.py:60-71: the relation's training rows as a frame in dataset order (its index 0..len-1, as
+    ``Dataset.filter(...).to_pandas()`` gives it), then ``frame.sample(n=n, random_state=random_state)``: one
+    draw per relation, in the order pandas returns it, shared by all its test facts, whatever their subjects.
+
+    ``n`` 0 draws nothing and keeps every training row in dataset order (the reference's ``if self.example_num:``).
+    With fewer than ``n`` rows pandas refuses the draw (ValueError); we draw all of them with the same call
+    (``n = len(train)``), whose order starts with the draw of any smaller ``n``."""
+    import pandas as pd
+
+    if not n:
+        return list(train)
+    frame = pd.DataFrame({"Subject": [f.subject.label for f in train], "Object": [f.object.label for f in train]})
+    return [train[i] for i in frame.sample(n=min(n, len(frame)), random_state=random_state).index]
+
+
+def reference_tests(test: Sequence[Fact], rows: int) -> list[Fact]:
+    """construct_prompt.py:74-76: ``df_test.iloc[0:rows]``, the relation's first test rows in dataset order
+    (``rows`` 0: every row)."""
+    return list(test[:rows] if rows else test)
+
+
+def reference_options(fact: Fact) -> tuple[list[str], int]:
+    """construct_prompt.py:138-143: the fact's ``Multiple Choices`` in dataset order, then the gold object: the
+    last option, at index len - 1 (LKEs.py:109-111 reads the gold there).
+
+    A list that already holds the gold keeps it once, last: the reference would append it a second time (and
+    its first-maximum rule would then give the earlier copy every tie, docs/iclke.md)."""
+    gold = fact.object.label
+    options = [c for c in fact.choices if c != gold] + [gold]
+    return options, len(options) - 1

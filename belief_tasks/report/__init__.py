@@ -44,18 +44,20 @@ def family_sections() -> dict:
     return {"belief_icl": belief_icl, "belief_mlm": belief_mlm, "bear": bear, "iclke": iclke, "monitor": monitor}
 
 
-def build_report(paths, out, title: str = "Knowledge report", x_pattern: str | None = None, split=None) -> Report:
-    """``split``: a ``fact_split.FactSplit`` (trained / held-out facts), for the training curves per side."""
-    from belief_tasks.report import agreement, paired, training, truncation, unclaimed_tasks
+def build_report(paths, out, title: str = "Knowledge report", x_pattern: str | None = None, split=None,
+                 pool: bool = True) -> Report:
+    """``split``: a ``fact_split.FactSplit`` (trained / held-out facts), for the training curves per side.
+    ``pool``: pool the shards of a run split by relation into one run (``report.shards``)."""
+    import pandas as pd
+
+    from belief_tasks.report import agreement, paired, shards, training, truncation, unclaimed_tasks
     from belief_tasks.report.base import Context
     from belief_tasks.report.card import render
     from belief_tasks.report.loading import home_relative, limit_note, load_runs
     from belief_tasks.report.output import ReportWriter, markdown_table
     from belief_tasks.report.recompute import mismatches
 
-    import pandas as pd
-
-    runs = load_runs(paths)
+    runs = shards.pool(load_runs(paths)) if pool else load_runs(paths)
     writer = ReportWriter(out)
     ctx = Context(runs, writer)
     families = family_sections()
@@ -63,7 +65,7 @@ def build_report(paths, out, title: str = "Knowledge report", x_pattern: str | N
     curves = training.build(ctx, x_pattern, split)
     if curves is not None:
         sections.append(curves)
-    claimed = {r.name: set() for r in runs}
+    claimed: dict[str, set[str]] = {r.name: set() for r in runs}
     for mod in families.values():
         for pat in mod.PROBES:
             for run, task in ctx.tasks(pat):
@@ -79,9 +81,13 @@ def build_report(paths, out, title: str = "Knowledge report", x_pattern: str | N
     for s in sections:
         checked += len(s.checks)
         mismatched += [what for what, ok in s.checks if not ok]
+    pooled = shards.checks(runs)  # a pooled run's shards, each against its own results JSON
+    checked += len(pooled)
+    mismatched += [what for what, ok in pooled if not ok]
 
     md = [f"# {title}\n",
-          f"Made by `belief-report` from {len(runs)} model run{'s' if len(runs) != 1 else ''}. Every number is recomputed "
+          f"Made by `belief-report` from {len(runs)} model run{'s' if len(runs) != 1 else ''}. "
+          "Every number is recomputed "
           "from the per-sample records (`--log_samples`) with the tasks' own aggregation functions and "
           "`belief_tasks.metrics`.\n"]
     if checked:
@@ -93,10 +99,10 @@ def build_report(paths, out, title: str = "Knowledge report", x_pattern: str | N
                              "Run": r.date, "Folder": "/".join(r.folder.parts[-2:])} for r in runs])
     md.append("## Runs\n")
     md.append(markdown_table(runs_df) + "\n")
-    md += [f"- **{r.name}**: {limit_note(r)}.\n" for r in runs if limit_note(r)]
+    md += [f"- **{r.name}**: {note}.\n" for r in runs for note in (limit_note(r), shards.note(r)) if note]
     md.append(truncation.markdown(runs))
     md.append("## Contents\n")
-    md.append("\n".join([f"- [Knowledge cards](#knowledge-cards)"] + [f"- [{s.title}](#{_anchor(s.title)})" for s in sections]) + "\n")
+    md.append("\n".join(["- [Knowledge cards](#knowledge-cards)"] + [f"- [{s.title}](#{_anchor(s.title)})" for s in sections]) + "\n")
     md.append("## Knowledge cards\n")
     for run in runs:
         entries = [e for s in sections for e in s.card.get(run.name, [])]
@@ -106,7 +112,7 @@ def build_report(paths, out, title: str = "Knowledge report", x_pattern: str | N
     path = writer.write("report.md", "\n".join(md))
 
     summary = [f"belief-report: {len(runs)} model run(s), {len(sections)} section(s) -> {path}"]
-    summary += [f"{r.name}: {limit_note(r)}" for r in runs if limit_note(r)]
+    summary += [f"{r.name}: {note}" for r in runs for note in (limit_note(r), shards.note(r)) if note]
     if checked:
         summary.append(f"check: {checked - len(mismatched)}/{checked} recomputed numbers equal the results JSON"
                        + ("" if not mismatched else f" (differing: {', '.join(mismatched[:10])})"))

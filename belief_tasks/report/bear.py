@@ -15,10 +15,16 @@ import pandas as pd
 from belief_tasks.metrics import bear as bear_metrics
 from belief_tasks.metrics.belief import DEFAULT_BINS, calibration_bins, fluctuation
 from belief_tasks.report.base import CardEntry, Context, Section, stderr, value
-from belief_tasks.report.loading import limit_note
 from belief_tasks.report.belief_icl import plot_bins
+from belief_tasks.report.loading import limit_note
 from belief_tasks.report.output import fmt, grouped_bars, line_plot, pm
-from belief_tasks.scoring.bear import CONFIDENCE_METRICS, confidence_by_relation, ranks_of, scores_by_relation, templates_of
+from belief_tasks.scoring.bear import (
+    CONFIDENCE_METRICS,
+    confidence_by_relation,
+    ranks_of,
+    scores_by_relation,
+    templates_of,
+)
 
 FAMILY = "BEAR"
 TASK_RE = r"belief_bear\w*"

@@ -3,8 +3,8 @@ knowledge sharing between models and settings (Figure 4, section 6.4).
 
 Tasks ``belief_{mp,qa}_{zeroshot,4random,4relation,4template}``; records
 ``belief_tasks.scoring.belief_icl.BeliefICLRecord`` (one per pair, columns per prompt; read through
-``prompt_columns`` / ``sampled_prompts``, which also take the one-prompt records of older logs). Headline numbers are the tasks' own
-aggregations (``recompute``); the bins and the sharing matrix call
+``prompt_columns`` / ``sampled_prompts``, which also take the one-prompt records of older logs). Headline numbers
+are the tasks' own aggregations (``recompute``); the bins and the sharing matrix call
 ``belief_tasks.metrics.belief`` / ``belief_tasks.metrics.comparison``.
 """
 
@@ -32,7 +32,8 @@ COVERAGE = (("coverage_average", "Average"), ("coverage_maximum", "Maximum"), ("
 
 
 def style_setting(task) -> tuple[str, str]:
-    """("mp", "4template") of a ``TaskRun`` whose probe is ``belief_mp_4template`` (``belief_demo_mp_4template`` too)."""
+    """("mp", "4template") of a ``TaskRun`` whose probe is ``belief_mp_4template`` (``belief_demo_mp_4template``
+    too)."""
     _, style, setting = task.probe.split("_", 2)
     return style, setting
 
@@ -136,7 +137,8 @@ MIN_BIN_SIZE = 5
 
 
 def plot_bins(n_bins: int, n_prompts: int) -> int:
-    """The run's M bins, or fewer so that each holds at least MIN_BIN_SIZE prompts (Ovconf itself does not depend on M)."""
+    """The run's M bins, or fewer so that each holds at least MIN_BIN_SIZE prompts (Ovconf itself does not depend on
+    M)."""
     return max(1, min(n_bins, n_prompts // MIN_BIN_SIZE))
 
 

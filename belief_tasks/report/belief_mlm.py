@@ -10,8 +10,8 @@ from __future__ import annotations
 import pandas as pd
 
 from belief_tasks.metrics import belief as belief_metrics
-from belief_tasks.report.belief_icl import plot_bins
 from belief_tasks.report.base import CardEntry, Context, Section, stderr, value
+from belief_tasks.report.belief_icl import plot_bins
 from belief_tasks.report.output import fmt, line_plot, pm
 from belief_tasks.scoring.belief_mlm import hits
 

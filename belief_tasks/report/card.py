@@ -84,6 +84,8 @@ def render(run: ModelRun, entries: list[CardEntry], writer: ReportWriter, headin
     if run.backend:
         meta.append(f"backend `{run.backend}`")
     meta.append(f"{len(run.tasks)} tasks")
+    if run.shards:
+        meta.append(f"pooled from {len(run.shards)} shards")
     if run.date:
         meta.append(f"run {run.date}")
     lines.append(" · ".join(m for m in meta if m) + "\n")

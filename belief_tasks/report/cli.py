@@ -28,6 +28,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--strict", action="store_true",
                    help="exit with status 1 when a recomputed number differs from the harness's results JSON, "
                         "or when a task's samples file is missing or belongs to another run")
+    p.add_argument("--no-pool", action="store_true",
+                   help="report every folder as its own run; by default runs split by relation (the relations knob: "
+                        "same command, disjoint relations) are pooled into one run (docs/scale.md)")
     p.add_argument("--quiet", "-q", action="store_true", help="print only the report's path")
     p.add_argument("--x", metavar="REGEX", default=None,
                    help="training curves: a regular expression whose first group, searched in each run's model "
@@ -52,7 +55,8 @@ def main(argv: list[str] | None = None) -> int:
                 split = FactSplit.load(args.split)
             except (OSError, ValueError) as e:
                 raise ReportInputError(f"--split {args.split}: {e}") from e
-        report = build_report(args.inputs, args.out, title=args.title, x_pattern=args.x, split=split)
+        report = build_report(args.inputs, args.out, title=args.title, x_pattern=args.x, split=split,
+                              pool=not args.no_pool)
     except ReportInputError as e:
         print(f"belief-report: {e}", file=sys.stderr)
         return 2

@@ -149,6 +149,7 @@ class ModelRun:
     tasks: dict[str, TaskRun]
     groups: dict[str, dict]  # results[group] of the groups' summary rows
     info: dict  # run-level fields of the newest results JSON (model_args, lm-eval version, date, ...)
+    shards: list[Path] = field(default_factory=list)  # a run pooled from shards (``report.shards``): their folders
 
     @property
     def date(self) -> str:
@@ -196,7 +197,8 @@ def find_results_files(paths: Iterable[str | os.PathLike]) -> list[Path]:
             found = sorted(f for f in p.rglob("*.json") if _is_results_file(f))
             if not found:
                 raise ReportInputError(
-                    f"{p}: no lm-eval results_*.json below this folder (run lm_eval / belief-eval with --output_path {p})"
+                    f"{p}: no lm-eval results_*.json below this folder "
+                    f"(run lm_eval / belief-eval with --output_path {p})"
                 )
             files.extend(found)
         else:
@@ -235,7 +237,8 @@ def _samples_file(folder: Path, task: str, date_id: str) -> tuple[Path | None, s
 
 
 def load_runs(paths: Iterable[str | os.PathLike]) -> list[ModelRun]:
-    """Every model run below ``paths`` (folders or results files), tasks merged per folder."""
+    """Every model run below ``paths`` (folders or results files), tasks merged per folder (the shards of a run split
+    by relation pooled into one: ``report.shards.pool``)."""
     by_folder: dict[Path, list[Path]] = {}
     for f in find_results_files(paths):
         by_folder.setdefault(f.parent, []).append(f)
@@ -270,17 +273,17 @@ def load_runs(paths: Iterable[str | os.PathLike]) -> list[ModelRun]:
                     samples_missing=missing,
                 )
         model_name = str(info.get("model_name") or folder.name)
-        runs.append(ModelRun(name=_short_name(model_name, folder), model_name=model_name, folder=folder, tasks=tasks, groups=groups, info=info))
-    _make_names_unique(runs)
+        runs.append(ModelRun(name=short_name(model_name, folder), model_name=model_name, folder=folder, tasks=tasks, groups=groups, info=info))
+    make_names_unique(runs)
     return runs
 
 
-def _short_name(model_name: str, folder: Path) -> str:
+def short_name(model_name: str, folder: Path) -> str:
     name = model_name.rstrip("/").split("/")[-1] if model_name else folder.name
     return name or folder.name
 
 
-def _make_names_unique(runs: list[ModelRun]) -> None:
+def make_names_unique(runs: list[ModelRun]) -> None:
     seen: dict[str, list[ModelRun]] = {}
     for r in runs:
         seen.setdefault(r.name, []).append(r)
@@ -288,7 +291,7 @@ def _make_names_unique(runs: list[ModelRun]) -> None:
         if len(group) < 2:
             continue
         for r in group:  # the output folder above the model folder tells runs of one model apart
-            r.name = f"{name} ({r.folder.parent.name or r.folder.name})"
+            r.name = f"{name} ({f'shards in {r.folder.name}' if r.shards else r.folder.parent.name or r.folder.name})"
         if len({r.name for r in group}) < len(group):
             for i, r in enumerate(group, 1):
                 r.name = f"{name} #{i}"

@@ -15,8 +15,8 @@ import math
 
 import pandas as pd
 
-from belief_tasks.report.base import Context, Section, value
 from belief_tasks.families import budget_estimators
+from belief_tasks.report.base import Context, Section, value
 from belief_tasks.scoring.budgeted import BudgetError, is_budgeted, paired_estimates
 from belief_tasks.scoring.common import records_behind
 
@@ -45,8 +45,11 @@ def _pairs(ctx: Context):
 
 def _rows(ctx: Context, family: str, a, b, notes: list[str]) -> list[dict]:
     (run_a, task_a), (run_b, task_b) = a, b
+    est = budget_estimators(family)
+    if est is None:  # found only for families with estimators
+        return []
     try:
-        diffs = paired_estimates(budget_estimators(family), task_a.records(), task_b.records())
+        diffs = paired_estimates(est, task_a.records(), task_b.records())
     except (BudgetError, ValueError) as e:
         notes.append(f"`{task_a.name}`: {run_a.name} and {run_b.name} are not paired ({e}).")
         return []
@@ -62,8 +65,9 @@ def build(ctx: Context) -> Section | None:
     found = _pairs(ctx)
     if not found:
         return None
-    rows, notes = [], []
-    for name, family, runs in found:
+    rows: list[dict] = []
+    notes: list[str] = []
+    for _name, family, runs in found:
         for a, b in itertools.combinations(runs, 2):
             rows += _rows(ctx, family, a, b, notes)
     if not rows and not notes:

@@ -12,11 +12,10 @@ from __future__ import annotations
 import logging
 import math
 from dataclasses import dataclass
-from typing import Callable
 
-from belief_tasks.families import metric_table
+from belief_tasks.families import aggregations as family_aggregations
 from belief_tasks.report.loading import TaskRun
-from belief_tasks.scoring.common import stderr_function
+from belief_tasks.scoring.wiring import Aggregation
 
 log = logging.getLogger("belief_tasks.report")
 
@@ -58,15 +57,11 @@ def _f(x):
 # --------------------------------------------------------------------------- finding aggregations
 
 
-def aggregations(task: TaskRun) -> dict[str, Callable]:
+def aggregations(task: TaskRun) -> dict[str, Aggregation]:
     """``{metric: aggregation}`` of ``task``: its family's metric table (the one that wires its
-    ``metric_list``), each as lm-eval ran it (``BeliefTask.aggregation``: budget-aware, the estimates of
-    the full run on a budgeted run's records); {} when the task is not ours."""
-    from belief_tasks.families import budget_estimators
-    from belief_tasks.scoring.budgeted import budget_aware
-
-    est = budget_estimators(task.family)
-    return {name: budget_aware(est, name, m.aggregation) for name, m in metric_table(task.family).items()}
+    ``metric_list``), each as lm-eval ran it (``scoring.wiring.Aggregation``: the estimates of the full run on a
+    budgeted run's records); {} when the task is not ours."""
+    return family_aggregations(task.family)
 
 
 # --------------------------------------------------------------------------- recomputing
@@ -88,19 +83,19 @@ def recompute(task: TaskRun, metrics: list[str] | None = None) -> dict[str, Numb
         harness, harness_se = task.value(m), task.value(m, stderr=True)
         agg = aggs.get(m)
         records = task.records(m) if (agg is not None and task.has_records) else []
-        if not records:
+        if agg is None or not records:
             if harness is not None:  # shown, but not recomputed: nothing to compare, not counted as checked
                 out[m] = Number(float(harness), harness_se, None)
             continue
         value = float(agg(records))
-        se_fn = stderr_function(agg)
+        se_fn = agg.stderr_function
         se = None
         if se_fn is not None:
             try:
                 se = float(se_fn(records))
             except Exception as e:  # noqa: BLE001  a stderr that cannot be computed is reported as such
                 log.warning("%s %s: stderr failed (%s)", task.name, m, e)
-        found = agg.interval(records) if getattr(agg, "interval", None) is not None else None
+        found = agg.interval(records)
         out[m] = Number(value, se, None if harness is None else float(harness),
                         None if found is None else (found.low, found.high))
     return out

@@ -20,7 +20,7 @@ from belief_tasks.metrics import bear as bear_metrics
 from belief_tasks.metrics.budgeted import bear as budgeted
 from belief_tasks.metrics.intervals import Units
 from belief_tasks.metrics.stats import weighted_mean_stderr
-from belief_tasks.scoring.common import Memo, Metric, NotEstimable, most_templates, with_stderr
+from belief_tasks.scoring.common import Metric, NotEstimable, most_templates, once
 
 PRECISION_KS = (1, 5, 10)
 TEMPLATE_METRICS = (0, 1, 2)  # bear_t0 .. bear_t2: BEAR has three templates per relation
@@ -51,8 +51,6 @@ class BearRecord(TypedDict):
 
 # --- records -> arrays ------------------------------------------------------------------------------
 
-_memo = Memo()
-
 
 def record_scores(record: Mapping):
     """A record's option scores under its own reduction (eq. 1, or per token)."""
@@ -66,7 +64,7 @@ def record_rank(record: Mapping) -> int:
 
 def ranks_of(records: Sequence[Mapping]) -> list[int]:
     """0-based gold ranks, computed once per run's records (every metric and its stderr read them)."""
-    return _memo.get(records, "ranks", lambda: [record_rank(r) for r in records])
+    return once(records, ("bear", "ranks"), lambda: [record_rank(r) for r in records])
 
 
 def templates_of(records: Sequence[Mapping]) -> list[int]:
@@ -97,48 +95,54 @@ def known(records: Sequence[Mapping]) -> dict[str, bool]:
 # --- aggregations (lm-eval passes the list of records) ---------------------------------------------------
 
 
-def _bear_stderr(records) -> float:
-    return bear_metrics.bear_score_stderr(ranks_of(records), templates_of(records))
-
-
-@with_stderr(_bear_stderr)
 def agg_bear(records):
     """BEAR score: per-template P@1 averaged over templates; stderr across templates (Table 3)."""
     return bear_metrics.bear_score(ranks_of(records), templates_of(records))
 
 
-def _cardinality_agg(cardinality: str, name: str):
-    """BEAR_1:1 / BEAR_1:N of Table 3: the BEAR score on the records of "1:1" or "1:N" relations."""
+def bear_stderr(records) -> float:
+    return bear_metrics.bear_score_stderr(ranks_of(records), templates_of(records))
+
+
+def _cardinality_agg(cardinality: str):
+    """BEAR_1:1 / BEAR_1:N of Table 3: the BEAR score on the records of "1:1" or "1:N" relations; its stderr."""
 
     def of(records):
         return _ranks_where(records, lambda r: r["cardinality"] == cardinality)
 
-    @with_stderr(lambda records: bear_metrics.bear_score_stderr(*of(records)), name)
     def agg(records):
         return bear_metrics.bear_score(*of(records))
 
-    return agg
+    def stderr(records):
+        return bear_metrics.bear_score_stderr(*of(records))
+
+    return agg, stderr
 
 
-agg_bear_1to1 = _cardinality_agg("1:1", "agg_bear_1to1")
-agg_bear_1toN = _cardinality_agg("1:N", "agg_bear_1toN")
+(agg_bear_1to1, bear_1to1_stderr), (agg_bear_1toN, bear_1toN_stderr) = (_cardinality_agg(c) for c in ("1:1", "1:N"))
 
 
-def _p_at_k_agg(k: int, template: int | None, name: str):
-    """P@k (eq. 2) pooled over all records, or over one template index's."""
+def _p_at_k_agg(k: int, template: int | None):
+    """P@k (eq. 2) pooled over all records, or over one template index's; its stderr (a share's)."""
 
     def ranks(records):
-        return ranks_of(records) if template is None else _ranks_where(records, lambda r: int(r["template_index"]) == template)[0]
+        if template is None:
+            return ranks_of(records)
+        return _ranks_where(records, lambda r: int(r["template_index"]) == template)[0]
 
-    @with_stderr(lambda records: bear_metrics.mean_stderr([int(r < k) for r in ranks(records)]), name)
     def agg(records):
         return bear_metrics.top_k_share(ranks(records), k)
 
-    return agg
+    def stderr(records):
+        return bear_metrics.mean_stderr([int(r < k) for r in ranks(records)])
+
+    return agg, stderr
 
 
-agg_bear_t0, agg_bear_t1, agg_bear_t2 = (_p_at_k_agg(1, t, f"agg_bear_t{t}") for t in TEMPLATE_METRICS)
-agg_p_at_1, agg_p_at_5, agg_p_at_10 = (_p_at_k_agg(k, None, f"agg_p_at_{k}") for k in PRECISION_KS)
+(agg_bear_t0, bear_t0_stderr), (agg_bear_t1, bear_t1_stderr), (agg_bear_t2, bear_t2_stderr) = (
+    _p_at_k_agg(1, t) for t in TEMPLATE_METRICS)
+(agg_p_at_1, p_at_1_stderr), (agg_p_at_5, p_at_5_stderr), (agg_p_at_10, p_at_10_stderr) = (
+    _p_at_k_agg(k, None) for k in PRECISION_KS)
 
 
 # --- confidence (lm-pub-quiz 0.3.3's metrics/confidence.py, ``metrics.bear.relation_confidence``) ----------
@@ -156,7 +160,7 @@ def scores_by_relation(records: Sequence[Mapping]) -> dict[str, tuple[list, list
             golds.append(r["gold"])
         return groups
 
-    return _memo.get(records, "scores_by_relation", group)
+    return once(records, ("bear", "scores_by_relation"), group)
 
 
 def confidence_by_relation(records: Sequence[Mapping]) -> dict[str, dict]:
@@ -216,19 +220,19 @@ def _confidence_agg(name: str):
         def stderr(rs):
             return weighted_mean_stderr(*subset_values(rs, term, subset))
 
-    @with_stderr(stderr, f"agg_{name}")
     def agg(records):
         per_relation = confidence_by_relation(records).values()
         values = [v[metric] if subset is None else v[metric][subset] for v in per_relation]
         return bear_metrics.support_weighted_mean(values, [v["support"] for v in per_relation])
 
-    return agg
+    return agg, stderr
 
 
-_CONFIDENCE_AGGS = {name: _confidence_agg(name) for name in CONFIDENCE_METRICS}
+#: confidence metric -> (its aggregation, its standard error)
+CONFIDENCE_AGGS = {name: _confidence_agg(name) for name in CONFIDENCE_METRICS}
 (agg_confidence, agg_confidence_correct, agg_confidence_incorrect, agg_margin, agg_margin_correct,
  agg_margin_incorrect, agg_uncertainty, agg_uncertainty_correct, agg_uncertainty_incorrect,
- agg_brier) = _CONFIDENCE_AGGS.values()
+ agg_brier) = (agg for agg, _ in CONFIDENCE_AGGS.values())
 
 def budget_units(records: Sequence[Mapping]) -> Units:
     """A budgeted run's per-fact columns (``metrics.budgeted.bear``: its estimates of the full run)."""
@@ -265,26 +269,32 @@ def doc_confidences(records: Sequence[Mapping]) -> dict[str, list[float]]:
 UNCERTAINTY = NotEstimable("its entropies are divided by log2 of the number of distinct answers among the relation's "
                            "instances, which a sample of facts does not show")
 
-#: metric name -> its declaration (aggregation, higher is better, budgeted statistic): what the task class wires
-#: and the report recomputes
+def _confidence(name: str, higher_is_better: bool, budgeted_statistic) -> Metric:
+    agg, stderr = CONFIDENCE_AGGS[name]
+    return Metric(agg, stderr, higher_is_better, budgeted_statistic)
+
+
+#: metric name -> its declaration (aggregation, standard error, higher is better, budgeted statistic): what the task
+#: class wires and the report recomputes
 METRICS = {
-    "bear": Metric(agg_bear, True, budgeted.bear_score()),
-    "bear_1to1": Metric(agg_bear_1to1, True, budgeted.bear_score("1:1")),
-    "bear_1toN": Metric(agg_bear_1toN, True, budgeted.bear_score("1:N")),
-    "bear_t0": Metric(agg_bear_t0, True, budgeted.template_p_at_1(0)),
-    "bear_t1": Metric(agg_bear_t1, True, budgeted.template_p_at_1(1)),
-    "bear_t2": Metric(agg_bear_t2, True, budgeted.template_p_at_1(2)),
-    "p_at_1": Metric(agg_p_at_1, True, budgeted.p_at(1)),
-    "p_at_5": Metric(agg_p_at_5, True, budgeted.p_at(5)),
-    "p_at_10": Metric(agg_p_at_10, True, budgeted.p_at(10)),
-    "confidence": Metric(agg_confidence, True, budgeted.support_weighted("confidence", "all")),
-    "confidence_correct": Metric(agg_confidence_correct, True, budgeted.support_weighted("confidence", "correct")),
-    "confidence_incorrect": Metric(agg_confidence_incorrect, False, budgeted.support_weighted("confidence", "incorrect")),
-    "margin": Metric(agg_margin, True, budgeted.support_weighted("margin", "all")),
-    "margin_correct": Metric(agg_margin_correct, True, budgeted.support_weighted("margin", "correct")),
-    "margin_incorrect": Metric(agg_margin_incorrect, False, budgeted.support_weighted("margin", "incorrect")),
-    "uncertainty": Metric(agg_uncertainty, False, UNCERTAINTY),
-    "uncertainty_correct": Metric(agg_uncertainty_correct, False, UNCERTAINTY),
-    "uncertainty_incorrect": Metric(agg_uncertainty_incorrect, True, UNCERTAINTY),
-    "brier": Metric(agg_brier, False, budgeted.support_weighted("brier", "all")),
+    "bear": Metric(agg_bear, bear_stderr, True, budgeted.bear_score()),
+    "bear_1to1": Metric(agg_bear_1to1, bear_1to1_stderr, True, budgeted.bear_score("1:1")),
+    "bear_1toN": Metric(agg_bear_1toN, bear_1toN_stderr, True, budgeted.bear_score("1:N")),
+    "bear_t0": Metric(agg_bear_t0, bear_t0_stderr, True, budgeted.template_p_at_1(0)),
+    "bear_t1": Metric(agg_bear_t1, bear_t1_stderr, True, budgeted.template_p_at_1(1)),
+    "bear_t2": Metric(agg_bear_t2, bear_t2_stderr, True, budgeted.template_p_at_1(2)),
+    "p_at_1": Metric(agg_p_at_1, p_at_1_stderr, True, budgeted.p_at(1)),
+    "p_at_5": Metric(agg_p_at_5, p_at_5_stderr, True, budgeted.p_at(5)),
+    "p_at_10": Metric(agg_p_at_10, p_at_10_stderr, True, budgeted.p_at(10)),
+    "confidence": _confidence("confidence", True, budgeted.support_weighted("confidence", "all")),
+    "confidence_correct": _confidence("confidence_correct", True, budgeted.support_weighted("confidence", "correct")),
+    "confidence_incorrect": _confidence("confidence_incorrect", False,
+                                        budgeted.support_weighted("confidence", "incorrect")),
+    "margin": _confidence("margin", True, budgeted.support_weighted("margin", "all")),
+    "margin_correct": _confidence("margin_correct", True, budgeted.support_weighted("margin", "correct")),
+    "margin_incorrect": _confidence("margin_incorrect", False, budgeted.support_weighted("margin", "incorrect")),
+    "uncertainty": _confidence("uncertainty", False, UNCERTAINTY),
+    "uncertainty_correct": _confidence("uncertainty_correct", False, UNCERTAINTY),
+    "uncertainty_incorrect": _confidence("uncertainty_incorrect", True, UNCERTAINTY),
+    "brier": _confidence("brier", False, budgeted.support_weighted("brier", "all")),
 }

@@ -19,7 +19,7 @@ from belief_tasks import seeding
 from belief_tasks.metrics import belief as belief_metrics
 from belief_tasks.metrics.budgeted import belief as budgeted
 from belief_tasks.metrics.intervals import Units
-from belief_tasks.scoring.common import Memo, Metric, NotEstimable, most_templates, records_behind, with_stderr
+from belief_tasks.scoring.common import Metric, NoStderr, NotEstimable, most_templates, once, records_behind
 
 log = logging.getLogger("lm_eval.belief_icl")
 
@@ -66,12 +66,12 @@ def record_prompts(record: dict) -> Iterator[tuple[str, str, str, bool]]:
 
 
 class Prompts(NamedTuple):
-    """Per-prompt columns of a run's records: pairs in the data's order, each pair's grid in order."""
+    """Per-prompt columns of a run's records: pairs in the data's order, each pair's grid in order. (No subject
+    column: no metric reads one, and at MyriadLAMA's full setting it would hold 6.5 M entries in the memo.)"""
 
     fact_ids: list
     relations: list
     template_ids: list
-    subjects: list
     answers: list
     correct: list
 
@@ -89,13 +89,12 @@ def records_of(items: list) -> list[dict]:
 def prompt_columns(items: list) -> Prompts:
     """Flatten pair records to prompts. A record logged before pair documents (one prompt, with
     ``template_id`` and ``answer``) is one prompt, so older sample files aggregate as before."""
-    cols = Prompts([], [], [], [], [], [])
+    cols = Prompts([], [], [], [], [])
     for r in records_of(items):
-        for t, s, a, c in record_prompts(r):
+        for t, _, a, c in record_prompts(r):
             cols.fact_ids.append(r["fact_id"])
             cols.relations.append(r["relation"])
             cols.template_ids.append(t)
-            cols.subjects.append(s)
             cols.answers.append(a)
             cols.correct.append(bool(c))
     return cols
@@ -134,17 +133,15 @@ def known(records: Iterable[dict]) -> dict[str, bool]:
 
 
 # --- aggregations (lm-eval passes every metric the records, or a ``SameRecord`` of each) -------------------
-# The flattened columns, the N draws and the coverage table are computed once per run (``_memo``).
-
-_memo = Memo()
+# The flattened columns, the N draws and the coverage table are computed once per run (``scoring.common.once``).
 
 
 def _prompts(items: list) -> Prompts:
     recs = records_of(items)
-    return _memo.get(recs, "prompts", lambda: prompt_columns(recs))
+    return once(recs, ("belief_icl", "prompts"), lambda: prompt_columns(recs))
 
 
-def _columns(items: list) -> tuple:
+def _columns(items: list) -> tuple[list, list, list, list]:
     p = _prompts(items)
     return p.fact_ids, p.relations, p.template_ids, p.correct
 
@@ -156,37 +153,44 @@ def _answers(items: list) -> list:
 def accuracy_values(items: list):
     """V_Acc@1: the N draws' accuracies (same records, same numbers)."""
     n_draws, seed = _setting(items, "draws"), _setting(items, "seed")
-    return _memo.get(records_of(items), ("draws", n_draws, seed), lambda: belief_metrics.accuracy_draws(
+    return once(records_of(items), ("belief_icl", "draws", n_draws, seed), lambda: belief_metrics.accuracy_draws(
         *_columns(items), n_draws=n_draws, seed=seeding.derive_seed(seed, "belief_icl", "accuracy_draws")))
 
 
 def _once(name: str, fn, items: list):
     """``fn(columns)`` once per run: the three coverage metrics share one computation."""
-    return _memo.get(records_of(items), name, lambda: fn(*_columns(items)))
+    return once(records_of(items), ("belief_icl", name), lambda: fn(*_columns(items)))
 
 
-@with_stderr(lambda items: belief_metrics.accuracy_stderr(*_columns(items)))
 def agg_acc(items: list) -> float:
     """Acc@1: mean of the N draws."""
     return float(accuracy_values(items).mean())
 
 
-@with_stderr(None)
+def acc_stderr(items: list) -> float:
+    return belief_metrics.accuracy_stderr(*_columns(items))
+
+
 def agg_acc_range(items: list) -> float:
     return belief_metrics.fluctuation(accuracy_values(items))[0]
 
 
-@with_stderr(None)
 def agg_acc_sd(items: list) -> float:
     return belief_metrics.fluctuation(accuracy_values(items))[1]
 
 
-@with_stderr(lambda items: belief_metrics.consistency_stderr(_prompts(items).fact_ids, _answers(items)))
 def agg_consist(items: list) -> float:
     return belief_metrics.consistency(_prompts(items).fact_ids, _answers(items))
 
 
-@with_stderr(lambda items: belief_metrics.overconfidence_stderr(*sampled_prompts(items)))
+def consist_stderr(items: list) -> float:
+    return belief_metrics.consistency_stderr(_prompts(items).fact_ids, _answers(items))
+
+
+def ovconf_stderr(items: list) -> float:
+    return belief_metrics.overconfidence_stderr(*sampled_prompts(items))
+
+
 def agg_ovconf(items: list) -> float:
     conf, correct = sampled_prompts(items)
     if not conf:
@@ -199,12 +203,18 @@ def agg_ovconf(items: list) -> float:
     return belief_metrics.overconfidence(conf, correct, bins)
 
 
-@with_stderr(lambda items: belief_metrics.one_word_stderr(_answers(items)))
 def agg_one_word(items: list) -> float:
     return belief_metrics.one_word_ratio(_answers(items))
 
 
-@with_stderr(lambda items: belief_metrics.empty_answer_stderr(_answers(items)))
+def one_word_stderr(items: list) -> float:
+    return belief_metrics.one_word_stderr(_answers(items))
+
+
+def empty_answer_stderr(items: list) -> float:
+    return belief_metrics.empty_answer_stderr(_answers(items))
+
+
 def agg_empty_answer_rate(items: list) -> float:
     answers = _answers(items)
     rate = belief_metrics.empty_answer_rate(answers)
@@ -215,16 +225,19 @@ def agg_empty_answer_rate(items: list) -> float:
 
 
 def _coverage(key: str):
-    @with_stderr(lambda items: _once("coverage_stderr", belief_metrics.coverage_stderr, items)[key], f"agg_coverage_{key}")
+    """One of v3 section 6.4's coverages and its stderr (the three share one computation of each)."""
+
     def agg(items: list) -> float:
         return _once("coverage", belief_metrics.knowledge_coverage, items)[key]
 
-    return agg
+    def stderr(items: list) -> float:
+        return _once("coverage_stderr", belief_metrics.coverage_stderr, items)[key]
+
+    return agg, stderr
 
 
-agg_coverage_average = _coverage("average")
-agg_coverage_maximum = _coverage("maximum")
-agg_coverage_oracle = _coverage("oracle")
+(agg_coverage_average, coverage_average_stderr), (agg_coverage_maximum, coverage_maximum_stderr), \
+    (agg_coverage_oracle, coverage_oracle_stderr) = (_coverage(k) for k in ("average", "maximum", "oracle"))
 
 def budget_units(items: list) -> Units:
     """A budgeted run's per-pair columns (``metrics.budgeted.belief``: its estimates of the full run)."""
@@ -236,18 +249,20 @@ def budget_units(items: list) -> Units:
 
 #: Acc@1's range and SD (v1 eqs. 3, 4) are spreads over the run's pairs (``metrics.budgeted.belief``)
 SPREAD = NotEstimable("a spread of N Acc@1 draws shrinks as pairs are added: a sample's spread is not the full run's")
+#: ... and have no standard error of their own
+SPREAD_STDERR = NoStderr("a spread of the N Acc@1 draws (v1 eqs. 3, 4), a description of the draws, not an estimate")
 
-#: metric name -> its declaration (aggregation, higher is better, budgeted statistic): what the task classes wire
-#: and the report recomputes
+#: metric name -> its declaration (aggregation, standard error, higher is better, budgeted statistic): what the task
+#: classes wire and the report recomputes
 METRICS = {
-    "acc": Metric(agg_acc, True, budgeted.expected_accuracy),
-    "acc_range": Metric(agg_acc_range, False, SPREAD),
-    "acc_sd": Metric(agg_acc_sd, False, SPREAD),
-    "consist": Metric(agg_consist, True, budgeted.consistency),
-    "ovconf": Metric(agg_ovconf, False, budgeted.overconfidence),
-    "one_word_ratio": Metric(agg_one_word, True, budgeted.one_word_ratio),
-    "empty_answer_rate": Metric(agg_empty_answer_rate, False, budgeted.empty_answer_rate),
-    "coverage_average": Metric(agg_coverage_average, True, budgeted.expected_accuracy),
-    "coverage_maximum": Metric(agg_coverage_maximum, True, budgeted.coverage_maximum),
-    "coverage_oracle": Metric(agg_coverage_oracle, True, budgeted.coverage_oracle),
+    "acc": Metric(agg_acc, acc_stderr, True, budgeted.expected_accuracy),
+    "acc_range": Metric(agg_acc_range, SPREAD_STDERR, False, SPREAD),
+    "acc_sd": Metric(agg_acc_sd, SPREAD_STDERR, False, SPREAD),
+    "consist": Metric(agg_consist, consist_stderr, True, budgeted.consistency),
+    "ovconf": Metric(agg_ovconf, ovconf_stderr, False, budgeted.overconfidence),
+    "one_word_ratio": Metric(agg_one_word, one_word_stderr, True, budgeted.one_word_ratio),
+    "empty_answer_rate": Metric(agg_empty_answer_rate, empty_answer_stderr, False, budgeted.empty_answer_rate),
+    "coverage_average": Metric(agg_coverage_average, coverage_average_stderr, True, budgeted.expected_accuracy),
+    "coverage_maximum": Metric(agg_coverage_maximum, coverage_maximum_stderr, True, budgeted.coverage_maximum),
+    "coverage_oracle": Metric(agg_coverage_oracle, coverage_oracle_stderr, True, budgeted.coverage_oracle),
 }

@@ -11,11 +11,11 @@ nothing changes.
 
 A family's ``Estimators`` (its ``Family.budgeted`` in ``belief_tasks.families``) say how its records
 become per-fact units and which statistic each metric is, as the family's ``METRICS`` declare it
-(``Estimators.of``). ``budget_aware(estimators, metric, agg)`` wraps one aggregation:
-``BeliefTask.aggregation`` hands lm-eval the wrapped functions, ``belief-report`` recomputes with the
-same ones. Each estimated metric's interval is a metric of its own, ``<metric>_ci95``
-(``interval_metric``: a ``metric_list`` entry of a budgeted task, its value [low, high] in the results
-JSON). ``paired_estimates`` gives the difference of two runs on the same facts.
+(``Estimators.of``). ``estimates(est, records)`` computes every statistic once per run's records;
+``scoring.wiring`` turns each metric into what lm-eval calls (``Aggregation``: the plain value on a full run's
+records, the estimate on a budgeted run's) and each estimated metric's interval into a metric of its own,
+``<metric>_ci95`` (its value [low, high] in the results JSON); ``belief-report`` recomputes with the same
+objects. ``paired_estimates`` gives the difference of two runs on the same facts.
 
 Pure: numpy through ``belief_tasks.metrics``; no lm-eval.
 """
@@ -26,21 +26,22 @@ import math
 from dataclasses import dataclass, field
 from typing import Callable, Mapping, Sequence
 
-from belief_tasks.metrics.intervals import Design, Interval, Statistic, Units, difference, intervals, paired
-from belief_tasks.scoring.common import Bound, Metric, budget_statistics, not_estimable, records_behind, with_stderr
+from belief_tasks.metrics.intervals import Design, Interval, StatisticFn, Units, difference, intervals, paired
+from belief_tasks.scoring.common import Metric, budget_statistics, not_estimable, once, records_behind
 
 METHOD = "bootstrap"
 REPS = 500
 SEED = 0
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Estimators:
     """How a family's budgeted run is estimated: its records -> per-fact units, metric -> statistic of the
-    stratum totals (``metrics.budgeted.<family>``), and the metrics a sample cannot estimate."""
+    stratum totals (``metrics.budgeted.<family>``), and the metrics a sample cannot estimate. Compared and
+    hashed by identity: the memo of a run's estimates is keyed by the estimators (``estimates``)."""
 
     units: Callable[[list], Units]
-    statistics: Mapping[str, Statistic]
+    statistics: Mapping[str, StatisticFn]
     not_estimable: tuple[str, ...] = field(default=())
 
     @classmethod
@@ -61,7 +62,9 @@ def is_budgeted(records: Sequence) -> bool:
 def design_of(records: Sequence[dict], relations: Sequence[str]) -> Design:
     """The stratified design from the records' fields, checked: every drawn fact of every relation has
     records (``--limit`` would cut them: refused here, as ``belief-eval`` refuses it up front)."""
-    population, drawn, budgets = {}, {}, set()
+    population: dict[str, int] = {}
+    drawn: dict[str, int] = {}
+    budgets = set()
     for r in records:
         population.setdefault(r["relation"], int(r["population"]))
         drawn.setdefault(r["relation"], int(r["drawn"]))
@@ -76,73 +79,33 @@ def design_of(records: Sequence[dict], relations: Sequence[str]) -> Design:
     return design
 
 
-_memo: dict = {"records": [], "estimators": None, "intervals": None}
-
-
 def estimates(est: Estimators, records: Sequence[dict]) -> dict[str, Interval]:
-    """Every budgeted statistic of ``est`` on ``records``, computed once per run's records (lm-eval asks
-    each metric and each standard error in turn, with the same record objects)."""
-    old = _memo["records"]
-    if _memo["estimators"] is not est or len(old) != len(records) or any(a is not b for a, b in zip(old, records)):
+    """Every budgeted statistic of ``est`` on ``records``, computed once per run's records (``scoring.common.once``:
+    lm-eval asks each metric and each standard error in turn, with the same record objects)."""
+
+    def compute() -> dict[str, Interval]:
         units = est.units(list(records))
-        found = intervals(design_of(records, units.relations), units, est.statistics, METHOD, reps=REPS, seed=SEED)
-        _memo.update(records=list(records), estimators=est, intervals=found)
-    return _memo["intervals"]
+        return intervals(design_of(records, units.relations), units, est.statistics, METHOD, reps=REPS, seed=SEED)
+
+    return once(records, ("budgeted", "estimates", est), compute)
 
 
-def budget_aware(est: Estimators | None, metric: str, agg: Callable) -> Callable:
-    """``agg`` as it is on a full run's records; on a budgeted run's, the estimate of the full-data value
-    (NaN for a metric not estimable from a sample), with the matching ``stderr`` and an ``interval``.
-    ``est`` None (a family without estimators): ``agg`` itself."""
-    if est is None:
-        return agg
-    own_stderr = getattr(agg, "stderr", None)
+def estimate(est: Estimators, metric: str, records: Sequence[dict]) -> float:
+    """A budgeted run's estimate of ``metric``'s full-data value (NaN for a metric not estimable from a sample)."""
+    if metric in est.not_estimable:
+        return math.nan
+    if metric not in est.statistics:  # refused before the model (``missing``); records read back later
+        raise BudgetError(f"metric {metric} has no budgeted statistic (metrics.budgeted): it cannot be estimated")
+    return estimates(est, records)[metric].estimate
 
-    def value(items: list):
-        records = records_behind(items)
-        if not is_budgeted(records):
-            return agg(items)
-        if metric in est.not_estimable:
-            return math.nan
-        if metric not in est.statistics:  # refused before the model (``missing``); records read back later
-            raise BudgetError(f"metric {metric} has no budgeted statistic (metrics.budgeted): it cannot be estimated")
-        return estimates(est, records)[metric].estimate
 
-    def stderr(items: list):
-        records = records_behind(items)
-        if not is_budgeted(records):  # a full run's exact count (MONITOR's costs) has none: NaN, printed "N/A"
-            return own_stderr(items) if own_stderr is not None else math.nan
-        return math.nan if metric in est.not_estimable else estimates(est, records)[metric].se
-
-    def interval(items: list) -> Interval | None:
-        records = records_behind(items)
-        return estimates(est, records)[metric] if is_budgeted(records) and metric in est.statistics else None
-
-    # every metric with an interval has a standard error: a budgeted run estimates even an exact count
-    value.stderr = stderr if own_stderr is not None or metric in est.statistics else None
-    value.interval = interval
-    value.__name__ = value.__qualname__ = getattr(agg, "__name__", metric)
-    value.__wrapped__ = agg
-    return value
+def estimate_stderr(est: Estimators, metric: str, records: Sequence[dict]) -> float:
+    """The standard error of ``estimate`` (NaN for a metric not estimable from a sample)."""
+    return math.nan if metric in est.not_estimable else estimates(est, records)[metric].se
 
 
 #: the suffix of an interval's metric name: ``acc`` -> ``acc_ci95``
 INTERVAL_SUFFIX = "_ci95"
-
-
-def interval_metric(est: Estimators, metric: str) -> Callable:
-    """The aggregation of ``<metric>_ci95`` on a budgeted run: [low, high] of ``metric``'s 95 % interval, each a
-    ``Bound`` (four decimals in the printed table, every digit in the results JSON). It reads the records
-    ``metric`` reads (the doc's record, logged once) and the estimates computed for them (``estimates``).
-    It has no standard error of its own (lm-eval prints "N/A")."""
-
-    @with_stderr(None, name=metric + INTERVAL_SUFFIX)
-    def interval(items: list) -> list:
-        found = estimates(est, records_behind(items))[metric]
-        return [Bound(found.low), Bound(found.high)]
-
-    interval.interval_of = metric
-    return interval
 
 
 def missing(est: Estimators, metrics) -> list[str]:

@@ -1,6 +1,8 @@
 """What every family's scoring shares: the declaration of a metric (``Metric``, the rows of a family's
-``METRICS``), an aggregation's standard error, the one memo of what is derived from a run's records, the
-record logged once under several metric names, and the "most templates" form of a known-fact rule.
+``METRICS``: its aggregation, its standard error or why it has none, its direction, its budgeted statistic), the one
+memo of what is derived from a run's records (``once``), the record logged once under several metric names, and the
+"most templates" form of a known-fact rule. What lm-eval is handed for a ``Metric`` is derived from it in one place:
+``belief_tasks.scoring.wiring``.
 
 Pure Python: no lm-eval, no torch.
 """
@@ -11,32 +13,12 @@ import re
 from dataclasses import dataclass
 from typing import Any, Callable, Hashable, Iterable, Mapping, Sequence
 
-#: the attribute ``with_stderr`` sets on an aggregation
-STDERR = "stderr"
 
+@dataclass(frozen=True)
+class NoStderr:
+    """Why a metric has no standard error (a spread over draws, a count, a total): lm-eval prints "N/A"."""
 
-def with_stderr(stderr: Callable[[list], float] | None, name: str | None = None) -> Callable[[Callable], Callable]:
-    """Mark an aggregation over records with its standard error (``None``: it has none, as a spread has
-    none) and, for aggregations built in a loop, its name (what the YAMLs' ``!function utils.<name>`` finds)."""
-
-    def deco(agg: Callable) -> Callable:
-        setattr(agg, STDERR, stderr)
-        if name:
-            agg.__name__ = agg.__qualname__ = name
-        return agg
-
-    return deco
-
-
-def has_stderr_decision(agg: Callable) -> bool:
-    """Whether ``agg`` is one of ours, marked by ``with_stderr`` (lm-eval's own aggregations are not)."""
-    return hasattr(agg, STDERR)
-
-
-def stderr_function(agg: Callable) -> Callable[[list], float] | None:
-    """The standard error an aggregation of ours gets: the one decision that lm-eval's results (through
-    ``belief_tasks.harness``) and ``belief-report``'s recomputed numbers both read. None: it has none."""
-    return getattr(agg, STDERR, None)
+    reason: str
 
 
 @dataclass(frozen=True)
@@ -50,22 +32,24 @@ class NotEstimable:
 @dataclass(frozen=True)
 class Metric:
     """One metric of a family, declared once, in its ``METRICS`` (metric name -> ``Metric``): what the task
-    classes wire into lm-eval's ``metric_list`` (``BeliefTask.metric_table``), what ``belief-report``
-    recomputes and what a budgeted run estimates.
+    classes wire into lm-eval's ``metric_list`` (``BeliefTask.metric_table``, through ``scoring.wiring``), what
+    ``belief-report`` recomputes and what a budgeted run estimates.
 
-    ``aggregation``: records -> value, marked with its standard error (``with_stderr``; read back as
-    ``stderr``). ``budgeted``: the metric's statistic of stratum totals on a budgeted run (a function of
-    ``metrics.budgeted.<family>``, ``belief_tasks.metrics.intervals.Statistic``), ``NotEstimable(reason)``, or
-    None in a family that takes no budget (``Family.budgeted`` None: BELIEF for encoders)."""
+    ``aggregation``: records -> value. ``stderr``: records -> its standard error, or ``NoStderr(reason)``.
+    ``higher_is_better``: the metric's direction. ``budgeted``: the metric's statistic of stratum totals on a
+    budgeted run (a function of ``metrics.budgeted.<family>``, ``belief_tasks.metrics.intervals.Statistic``),
+    ``NotEstimable(reason)``, or None in a family that takes no budget (``Family.budgeted`` None: BELIEF for
+    encoders)."""
 
     aggregation: Callable[[list], Any]
+    stderr: Callable[[list], float] | NoStderr
     higher_is_better: bool
     budgeted: Callable | NotEstimable | None
 
     @property
-    def stderr(self) -> Callable[[list], float] | None:
-        """The aggregation's standard error (``stderr_function``; None: it has none)."""
-        return stderr_function(self.aggregation)
+    def stderr_function(self) -> Callable[[list], float] | None:
+        """The standard error as a function of the records; None when the metric has none (``NoStderr``)."""
+        return None if isinstance(self.stderr, NoStderr) else self.stderr
 
     @property
     def estimable(self) -> bool:
@@ -75,7 +59,7 @@ class Metric:
 
 def budget_statistics(metrics: Mapping[str, Metric]) -> dict[str, Callable]:
     """metric -> its budgeted statistic, for the metrics a budgeted run estimates (in table order)."""
-    return {name: m.budgeted for name, m in metrics.items() if m.estimable}
+    return {name: m.budgeted for name, m in metrics.items() if m.estimable and callable(m.budgeted)}
 
 
 def not_estimable(metrics: Mapping[str, Metric]) -> tuple[str, ...]:
@@ -84,23 +68,49 @@ def not_estimable(metrics: Mapping[str, Metric]) -> tuple[str, ...]:
 
 
 class Memo:
-    """What a family derives from one run's records (columns, draws, per-fact quantities), computed once.
+    """What is derived from a run's records (columns, draws, per-fact quantities, a budgeted run's estimates),
+    computed once per run: ``get(records, key, compute)``.
 
-    lm-eval hands every metric, and then its standard error, its own list of the same record objects;
-    the report asks for every metric of a task in turn. While the records are the same objects in the
-    same order, ``get`` returns what was computed for them; other records start afresh. The memo keeps
-    the records it was computed for, so their identity is a safe key."""
+    Why it exists: lm-eval calls every aggregation of a task, and then each one's standard error, each with its
+    own list of the same record objects (``process_results`` logs one record per document, under every metric
+    name), and ``belief-report`` asks for every metric of a task in turn; without it each call would flatten the
+    records, draw the N accuracy draws or run the bootstrap again. A run's values are kept while its records are
+    the same objects in the same order (checked element by element; the memo holds the records it computed for,
+    so an object's identity cannot be reused), for the last ``RUNS`` record lists asked about: one run reaches it
+    in more than one order (BELIEF-ICL's aggregations sort the records into the data's order, a budgeted run's
+    estimates take lm-eval's). A ``compute`` may ask the memo about other records: its value is stored with the
+    records it was asked for."""
+
+    RUNS = 4
 
     def __init__(self) -> None:
-        self._records: list = []
-        self._values: dict = {}
+        self._runs: list[tuple[list, dict]] = []  # (records, key -> value), most recently asked first
 
     def get(self, records: Sequence, key: Hashable, compute: Callable[[], Any]) -> Any:
-        if len(records) != len(self._records) or any(a is not b for a, b in zip(records, self._records)):
-            self._records, self._values = list(records), {}
-        if key not in self._values:
-            self._values[key] = compute()
-        return self._values[key]
+        values = self._values_of(records)
+        if key not in values:
+            values[key] = compute()
+        return values[key]
+
+    def _values_of(self, records: Sequence) -> dict:
+        for i, (kept, found) in enumerate(self._runs):
+            if len(kept) == len(records) and all(a is b for a, b in zip(kept, records)):
+                self._runs.insert(0, self._runs.pop(i))
+                return found
+        values: dict = {}
+        self._runs.insert(0, (list(records), values))
+        del self._runs[self.RUNS:]
+        return values
+
+
+#: the one memo of the scoring modules (``once``): the only state they keep
+_RUNS = Memo()
+
+
+def once(records: Sequence, key: Hashable, compute: Callable[[], Any]) -> Any:
+    """``compute()`` once per run's ``records`` and ``key`` (``Memo``: lm-eval asks every metric and every
+    standard error in turn, with the same record objects). Keys name their module: ``("bear", "ranks")``."""
+    return _RUNS.get(records, key, compute)
 
 
 class SameRecord:
@@ -155,24 +165,7 @@ def logged_once(values: dict) -> dict:
     return out
 
 
-def on_records(agg: Callable) -> Callable:
-    """An aggregation of ours (``with_stderr``), and its standard error, applied to the records behind
-    ``SameRecord`` references; any other aggregation (lm-eval's own) is returned as it is."""
-    if not has_stderr_decision(agg) or getattr(agg, "reads_records", False):
-        return agg
-    own = stderr_function(agg)
-
-    def value(items: list):
-        return agg(records_behind(items))
-
-    value.stderr = None if own is None else (lambda items: own(records_behind(items)))
-    value.reads_records = True
-    value.__name__ = value.__qualname__ = getattr(agg, "__name__", "aggregation")
-    value.__wrapped__ = agg
-    return value
-
-
-def most_templates(records: Iterable[dict], correct: Callable[[dict], bool]) -> dict[str, bool]:
+def most_templates(records: Iterable[Mapping], correct: Callable[[Mapping], bool]) -> dict[str, bool]:
     """fact -> known when the fact is right under more than half of its templates; a template counts as
     right when any of its records (prompts: subject expressions) is ``correct``."""
     right: dict[str, dict[str, bool]] = {}

@@ -20,13 +20,17 @@ from typing import Callable, Mapping, Sequence, TypedDict
 from belief_tasks.metrics import monitor as monitor_metrics
 from belief_tasks.metrics.budgeted import monitor as budgeted
 from belief_tasks.metrics.intervals import Units
-from belief_tasks.scoring.common import Memo, Metric, with_stderr
+from belief_tasks.scoring.common import Metric, NoStderr, once
 
 MAX_FRAMES = 7  # FKTC: 7 frames, 6 for P264 and P276
 BOOTSTRAP_ITERS = 100
-#: the ``monitor_accuracy`` knob (``belief_tasks.families.MONITOR_KNOBS``), stamped into each record as
+#: the ``monitor_accuracy`` knob (``belief_tasks.families.MonitorOptions``), stamped into each record as
 #: ``accuracy``: which greedy answers a fact gets besides its anchors
 ACCURACY_MODES = ("frames", "paper", "none")
+#: the ``monitor_match`` knob, stamped into each record as ``match``: when a greedy answer is right. ``contains``: it
+#: contains the object or an alias (``matching.contains_answer``); ``exact``: the reference ``eval.py``'s test
+#: (``matching.eval_py_exact``)
+MATCH_RULES = ("contains", "exact")
 
 
 class MonitorRecord(TypedDict):
@@ -55,19 +59,18 @@ class MonitorRecord(TypedDict):
     alpha: list
     only_correct_primary: bool
     accuracy: str  # the monitor_accuracy knob: frames, paper or none
+    match: str  # the monitor_match knob: contains or exact (absent in records before it)
     cost: dict  # {"anchors" | "answers" | "interference": {"requests": n, "tokens": n}}
 
 
 # --- records -> per-fact rows -> columns -------------------------------------------------------------
 
-_memo = Memo()
-
 
 def facts_of(records: Sequence[Mapping]) -> list[dict]:
-    """Per-fact quantities of eqs. 1-3 (``monitor_metrics.fact_quantities``) with what the statistics group by, once per
-    run's records: every metric (the anchors' and accuracies, each with a bootstrap) reads them, and computing them takes seconds
-    on all of FKTC."""
-    return _memo.get(records, "facts", lambda: [{
+    """Per-fact quantities of eqs. 1-3 (``monitor_metrics.fact_quantities``) with what the statistics group by, once
+    per run's records: every metric (the anchors' and accuracies, each with a bootstrap) reads them, and computing
+    them takes seconds on all of FKTC."""
+    return once(records, ("monitor", "facts"), lambda: [{
         **monitor_metrics.fact_quantities(r["primary"], r["frames"], r["negatives"]),
         "relation": r["relation"],
         "correct": r["correct"],
@@ -144,47 +147,79 @@ def _frame_accuracy(j: int):
     return lambda facts: monitor_metrics.frame_accuracy_over_relations(*_column(facts, "correct"), j)
 
 
-def _aggregation(stat: Callable[[list[dict]], float], name: str):
-    """An aggregation over records with a bootstrap standard error over facts; its ``statistic`` (the same
-    number from per-fact rows) gives ``per_relation`` a relation's value without recomputing the rows."""
+FRAME_METRICS = tuple(f"acc_frame_{j}" for j in range(MAX_FRAMES))
 
-    @with_stderr(lambda records: monitor_metrics.bootstrap_stderr(facts_of(records), stat, iters=BOOTSTRAP_ITERS, seed=0),
-                 f"agg_{name}")
+#: metric -> its statistic of per-fact rows (``facts_of``): the aggregations below apply it to a run's rows, and
+#: ``per_relation`` to each relation's, without recomputing the rows
+STATISTICS: dict[str, Callable[[list[dict]], float]] = {
+    "monitor": _monitor,
+    "pfd": _mean_of("pfd", True),
+    "ird": _mean_of("ird", True),
+    "primary_prob": _mean_of("primary_prob", True),
+    "frame_prob": _mean_of("frame_prob", True),
+    "negative_prob": _mean_of("negative_prob", True),
+    "acc_avg": _accuracy("avg"),
+    "acc_max": _accuracy("max"),
+    "acc_min": _accuracy("min"),
+    "acc_positive": _mean_of("positive_correct", False),
+    "acc_relation_max": _relation_extreme("max"),
+    "acc_relation_min": _relation_extreme("min"),
+    **{name: _frame_accuracy(j) for j, name in enumerate(FRAME_METRICS)},
+    "acc_paper_avg": _paper_accuracy("avg"),
+    "acc_paper_max": _paper_accuracy("max"),
+    "acc_paper_min": _paper_accuracy("min"),
+    "acc_paper_relation_max": _paper_extreme("max"),
+    "acc_paper_relation_min": _paper_extreme("min"),
+}
+
+
+def _aggregation(metric: str):
+    """``metric``'s aggregation over records (its ``STATISTICS`` entry on the run's per-fact rows) and its
+    bootstrap standard error over facts."""
+    stat = STATISTICS[metric]
+
     def agg(records):
         return stat(facts_of(records))
 
-    agg.statistic = stat
-    return agg
+    def stderr(records):
+        return monitor_metrics.bootstrap_stderr(facts_of(records), stat, iters=BOOTSTRAP_ITERS, seed=0)
+
+    return agg, stderr
 
 
-agg_monitor = _aggregation(_monitor, "monitor")
-agg_pfd = _aggregation(_mean_of("pfd", True), "pfd")
-agg_ird = _aggregation(_mean_of("ird", True), "ird")
-agg_primary_prob = _aggregation(_mean_of("primary_prob", True), "primary_prob")
-agg_frame_prob = _aggregation(_mean_of("frame_prob", True), "frame_prob")
-agg_negative_prob = _aggregation(_mean_of("negative_prob", True), "negative_prob")
-agg_acc_avg = _aggregation(_accuracy("avg"), "acc_avg")
-agg_acc_max = _aggregation(_accuracy("max"), "acc_max")
-agg_acc_min = _aggregation(_accuracy("min"), "acc_min")
-agg_acc_positive = _aggregation(_mean_of("positive_correct", False), "acc_positive")
-agg_acc_relation_max = _aggregation(_relation_extreme("max"), "acc_relation_max")
-agg_acc_relation_min = _aggregation(_relation_extreme("min"), "acc_relation_min")
-agg_acc_paper_avg = _aggregation(_paper_accuracy("avg"), "acc_paper_avg")
-agg_acc_paper_max = _aggregation(_paper_accuracy("max"), "acc_paper_max")
-agg_acc_paper_min = _aggregation(_paper_accuracy("min"), "acc_paper_min")
-agg_acc_paper_relation_max = _aggregation(_paper_extreme("max"), "acc_paper_relation_max")
-agg_acc_paper_relation_min = _aggregation(_paper_extreme("min"), "acc_paper_relation_min")
+#: metric -> (its aggregation over records, its standard error)
+AGGREGATIONS = {metric: _aggregation(metric) for metric in STATISTICS}
+# each metric's aggregation by name, as the tests and the report sections call them
+agg_monitor = AGGREGATIONS["monitor"][0]
+agg_pfd = AGGREGATIONS["pfd"][0]
+agg_ird = AGGREGATIONS["ird"][0]
+agg_primary_prob = AGGREGATIONS["primary_prob"][0]
+agg_frame_prob = AGGREGATIONS["frame_prob"][0]
+agg_negative_prob = AGGREGATIONS["negative_prob"][0]
+agg_acc_avg = AGGREGATIONS["acc_avg"][0]
+agg_acc_max = AGGREGATIONS["acc_max"][0]
+agg_acc_min = AGGREGATIONS["acc_min"][0]
+agg_acc_positive = AGGREGATIONS["acc_positive"][0]
+agg_acc_relation_max = AGGREGATIONS["acc_relation_max"][0]
+agg_acc_relation_min = AGGREGATIONS["acc_relation_min"][0]
+agg_acc_frame_0 = AGGREGATIONS["acc_frame_0"][0]
+agg_acc_frame_1 = AGGREGATIONS["acc_frame_1"][0]
+agg_acc_frame_2 = AGGREGATIONS["acc_frame_2"][0]
+agg_acc_frame_3 = AGGREGATIONS["acc_frame_3"][0]
+agg_acc_frame_4 = AGGREGATIONS["acc_frame_4"][0]
+agg_acc_frame_5 = AGGREGATIONS["acc_frame_5"][0]
+agg_acc_frame_6 = AGGREGATIONS["acc_frame_6"][0]
+agg_acc_paper_avg = AGGREGATIONS["acc_paper_avg"][0]
+agg_acc_paper_max = AGGREGATIONS["acc_paper_max"][0]
+agg_acc_paper_min = AGGREGATIONS["acc_paper_min"][0]
+agg_acc_paper_relation_max = AGGREGATIONS["acc_paper_relation_max"][0]
+agg_acc_paper_relation_min = AGGREGATIONS["acc_paper_relation_min"][0]
 
-FRAME_METRICS = tuple(f"acc_frame_{j}" for j in range(MAX_FRAMES))
-_FRAME_AGGS = tuple(_aggregation(_frame_accuracy(j), name) for j, name in enumerate(FRAME_METRICS))
-agg_acc_frame_0, agg_acc_frame_1, agg_acc_frame_2, agg_acc_frame_3, agg_acc_frame_4, agg_acc_frame_5, agg_acc_frame_6 = _FRAME_AGGS
 
-
-def _cost_aggregation(group: str, field: str, name: str):
+def _cost_aggregation(group: str, field: str):
     """Total ``field`` (requests or tokens) of one request group over the records; NaN when no record
-    counted its cost (records before the count existed). A total has no standard error."""
+    counted its cost (records before the count existed). A total has no standard error (``COST_STDERR``)."""
 
-    @with_stderr(None, f"agg_{name}")
     def agg(records):
         costs = [r["cost"][group][field] for r in records if r.get("cost")]
         return float(sum(costs)) if costs else float("nan")
@@ -195,7 +230,9 @@ def _cost_aggregation(group: str, field: str, name: str):
 #: cost metric -> (request group in ``MonitorRecord.cost``, field)
 COST_METRICS = {f"cost_{short}_{field}": (group, field) for short, group in
                 (("anchor", "anchors"), ("answer", "answers"), ("paper", "interference")) for field in ("requests", "tokens")}
-_COST_AGGS = {name: _cost_aggregation(*where, name) for name, where in COST_METRICS.items()}
+_COST_AGGS = {name: _cost_aggregation(*where) for name, where in COST_METRICS.items()}
+#: a run's cost is a count of what it asked, exact
+COST_STDERR = NoStderr("a total of the requests or tokens the run asked for, exact")
 (agg_cost_anchor_requests, agg_cost_anchor_tokens, agg_cost_answer_requests, agg_cost_answer_tokens,
  agg_cost_paper_requests, agg_cost_paper_tokens) = _COST_AGGS.values()
 
@@ -211,28 +248,33 @@ def budget_units(records: Sequence[Mapping]) -> Units:
                           [f["interference_correct"] or [] for f in facts], costs)
 
 
-#: metric name -> its declaration (aggregation, higher is better, budgeted statistic): what the task classes wire
-#: and the report recomputes
+def _metric(name: str, higher_is_better: bool, budgeted_statistic) -> Metric:
+    agg, stderr = AGGREGATIONS[name]
+    return Metric(agg, stderr, higher_is_better, budgeted_statistic)
+
+
+#: metric name -> its declaration (aggregation, standard error, higher is better, budgeted statistic): what the task
+#: classes wire and the report recomputes
 METRICS = {
-    "monitor": Metric(agg_monitor, False, budgeted.monitor),
-    "pfd": Metric(agg_pfd, False, budgeted.anchor_mean("pfd")),
-    "ird": Metric(agg_ird, False, budgeted.anchor_mean("ird")),
-    "primary_prob": Metric(agg_primary_prob, True, budgeted.anchor_mean("primary_prob")),
-    "frame_prob": Metric(agg_frame_prob, True, budgeted.anchor_mean("frame_prob")),
-    "negative_prob": Metric(agg_negative_prob, True, budgeted.anchor_mean("negative_prob")),
-    "acc_avg": Metric(agg_acc_avg, True, budgeted.per_relation("avg")),
-    "acc_max": Metric(agg_acc_max, True, budgeted.per_relation("max")),
-    "acc_min": Metric(agg_acc_min, True, budgeted.per_relation("min")),
-    "acc_positive": Metric(agg_acc_positive, True, budgeted.positive_accuracy),
-    "acc_relation_max": Metric(agg_acc_relation_max, True, budgeted.across_relations("max")),
-    "acc_relation_min": Metric(agg_acc_relation_min, True, budgeted.across_relations("min")),
-    **{name: Metric(agg, True, budgeted.frame_accuracy(j)) for j, (name, agg) in enumerate(zip(FRAME_METRICS, _FRAME_AGGS))},
-    "acc_paper_avg": Metric(agg_acc_paper_avg, True, budgeted.per_relation("avg", "grid", "ingrid")),
-    "acc_paper_max": Metric(agg_acc_paper_max, True, budgeted.per_relation("max", "grid", "ingrid")),
-    "acc_paper_min": Metric(agg_acc_paper_min, True, budgeted.per_relation("min", "grid", "ingrid")),
-    "acc_paper_relation_max": Metric(agg_acc_paper_relation_max, True, budgeted.across_relations("max", "grid", "ingrid")),
-    "acc_paper_relation_min": Metric(agg_acc_paper_relation_min, True, budgeted.across_relations("min", "grid", "ingrid")),
-    **{name: Metric(agg, False, budgeted.cost(name)) for name, agg in _COST_AGGS.items()},
+    "monitor": _metric("monitor", False, budgeted.monitor),
+    "pfd": _metric("pfd", False, budgeted.anchor_mean("pfd")),
+    "ird": _metric("ird", False, budgeted.anchor_mean("ird")),
+    "primary_prob": _metric("primary_prob", True, budgeted.anchor_mean("primary_prob")),
+    "frame_prob": _metric("frame_prob", True, budgeted.anchor_mean("frame_prob")),
+    "negative_prob": _metric("negative_prob", True, budgeted.anchor_mean("negative_prob")),
+    "acc_avg": _metric("acc_avg", True, budgeted.per_relation("avg")),
+    "acc_max": _metric("acc_max", True, budgeted.per_relation("max")),
+    "acc_min": _metric("acc_min", True, budgeted.per_relation("min")),
+    "acc_positive": _metric("acc_positive", True, budgeted.positive_accuracy),
+    "acc_relation_max": _metric("acc_relation_max", True, budgeted.across_relations("max")),
+    "acc_relation_min": _metric("acc_relation_min", True, budgeted.across_relations("min")),
+    **{name: _metric(name, True, budgeted.frame_accuracy(j)) for j, name in enumerate(FRAME_METRICS)},
+    "acc_paper_avg": _metric("acc_paper_avg", True, budgeted.per_relation("avg", "grid", "ingrid")),
+    "acc_paper_max": _metric("acc_paper_max", True, budgeted.per_relation("max", "grid", "ingrid")),
+    "acc_paper_min": _metric("acc_paper_min", True, budgeted.per_relation("min", "grid", "ingrid")),
+    "acc_paper_relation_max": _metric("acc_paper_relation_max", True, budgeted.across_relations("max", "grid", "ingrid")),
+    "acc_paper_relation_min": _metric("acc_paper_relation_min", True, budgeted.across_relations("min", "grid", "ingrid")),
+    **{name: Metric(agg, COST_STDERR, False, budgeted.cost(name)) for name, agg in _COST_AGGS.items()},
 }
 #: metrics of the greedy answers under the positive context and the frames (none with ``monitor_accuracy: none``)
 FRAME_ACCURACY_METRICS = ("acc_avg", "acc_max", "acc_min", "acc_positive", "acc_relation_max", "acc_relation_min",
@@ -258,7 +300,7 @@ def metrics_of(record: Mapping) -> list[str]:
 def per_relation(records: Sequence[Mapping], metric: str) -> dict[str, float]:
     """relation -> ``metric`` on that relation's records alone (Table 11's cells): the metric's statistic on
     the relation's per-fact rows, which are the rows of the whole run computed once."""
-    stat = METRICS[metric].aggregation.statistic
+    stat = STATISTICS[metric]
     facts = facts_of(records)
     by_relation: dict[str, list[dict]] = {}
     for f in facts:

@@ -2,8 +2,8 @@
 
 * ``BeliefTask``: the ``ConfigurableTask`` subclass every task YAML of ours names in ``class:``.
   It installs our harness hooks, drops the ``class`` key lm-eval passes along, parses the
-  family's knob table (``KNOBS``) from the task's metadata once (``read_options``), hands the
-  parsed ``Options`` to its ``custom_dataset`` function, and builds ``Instance`` objects.
+  family's knobs (``OPTIONS``, a ``families.<Family>Options``) from the task's metadata once
+  (``read_options``), hands them to its ``custom_dataset`` function, and builds ``Instance`` objects.
 * ``check_budget``: every rule of the ``budget`` knob beyond its value (which its ``Knob`` row parses).
 * ``select_facts``: the common knobs (``relations``, ``max_facts_per_relation``, ``budget``) applied,
   seeded; under a budget it computes the run's ``Draw``, which the documents carry on to the task
@@ -16,34 +16,40 @@
 
 from __future__ import annotations
 
+import functools
 import json
+import logging
+from contextlib import contextmanager
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any, Callable, Generic, Iterable, Iterator, Mapping, Sequence, TypeVar
 
 from lm_eval.api.instance import Instance
 from lm_eval.api.task import ConfigurableTask
 
-import logging
-
-from belief_tasks import budget, harness, options, preflight, seeding, truncation
+from belief_tasks import budget, harness, options, preflight, progress, seeding, truncation
 from belief_tasks.budget import Draw
 from belief_tasks.families import FAMILIES, budget_estimators, knob_names
-from belief_tasks.options import COMMON, MODEL_ARGS, Knob, KnobError, Options, parse_options
-from belief_tasks.scoring.budgeted import INTERVAL_SUFFIX, budget_aware, interval_metric, missing
-from belief_tasks.scoring.common import Metric, logged_once, on_records
-from belief_tasks.schema import Fact, FactSet, sampling_key
-from belief_tasks.sources import SOURCE_KNOBS
+from belief_tasks.options import Knob, KnobError, ModelArgs, Options, knob_rows, parse_options, parse_values
+from belief_tasks.schema import Fact, FactSet, SchemaError, sampling_key
+from belief_tasks.scoring import wiring
+from belief_tasks.scoring.budgeted import missing
+from belief_tasks.scoring.common import Metric, logged_once
+from belief_tasks.sources import SOURCE_KNOBS, DataSourceError
 
 log = logging.getLogger(__name__)
+
+#: a family's knobs (``families.<Family>Options``), the type of its tasks' ``options``
+OptionsT = TypeVar("OptionsT", bound=Options)
 
 #: lm-eval's keyword arguments of ``construct_requests`` that ``Instance`` does not take: the chat
 #: template has already shaped ``ctx`` when they arrive.
 CHAT_KWARGS = ("apply_chat_template", "chat_template")
 
 
-class BeliefTask(ConfigurableTask):
-    """Base of every task class of ours; a family sets ``FAMILY`` and ``KNOBS`` (``COMMON`` + its own rows).
+class BeliefTask(ConfigurableTask, Generic[OptionsT]):
+    """Base of every task class of ours; a family's class sets ``FAMILY`` and ``OPTIONS`` (its knobs' dataclass,
+    ``families.<Family>Options``) and subclasses ``BeliefTask[<Family>Options]``, so that ``options`` is typed.
 
     Each doc's record is logged once (``process_results``); a family's class overrides ``score_doc``.
 
@@ -57,7 +63,7 @@ class BeliefTask(ConfigurableTask):
     """
 
     FAMILY = ""
-    KNOBS: tuple[Knob, ...] = COMMON
+    OPTIONS: type[OptionsT]
     #: True when the class scores a doc itself (several request types per doc): lm-eval then needs
     #: a ``process_results`` in the config so that it does not look our metric names up on the hub.
     SCORES_ITSELF = False
@@ -70,19 +76,21 @@ class BeliefTask(ConfigurableTask):
     def __init__(self, config: dict | None = None, **kwargs: Any) -> None:
         harness.install()
         cfg = {k: v for k, v in (config or {}).items() if k != "class"}
-        harness.OUR_TASKS.add(cfg.get("task"))
-        self._options = read_options(cfg.get("metadata"), self.KNOBS, self.FAMILY)
-        #: an unknown metadata key, warned of when the requests are built unless the command that knows the run's
-        #: model arguments hands them over first (``declare_model_args``)
-        self.unknown_key = unknown_key(cfg.get("metadata"), self.KNOBS)
-        cfg["metadata"] = {**(cfg.get("metadata") or {}), **stamp(cfg, self.FAMILY)}
-        if "metric_list" not in cfg:  # the family's METRICS wire the task: no YAML repeats them
-            cfg["metric_list"] = [{"metric": name, "aggregation": m.aggregation, "higher_is_better": m.higher_is_better}
-                                  for name, m in self.metric_table(cfg).items()]
-        cfg["metric_list"] = [*cfg["metric_list"], *interval_entries(self.FAMILY, cfg["metric_list"], self._options)]
-        if self.SCORES_ITSELF:
-            cfg["process_results"] = _scored_by_task
-        super().__init__(config=cfg, **kwargs)
+        if cfg.get("task"):
+            harness.OUR_TASKS.add(cfg["task"])
+        with building(cfg.get("task")):
+            self._options: OptionsT = read_options(cfg.get("metadata"), self.OPTIONS, self.FAMILY)
+            #: an unknown metadata key, warned of when the requests are built unless the command that knows the run's
+            #: model arguments hands them over first (``declare_model_args``)
+            self.unknown_key = unknown_key(cfg.get("metadata"), self.OPTIONS)
+            cfg["metadata"] = {**(cfg.get("metadata") or {}), **stamp(cfg, self.FAMILY)}
+            # the family's METRICS wire the task (no YAML repeats them), with a budgeted run's intervals
+            cfg["metric_list"] = wiring.metric_list(self.FAMILY, self.metric_table(cfg), budget_estimators(self.FAMILY),
+                                                    self._options.budget is not None)
+            self._intervals = wiring.intervals_of(cfg["metric_list"])
+            if self.SCORES_ITSELF:
+                cfg["process_results"] = _scored_by_task
+            super().__init__(config=cfg, **kwargs)
 
     def metric_table(self, config: Mapping[str, Any]) -> Mapping[str, Metric]:
         """metric -> its declaration (``scoring.common.Metric``) this task reports: its family's ``METRICS``, the one
@@ -98,7 +106,7 @@ class BeliefTask(ConfigurableTask):
         build = self.config.custom_dataset
         if not callable(build):
             return super().download(dataset_kwargs, **kwargs)
-        if getattr(build, "probe", None) is None:
+        if not isinstance(build, Probe):
             self.dataset = build(**(self.config.metadata or {}), **(self.config.dataset_kwargs or {}))
             return None
         self.dataset = build(self.options)
@@ -108,21 +116,17 @@ class BeliefTask(ConfigurableTask):
         return None
 
     def aggregation(self) -> dict:
-        """The YAML's aggregations, each made budget-aware (``scoring.budgeted``): unchanged on a full run, the
-        estimate of the full-data value with its interval on a budgeted run's records."""
-        if getattr(self, "_budget_aware", None) is None:
-            est = budget_estimators(self.FAMILY)
-            self._budget_aware = {m: fn if hasattr(fn, "interval_of") else budget_aware(est, m, on_records(fn))
-                                  for m, fn in super().aggregation().items()}
-        return self._budget_aware
+        """lm-eval's, asked for when it aggregates (``belief-eval``'s progress: that phase begins)."""
+        progress.phase(progress.AGGREGATING)
+        return super().aggregation()
 
     def process_results(self, doc: dict, results: list) -> dict:
         """The doc's metric values (``score_doc``), its record written once in the samples file: under the
         first metric, and a ``SameRecord`` reference under the others (``scoring.common.logged_once``). On a
-        budgeted run each ``<metric>_ci95`` reads the record of its metric (``interval_entries``)."""
+        budgeted run each ``<metric>_ci95`` reads the record of its metric (``scoring.wiring.IntervalOf``)."""
+        progress.phase(progress.RECORDING)
         values = self.score_doc(doc, results)
-        for name, fn in self.aggregation().items():
-            of = getattr(fn, "interval_of", None)
+        for name, of in self._intervals.items():
             if of in values:
                 values[name] = values[of]
         return logged_once(values)
@@ -138,18 +142,20 @@ class BeliefTask(ConfigurableTask):
         if self.unknown_key is not None:
             log.warning("%s: %s (ignored: under a bare lm_eval a model argument cannot be told from a misspelt knob; "
                         "belief-eval refuses it)", self.config.task, self.unknown_key)
-        super().build_all_requests(*args, **kwargs)
-        truncation.check(self, harness.evaluated_model())
-        preflight.check(self, harness.evaluated_model())
+        with progress.building():
+            super().build_all_requests(*args, **kwargs)
+            truncation.check(self, harness.evaluated_model())
+            preflight.check(self, harness.evaluated_model())
 
     def declare_model_args(self, model_args: Iterable[str]) -> None:
         """The run's model-argument keys, from the command that knows them (``belief-eval``, the sweep, the
         Trainer callback): a metadata key that is neither a knob nor one of them is refused (``KnobError``)."""
-        self.unknown_key = unknown_key(self.config.metadata, self.KNOBS, frozenset(model_args))
+        self.unknown_key = unknown_key(self.config.metadata, self.OPTIONS, frozenset(model_args))
 
     @property
-    def options(self) -> Options:
-        """The task's knobs (its ``KNOBS`` and the data source's), parsed and checked once when it was built."""
+    def options(self) -> OptionsT:
+        """The task's knobs (its ``OPTIONS``; the data source's checked too), parsed and checked once when it was
+        built."""
         return self._options
 
     @staticmethod
@@ -159,20 +165,35 @@ class BeliefTask(ConfigurableTask):
         return Instance(request_type=request_type, doc=doc, arguments=arguments, idx=idx, **rest)
 
 
-def check_metadata(metadata: Mapping[str, Any] | None, knobs: Sequence[Knob], task: str | None = None,
+@contextmanager
+def building(task: str | None) -> Iterator[None]:
+    """Around the build of ``task``: bad input of ours raised in it (a knob, a data file, a data source) names the task
+    (``SchemaError.task``, ``DataSourceError.task``), so that ``belief-eval``'s message says which task was being
+    built. The innermost task wins: an error keeps the name it was given first."""
+    try:
+        yield
+    except (SchemaError, DataSourceError) as e:
+        if task and not e.task:
+            e.task = task
+        raise
+
+
+def check_metadata(metadata: Mapping[str, Any] | None, knobs: type[Options], task: str | None = None,
                    model_args: Iterable[str] | None = None) -> KnobError | None:
-    """Every knob parses (type, range; ``read_options``), and no key is unknown (``unknown_key``), before any
-    data is read."""
+    """Every knob of ``knobs`` (a family's ``Options`` class) parses (type, range; ``read_options``), and no key is
+    unknown (``unknown_key``), before any data is read."""
     read_options(metadata, knobs)
     return unknown_key(metadata, knobs, model_args)
 
 
-def read_options(metadata: Mapping[str, Any] | None, knobs: Sequence[Knob], family: str | None = None) -> Options:
-    """``knobs`` and the data source's (``SOURCE_KNOBS``) parsed from ``metadata``, and a budget checked
-    (``check_budget``; for ``family``'s tasks where given): a task's ``options``, read once."""
-    table = tuple(knobs) + SOURCE_KNOBS
+def read_options(metadata: Mapping[str, Any] | None, knobs: type[OptionsT], family: str | None = None) -> OptionsT:
+    """The knobs of ``knobs`` (a family's ``Options`` class) parsed from ``metadata``, the data source's
+    (``SOURCE_KNOBS``) checked after them, and a budget checked (``check_budget``; for ``family``'s tasks where
+    given): a task's ``options``, read once."""
+    table = knob_rows(knobs) + SOURCE_KNOBS
     try:
-        opts = parse_options(table, metadata)
+        opts = parse_options(knobs, metadata)
+        parse_values(SOURCE_KNOBS, metadata)
         check_budget(opts, family)
     except KnobError as e:  # a knob the user never set may come from the task's own YAML: say so
         involved = [k for k in table if k.name in str(e)]
@@ -180,7 +201,7 @@ def read_options(metadata: Mapping[str, Any] | None, knobs: Sequence[Knob], fami
     return opts
 
 
-def unknown_key(metadata: Mapping[str, Any] | None, knobs: Sequence[Knob],
+def unknown_key(metadata: Mapping[str, Any] | None, knobs: type[Options],
                 model_args: Iterable[str] | None = None) -> KnobError | None:
     """A key of ``metadata`` that is neither a knob nor lm-eval's own nor a model argument, as an error.
 
@@ -190,7 +211,7 @@ def unknown_key(metadata: Mapping[str, Any] | None, knobs: Sequence[Knob],
     arguments are known (``model_args``: ``belief-eval`` and the sweep pass them); under a bare ``lm_eval``
     (model args merged into the metadata, indistinguishable) it is returned, and the task warns of it
     (``BeliefTask.unknown_key``)."""
-    table = tuple(knobs) + SOURCE_KNOBS
+    table = knob_rows(knobs) + SOURCE_KNOBS
     known = sorted(knob_names() | {k.name for k in table})
     unknown = options.unknown_keys(metadata, known + list(STAMPED), model_args)
     if not unknown:
@@ -240,9 +261,9 @@ def check_budget(opts: Options, family: str | None = None, *, limit: float | Non
 
     The records of a budgeted run are checked again where they are estimated (``scoring.budgeted.design_of``:
     every drawn fact has records), since ``belief-report`` reads runs that no such check saw."""
-    if opts.get("budget") is None:
+    if opts.budget is None:
         return
-    if opts.get("max_facts_per_relation") is not None:
+    if opts.max_facts_per_relation is not None:
         raise KnobError("budget", "cannot be combined with max_facts_per_relation: the budget draws each relation's "
                         "facts itself (use one of the two)")
     if family is not None:
@@ -260,25 +281,28 @@ def check_budget(opts: Options, family: str | None = None, *, limit: float | Non
                         "run evaluates every fact the budget draws (the budget is the way to run fewer)")
 
 
-def interval_entries(family: str, metric_list: Sequence[Mapping[str, Any]], opts: Options) -> list[dict]:
-    """On a budgeted run, a ``metric_list`` entry ``<metric>_ci95`` for each metric with a budgeted statistic:
-    its 95 % interval, [low, high] in the results JSON (``scoring.budgeted.interval_metric``); [] otherwise."""
-    est = budget_estimators(family)
-    if est is None or opts.get("budget") is None:
-        return []
-    return [{"metric": e["metric"] + INTERVAL_SUFFIX, "aggregation": interval_metric(est, e["metric"]),
-             "higher_is_better": e.get("higher_is_better", True)}
-            for e in metric_list if e["metric"] in est.statistics]
+class Probe:
+    """A ``custom_dataset`` function marked with the task it defines (``name``) and the dataset it reads
+    (``dataset``: a key of ``belief_tasks.sources.DATASETS``, or "sample" for a task that always reads the bundled
+    sample); see ``BeliefTask``. Called as the function is; ``inspect.getsource`` reads the function's source
+    through ``__wrapped__``, as lm-eval's results JSON records it."""
+
+    def __init__(self, fn: Callable, name: str, dataset: str) -> None:
+        functools.update_wrapper(self, fn)
+        self.fn, self.name, self.dataset = fn, name, dataset
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.fn(*args, **kwargs)
+
+    def __deepcopy__(self, memo: dict) -> Probe:
+        return self
 
 
-def probe(name: str, dataset: str) -> Callable[[Callable], Callable]:
-    """Mark a ``custom_dataset`` function with the task name it defines and the dataset it reads
-    (a key of ``belief_tasks.sources.DATASETS``, or "sample" for a task that always reads the bundled
-    sample); see ``BeliefTask``."""
+def probe(name: str, dataset: str) -> Callable[[Callable], Probe]:
+    """Mark a ``custom_dataset`` function with the task name it defines and the dataset it reads (``Probe``)."""
 
-    def deco(fn: Callable) -> Callable:
-        fn.probe, fn.dataset = name, dataset
-        return fn
+    def deco(fn: Callable) -> Probe:
+        return Probe(fn, name, dataset)
 
     return deco
 
@@ -287,14 +311,14 @@ def probe(name: str, dataset: str) -> Callable[[Callable], Callable]:
 STAMPED = ("family", "probe", "dataset", "budget_design")
 
 
-def stamp(config: Mapping[str, Any], family: str) -> dict[str, str]:
+def stamp(config: Mapping[str, Any], family: str) -> dict[str, Any]:
     """What the results JSON should say of this task: family, probe, and the dataset its fact ids come
     from ("sample" when the bundled sample stands in for the dataset)."""
     from belief_tasks.sources import resolve_source
 
     fn = config.get("custom_dataset")
-    out = {"family": family, "probe": getattr(fn, "probe", None) or config.get("task")}
-    dataset = getattr(fn, "dataset", None)
+    out = {"family": family, "probe": fn.name if isinstance(fn, Probe) else config.get("task")}
+    dataset = fn.dataset if isinstance(fn, Probe) else None
     if dataset == "sample":
         out["dataset"] = "sample"
     elif dataset:
@@ -363,7 +387,7 @@ def select_facts(fs: FactSet, opts: Options) -> Selection:
         kept, draw = budget.draw_facts(by_relation, opts.budget, opts.seed, key)
         return Selection([f for facts in kept.values() for f in facts], population, draw)
     out: list[Fact] = []
-    for rid, facts in by_relation.items():
+    for facts in by_relation.values():
         if opts.max_facts_per_relation is not None and len(facts) > opts.max_facts_per_relation:
             facts = seeding.smallest_hashes(facts, opts.max_facts_per_relation, opts.seed, key, "facts")
         out.extend(facts)
@@ -434,7 +458,7 @@ def unpack(doc: Mapping[str, Any], key: str):
 def model_tokenizer(metadata: Mapping[str, Any] | None, *, needed_for: str):
     """The evaluated model's tokenizer from the model args lm-eval merges into the task metadata
     (``tokenizer=``, else ``pretrained=``, else ``model=``); ``needed_for`` says why, in the error."""
-    opts = parse_options(MODEL_ARGS, metadata)
+    opts = parse_options(ModelArgs, metadata)
     name = opts.tokenizer or opts.pretrained or opts.model
     if not name:
         raise KnobError(

@@ -5,7 +5,7 @@ One doc per (fact, template). ``BearTask`` is a plain ``multiple_choice`` task: 
 (an empty ``doc_to_text`` in the default scoring), so it runs on lm-eval's ``hf``, on
 ``hf-mlm`` (PLL for masked LMs) and on ``hf-shared`` (prefix sharing).
 
-``--metadata`` knobs: ``belief_tasks.families.BEAR_KNOBS`` (the common ones plus BEAR's), and the data
+``--metadata`` knobs: ``belief_tasks.families.BearOptions`` (the common ones plus BEAR's), and the data
 source's (``source`` / ``bear_path`` / ``bear_big_path``). ``reduction: mean`` counts
 scored tokens with the evaluated model's tokenizer (``tokenizer=`` or ``pretrained=``
 from the model args).
@@ -18,23 +18,32 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from belief_tasks.data import load_facts
-from belief_tasks.families import BEAR
+from belief_tasks.families import BEAR, BearOptions
 from belief_tasks.metrics import bear as bear_metrics
-from belief_tasks.options import KnobError, Options
+from belief_tasks.options import KnobError
 from belief_tasks.prompts.bear import OptionRequests, option_requests
 from belief_tasks.schema import Fact, FactSet, Relation, SchemaError, fact_key
 from belief_tasks.scoring.bear import METRICS, record_scores
-from belief_tasks.tasks.base import BeliefTask, DocList, as_split, record_design, model_tokenizer, probe, select_facts, unpack
+from belief_tasks.tasks.base import (
+    BeliefTask,
+    DocList,
+    as_split,
+    model_tokenizer,
+    probe,
+    record_design,
+    select_facts,
+    unpack,
+)
 
-KNOBS = BEAR.knobs
+OPTIONS = BearOptions
 
 
-class BearTask(BeliefTask):
-    """``belief_bear*``: a ``multiple_choice`` task over every answer option (knobs: ``KNOBS``)."""
+class BearTask(BeliefTask[BearOptions]):
+    """``belief_bear*``: a ``multiple_choice`` task over every answer option (knobs: ``OPTIONS``)."""
 
     FAMILY = BEAR.name
     WHOLE_CONTEXT = "its statements (each answer option's filled template)"
-    KNOBS = KNOBS
+    OPTIONS = OPTIONS
 
     def metric_table(self, config):
         """A run on some templates reports no per-template score of the others (they would print NaN)."""
@@ -52,7 +61,7 @@ def _other_template(metric: str, chosen: tuple[int, ...]) -> bool:
 # --- docs -------------------------------------------------------------------------------------
 
 
-def build_docs(fs: FactSet, opts: Options) -> DocList:
+def build_docs(fs: FactSet, opts: BearOptions) -> DocList:
     """Docs in relation / fact / template order (``--limit`` keeps whole facts of the first relation), with the
     selection's draw (``DocList.draw``)."""
     docs = []
@@ -69,7 +78,7 @@ def build_docs(fs: FactSet, opts: Options) -> DocList:
     return DocList(docs, selection.draw)
 
 
-def _doc(fs: FactSet, rel: Relation, fact: Fact, t_index: int, template_id: str, text: str, opts: Options) -> dict:
+def _doc(fs: FactSet, rel: Relation, fact: Fact, t_index: int, template_id: str, text: str, opts: BearOptions) -> dict:
     options = [e.label for e in rel.answer_space]
     gold = [options.index(o.label) for o in fact.objects if o.label in options]
     if not gold:
@@ -110,17 +119,17 @@ def add_token_counts(docs: list[dict], metadata: Mapping[str, Any] | None) -> No
         d["n_tokens"] = token_counts(tok, req.context, list(req.continuations))
 
 
-def _dataset(name: str, opts: Options) -> dict:
+def _dataset(name: str, opts: BearOptions) -> dict:
     return as_split(build_docs(load_facts(name, opts.metadata), opts))
 
 
 @probe("belief_bear", "bear")
-def bear_dataset(opts: Options):
+def bear_dataset(opts: BearOptions):
     return _dataset("bear", opts)
 
 
 @probe("belief_bear_big", "bear_big")
-def bear_big_dataset(opts: Options):
+def bear_big_dataset(opts: BearOptions):
     return _dataset("bear_big", opts)
 
 

@@ -15,7 +15,7 @@ carry ids only and the prompts are rendered for this rank's documents alone, so 
 ``accelerate launch`` a rank builds only its own share of prompts. Every metric is defined per
 pair or per prompt, so the numbers do not depend on this layout.
 
-``--metadata`` knobs: ``belief_tasks.families.BELIEF_ICL_KNOBS`` (the common ones plus the family's),
+``--metadata`` knobs: ``belief_tasks.families.BeliefICLOptions`` (the common ones plus the family's),
 and the data source's (``belief_tasks.sources``). Records, their scoring and the metric table:
 ``belief_tasks.scoring.belief_icl``.
 
@@ -47,15 +47,25 @@ from typing import Any, Mapping
 
 from belief_tasks import seeding
 from belief_tasks.data import load_facts
-from belief_tasks.families import BELIEF_ICL
+from belief_tasks.families import BELIEF_ICL, BeliefICLOptions
 from belief_tasks.matching import contains_answer
 from belief_tasks.metrics import belief as belief_metrics
-from belief_tasks.options import Options
 from belief_tasks.prompts import belief as belief_prompts
 from belief_tasks.schema import Fact, SchemaError, Template, fact_key
 from belief_tasks.scoring.belief_icl import METRICS, RECORD_METRIC
 from belief_tasks.scoring.common import SameRecord
-from belief_tasks.tasks.base import STAMPED, BeliefTask, DocList, Selection, as_split, record_design, select_facts, unpack
+from belief_tasks.tasks.base import (
+    STAMPED,
+    BeliefTask,
+    DocList,
+    Probe,
+    Selection,
+    as_split,
+    probe,
+    record_design,
+    select_facts,
+    unpack,
+)
 
 SAMPLE_TAG = "<belief-sample {i}>"
 #: sampling at temperature 1 over the full vocabulary (top_k=0 and top_p=1 switch both filters off)
@@ -64,7 +74,7 @@ SAMPLING = {"do_sample": True, "temperature": 1.0, "top_k": 0, "top_p": 1.0}
 #: pair, and each prompt of the pair takes its place
 PROMPT_SLOT = "\x00belief-prompt\x00"
 
-KNOBS = BELIEF_ICL.knobs
+OPTIONS = BeliefICLOptions
 
 
 # --------------------------------------------------------------------------- the prompts of a run
@@ -76,7 +86,7 @@ class PromptSet:
 
     style: str
     context: str
-    opts: Options
+    opts: BeliefICLOptions
     facts: tuple[Fact, ...]  # the evaluated pairs, in order
     by_id: Mapping[str, Fact]
     templates: Mapping[str, tuple[Template, ...]]  # relation -> the templates of this style
@@ -114,7 +124,7 @@ class PromptSet:
 _prompt_sets: dict = {}
 
 
-def prompt_set(style: str, context: str, opts: Options) -> PromptSet:
+def prompt_set(style: str, context: str, opts: BeliefICLOptions) -> PromptSet:
     """The run's prompts, from its parsed knobs (``opts``; the data source from ``opts.metadata``)."""
     fs = load_facts("myriadlama", opts.metadata)  # cached per source by the loaders
     # what a task stamps into its metadata (the draw's summary, say) changes no prompt
@@ -128,8 +138,8 @@ def prompt_set(style: str, context: str, opts: Options) -> PromptSet:
     return _prompt_sets[key][1]
 
 
-def _prompt_set(style: str, context: str, opts: Options, fs) -> PromptSet:
-    manual_only = opts[f"{style}_templates"] == "manual"
+def _prompt_set(style: str, context: str, opts: BeliefICLOptions, fs) -> PromptSet:
+    manual_only = (opts.mp_templates if style == "mp" else opts.qa_templates) == "manual"
     templates = {rid: belief_prompts.templates_for(rel, style, manual_only) for rid, rel in fs.relations.items()}
     usable = {rid for rid, ts in templates.items() if ts}
     selection = select_facts(fs, opts)
@@ -164,7 +174,7 @@ def data_positions(fs) -> dict[str, tuple[int, int]]:
 # --------------------------------------------------------------------------- documents
 
 
-def build_docs(style: str, context: str, opts: Options) -> DocList:
+def build_docs(style: str, context: str, opts: BeliefICLOptions) -> DocList:
     """One document per selected pair: its ids, the ids of its prompt grid, what scoring needs; with the
     budget's draw (``DocList.draw``)."""
     ps = prompt_set(style, context, opts)
@@ -200,7 +210,7 @@ def prompt_ids(doc: Mapping[str, Any], j: int) -> dict:
             "template_id": unpack(doc, "templates")[j // len(subjects)], "subject_form": subjects[j % len(subjects)]}
 
 
-def prompts_of(doc: Mapping[str, Any], opts: Options) -> list[dict]:
+def prompts_of(doc: Mapping[str, Any], opts: BeliefICLOptions) -> list[dict]:
     """A pair document's prompts, one dict each (ids, text, demonstration ids, samples asked):
     what the model is sent, for inspection, tests and scripts."""
     ps = prompt_set(doc["style"], doc["context"], opts)
@@ -217,14 +227,13 @@ def prompt_slot(doc: Mapping[str, Any]) -> str:
     return PROMPT_SLOT
 
 
-def _dataset(style: str, context: str):
-    def dataset(opts: Options):
+def _dataset(style: str, context: str) -> Probe:
+    """The ``custom_dataset`` function of ``belief_<style>_<context>``."""
+
+    def dataset(opts: BeliefICLOptions):
         return as_split(build_docs(style, context, opts))
 
-    dataset.__name__ = dataset.__qualname__ = f"{style}_{context}"
-    dataset.probe, dataset.dataset = f"belief_{style}_{context}", "myriadlama"
-    dataset.__doc__ = f"custom_dataset of belief_{style}_{context}"
-    return dataset
+    return probe(f"belief_{style}_{context}", "myriadlama")(dataset)
 
 
 mp_zeroshot = _dataset("mp", "zeroshot")
@@ -279,12 +288,12 @@ def sample_seed(doc: Mapping[str, Any], i: int) -> int:
                                 doc["subject_form"], doc["style"], i)
 
 
-class BeliefICLTask(BeliefTask):
+class BeliefICLTask(BeliefTask[BeliefICLOptions]):
     """A ``generate_until`` task over pair documents: one greedy request per prompt, K sampled
     ones after the greedy request of the pair's sampled prompt (instances ordered by ``idx``)."""
 
     FAMILY = BELIEF_ICL.name
-    KNOBS = KNOBS
+    OPTIONS = OPTIONS
     WHOLE_CONTEXT = "its few-shot context and prompt"
 
     _multiturn: tuple | None = None  # (chat template, system instruction) under --fewshot_as_multiturn
@@ -311,7 +320,7 @@ class BeliefICLTask(BeliefTask):
                              "(doc_to_text must be utils.prompt_slot; a chat template must keep the user text)")
         ps = prompt_set(doc["style"], doc["context"], self.options)
         greedy = deepcopy(self.config.generation_kwargs)  # one dict for the pair's greedy requests (backends copy it)
-        out = []
+        out: list = []
         for j, text in enumerate(self._texts(ps, ps.by_id[doc["fact_id"]], ctx)):
             out.append(self.instance("generate_until", doc, (text, greedy), len(out), kwargs))
             if j == doc["sampled"]:
@@ -359,7 +368,8 @@ def make_record(doc: Mapping[str, Any], greedy: list[str], samples: list[str]) -
         "answers": answers,
         "correct": [judged[a] for a in answers],
         "sampled": j,
-        "confidence": belief_metrics.sampled_confidence(answers[j], [extract_answer(s) for s in samples]) if samples else None,
+        "confidence": (belief_metrics.sampled_confidence(answers[j], [extract_answer(s) for s in samples])
+                       if samples and j is not None else None),
         "n_samples": len(samples),
         "seed": int(doc["seed"]),
         "draws": int(doc["draws"]),

@@ -14,7 +14,7 @@ The tokenizer comes from the model args (``pretrained=``, ``tokenizer=``), which
 lm-eval's CLI merges into ``--metadata`` and so into the task's ``Options.metadata``
 (from Python, put ``pretrained`` in the TaskManager's metadata).
 
-``--metadata`` knobs: ``belief_tasks.families.BELIEF_MLM_KNOBS`` (the common ones plus
+``--metadata`` knobs: ``belief_tasks.families.BeliefMLMOptions`` (the common ones plus
 ``accuracy_draws`` and ``mlm_templates``), and the data source's (``belief_tasks.sources``).
 
 Records, their scoring and the metric tables: ``belief_tasks.scoring.belief_mlm``.
@@ -27,19 +27,29 @@ import math
 from typing import Any, Mapping
 
 from belief_tasks.data import load_facts
-from belief_tasks.families import BELIEF_MLM
-from belief_tasks.options import KnobError, Options
+from belief_tasks.families import BELIEF_MLM, BeliefMLMOptions
+from belief_tasks.options import KnobError
 from belief_tasks.prompts.belief_mlm import content_free_prompts, fact_prompts, masked_prompt, mp_templates
 from belief_tasks.requests import MASK_TOPK, object_token_id
 from belief_tasks.schema import Fact, FactSet, Relation, SchemaError, fact_key
 from belief_tasks.scoring.belief_mlm import BIAS_METRICS, PROMPT_METRICS
-from belief_tasks.tasks.base import BeliefTask, DocList, as_split, check_relations, record_design, model_tokenizer, probe, select_facts, unpack
+from belief_tasks.tasks.base import (
+    BeliefTask,
+    DocList,
+    as_split,
+    check_relations,
+    model_tokenizer,
+    probe,
+    record_design,
+    select_facts,
+    unpack,
+)
 
 log = logging.getLogger(__name__)
 
 TOP_K = 10  # Acc@10 needs ranks only; the top 10 tokens are logged for reading
 
-KNOBS = BELIEF_MLM.knobs
+OPTIONS = BeliefMLMOptions
 
 
 # ------------------------------------------------------------------- tokenizer
@@ -73,13 +83,14 @@ def _accepted_tokens(tok, relation: Relation, fact: Fact, cache: dict, which: st
     return out
 
 
-def prompt_docs(dataset: str, opts: Options) -> tuple[DocList, dict[str, dict[str, int]]]:
+def prompt_docs(dataset: str, opts: BeliefMLMOptions) -> tuple[DocList, dict[str, dict[str, int]]]:
     """Docs for ``belief_mlm_<dataset>`` (with the selection's draw: ``DocList.draw``) and per-relation counts
     {relation: {kept, dropped, facts_kept, facts_dropped}}."""
     tok = mlm_tokenizer(opts.metadata)
     fs = load_facts(dataset, opts.metadata)
     cache: dict = {}
-    docs, counts = [], {}
+    docs: list[dict] = []
+    counts: dict = {}
     selection = select_facts(fs, opts)
     for fact in selection:
         rel = fs.relations[fact.relation]
@@ -111,7 +122,7 @@ def _log_counts(dataset: str, tok, counts: dict[str, dict[str, int]]) -> None:
                 total["facts_kept"], total["facts_dropped"])
 
 
-def bias_docs(dataset: str, opts: Options) -> list[dict]:
+def bias_docs(dataset: str, opts: BeliefMLMOptions) -> list[dict]:
     """Content-free prompts with the relation's single-token candidate objects (distinct tokens)."""
     tok = mlm_tokenizer(opts.metadata)
     fs = load_facts(dataset, opts.metadata)
@@ -144,29 +155,29 @@ def _bias_docs_of(fs: FactSet, rel: Relation, tok, which: str) -> list[dict]:
 
 
 @probe("belief_mlm_myriadlama", "myriadlama")
-def myriadlama_docs(opts: Options):
+def myriadlama_docs(opts: BeliefMLMOptions):
     return as_split(prompt_docs("myriadlama", opts)[0])
 
 
 @probe("belief_mlm_bear", "bear")
-def bear_docs(opts: Options):
+def bear_docs(opts: BeliefMLMOptions):
     return as_split(prompt_docs("bear", opts)[0])
 
 
 @probe("belief_mlm_bias_myriadlama", "myriadlama")
-def myriadlama_bias_docs(opts: Options):
+def myriadlama_bias_docs(opts: BeliefMLMOptions):
     return as_split(bias_docs("myriadlama", opts))
 
 
 # ---------------------------------------------------------------------- task
 
 
-class BeliefMLMTask(BeliefTask):
+class BeliefMLMTask(BeliefTask[BeliefMLMOptions]):
     """``belief_mlm_*``: one ``mask_topk`` request per doc (lm-eval dispatches it by name to ``hf-mlm``)."""
 
     FAMILY = BELIEF_MLM.name
     WHOLE_CONTEXT = "its prompt (the subject before the mask)"
-    KNOBS = KNOBS
+    OPTIONS = OPTIONS
 
     def __init__(self, config: dict | None = None, **kwargs: Any) -> None:
         # lm-eval validates the output type's name; the requests are ours

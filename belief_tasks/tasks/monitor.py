@@ -15,7 +15,7 @@ Scoring requests come first, so a backend without them fails before any generati
 counts the requests and tokens of each group (``cost``), so a run measures what the paper's Table 8
 compares: MONITOR's anchors against the R x M accuracy generations.
 
-``--metadata`` knobs: ``belief_tasks.families.MONITOR_KNOBS`` (the common ones, e.g. ``relations``,
+``--metadata`` knobs: ``belief_tasks.families.MonitorOptions`` (the common ones, e.g. ``relations``,
 plus the family's) and the data source's (``belief_tasks.sources``: ``source``, ``fktc_path``).
 Records, their scoring and the metric table: ``belief_tasks.scoring.monitor``.
 """
@@ -26,28 +26,31 @@ import logging
 from typing import Any, Mapping
 
 from belief_tasks.data import load_facts
-from belief_tasks.families import MONITOR
-from belief_tasks.matching import contains_answer
-from belief_tasks.options import KnobError, Options
+from belief_tasks.families import MONITOR, MonitorOptions
+from belief_tasks.matching import contains_answer, eval_py_exact
+from belief_tasks.options import KnobError
 from belief_tasks.prompts import monitor as monitor_prompts
 from belief_tasks.schema import FactSet, SchemaError, fact_key
 from belief_tasks.scoring.monitor import MAX_FRAMES, metrics_of
 from belief_tasks.tasks import monitor_subwords
-from belief_tasks.tasks.base import BeliefTask, DocList, as_split, record_design, probe, select_facts, unpack
+from belief_tasks.tasks.base import BeliefTask, DocList, as_split, probe, record_design, select_facts, unpack
 
 log = logging.getLogger(__name__)
 
-KNOBS = MONITOR.knobs
+OPTIONS = MonitorOptions
 
 
-def check_options(opts: Options) -> None:
+def check_options(opts: MonitorOptions) -> None:
     """Knob combinations that cannot run, refused before any model time."""
     if opts.monitor_accuracy == "none" and opts.only_correct_primary:
         raise KnobError("only_correct_primary", "needs the positive-context greedy answers, which monitor_accuracy: none "
                         "does not ask for (use monitor_accuracy: frames or paper)")
+    if opts.monitor_accuracy == "none" and opts.monitor_match != "contains":
+        raise KnobError("monitor_match", "grades greedy answers, which monitor_accuracy: none does not ask for "
+                        "(use monitor_accuracy: frames or paper)")
 
 
-def answer_format(opts: Options) -> str:
+def answer_format(opts: MonitorOptions) -> str:
     """The answer format's template (``answer_format`` resolved), refused with the knob's name."""
     try:
         return monitor_prompts.answer_format(opts.answer_format)
@@ -58,7 +61,7 @@ def answer_format(opts: Options) -> str:
 # --------------------------------------------------------------------------- documents
 
 
-def build_docs(fs: FactSet, opts: Options) -> DocList:
+def build_docs(fs: FactSet, opts: MonitorOptions) -> DocList:
     """One doc per selected fact: its ids, object, accepted answers and anchor prompts; with the selection's draw
     (``DocList.draw``)."""
     fmt = answer_format(opts)
@@ -85,20 +88,20 @@ def build_docs(fs: FactSet, opts: Options) -> DocList:
     return DocList(docs, selection.draw)
 
 
-def _dataset(opts: Options, metadata: Mapping[str, Any]) -> dict:
+def _dataset(opts: MonitorOptions, metadata: Mapping[str, Any]) -> dict:
     check_options(opts)
     monitor_subwords.Codec(metadata)  # no tokenizer, no run: say so before any model time
     return as_split(build_docs(load_facts("fktc", metadata), opts))
 
 
 @probe("belief_monitor", "fktc")
-def fktc_dataset(opts: Options):
+def fktc_dataset(opts: MonitorOptions):
     """``custom_dataset`` of ``belief_monitor``: FKTC (or the run's ``source``), relations from ``relations``."""
     return _dataset(opts, opts.metadata)
 
 
 @probe("belief_monitor_sample", "sample")
-def sample_dataset(opts: Options):
+def sample_dataset(opts: MonitorOptions):
     """``custom_dataset`` of ``belief_monitor_sample``: the bundled sample, whatever the run's source."""
     return _dataset(opts, {**opts.metadata, "source": "sample"})
 
@@ -128,7 +131,7 @@ def interference_of(doc, mode: str) -> list[dict]:
     return unpack(doc, "interference")
 
 
-def requests_of(pl: monitor_subwords.Plan, doc, opts: Options, gen_kwargs: Mapping[str, Any]) -> list[tuple[str, tuple]]:
+def requests_of(pl: monitor_subwords.Plan, doc, opts: MonitorOptions, gen_kwargs: Mapping[str, Any]) -> list[tuple[str, tuple]]:
     """(request type, arguments) in order: the anchors' scoring first, then the greedy answers under the
     positive context and the frames, then the R x M frame-interference answers."""
     mode = opts.monitor_accuracy
@@ -136,11 +139,11 @@ def requests_of(pl: monitor_subwords.Plan, doc, opts: Options, gen_kwargs: Mappi
     return monitor_subwords.scoring_requests(pl, opts.monitor_route) + [("generate_until", (t, dict(gen_kwargs))) for t in texts]
 
 
-class MonitorTask(BeliefTask):
+class MonitorTask(BeliefTask[MonitorOptions]):
     """Builds each fact's anchor and answer requests itself (several request types per doc)."""
 
     FAMILY = MONITOR.name
-    KNOBS = KNOBS
+    OPTIONS = OPTIONS
     SCORES_ITSELF = True
     # a left cut removes an anchor's leading misleading context or part of its frame: another anchor
     WHOLE_CONTEXT = "its anchors' contexts (the misleading context placed before a frame)"
@@ -148,7 +151,8 @@ class MonitorTask(BeliefTask):
     def _plan(self, doc) -> monitor_subwords.Plan:
         """The fact's subword plan, computed once for its requests and its results."""
         if getattr(self, "_codec", None) is None:
-            self._codec, self._plans = monitor_subwords.Codec(self.config.metadata), {}
+            self._codec = monitor_subwords.Codec(self.config.metadata)
+            self._plans: dict = {}
         key = (doc["relation"], doc["fact_id"])
         if key not in self._plans:
             self._plans[key] = monitor_subwords.plan(doc, self._codec)
@@ -165,14 +169,15 @@ class MonitorTask(BeliefTask):
         return {name: record for name in metrics_of(record)}
 
 
-def make_record(doc, results: list, opts: Options, pl: monitor_subwords.Plan, codec: monitor_subwords.Codec) -> dict:
+def make_record(doc, results: list, opts: MonitorOptions, pl: monitor_subwords.Plan, codec: monitor_subwords.Codec) -> dict:
     """The fact's record (``belief_tasks.scoring.monitor.MonitorRecord``) from its results in request order."""
     route, mode = opts.monitor_route, opts.monitor_accuracy
     n_score = monitor_subwords.n_scoring_requests(pl, route)
     probs = monitor_subwords.unit_probabilities(results[:n_score], pl, route)
     kinds = [a["kind"] for a in pl.anchors]
     frame_ids = [a["key"] for a in pl.anchors if a["kind"] == "frame"]
-    answers = answer_fields(doc, results[n_score:], answered_anchors(pl, mode), interference_of(doc, mode), frame_ids)
+    answers = answer_fields(doc, results[n_score:], answered_anchors(pl, mode), interference_of(doc, mode), frame_ids,
+                            opts.monitor_match)
     return {
         "relation": doc["relation"],
         "fact_id": doc["fact_id"],
@@ -192,17 +197,25 @@ def make_record(doc, results: list, opts: Options, pl: monitor_subwords.Plan, co
         "alpha": list(opts.monitor_alpha),
         "only_correct_primary": opts.only_correct_primary,
         "accuracy": mode,
+        "match": opts.monitor_match,
         "cost": request_cost(codec, pl, route, results[n_score:], answered_anchors(pl, mode), interference_of(doc, mode)),
         **record_design(doc),
     }
 
 
-def answer_fields(doc, generated: list, answered: list[dict], grid: list[dict], frame_ids: list[str]) -> dict:
+def answer_fields(doc, generated: list, answered: list[dict], grid: list[dict], frame_ids: list[str],
+                  match: str = "contains") -> dict:
     """The greedy answers' record fields: under the positive context and each frame (``None`` / [] when
-    not asked), and the R x M grid ``interference_answers[j][m]`` (frame j behind negative m; [] unless paper)."""
+    not asked), and the R x M grid ``interference_answers[j][m]`` (frame j behind negative m; [] unless paper).
+    ``match`` (the ``monitor_match`` knob) decides which answers are right: ``contains`` the object or an alias,
+    or ``exact``, the reference ``eval.py``'s test against the object label (``matching.eval_py_exact``)."""
     if len(generated) != len(answered) + len(grid):
         raise RuntimeError(f"{doc['fact_id']}: {len(generated)} greedy answers for {len(answered) + len(grid)} requests")
     accepted = unpack(doc, "accepted")
+
+    def right(answer: str) -> bool:
+        return eval_py_exact(answer, doc["object"]) if match == "exact" else contains_answer(answer, accepted)
+
     answers = {a["key"]: monitor_prompts.first_line(r) for a, r in zip(answered, generated)}
     rows: dict[str, list[str]] = {f: [] for f in frame_ids} if grid else {}
     for q, r in zip(grid, generated[len(answered):]):
@@ -210,11 +223,11 @@ def answer_fields(doc, generated: list, answered: list[dict], grid: list[dict], 
     positive = answers.get("positive")
     return {
         "positive_answer": positive,
-        "positive_correct": None if positive is None else int(contains_answer(positive, accepted)),
+        "positive_correct": None if positive is None else int(right(positive)),
         "answers": [answers[f] for f in frame_ids] if answers else [],
-        "correct": [int(contains_answer(answers[f], accepted)) for f in frame_ids] if answers else [],
+        "correct": [int(right(answers[f])) for f in frame_ids] if answers else [],
         "interference_answers": list(rows.values()),
-        "interference_correct": [[int(contains_answer(a, accepted)) for a in row] for row in rows.values()],
+        "interference_correct": [[int(right(a)) for a in row] for row in rows.values()],
     }
 
 

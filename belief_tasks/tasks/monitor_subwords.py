@@ -19,7 +19,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from belief_tasks.options import MODEL_ARGS, parse_options
+from belief_tasks.options import ModelArgs, parse_options
 from belief_tasks.prompts import monitor as monitor_prompts
 from belief_tasks.requests import PER_TOKEN_LOGLIKELIHOOD
 from belief_tasks.tasks.base import model_tokenizer, unpack
@@ -37,7 +37,7 @@ class Codec:
     def __init__(self, metadata: Mapping[str, Any] | None):
         self.tokenizer = model_tokenizer(metadata, needed_for=NEEDED_FOR)
         # lm-eval's hf passes add_special_tokens only when add_bos_token is given in the model args
-        bos = parse_options(MODEL_ARGS, metadata).add_bos_token
+        bos = parse_options(ModelArgs, metadata).add_bos_token
         self.special = {} if bos is None else {"add_special_tokens": bos}
 
     def encode(self, strings) -> list[list[int]]:

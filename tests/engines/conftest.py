@@ -1,12 +1,12 @@
-"""The reference every engine is compared with: lm-eval's ``hf`` on the same families and limits,
-run once per test session (in the vLLM environment, whose transformers is older than the main one's:
-the comparison is between engines run side by side, not against stored numbers)."""
+"""The references every engine is compared with, run once per test session: lm-eval's ``hf`` and lm-eval's
+``vllm`` (its offline engine) on the same families and limits (in the vLLM environment, whose transformers is
+older than the main one's: the comparison is between engines run side by side, not against stored numbers)."""
 
 from __future__ import annotations
 
 import pytest
 
-from engine_runs import FAMILIES, run_family
+from engine_runs import ENGINE_ARGS, FAMILIES, SAMPLED, run_family, set_cpu_env
 
 
 @pytest.fixture(scope="session")
@@ -18,4 +18,20 @@ def hf_runs(model_path) -> dict:
     lm = HFLM(pretrained=str(model_path), dtype="float32", device="cpu", batch_size=8)
     runs = {family: run_family(lm, family, model_path) for family in FAMILIES}
     del lm
+    return runs
+
+
+@pytest.fixture(scope="session")
+def vllm_runs(model_path) -> dict:
+    """Every family on lm-eval's ``vllm`` (one engine, stopped once its runs are done, before another module
+    starts one), and under ``"again"`` the sampled families run a second time on the same engine."""
+    set_cpu_env()
+    from lm_eval.models.vllm_causallms import VLLM
+
+    lm = VLLM(pretrained=str(model_path), batch_size="auto", **ENGINE_ARGS)
+    try:
+        runs = {family: run_family(lm, family, model_path) for family in FAMILIES}
+        runs["again"] = {family: run_family(lm, family, model_path) for family in SAMPLED}
+    finally:
+        lm.model.llm_engine.engine_core.shutdown()  # the engine's own process
     return runs

@@ -57,17 +57,19 @@ def set_cpu_env() -> None:
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 
-def run_family(lm, family: str, model_path, *, tasks_limit: tuple[str, int] | None = None) -> dict:
+def run_family(lm, family: str, model_path, *, tasks_limit: tuple[str, int] | None = None,
+               knobs: dict | None = None) -> dict:
     """One family on ``lm`` (an lm-eval ``LM`` instance, reused across runs: one engine start per
-    module), on the bundled sample, with per-sample logs. Returns lm-eval's results dict."""
+    module), on the bundled sample (and ``knobs``), with per-sample logs. Returns lm-eval's results dict."""
     import belief_tasks
     belief_tasks.install()
-    from belief_tasks.paths import task_yamls_dir
     from lm_eval import simple_evaluate
     from lm_eval.tasks import TaskManager
 
+    from belief_tasks.paths import task_yamls_dir
+
     task, limit = tasks_limit or FAMILIES[family]
-    meta = {"source": "sample"}
+    meta = {"source": "sample", **(knobs or {})}
     # as the CLI does: the tasks see the model args (MONITOR needs the model's tokenizer)
     tm = TaskManager(include_path=str(task_yamls_dir()), metadata={"pretrained": str(model_path), **meta})
     return simple_evaluate(model=lm, tasks=[task], task_manager=tm, limit=limit, log_samples=True,
@@ -100,6 +102,42 @@ def compare(engine: dict, hf: dict) -> dict[str, Any]:
     return {"n_ll": len(ll), "max_ll_gap": max(ll, default=0.0),
             "n_greedy": len(greedy), "greedy_diff": [g for g in greedy if g[1] != g[2]],
             "n_sampled": len(sampled), "sampled_equal": sum(x == y for x, y in sampled)}
+
+
+def greedy_flags(results: dict) -> dict[tuple, bool]:
+    """(task, doc_id, request index) -> the is_greedy flag of each log-likelihood."""
+    return {(task, s["doc_id"], i): bool(resp[0][1]) for task, samples in results["samples"].items() for s in samples
+            for i, resp in enumerate(s["resps"]) if isinstance(resp[0], (list, tuple))}
+
+
+def argmaxes(results: dict) -> dict[tuple, int]:
+    """(task, doc_id) -> the index of the likeliest of the document's log-likelihood requests (its options)."""
+    out = {}
+    for task, samples in results["samples"].items():
+        for s in samples:
+            lls = [float(r[0][0]) for r in s["resps"] if isinstance(r[0], (list, tuple))]
+            if lls:
+                out[(task, s["doc_id"])] = lls.index(max(lls))
+    return out
+
+
+def assert_same_as_vllm(label: str, family: str, run: dict, reference: dict) -> float:
+    """``run`` of ``family`` against lm-eval's ``vllm`` on the same requests: log-likelihoods within ``LL_TOL``
+    (equal bits expected: the same engine's kernels), is_greedy flags, argmax and greedy texts identical, the
+    sampled texts too (the same sampler and seeds), every metric within 1e-3. Returns the largest gap."""
+    gaps = compare(run, reference)
+    metrics = metric_gaps(run, reference)
+    same_samples = sampled_texts(run) == sampled_texts(reference)
+    print(f"\n{label} vs vllm, {family}: {gaps['n_ll']} log-likelihoods, max gap {gaps['max_ll_gap']:.2e} nats; "
+          f"{gaps['n_greedy']} greedy texts, {len(gaps['greedy_diff'])} differ; {gaps['n_sampled']} sampled texts, "
+          f"{'all' if same_samples else 'not all'} equal; max metric gap {max(metrics.values(), default=0):.2e}")
+    assert gaps["n_ll"] + gaps["n_greedy"] > 0
+    assert gaps["max_ll_gap"] <= LL_TOL
+    assert greedy_flags(run) == greedy_flags(reference)
+    assert argmaxes(run) == argmaxes(reference)
+    assert gaps["greedy_diff"] == [] and same_samples
+    assert metrics and all(gap <= 1e-3 for gap in metrics.values()), metrics
+    return gaps["max_ll_gap"]
 
 
 def sampled_texts(results: dict) -> list[str]:
@@ -136,3 +174,21 @@ def assert_matches_hf(label: str, family: str, run: dict, reference: dict) -> No
     assert metrics and all(gap <= 1e-3 for gap in metrics.values()), metrics
     if family in SAMPLED:
         assert gaps["n_sampled"] > 0  # the limits reach Ovconf's sampled prompts
+
+
+def boundary_requests(lm, sentence: str, block: int) -> tuple[list[tuple], dict[str, int]]:
+    """Log-likelihood requests (lm-eval's ``(key, context tokens, continuation tokens)``) that trip vLLM's prefix
+    cache at block size ``block``, and the counts ``vllm-shared`` must report for them: a context of exactly two
+    blocks with 5 options (each reads its whole context: its first row comes from the context's one first-token
+    request), and a context of two blocks and 20 tokens whose first 3 options share their first 12 tokens (they
+    fill the block that holds the context's end: the 2nd and 3rd read it and are recomputed) and 2 short options
+    (they cannot read that block)."""
+    enc = lambda text: lm.tok_encode(text, add_special_tokens=False)  # noqa: E731
+    text = enc(sentence * 40)
+    shared = enc(" the river that runs through the city of Porto into the Atlantic Ocean")[:12]
+    assert len(shared) == 12 and len(text) > 3 * block
+    exact, longer = text[:2 * block], text[:2 * block + 20]
+    requests = [(None, exact, enc(o)) for o in (" one", " two three", " four five six", " seven", " eight nine")]
+    requests += [(None, longer, shared + enc(o)) for o in (" alpha", " beta gamma", " delta")]
+    requests += [(None, longer, enc(o)) for o in (" yes", " no")]
+    return requests, {"requests": 10, "cache_reads": 10, "first_token_requests": 1, "first_rows": 5, "recomputed": 2}

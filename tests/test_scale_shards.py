@@ -1,0 +1,68 @@
+"""Splitting a run across machines (docs/scale.md): two shards by relation, pooled by ``belief-report``, give the
+report of one unsharded run, every family included (report.shards).
+
+Each run is the command a user types (``belief-eval``), on the bundled model and sample, kept small: the main job's
+group (BELIEF-ICL MP and QA, BEAR, IC-LKE, MONITOR) on 4 relations, one fact each, IC-LKE with 4 examples and 8
+options; shards take relations P17,P170 and P36,P37, the unsharded run all four. Stock ``hf`` at batch size 1 scores
+each request alone, so a request's numbers do not depend on which others share its run, and the reports must be
+equal to the digit: every table and the card (all but its stamp line, which names the shards and the date).
+A budgeted run (BEAR at budget 0.05) is pooled the same way: its design is stratified by relation.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from harness import run_cli
+
+pytestmark = pytest.mark.e2e
+
+SHARDS = ("P17,P170", "P36,P37")
+DEMO = {"source": "sample", "max_facts_per_relation": 1, "n_examples": 4, "max_options": 8, "confidence_samples": 4,
+        "accuracy_draws": 500}
+BUDGET = {"source": "sample", "budget": 0.05, "templates": "0"}
+
+
+def run(model_path, out: Path, tasks: str, metadata: dict, relations: str) -> Path:
+    proc = run_cli(["--model", "hf", "--model_args", f"pretrained={model_path},dtype=float32", "--device", "cpu",
+                    "--tasks", tasks, "--metadata", json.dumps({**metadata, "relations": relations}),
+                    "--batch_size", "1", "--output_path", str(out), "--log_samples"], timeout=1800, OMP_NUM_THREADS="1")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return out
+
+
+def report(inputs: list[Path], out: Path) -> tuple[dict[str, str], str]:
+    """(tables/*.csv by name, the card without its stamp line) of ``belief-report INPUTS --out OUT``."""
+    proc = run_cli([*map(str, inputs), "--out", str(out)], program="belief_tasks.report.cli", timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "differ" not in proc.stdout + proc.stderr, proc.stdout[-3000:]
+    (card,) = (out / "cards").glob("*.md")
+    lines = card.read_text().splitlines()
+    assert lines[2].startswith("model `") and " · run " in lines[2]  # the stamp line
+    return {t.name: t.read_text() for t in sorted((out / "tables").glob("*.csv"))}, "\n".join(lines[:2] + lines[3:])
+
+
+@pytest.mark.parametrize("tasks, metadata", [("belief_demo", DEMO), ("belief_bear", BUDGET)], ids=["every-family", "budget"])
+def test_two_shards_pooled_give_the_report_of_one_run(model_path, tmp_path, tasks, metadata):
+    shards = [run(model_path, tmp_path / f"k{k}", tasks, metadata, rels) for k, rels in enumerate(SHARDS)]
+    whole = run(model_path, tmp_path / "whole", tasks, metadata, ",".join(SHARDS))
+    tables, card = report(shards, tmp_path / "pooled")
+    one_tables, one_card = report([whole], tmp_path / "one")
+    assert tables.keys() == one_tables.keys()
+    for name, text in one_tables.items():
+        assert tables[name] == text, name
+    assert card == one_card
+    stamp = next((tmp_path / "pooled" / "cards").glob("*.md")).read_text().splitlines()[2]
+    assert "pooled from 2 shards" in stamp
+    if tasks == "belief_demo":  # every family's section, and agreement between the probes, from the pooled records
+        assert {"belief_icl_table17.csv", "bear_table3.csv", "agreement_pairs_SmolLM2-135M-Instruct.csv"} <= tables.keys()
+        assert any(n.startswith("iclke_ranking") for n in tables) and any(n.startswith("monitor_table4") for n in tables)
+        assert "| facts | 4 per task (2 tasks) | 4 | 4 | 4 |" in card
+    else:
+        assert "estimated from 12 of" in card  # 3 facts drawn in each of the 4 relations
+    # the shards' own numbers were checked against their results JSON
+    text = (tmp_path / "pooled" / "report.md").read_text()
+    assert "**Check:**" in text and "differing" not in text
