@@ -13,8 +13,8 @@ import logging
 import os
 import shlex
 import sys
-from typing import Any
 from pathlib import Path
+from typing import Any
 
 #: The main job: one command that runs every family on the bundled sample.
 DEMO_TASKS = "belief_demo"

@@ -374,7 +374,7 @@ def count_command(cfg, tasks: Mapping[str, Any], encoder: Encoder, *,
     from belief_tasks.tasks.base import BeliefTask
 
     costs, built = [], 0.0
-    for name, task in tasks.items():
+    for task in tasks.values():
         t0 = time.perf_counter()
         task.build_all_requests(
             limit=get_sample_size(task, cfg.limit), rank=0, world_size=1, cache_requests=False,
@@ -474,7 +474,7 @@ def calibrate(cfg, tasks: Mapping[str, Any], setting: Setting, encoder: Encoder,
         family = task.FAMILY if isinstance(task, BeliefTask) else ""
         for rt in sorted({i.request_type for i in task.instances}):
             subsets.setdefault((family, rt), []).extend(calibration_docs(task, rt, flop, encoder, setting.backend))
-    for (family, rt), insts in subsets.items():  # warm-up: the first call of a kind pays one-time costs
+    for (_family, rt), insts in subsets.items():  # warm-up: the first call of a kind pays one-time costs
         if insts:
             getattr(lm, rt)([insts[0]] * 1)
             break
