@@ -15,12 +15,15 @@ from setuptools import find_namespace_packages, setup
 def tree(root: str, name: str) -> tuple[list[str], dict[str, str]]:
     subs = [p for p in find_namespace_packages(root) if "__pycache__" not in p]
     packages = [name] + [f"{name}.{p}" for p in subs]
-    return packages, {pkg: root + pkg[len(name):].replace(".", "/") for pkg in packages}
+    return packages, {pkg: root + pkg[len(name) :].replace(".", "/") for pkg in packages}
 
 
 packages, package_dir = [], {}
-for root, name in (("belief_tasks", "belief_tasks"), ("task_yamls", "belief_tasks.task_yamls"),
-                   ("task_yamls", "lm_eval.tasks.belief")):
+for root, name in (
+    ("belief_tasks", "belief_tasks"),
+    ("task_yamls", "belief_tasks.task_yamls"),
+    ("task_yamls", "lm_eval.tasks.belief"),
+):
     p, d = tree(root, name)
     packages += p
     package_dir.update(d)

@@ -56,8 +56,11 @@ def main(argv: list[str] | None = None) -> int:
     else:
         from belief_tasks.command_checks import did_you_mean
 
-        print(f"python -m belief_tasks: no command {cmd!r}; {did_you_mean(cmd, COMMANDS)}the commands are "
-              f"{', '.join(COMMANDS)} (python -m belief_tasks --help)", file=sys.stderr)
+        print(
+            f"python -m belief_tasks: no command {cmd!r}; {did_you_mean(cmd, COMMANDS)}the commands are "
+            f"{', '.join(COMMANDS)} (python -m belief_tasks --help)",
+            file=sys.stderr,
+        )
         return 2
     return 0
 
@@ -73,8 +76,11 @@ def show_doc(page: str | None) -> int:
         return 0
     name = page.removeprefix("docs/").removesuffix(".md")
     if name not in pages:
-        print(f"python -m belief_tasks docs: no page {page!r}; {did_you_mean(name, pages)}the pages are "
-              f"{', '.join(pages)}", file=sys.stderr)
+        print(
+            f"python -m belief_tasks docs: no page {page!r}; {did_you_mean(name, pages)}the pages are "
+            f"{', '.join(pages)}",
+            file=sys.stderr,
+        )
         return 2
     try:
         print((docs_dir() / f"{name}.md").read_text(encoding="utf-8"), flush=True)

@@ -79,14 +79,23 @@ class Draw:
         if keep >= set(self.population):
             return self
         rels = [r for r in self.population if r in keep]
-        return Draw(self.budget, self.seed, {r: self.population[r] for r in rels}, {r: self.drawn[r] for r in rels},
-                    {r: self.keys_of[r] for r in rels if r in self.keys_of})
+        return Draw(
+            self.budget,
+            self.seed,
+            {r: self.population[r] for r in rels},
+            {r: self.drawn[r] for r in rels},
+            {r: self.keys_of[r] for r in rels if r in self.keys_of},
+        )
 
     def summary(self) -> dict:
         """What the results JSON records: budget, seed, and per relation N_r and n_r."""
-        return {"budget": self.budget, "seed": self.seed,
-                "facts_drawn": sum(self.drawn.values()), "facts_in_population": sum(self.population.values()),
-                "relations": {r: {"population": self.population[r], "drawn": self.drawn[r]} for r in self.population}}
+        return {
+            "budget": self.budget,
+            "seed": self.seed,
+            "facts_drawn": sum(self.drawn.values()),
+            "facts_in_population": sum(self.population.values()),
+            "relations": {r: {"population": self.population[r], "drawn": self.drawn[r]} for r in self.population},
+        }
 
 
 def drawn_rows(keys_by_relation: Mapping[str, Sequence[str]], budget: float, seed: int) -> tuple[dict, Draw]:
@@ -106,8 +115,9 @@ def draw_keys(keys_by_relation: Mapping[str, Sequence[str]], budget: float, seed
     return drawn_rows(keys_by_relation, budget, seed)[1]
 
 
-def draw_facts(facts_by_relation: Mapping[str, Sequence[T]], budget: float, seed: int,
-               key: Callable[[T], str]) -> tuple[dict[str, list[T]], Draw]:
+def draw_facts(
+    facts_by_relation: Mapping[str, Sequence[T]], budget: float, seed: int, key: Callable[[T], str]
+) -> tuple[dict[str, list[T]], Draw]:
     """Each relation's drawn facts (in their data order) and the ``Draw``; ``key``: a fact's sampling key."""
     keys = {rel: [key(f) for f in facts] for rel, facts in facts_by_relation.items()}
     rows, d = drawn_rows(keys, budget, seed)

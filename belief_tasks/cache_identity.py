@@ -31,15 +31,38 @@ from pathlib import Path
 from typing import Any, Iterable
 
 #: model arguments that do not change the numbers (where and in what batches the work runs)
-IGNORED = frozenset({
-    "batch_size", "max_batch_size", "device", "device_map", "parallelize", "max_memory_per_gpu",
-    "max_cpu_memory", "offload_folder", "trust_remote_code", "cache_dir", "num_concurrent", "max_retries",
-    "timeout", "tokenized_requests", "verify_certificate",
-})
+IGNORED = frozenset(
+    {
+        "batch_size",
+        "max_batch_size",
+        "device",
+        "device_map",
+        "parallelize",
+        "max_memory_per_gpu",
+        "max_cpu_memory",
+        "offload_folder",
+        "trust_remote_code",
+        "cache_dir",
+        "num_concurrent",
+        "max_retries",
+        "timeout",
+        "tokenized_requests",
+        "verify_certificate",
+    }
+)
 #: small files of a model folder that are hashed (config, tokenizer, generation settings)
-HASHED = ("config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json",
-          "special_tokens_map.json", "vocab.json", "vocab.txt", "merges.txt", "tokenizer.model",
-          "adapter_config.json")
+HASHED = (
+    "config.json",
+    "generation_config.json",
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "vocab.json",
+    "vocab.txt",
+    "merges.txt",
+    "tokenizer.model",
+    "adapter_config.json",
+)
 WEIGHTS = ("*.safetensors", "*.bin", "*.pt", "*.gguf", "*.pth", "*.msgpack")
 SUFFIX = ".identity.json"
 #: ``belief-eval``'s opt-out of the default cache (removed from the command before lm-eval parses it)
@@ -93,7 +116,10 @@ def fingerprint(path: Path) -> dict[str, Any]:
 
 def _hub_commit(name: str, revision: str) -> str | None:
     """The commit ``revision`` of hub model ``name`` points to in the local hub cache (None if not there)."""
-    root = Path(os.environ.get("HF_HUB_CACHE") or Path(os.environ.get("HF_HOME", Path.home() / ".cache" / "huggingface")) / "hub")
+    root = Path(
+        os.environ.get("HF_HUB_CACHE")
+        or Path(os.environ.get("HF_HOME", Path.home() / ".cache" / "huggingface")) / "hub"
+    )
     ref = root / f"models--{name.replace('/', '--')}" / "refs" / revision
     try:
         return ref.read_text().strip() or None
@@ -167,8 +193,10 @@ def check(prefix: str, backend: str | None, model_args: dict[str, Any]) -> str |
         try:
             recorded = json.loads(path.read_text(encoding="utf-8"))
         except (OSError, json.JSONDecodeError) as e:
-            raise CacheIdentityError(f"--use_cache {prefix}: its identity file {path} cannot be read ({e}); delete the "
-                                     "cache files (" + ", ".join(str(d) for d in dbs) + f" and {path}) or use another prefix") from None
+            raise CacheIdentityError(
+                f"--use_cache {prefix}: its identity file {path} cannot be read ({e}); delete the "
+                "cache files (" + ", ".join(str(d) for d in dbs) + f" and {path}) or use another prefix"
+            ) from None
         if "software" in recorded:  # a default cache (``with_answer_cache``) named on the command line
             here = identity(backend, model_args, with_software=True)
         diff = differences(recorded, here)
@@ -177,13 +205,16 @@ def check(prefix: str, backend: str | None, model_args: dict[str, Any]) -> str |
                 f"--use_cache {prefix} holds the answers of another model or setting ({'; '.join(diff[:4])}"
                 f"{'; ...' if len(diff) > 4 else ''}), and lm-eval would return them as this model's: give this run "
                 f"its own cache prefix (e.g. --use_cache {prefix}-{_short(here)}), or delete "
-                f"{', '.join(str(d) for d in dbs) or 'the cache files'} and {path} to start over")
+                f"{', '.join(str(d) for d in dbs) or 'the cache files'} and {path} to start over"
+            )
         return None
     warning = None
     if dbs:
-        warning = (f"belief-eval: --use_cache {prefix} was filled without an identity record (by plain lm_eval or an "
-                   "older belief-tasks), so whose answers it holds cannot be checked; it is now recorded as this "
-                   "run's. If another model filled it, stop and use another prefix.")
+        warning = (
+            f"belief-eval: --use_cache {prefix} was filled without an identity record (by plain lm_eval or an "
+            "older belief-tasks), so whose answers it holds cannot be checked; it is now recorded as this "
+            "run's. If another model filled it, stop and use another prefix."
+        )
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + f".{os.getpid()}.part")
     tmp.write_text(json.dumps(here, indent=1, sort_keys=True), encoding="utf-8")
@@ -203,16 +234,17 @@ def _option(args: list[str], *names: str, several: bool = False) -> list[str]:
     found = []
     for i, arg in enumerate(args):
         if arg in names:
-            rest = args[i + 1:]
+            rest = args[i + 1 :]
             end = next((j for j, a in enumerate(rest) if a.startswith("-")), len(rest))
-            found += rest[:end if several else min(1, len(rest))]
+            found += rest[: end if several else min(1, len(rest))]
         elif any(arg.startswith(n + "=") for n in names if n.startswith("--")):
             found.append(arg.split("=", 1)[1])
     return found
 
 
-def default_prefix(output_path: str, backend: str | None, model_args: dict[str, Any],
-                   ident: dict[str, Any] | None = None) -> str:
+def default_prefix(
+    output_path: str, backend: str | None, model_args: dict[str, Any], ident: dict[str, Any] | None = None
+) -> str:
     """``<output>/cache/<model>-<backend>-<hash of the identity with software>`` (``<output>``: the folder of an
     output path ending in ``.json``, as lm-eval writes its files beside it); ``ident``: that identity, if known."""
     out = Path(output_path)

@@ -24,7 +24,6 @@ class _Loader(yaml.SafeLoader):
 _Loader.add_multi_constructor("!", lambda loader, suffix, node: getattr(node, "value", None))
 
 
-
 @dataclass(frozen=True)
 class Entry:
     name: str

@@ -25,8 +25,9 @@ from typing import Any, Mapping, Sequence
 log = logging.getLogger(__name__)
 
 
-def build_tasks(tasks: Sequence[str], metadata: Mapping[str, Any] | None = None,
-                model_args: Mapping[str, Any] | None = None):
+def build_tasks(
+    tasks: Sequence[str], metadata: Mapping[str, Any] | None = None, model_args: Mapping[str, Any] | None = None
+):
     """``(task_manager, built)``: our tasks (and any of lm-eval's) built once, bad knobs refused here.
 
     ``model_args``: the keys a model argument may use in ``metadata`` (so that a misspelt knob is an error,
@@ -51,8 +52,17 @@ def build_tasks(tasks: Sequence[str], metadata: Mapping[str, Any] | None = None,
     return manager, [*loaded["groups"].values(), *loaded["tasks"].values()]
 
 
-def evaluate(lm, manager, built: list, *, model_args: Mapping[str, Any], cache: Path | None = None,
-             bootstrap_iters: int = 100_000, seed: int | None = 0, **kwargs) -> dict:
+def evaluate(
+    lm,
+    manager,
+    built: list,
+    *,
+    model_args: Mapping[str, Any],
+    cache: Path | None = None,
+    bootstrap_iters: int = 100_000,
+    seed: int | None = 0,
+    **kwargs,
+) -> dict:
     """lm-eval's ``simple_evaluate`` of an ``LM`` object on the built tasks; ``model_args`` is what its results
     JSON records under ``config.model_args`` (the checkpoint: ``report.training`` reads the step there).
     ``seed``: lm-eval's four seeds (it sets the global RNGs: the callback restores them after)."""
@@ -60,10 +70,20 @@ def evaluate(lm, manager, built: list, *, model_args: Mapping[str, Any], cache: 
 
     if cache is not None:
         Path(cache).parent.mkdir(parents=True, exist_ok=True)
-    return simple_evaluate(model=lm, model_args=dict(model_args), tasks=list(built), task_manager=manager,
-                           use_cache=None if cache is None else str(cache), log_samples=True,
-                           bootstrap_iters=bootstrap_iters, random_seed=seed, numpy_random_seed=seed,
-                           torch_random_seed=seed, fewshot_random_seed=seed, **kwargs)
+    return simple_evaluate(
+        model=lm,
+        model_args=dict(model_args),
+        tasks=list(built),
+        task_manager=manager,
+        use_cache=None if cache is None else str(cache),
+        log_samples=True,
+        bootstrap_iters=bootstrap_iters,
+        random_seed=seed,
+        numpy_random_seed=seed,
+        torch_random_seed=seed,
+        fewshot_random_seed=seed,
+        **kwargs,
+    )
 
 
 def write(results: dict, output_path: Path, model_args: Mapping[str, Any]) -> Path:
@@ -75,8 +95,12 @@ def write(results: dict, output_path: Path, model_args: Mapping[str, Any]) -> Pa
     samples = results.pop("samples", None)
     tracker = EvaluationTracker(output_path=str(output_path))
     tracker.general_config_tracker.log_experiment_args(
-        model_source="hf", model_args=",".join(f"{k}={v}" for k, v in model_args.items()),
-        system_instruction=None, chat_template=None, fewshot_as_multiturn=False)
+        model_source="hf",
+        model_args=",".join(f"{k}={v}" for k, v in model_args.items()),
+        system_instruction=None,
+        chat_template=None,
+        fewshot_as_multiturn=False,
+    )
     tracker.save_results_aggregated(results=results, samples=samples)
     for task in results.get("configs", {}):
         if samples and task in samples:

@@ -52,6 +52,7 @@ def main(argv: list[str] | None = None, report: bool = False) -> None:
 
     args = with_answer_cache(args)  # every answer kept in the output path: the same command again resumes
     import belief_tasks
+
     belief_tasks.install()  # our backends and hooks
     from lm_eval.__main__ import cli_evaluate
 
@@ -62,9 +63,9 @@ def main(argv: list[str] | None = None, report: bool = False) -> None:
     check_limit(args)
     estimate_only(args, flags, report)  # --estimate: the cost, then exit
     from belief_tasks.harness import install_tasks_before_model
+
     if not listing_or_help(args):  # 20-90 s of data, prompts and requests come before the model's first line
-        print("Building the tasks (data, prompts, requests) before the model loads ...",
-              file=sys.stderr, flush=True)
+        print("Building the tasks (data, prompts, requests) before the model loads ...", file=sys.stderr, flush=True)
         start_run(args, report)
     install_tasks_before_model(refuse, command_checks)
     sys.argv = ["belief-eval", *args]
@@ -106,8 +107,12 @@ def estimate_only(args: list[str], flags: dict, report: bool) -> None:
         install_tasks_before_model(refuse, command_checks)
         raise SystemExit(run_estimate(args, flags, report=report))
     if flags["calibrate"] or flags["json"]:
-        refuse(ValueError("--calibrate and --estimate_json belong to --estimate (belief-eval --estimate --calibrate "
-                          "ARGS: the cost of the run ARGS, with rates timed on its model)"))
+        refuse(
+            ValueError(
+                "--calibrate and --estimate_json belong to --estimate (belief-eval --estimate --calibrate "
+                "ARGS: the cost of the run ARGS, with rates timed on its model)"
+            )
+        )
 
 
 def stop_quietly() -> None:
@@ -195,9 +200,11 @@ def refuse(error: BaseException, task: str = "", stage: str = "loading the model
     text += "" if text.endswith(".") else "."
     # one write, newline included (print writes the newline apart): the processes of one launch share stderr,
     # and each one's paragraph must stay whole on its own line
-    sys.stderr.write(f"belief-eval: stopped before {stage}. {where}{text} "
-                     "Nothing was computed; fix the command and run it again (`python -m belief_tasks docs data` "
-                     "lists every check).\n")
+    sys.stderr.write(
+        f"belief-eval: stopped before {stage}. {where}{text} "
+        "Nothing was computed; fix the command and run it again (`python -m belief_tasks docs data` "
+        "lists every check).\n"
+    )
     sys.stderr.flush()
     raise SystemExit(2)
 
@@ -228,8 +235,12 @@ def check_limit(args: list[str]) -> None:
         refuse(ValueError(f"--limit {value} evaluates no document: give a positive count (or a fraction in (0, 1])."))
     world = launch_world_size()
     if world > 1 and limit is not None and limit >= 1 and int(limit) < world:
-        refuse(ValueError(f"--limit {value} is below the {world} processes of this launch, so a process would get no "
-                          f"document: use --limit {world} or more, or fewer processes (docs/scale.md)."))
+        refuse(
+            ValueError(
+                f"--limit {value} is below the {world} processes of this launch, so a process would get no "
+                f"document: use --limit {world} or more, or fewer processes (docs/scale.md)."
+            )
+        )
 
 
 def demo_command(extra: list[str] | None = None) -> list[str]:
@@ -238,12 +249,18 @@ def demo_command(extra: list[str] | None = None) -> list[str]:
     # hf-shared: the numbers of lm-eval's hf (within 1e-4 nats; Ovconf from its own seeded sampler)
     # in 4 minutes instead of 11 on a 2-core CPU (docs/benchmarks.md); `demo --model hf` for stock
     return [
-        "--model", "hf-shared",
-        "--model_args", f"pretrained={default_model_path()},dtype=float32",
-        "--tasks", DEMO_TASKS,
-        "--metadata", '{"source": "sample"}',
-        "--batch_size", "8",
-        "--output_path", os.environ.get("BELIEF_DEMO_OUTPUT", "results/demo"),
+        "--model",
+        "hf-shared",
+        "--model_args",
+        f"pretrained={default_model_path()},dtype=float32",
+        "--tasks",
+        DEMO_TASKS,
+        "--metadata",
+        '{"source": "sample"}',
+        "--batch_size",
+        "8",
+        "--output_path",
+        os.environ.get("BELIEF_DEMO_OUTPUT", "results/demo"),
         "--log_samples",
         *(extra or []),
     ]
@@ -275,9 +292,13 @@ def profile_command(extra: list[str] | None = None) -> list[str]:
 
     extra = list(extra or [])
     given = {a.split("=", 1)[0] for a in extra if a.startswith("-")}
-    defaults = [("--model", "hf-shared"), ("--model_args", f"pretrained={default_model_path()},dtype=float32"),
-                ("--tasks", PROFILE_TASKS), ("--batch_size", "auto"),
-                ("--output_path", os.environ.get("BELIEF_PROFILE_OUTPUT", "results/profile"))]
+    defaults = [
+        ("--model", "hf-shared"),
+        ("--model_args", f"pretrained={default_model_path()},dtype=float32"),
+        ("--tasks", PROFILE_TASKS),
+        ("--batch_size", "auto"),
+        ("--output_path", os.environ.get("BELIEF_PROFILE_OUTPUT", "results/profile")),
+    ]
     out = [x for option, value in defaults if option not in given for x in (option, value)]
     return out + ([] if "--log_samples" in given else ["--log_samples"]) + extra
 
@@ -314,8 +335,11 @@ def print_shared_facts(report_dir: Path) -> None:
             rows = list(csv.DictReader(fh))
         print(f"shared facts per pair of probes ({table.stem.removeprefix('agreement_pairs_')}):")
         for r in rows:
-            kappa = f"κ {float(r['kappa']):.2f} [{float(r['kappa_lo']):.2f}, {float(r['kappa_hi']):.2f}]" \
-                if r.get("kappa") not in (None, "", "nan") else "κ undefined"
+            kappa = (
+                f"κ {float(r['kappa']):.2f} [{float(r['kappa_lo']):.2f}, {float(r['kappa_hi']):.2f}]"
+                if r.get("kappa") not in (None, "", "nan")
+                else "κ undefined"
+            )
             print(f"  {r['probe_a']} / {r['probe_b']}: {r['n']} facts, {kappa}")
 
 
@@ -340,7 +364,9 @@ def print_report(report, output: Path) -> None:
         print("\n" + card.read_text(encoding="utf-8").strip())
     agreement = [line for s in report.sections if s.title == "Agreement between probes" for line in s.summary]
     print("\n" + ("\n".join(agreement) if agreement else "agreement: fewer than two probes share facts"))
-    print(f"check: {report.checked - len(report.mismatched)}/{report.checked} recomputed numbers equal the results JSON")
+    print(
+        f"check: {report.checked - len(report.mismatched)}/{report.checked} recomputed numbers equal the results JSON"
+    )
     print(f"report: {report.path}")
 
 

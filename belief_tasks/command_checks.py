@@ -24,8 +24,8 @@ class CommandError(ValueError):
 JSON_EXAMPLES = {
     "--metadata": '\'{"source": "sample", "max_facts_per_relation": 5}\'',
     "--model_args": '\'{"pretrained": "EleutherAI/pythia-160m", "dtype": "float32"}\' '
-                    "(or pretrained=EleutherAI/pythia-160m,dtype=float32)",
-    "--gen_kwargs": '\'{"temperature": 0}\' (or temperature=0)',
+    "(or pretrained=EleutherAI/pythia-160m,dtype=float32)",
+    "--gen_kwargs": "'{\"temperature\": 0}' (or temperature=0)",
 }
 
 
@@ -67,10 +67,12 @@ def check_json_arguments(args: list[str]) -> None:
 
 
 def bad_json(option: str, value: str, error: json.JSONDecodeError, example: str) -> str:
-    near = value[max(0, error.pos - 20):error.pos] + " >>>" + value[error.pos:error.pos + 20]
-    return (f"{option} is not valid JSON: {error.msg[0].lower() + error.msg[1:]} at character {error.pos + 1} of "
-            f"{value!r} (marked >>>: {near.strip()!r}). JSON wants double quotes around every key and text value, "
-            f"lowercase true / false / null and no trailing comma; a valid example: {option} {example}")
+    near = value[max(0, error.pos - 20) : error.pos] + " >>>" + value[error.pos : error.pos + 20]
+    return (
+        f"{option} is not valid JSON: {error.msg[0].lower() + error.msg[1:]} at character {error.pos + 1} of "
+        f"{value!r} (marked >>>: {near.strip()!r}). JSON wants double quotes around every key and text value, "
+        f"lowercase true / false / null and no trailing comma; a valid example: {option} {example}"
+    )
 
 
 # --- a request cache holds one model's answers ---------------------------------------------------
@@ -105,8 +107,10 @@ def check_backend(name: str | None) -> None:
         return
     known = sorted(model_registry.keys())
     theirs = [k for k in known if k not in BACKENDS]
-    raise CommandError(f"--model {name}: no backend of that name; {did_you_mean(name or '', known)}ours are "
-                       f"{', '.join(BACKENDS)}; lm-eval's are {', '.join(theirs)}")
+    raise CommandError(
+        f"--model {name}: no backend of that name; {did_you_mean(name or '', known)}ours are "
+        f"{', '.join(BACKENDS)}; lm-eval's are {', '.join(theirs)}"
+    )
 
 
 def unknown_tasks(requested: Iterable[Any], include_path: str | None) -> CommandError | None:
@@ -125,8 +129,10 @@ def unknown_tasks(requested: Iterable[Any], include_path: str | None) -> Command
             missing.append(f"{name!r}" + (f" ({hint})" if hint else ""))
     if not missing:
         return None
-    return CommandError(f"--tasks: no task or group named {', '.join(missing)}. `belief-eval ls belief` lists our "
-                        "tasks and groups with one line each; `belief-eval ls tasks` every task lm-eval knows")
+    return CommandError(
+        f"--tasks: no task or group named {', '.join(missing)}. `belief-eval ls belief` lists our "
+        "tasks and groups with one line each; `belief-eval ls tasks` every task lm-eval knows"
+    )
 
 
 # --- every knob of ours is read by a task of the command (after the tasks are built) ---------------
@@ -141,7 +147,11 @@ def knobs_of(task) -> set[str]:
     if not isinstance(task, BeliefTask):
         return set()
     fn = task.config.custom_dataset
-    return {k.name for k in knob_rows(task.OPTIONS)} | {"source"} | (_dataset_knobs(fn.dataset) if isinstance(fn, Probe) else set())
+    return (
+        {k.name for k in knob_rows(task.OPTIONS)}
+        | {"source"}
+        | (_dataset_knobs(fn.dataset) if isinstance(fn, Probe) else set())
+    )
 
 
 def _dataset_knobs(dataset: str) -> set[str]:
@@ -184,8 +194,11 @@ def check_knobs_read(metadata: Mapping[str, Any] | None, tasks: Iterable[Any], m
     for key in sorted(set(metadata or {}) - set(model_args)):
         if key in _our_knob_names() and key not in read:
             run = ", ".join(t.config.task for t in ours) or "no task of ours"
-            raise KnobError(key, f"no task of this command reads it (it runs {run}); {readers(key)}. "
-                                 f"Add such a task to --tasks or leave the key out{_env_hint(key)}")
+            raise KnobError(
+                key,
+                f"no task of this command reads it (it runs {run}); {readers(key)}. "
+                f"Add such a task to --tasks or leave the key out{_env_hint(key)}",
+            )
 
 
 def _env_hint(key: str) -> str:
@@ -193,8 +206,11 @@ def _env_hint(key: str) -> str:
     from belief_tasks.sources import DATASETS
 
     info = next((i for i in DATASETS.values() if i.metadata_key == key), None)
-    return f" (a path you keep for every command belongs in {info.env_var}, read only by the tasks on {info.title})" \
-        if info else ""
+    return (
+        f" (a path you keep for every command belongs in {info.env_var}, read only by the tasks on {info.title})"
+        if info
+        else ""
+    )
 
 
 def readers(key: str) -> str:
@@ -210,7 +226,9 @@ def readers(key: str) -> str:
         if e.kind != "task" or e.is_demo or e.family not in FAMILIES:
             continue
         fn = load_yaml(e.path).get("custom_dataset")  # the YAML's own function, as lm-eval resolves it
-        if key in {k.name for k in FAMILIES[e.family].knobs} or (isinstance(fn, Probe) and key in _dataset_knobs(fn.dataset)):
+        if key in {k.name for k in FAMILIES[e.family].knobs} or (
+            isinstance(fn, Probe) and key in _dataset_knobs(fn.dataset)
+        ):
             names.append(e.name)
     shown = ", ".join(names[:8]) + (f" and {len(names) - 8} more" if len(names) > 8 else "")
     return f"it is read by {shown}" if names else "no task of ours reads it"

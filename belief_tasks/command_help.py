@@ -13,11 +13,11 @@ import textwrap
 #: our backends (``harness.BACKENDS``), one line each
 BACKEND_LINES = {
     "hf-shared": "lm-eval's hf with shared prefixes: the same model args and numbers, faster on IC-LKE, BEAR, "
-                 "BELIEF's sampled answers and MONITOR (docs/backends.md)",
+    "BELIEF's sampled answers and MONITOR (docs/backends.md)",
     "vllm-shared": "lm-eval's vllm whose log-likelihoods read vLLM's prefix cache: the same model args and numbers, "
-                   "faster on IC-LKE (docs/backends.md)",
+    "faster on IC-LKE (docs/backends.md)",
     "vllm-serve-shared": "lm-eval's local-completions against vllm serve, log-likelihoods through its token endpoint "
-                         "reading its prefix cache (docs/backends_support.md)",
+    "reading its prefix cache (docs/backends_support.md)",
     "hf-mlm": "masked LMs (BERT family): BEAR by pseudo-log-likelihood and the belief_mlm_* tasks (docs/mlm.md)",
 }
 
@@ -29,50 +29,102 @@ def knob_groups() -> list[tuple[str, list[str], str]]:
     from belief_tasks.sources import SOURCE_KNOBS
 
     common = [k.name for k in COMMON]
-    groups = [("every task", common, "docs/data.md"),
-              ("data source", [k.name for k in SOURCE_KNOBS], "docs/data.md")]
+    groups = [("every task", common, "docs/data.md"), ("data source", [k.name for k in SOURCE_KNOBS], "docs/data.md")]
     for family in FAMILIES.values():
         groups.append((family.title, [k.name for k in family.knobs if k.name not in common], family.doc))
     return groups
 
 
 def _wrapped(label: str, text: str, width: int = 100, indent: int = 22) -> str:
-    return textwrap.fill(text, width=width, initial_indent=f"  {label:<{indent - 2}}",
-                         subsequent_indent=" " * indent, break_on_hyphens=False)
+    return textwrap.fill(
+        text,
+        width=width,
+        initial_indent=f"  {label:<{indent - 2}}",
+        subsequent_indent=" " * indent,
+        break_on_hyphens=False,
+    )
 
 
 def section() -> str:
     """The part of ``belief-eval --help`` that lm-eval's help does not have."""
     fill = lambda text: textwrap.fill(text, width=100, break_on_hyphens=False)  # noqa: E731
-    lines = ["", fill("belief-tasks: belief-eval is the lm-eval command line above (shown as 'lm-eval'), with "
-                      "our backends registered and every input checked before the model loads."),
-             "", "backends (--model):"]
+    lines = [
+        "",
+        fill(
+            "belief-tasks: belief-eval is the lm-eval command line above (shown as 'lm-eval'), with "
+            "our backends registered and every input checked before the model loads."
+        ),
+        "",
+        "backends (--model):",
+    ]
     lines += [_wrapped(name, text) for name, text in BACKEND_LINES.items()]
-    lines += ["", "our tasks:", _wrapped("list", "belief-eval ls belief: our tasks and groups, one line each"),
-              _wrapped("main job", "python -m belief_tasks demo: every family on the bundled sample, then its "
-                                   "report (results/demo/)"),
-              _wrapped("profile", "python -m belief_tasks profile [ARGS]: a model's knowledge profile (group "
-                                  "belief_profile: the four probes on datasets that share facts, at a 5% budget), "
-                                  "then its report (docs/profile.md)")]
-    lines += ["", "cost and progress:",
-              _wrapped("--estimate", "the command's cost, then exit, before any model loads: per task the facts, "
-                                     "requests by kind, tokens with and without prefix sharing, and each phase's "
-                                     "time from rates measured on this model and backend (--calibrate: time a few "
-                                     "seconds of its requests first; --estimate_json FILE: also as JSON)"),
-              _wrapped("progress", "a run prints each phase with its estimate and the run's ETA, and a line when a "
-                                   "phase runs far past its estimate (docs/profile.md)")]
-    lines += ["", "answers:", _wrapped("kept", "every answer goes to OUTPUT_PATH/cache/ as it is computed, so the "
-                                                 "same command run again after a crash resumes (docs/scale.md)"),
-              _wrapped("--no_answer_cache", "keep nothing; --use_cache PATH: keep them in a file of your choice")]
-    lines += ["", fill("knobs: --metadata '{\"source\": \"sample\", \"max_facts_per_relation\": 5}'; "
-                       "`belief-eval ls knobs` shows what each accepts, its default and its meaning:")]
+    lines += [
+        "",
+        "our tasks:",
+        _wrapped("list", "belief-eval ls belief: our tasks and groups, one line each"),
+        _wrapped(
+            "main job",
+            "python -m belief_tasks demo: every family on the bundled sample, then its report (results/demo/)",
+        ),
+        _wrapped(
+            "profile",
+            "python -m belief_tasks profile [ARGS]: a model's knowledge profile (group "
+            "belief_profile: the four probes on datasets that share facts, at a 5% budget), "
+            "then its report (docs/profile.md)",
+        ),
+    ]
+    lines += [
+        "",
+        "cost and progress:",
+        _wrapped(
+            "--estimate",
+            "the command's cost, then exit, before any model loads: per task the facts, "
+            "requests by kind, tokens with and without prefix sharing, and each phase's "
+            "time from rates measured on this model and backend (--calibrate: time a few "
+            "seconds of its requests first; --estimate_json FILE: also as JSON)",
+        ),
+        _wrapped(
+            "progress",
+            "a run prints each phase with its estimate and the run's ETA, and a line when a "
+            "phase runs far past its estimate (docs/profile.md)",
+        ),
+    ]
+    lines += [
+        "",
+        "answers:",
+        _wrapped(
+            "kept",
+            "every answer goes to OUTPUT_PATH/cache/ as it is computed, so the "
+            "same command run again after a crash resumes (docs/scale.md)",
+        ),
+        _wrapped("--no_answer_cache", "keep nothing; --use_cache PATH: keep them in a file of your choice"),
+    ]
+    lines += [
+        "",
+        fill(
+            'knobs: --metadata \'{"source": "sample", "max_facts_per_relation": 5}\'; '
+            "`belief-eval ls knobs` shows what each accepts, its default and its meaning:"
+        ),
+    ]
     lines += [_wrapped(who, f"{', '.join(names)} ({page})") for who, names, page in knob_groups()]
-    lines += ["", "report:", _wrapped("belief-report", "OUTPUT_DIR --out REPORT_DIR: the papers' tables, figures "
-                                      "and a knowledge card per model from runs made with --output_path and "
-                                      "--log_samples (belief-report --help; how to read it: docs/report.md)")]
-    lines += ["", fill("docs: the pages of docs/ ship with the package: `python -m belief_tasks docs PAGE` prints one "
-                       "(data: data, sources, every input check; scale: large runs; benchmarks: timings); without "
-                       "PAGE, the list.")]
+    lines += [
+        "",
+        "report:",
+        _wrapped(
+            "belief-report",
+            "OUTPUT_DIR --out REPORT_DIR: the papers' tables, figures "
+            "and a knowledge card per model from runs made with --output_path and "
+            "--log_samples (belief-report --help; how to read it: docs/report.md)",
+        ),
+    ]
+    lines += [
+        "",
+        fill(
+            "docs: the pages of docs/ ship with the package: `python -m belief_tasks docs PAGE` prints one "
+            "(data: data, sources, every input check; scale: large runs; benchmarks: timings); without "
+            "PAGE, the list."
+        ),
+    ]
     return "\n".join(lines)
 
 

@@ -55,8 +55,13 @@ class KindCost:
     prompts: int = 0  # distinct generation prompts
 
     def as_dict(self) -> dict[str, int]:
-        return {"requests": self.requests, "tokens": self.tokens, "shared_tokens": self.shared_tokens,
-                "generated": self.generated, "prompts": self.prompts}
+        return {
+            "requests": self.requests,
+            "tokens": self.tokens,
+            "shared_tokens": self.shared_tokens,
+            "generated": self.generated,
+            "prompts": self.prompts,
+        }
 
 
 @dataclass
@@ -76,8 +81,14 @@ class TaskCost:
         return sum(k.requests for k in self.kinds.values())
 
     def as_dict(self) -> dict[str, Any]:
-        return {"task": self.task, "family": self.family, "dataset": self.dataset, "facts": self.facts,
-                "docs": self.docs, "kinds": {k: v.as_dict() for k, v in self.kinds.items()}}
+        return {
+            "task": self.task,
+            "family": self.family,
+            "dataset": self.dataset,
+            "facts": self.facts,
+            "docs": self.docs,
+            "kinds": {k: v.as_dict() for k, v in self.kinds.items()},
+        }
 
 
 class Encoder:
@@ -104,7 +115,7 @@ class Encoder:
             return
         if self._fast is not None:
             for lo in range(0, len(todo), 4096):
-                chunk = todo[lo:lo + 4096]
+                chunk = todo[lo : lo + 4096]
                 for text, enc in zip(chunk, self._fast.encode_batch(chunk, add_special_tokens=flag)):
                     self._memo[(text, flag)] = enc.ids
         else:
@@ -165,15 +176,15 @@ class Encoder:
         ctx = self.context(context)
         if tail is None:
             whole = self.encode(context + continuation)
-            return whole[:len(ctx)], whole[len(ctx):]
-        return ctx, self.encode(tail + continuation, special=False)[len(self.encode(tail, special=False)):]
+            return whole[: len(ctx)], whole[len(ctx) :]
+        return ctx, self.encode(tail + continuation, special=False)[len(self.encode(tail, special=False)) :]
 
     def input_row(self, context: str, continuation: str) -> tuple[list[int], int]:
         """The tokens forwarded for a log-likelihood, (context + continuation)[:-1] cut to ``max_length`` as the
         backend cuts it, and how many of them are the context's."""
         ctx, cont = self.pair(context, continuation)
         whole = ctx + cont
-        row = whole[-(self.max_length + 1):][:-1]
+        row = whole[-(self.max_length + 1) :][:-1]
         return row, max(0, len(ctx) - (len(whole) - 1 - len(row)))
 
 
@@ -229,8 +240,9 @@ def count_instances(instances: Sequence, encoder: Encoder, shared: bool = True) 
         elif inst.request_type == "generate_until":
             kwargs = inst.args[1] if len(inst.args) > 1 and isinstance(inst.args[1], dict) else {}
             new = _max_gen_toks(kwargs)
-            tokens = len(encoder.context(inst.args[0])[-(encoder.max_length - new):]) if new < encoder.max_length \
-                else 0
+            tokens = (
+                len(encoder.context(inst.args[0])[-(encoder.max_length - new) :]) if new < encoder.max_length else 0
+            )
             cost.tokens += n * tokens
             cost.generated += n * new
             prompts.setdefault(kind, {})[inst.args[0]] = tokens
@@ -246,15 +258,16 @@ def count_instances(instances: Sequence, encoder: Encoder, shared: bool = True) 
     return out
 
 
-def shared_tokens(by_context: Mapping[str, list[list[int]]], context_tokens: Mapping[str, int],
-                  encoder: Encoder) -> int:
+def shared_tokens(
+    by_context: Mapping[str, list[list[int]]], context_tokens: Mapping[str, int], encoder: Encoder
+) -> int:
     """Tokens hf-shared forwards for these log-likelihood rows: its radix tree (``build_prefix_tree``, its cost
     ``tree_cost``) over the whole rows, exactly its plan. Where the rows hold more than ``EXACT_TOKENS`` tokens
     (IC-LKE's long contexts, once per option), the tree is planned in two levels instead, the distinct contexts
     and then each context's continuations, so that a context is held once, not once per option: within a few
     tenths of a percent of the one tree (docs/profile.md)."""
     names = list(by_context)
-    contexts = [encoder.pair(c, "")[0][-context_tokens[c]:] if context_tokens[c] else [] for c in names]
+    contexts = [encoder.pair(c, "")[0][-context_tokens[c] :] if context_tokens[c] else [] for c in names]
     size = sum(len(ctx) * len(by_context[n]) + sum(map(len, by_context[n])) for ctx, n in zip(contexts, names))
     if size <= EXACT_TOKENS:
         rows = [ctx + rest for ctx, n in zip(contexts, names) for rest in by_context[n]]
@@ -290,9 +303,10 @@ def count_task(task, encoder: Encoder, family: str = "", shared: bool = True) ->
     """A built task's ``TaskCost`` (its requests must be built: ``build_all_requests``)."""
     docs = list(task.eval_docs)
     facts, keys = task_facts(docs)
-    dataset = ((getattr(task.config, "metadata", None) or {}).get("dataset") or "")
-    return TaskCost(task.config.task, family, facts, len(docs), count_instances(task.instances, encoder, shared),
-                    keys, dataset)
+    dataset = (getattr(task.config, "metadata", None) or {}).get("dataset") or ""
+    return TaskCost(
+        task.config.task, family, facts, len(docs), count_instances(task.instances, encoder, shared), keys, dataset
+    )
 
 
 def shared_facts(costs: Sequence[TaskCost]) -> list[tuple[str, str, int]]:
@@ -305,7 +319,7 @@ def shared_facts(costs: Sequence[TaskCost]) -> list[tuple[str, str, int]]:
     as_keys = {c.task: {fid: FactKey.from_record(k) for fid, k in c.keys.items()} for c in keyed}
     out = []
     for i, a in enumerate(keyed):
-        for b in keyed[i + 1:]:
+        for b in keyed[i + 1 :]:
             same = a.dataset and a.dataset == b.dataset
             join = join_same_dataset(a.keys, b.keys) if same else join_keys(as_keys[a.task], as_keys[b.task])
             out.append((a.task, b.task, len(join.joined)))
@@ -327,4 +341,3 @@ def by_kind_order(kinds: Iterable[str]) -> list[str]:
     """Request kinds in print order (``KINDS`` first, others after, by name)."""
     kinds = list(kinds)
     return [k for k in KINDS if k in kinds] + sorted(k for k in kinds if k not in KINDS)
-

@@ -100,13 +100,22 @@ class Setting:
     def key(self) -> str:
         from belief_tasks.cache_identity import identity
 
-        return rates.key({"identity": identity(self.backend, dict(self.model_args)), "batch_size": str(self.batch_size),
-                          "device": self.device, "max_length": self.model_args.get("max_length"), "machine": machine()})
+        return rates.key(
+            {
+                "identity": identity(self.backend, dict(self.model_args)),
+                "batch_size": str(self.batch_size),
+                "device": self.device,
+                "max_length": self.model_args.get("max_length"),
+                "machine": machine(),
+            }
+        )
 
     def label(self) -> str:
         dtype = self.model_args.get("dtype") or self.model_args.get("torch_dtype") or "default dtype"
-        return f"{self.model_name} on {self.backend} ({dtype}, {self.device or 'default device'}, batch size " \
-               f"{self.batch_size or 1}; {machine()})"
+        return (
+            f"{self.model_name} on {self.backend} ({dtype}, {self.device or 'default device'}, batch size "
+            f"{self.batch_size or 1}; {machine()})"
+        )
 
 
 # --- the FLOP projection -------------------------------------------------------------------------------
@@ -177,7 +186,7 @@ def matmul_rate(device: str | None) -> float | None:
             n += 1
         if dev.startswith("cuda"):
             torch.cuda.synchronize()
-        return 2 * 1024 ** 3 * n / (time.perf_counter() - t0)
+        return 2 * 1024**3 * n / (time.perf_counter() - t0)
     except Exception:  # noqa: BLE001  a device we cannot measure: no projection
         return None
 
@@ -191,14 +200,17 @@ class Flop:
 
     def seconds(self, prompt_tokens: int, generated: int) -> float:
         work = 2.0 * self.parameters
-        return work * prompt_tokens / (self.rate * FLOP_SHARE["prompt"]) + \
-            work * generated / (self.rate * FLOP_SHARE["decode"])
+        return work * prompt_tokens / (self.rate * FLOP_SHARE["prompt"]) + work * generated / (
+            self.rate * FLOP_SHARE["decode"]
+        )
 
     def label(self) -> str:
-        return (f"FLOP projection, not a measurement: 2 x {self.parameters / 1e6:,.1f} M parameters per token at "
-                f"{FLOP_SHARE['prompt']:.0%} (prompt tokens) and {FLOP_SHARE['decode']:.0%} (generated tokens, at "
-                f"max_gen_toks each) of the "
-                f"{self.rate / 1e9:,.0f} GFLOP/s matmul rate measured on this device")
+        return (
+            f"FLOP projection, not a measurement: 2 x {self.parameters / 1e6:,.1f} M parameters per token at "
+            f"{FLOP_SHARE['prompt']:.0%} (prompt tokens) and {FLOP_SHARE['decode']:.0%} (generated tokens, at "
+            f"max_gen_toks each) of the "
+            f"{self.rate / 1e9:,.0f} GFLOP/s matmul rate measured on this device"
+        )
 
 
 # --- projection --------------------------------------------------------------------------------------------
@@ -229,8 +241,14 @@ def request_types(cost: TaskCost) -> dict[str, dict[str, int]]:
     return out
 
 
-def project_scoring(costs: Sequence[TaskCost], setting: Setting, model: rates.ModelRates | None,
-                    flop: Flop | None, proj: Projection, now: float | None = None) -> None:
+def project_scoring(
+    costs: Sequence[TaskCost],
+    setting: Setting,
+    model: rates.ModelRates | None,
+    flop: Flop | None,
+    proj: Projection,
+    now: float | None = None,
+) -> None:
     """The scoring phases: per task and request type, its units times the rate of its family (``rates``), scaled
     by the device's matmul rate when the rate was measured against ``now`` (a shared machine's load), else the FLOP
     projection; what is unknown stays out (and is said)."""
@@ -261,13 +279,17 @@ def project_scoring(costs: Sequence[TaskCost], setting: Setting, model: rates.Mo
     if abs(scale - 1) > 0.05:
         proj.sources.append(loaded(scale, model.matmul if model is not None else None, now))
     if missing:
-        proj.sources.append(f"no rate and no FLOP projection for {', '.join(sorted(missing))}: left out of the total "
-                            "(run --calibrate with the model, or once without --estimate)")
+        proj.sources.append(
+            f"no rate and no FLOP projection for {', '.join(sorted(missing))}: left out of the total "
+            "(run --calibrate with the model, or once without --estimate)"
+        )
 
 
 def loaded(scale: float, then: float | None, now: float | None) -> str:
-    return (f"scaled by {scale:.2f}: this device's matmul rate now ({(now or 0) / 1e9:,.0f} GFLOP/s) against when the "
-            f"rates were measured ({(then or 0) / 1e9:,.0f} GFLOP/s), another load on a shared machine")
+    return (
+        f"scaled by {scale:.2f}: this device's matmul rate now ({(now or 0) / 1e9:,.0f} GFLOP/s) against when the "
+        f"rates were measured ({(then or 0) / 1e9:,.0f} GFLOP/s), another load on a shared machine"
+    )
 
 
 def harness_rates(store: rates.Store, now: float | None = None) -> tuple[dict[str, float], str]:
@@ -275,22 +297,37 @@ def harness_rates(store: rates.Store, now: float | None = None) -> tuple[dict[st
     own = store.harness.get(machine())
     if own:
         scale = rates.contention(own.get("matmul"), now)
-        values = {**HARNESS_DEFAULTS, **{k: v * (scale if k.endswith(("_s", "_request", "_doc", "_budget", "_gb"))
-                                                  else 1) for k, v in own.items() if k != "matmul"}}
+        values = {
+            **HARNESS_DEFAULTS,
+            **{
+                k: v * (scale if k.endswith(("_s", "_request", "_doc", "_budget", "_gb")) else 1)
+                for k, v in own.items()
+                if k != "matmul"
+            },
+        }
         return values, "harness rates measured on this machine by earlier runs" + (
-            f" (scaled by {scale:.2f})" if abs(scale - 1) > 0.05 else "")
+            f" (scaled by {scale:.2f})" if abs(scale - 1) > 0.05 else ""
+        )
     return dict(HARNESS_DEFAULTS), "harness rates: defaults measured on the project's 2-core CPU (no run here yet)"
 
 
-def project_harness(costs: Sequence[TaskCost], h: Mapping[str, float], *, log_samples: bool, report: bool,
-                    budgeted: Mapping[str, bool], proj: Projection) -> None:
+def project_harness(
+    costs: Sequence[TaskCost],
+    h: Mapping[str, float],
+    *,
+    log_samples: bool,
+    report: bool,
+    budgeted: Mapping[str, bool],
+    proj: Projection,
+) -> None:
     """Recording, aggregating, writing and the report, from the harness rates."""
     requests = sum(c.requests for c in costs)
     docs_plain = sum(c.docs for c in costs if not budgeted.get(c.task))
     docs_budget = sum(c.docs for c in costs if budgeted.get(c.task))
     proj.phases[progress.RECORDING] = h["record_s_per_request"] * requests
-    proj.phases[progress.AGGREGATING] = (h["aggregate_s_per_doc"] * docs_plain
-                                         + h["aggregate_s_per_doc_budget"] * docs_budget)
+    proj.phases[progress.AGGREGATING] = (
+        h["aggregate_s_per_doc"] * docs_plain + h["aggregate_s_per_doc_budget"] * docs_budget
+    )
     proj.phases[progress.WRITING] = h["write_s_per_request"] * requests * (1 if log_samples else 0.05)
     if report:
         proj.phases[progress.REPORT] = h["report_s"] + h["report_s_per_request"] * requests
@@ -345,8 +382,10 @@ def encoder_for(model_args: Mapping[str, Any], metadata: Mapping[str, Any] | Non
         from transformers import AutoConfig
 
         try:
-            config = AutoConfig.from_pretrained(str(model_args.get("pretrained") or model_args.get("model")),
-                                                revision=model_args.get("revision") or "main")
+            config = AutoConfig.from_pretrained(
+                str(model_args.get("pretrained") or model_args.get("model")),
+                revision=model_args.get("revision") or "main",
+            )
         except Exception:  # noqa: BLE001  the tokenizer's own limit, then lm-eval's default
             config = None
         max_length = resolve_max_length(config, tokenizer)
@@ -358,15 +397,19 @@ def chat_template(encoder: Encoder):
     """lm-eval's ``HFLM.apply_chat_template``, from the tokenizer alone."""
 
     def apply(history, add_generation_prompt: bool = True) -> str:
-        return encoder.tokenizer.apply_chat_template(history, tokenize=False,
-                                                     add_generation_prompt=add_generation_prompt,
-                                                     continue_final_message=not add_generation_prompt)
+        return encoder.tokenizer.apply_chat_template(
+            history,
+            tokenize=False,
+            add_generation_prompt=add_generation_prompt,
+            continue_final_message=not add_generation_prompt,
+        )
 
     return apply
 
 
-def count_command(cfg, tasks: Mapping[str, Any], encoder: Encoder, *,
-                  shared: bool = True) -> tuple[list[TaskCost], float]:
+def count_command(
+    cfg, tasks: Mapping[str, Any], encoder: Encoder, *, shared: bool = True
+) -> tuple[list[TaskCost], float]:
     """Every task's requests built (as ``evaluate`` builds them: ``--limit``, chat template) and counted; the
     seconds both took (a run's building of requests tokenises them too: the truncation check)."""
     from lm_eval.evaluator_utils import get_sample_size
@@ -377,9 +420,14 @@ def count_command(cfg, tasks: Mapping[str, Any], encoder: Encoder, *,
     for task in tasks.values():
         t0 = time.perf_counter()
         task.build_all_requests(
-            limit=get_sample_size(task, cfg.limit), rank=0, world_size=1, cache_requests=False,
-            rewrite_requests_cache=False, system_instruction=cfg.system_instruction,
-            apply_chat_template=bool(cfg.apply_chat_template), fewshot_as_multiturn=cfg.fewshot_as_multiturn,
+            limit=get_sample_size(task, cfg.limit),
+            rank=0,
+            world_size=1,
+            cache_requests=False,
+            rewrite_requests_cache=False,
+            system_instruction=cfg.system_instruction,
+            apply_chat_template=bool(cfg.apply_chat_template),
+            fewshot_as_multiturn=cfg.fewshot_as_multiturn,
             chat_template=chat_template(encoder) if cfg.apply_chat_template else None,
             tokenizer_name=getattr(encoder.tokenizer, "name_or_path", "") if cfg.apply_chat_template else "",
         )
@@ -408,8 +456,9 @@ def setting_from_args(args: Sequence[str]) -> Setting:
         found = _values(args, option)
         return found[-1] if found else None
 
-    return Setting(last("--model") or "hf", parse_model_args(_values(args, "--model_args")), last("--batch_size"),
-                   last("--device"))
+    return Setting(
+        last("--model") or "hf", parse_model_args(_values(args, "--model_args")), last("--batch_size"), last("--device")
+    )
 
 
 def budgeted(tasks: Mapping[str, Any]) -> dict[str, bool]:
@@ -460,8 +509,9 @@ def calibration_docs(task, request_type: str, flop: Flop | None, encoder: Encode
     return chosen
 
 
-def calibrate(cfg, tasks: Mapping[str, Any], setting: Setting, encoder: Encoder, flop: Flop | None,
-              store: rates.Store, say) -> rates.ModelRates:
+def calibrate(
+    cfg, tasks: Mapping[str, Any], setting: Setting, encoder: Encoder, flop: Flop | None, store: rates.Store, say
+) -> rates.ModelRates:
     """Load the model, time a few seconds of each family's requests per request type, store the rates."""
     from belief_tasks.tasks.base import BeliefTask
 
@@ -514,8 +564,10 @@ def run_estimate(args: list[str], flags: Mapping[str, Any], report: bool = False
     build_s = time.perf_counter() - t0
     encoder = encoder_for(setting.model_args, cfg.metadata)
     if encoder is None:
-        say("belief-eval --estimate: no tokenizer for this model (give pretrained=... or tokenizer=... in "
-            "--model_args): requests are counted, tokens are not")
+        say(
+            "belief-eval --estimate: no tokenizer for this model (give pretrained=... or tokenizer=... in "
+            "--model_args): requests are counted, tokens are not"
+        )
         return 2
     costs, requests_s = count_command(cfg, tasks, encoder)
     store = rates.Store.load()
@@ -542,13 +594,27 @@ def run_estimate(args: list[str], flags: Mapping[str, Any], report: bool = False
     return 0
 
 
-def projection(costs, setting: Setting, model_rates, flop, store: rates.Store, cfg, tasks, build_s: float,
-               requests_s: float, report: bool, now: float | None = None) -> Projection:
+def projection(
+    costs,
+    setting: Setting,
+    model_rates,
+    flop,
+    store: rates.Store,
+    cfg,
+    tasks,
+    build_s: float,
+    requests_s: float,
+    report: bool,
+    now: float | None = None,
+) -> Projection:
     h, h_source = harness_rates(store, now)
     proj = Projection()
     proj.phases[progress.BUILDING_TASKS] = build_s
-    load = model_rates.model_load_s * rates.contention(model_rates.matmul, now) \
-        if model_rates is not None and model_rates.model_load_s else None
+    load = (
+        model_rates.model_load_s * rates.contention(model_rates.matmul, now)
+        if model_rates is not None and model_rates.model_load_s
+        else None
+    )
     if load is None:
         size = weights_bytes(setting.model_args)
         load = h["model_load_s_per_gb"] * size / 1e9 if size else None
@@ -564,10 +630,13 @@ def projection(costs, setting: Setting, model_rates, flop, store: rates.Store, c
 
 def render(costs: Sequence[TaskCost], proj: Projection, setting: Setting, cfg) -> list[str]:
     ll_shared, gen_shared = rates.sharing(setting.backend)
-    lines = [f"Estimate for {setting.label()}", "",
-             "| task | facts | requests by kind | tokens to compute: without / with prefix sharing "
-             "| generated (at most) | projected |",
-             "| --- | ---: | --- | --- | ---: | ---: |"]
+    lines = [
+        f"Estimate for {setting.label()}",
+        "",
+        "| task | facts | requests by kind | tokens to compute: without / with prefix sharing "
+        "| generated (at most) | projected |",
+        "| --- | ---: | --- | --- | ---: | ---: |",
+    ]
     for c in costs:
         kinds = by_kind_order(c.kinds)
         reqs = ", ".join(f"{c.kinds[k].requests:,} {k}" for k in kinds)
@@ -578,12 +647,21 @@ def render(costs: Sequence[TaskCost], proj: Projection, setting: Setting, cfg) -
         lines.append(f"| {c.task} | {c.facts:,} | {reqs} | {toks} | {gen:,} | {projected} |")
     t = totals(costs)
     order = by_kind_order(t)
-    lines.append(f"| all | {sum(c.facts for c in costs):,} | " + ", ".join(f"{t[k].requests:,} {k}" for k in order)
-                 + " | " + ", ".join(f"{t[k].tokens:,} / {t[k].shared_tokens:,}" for k in order)
-                 + f" | {sum(k.generated for k in t.values()):,} | |")
-    lines += ["", f"{setting.backend} computes log-likelihood tokens {'with' if ll_shared else 'without'} prefix "
-                  f"sharing and generation prompts {'once per prompt' if gen_shared else 'once per request'}.", "",
-              "| phase | projected |", "| --- | ---: |"]
+    lines.append(
+        f"| all | {sum(c.facts for c in costs):,} | "
+        + ", ".join(f"{t[k].requests:,} {k}" for k in order)
+        + " | "
+        + ", ".join(f"{t[k].tokens:,} / {t[k].shared_tokens:,}" for k in order)
+        + f" | {sum(k.generated for k in t.values()):,} | |"
+    )
+    lines += [
+        "",
+        f"{setting.backend} computes log-likelihood tokens {'with' if ll_shared else 'without'} prefix "
+        f"sharing and generation prompts {'once per prompt' if gen_shared else 'once per request'}.",
+        "",
+        "| phase | projected |",
+        "| --- | ---: |",
+    ]
     lines += [f"| {name} | {duration(sec)} |" for name, sec in proj.phases.items()]
     lines.append(f"| **total** | **{duration(proj.total)}** |")
     lines += ["", "Rates: " + "; ".join(proj.sources) + "."]
@@ -595,9 +673,16 @@ def render(costs: Sequence[TaskCost], proj: Projection, setting: Setting, cfg) -
 
 
 def as_json(costs: Sequence[TaskCost], proj: Projection, setting: Setting) -> dict[str, Any]:
-    return {"setting": setting.label(), "backend": setting.backend, "tasks": [c.as_dict() for c in costs],
-            "by_task": proj.by_task, "phases": proj.phases, "total_s": proj.total, "sources": proj.sources,
-            "shared_facts": [{"a": a, "b": b, "facts": n} for a, b, n in shared_facts(costs)]}
+    return {
+        "setting": setting.label(),
+        "backend": setting.backend,
+        "tasks": [c.as_dict() for c in costs],
+        "by_task": proj.by_task,
+        "phases": proj.phases,
+        "total_s": proj.total,
+        "sources": proj.sources,
+        "shared_facts": [{"a": a, "b": b, "facts": n} for a, b, n in shared_facts(costs)],
+    }
 
 
 # --- a run's plan and its rates ----------------------------------------------------------------------------
@@ -617,9 +702,12 @@ _plan: RunPlan | None = None
 #: the open run's command (``rates.command_key``), set by ``begin_run``
 _command: str | None = None
 #: harness rates each harness phase is projected with (scaled by measured / projected after a run)
-PHASE_RATES = {progress.RECORDING: ("record_s_per_request",),
-               progress.AGGREGATING: ("aggregate_s_per_doc", "aggregate_s_per_doc_budget"),
-               progress.WRITING: ("write_s_per_request",), progress.REPORT: ("report_s", "report_s_per_request")}
+PHASE_RATES = {
+    progress.RECORDING: ("record_s_per_request",),
+    progress.AGGREGATING: ("aggregate_s_per_doc", "aggregate_s_per_doc_budget"),
+    progress.WRITING: ("write_s_per_request",),
+    progress.REPORT: ("report_s", "report_s_per_request"),
+}
 
 
 def first_process() -> bool:
@@ -668,8 +756,15 @@ def plan_run(lm, tasks: Sequence[Any], setting: Setting, report: bool) -> None:
         from belief_tasks.cost import task_facts
 
         facts, _ = task_facts(docs)
-        costs.append(TaskCost(task.config.task, family, facts, len(docs),
-                              count_instances(task.instances, encoder, shared=rates.sharing(setting.backend)[0])))
+        costs.append(
+            TaskCost(
+                task.config.task,
+                family,
+                facts,
+                len(docs),
+                count_instances(task.instances, encoder, shared=rates.sharing(setting.backend)[0]),
+            )
+        )
     counted = time.perf_counter() - t0
     store = rates.Store.load()
     model_rates = store.models.get(setting.key())
@@ -687,8 +782,11 @@ def plan_run(lm, tasks: Sequence[Any], setting: Setting, report: bool) -> None:
         reqs = sum(request_types(c).get(rt, {}).get("requests", 0) for c in costs)
         notes[progress.scoring_phase(rt)] = f"{reqs:,} requests, {sum(by_family.values()):,} units"
     _plan = RunPlan(setting, proj, h, now)
-    run.set_plan(proj.phases, notes, f"counted {sum(c.requests for c in costs):,} requests in {counted:.1f} s; rates: "
-                 + "; ".join(proj.sources))
+    run.set_plan(
+        proj.phases,
+        notes,
+        f"counted {sum(c.requests for c in costs):,} requests in {counted:.1f} s; rates: " + "; ".join(proj.sources),
+    )
 
 
 def record_run(measured: Mapping[str, float]) -> None:
@@ -701,11 +799,15 @@ def record_run(measured: Mapping[str, float]) -> None:
     if _command is not None:
         store.record_command(_command, {k: v for k, v in measured.items() if k in progress.PHASES})
     if plan is not None:
-        phases = {rt: (measured[progress.scoring_phase(rt)], by_family)
-                  for rt, by_family in plan.projection.units.items() if measured.get(progress.scoring_phase(rt))}
+        phases = {
+            rt: (measured[progress.scoring_phase(rt)], by_family)
+            for rt, by_family in plan.projection.units.items()
+            if measured.get(progress.scoring_phase(rt))
+        }
         if phases:
-            store.record_run(plan.setting.key(), plan.setting.label(), phases, measured.get(progress.LOADING_MODEL),
-                             plan.matmul)
+            store.record_run(
+                plan.setting.key(), plan.setting.label(), phases, measured.get(progress.LOADING_MODEL), plan.matmul
+            )
         harness = {}
         for phase, names in PHASE_RATES.items():
             projected, took = plan.projection.phases.get(phase), measured.get(phase)

@@ -44,8 +44,13 @@ class FactSplit:
         return self.side(key) if key else None
 
     def to_json(self) -> dict:
-        return {"seed": self.seed, "share": self.share, "keyed_by": "schema.sampling_key",
-                "trained": sorted(self.trained), "held_out": sorted(self.held_out)}
+        return {
+            "seed": self.seed,
+            "share": self.share,
+            "keyed_by": "schema.sampling_key",
+            "trained": sorted(self.trained),
+            "held_out": sorted(self.held_out),
+        }
 
     def save(self, path: Path) -> Path:
         path = Path(path)

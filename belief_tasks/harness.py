@@ -94,9 +94,13 @@ def install() -> None:
         return
     found = lm_eval_version()
     if found not in TESTED:
-        log.warning("belief-tasks: our lm-eval hooks are tested on lm-eval %s (lm-eval%s) and this is %s; they check "
-                    "what they patch, but results of lm-eval's private code paths may differ", " and ".join(TESTED),
-                    LM_EVAL_RANGE, found)
+        log.warning(
+            "belief-tasks: our lm-eval hooks are tested on lm-eval %s (lm-eval%s) and this is %s; they check "
+            "what they patch, but results of lm-eval's private code paths may differ",
+            " and ".join(TESTED),
+            LM_EVAL_RANGE,
+            found,
+        )
     register_backends()
     install_stderr_hook()
     install_generation_seed_hook()
@@ -177,8 +181,13 @@ def seeded_sample_of_ours(request) -> bool:
     return is_ours(request) and is_seeded_sample(request.args)
 
 
-def read_through(lm, request_type: str, requests: list, compute: Callable[[list], list],
-                 readable: Callable[[Any], bool] | None = None) -> list:
+def read_through(
+    lm,
+    request_type: str,
+    requests: list,
+    compute: Callable[[list], list],
+    readable: Callable[[Any], bool] | None = None,
+) -> list:
     """Answers of ``requests``: the ``readable`` ones (default: all) from the ``--use_cache`` database of the
     backend ``lm`` (``cache_of``; keyed as lm-eval keys them, ``hash_args``) where present; ``compute`` runs
     on the rest, and the readable answers it computes are written back. Without a database: ``compute``.
@@ -196,8 +205,12 @@ def read_through(lm, request_type: str, requests: list, compute: Callable[[list]
     n_readable = sum(k is not None for k in keys)
     if n_readable:  # as lm-eval's own line, of the requests this read could serve
         logging.getLogger("lm_eval.api.model").info(
-            "Cached requests: %d, Requests remaining: %d (%s%s)", len(hits), n_readable - len(hits),
-            request_type, "" if readable is None else ", seeded samples of ours")
+            "Cached requests: %d, Requests remaining: %d (%s%s)",
+            len(hits),
+            n_readable - len(hits),
+            request_type,
+            "" if readable is None else ", seeded samples of ours",
+        )
     fresh = compute([requests[i] for i in todo]) if todo else []
     for i, value in zip(todo, fresh, strict=True):
         results[i] = value
@@ -235,8 +248,9 @@ def install_generation_seed_hook() -> None:
             from belief_tasks import hf_sampling  # at call time: it imports torch and transformers
 
             def compute(reqs):
-                return hf_sampling.generate_until(self, reqs, [seeded_sample_of_ours(r) for r in reqs],
-                                                  disable_tqdm, stock)
+                return hf_sampling.generate_until(
+                    self, reqs, [seeded_sample_of_ours(r) for r in reqs], disable_tqdm, stock
+                )
 
             if type(self).generate_until is not HFLM.generate_until:  # a subclass that reads its own (hf-shared)
                 return compute(requests)

@@ -71,7 +71,9 @@ def batchable(lm, args) -> bool:
     return set(normalize_gen_kwargs(args[1], 1)) <= BATCHED_KWARGS
 
 
-def generate_until(lm, requests: list, seeded: list[bool], disable_tqdm: bool, stock: Callable[[list], list]) -> list[str]:
+def generate_until(
+    lm, requests: list, seeded: list[bool], disable_tqdm: bool, stock: Callable[[list], list]
+) -> list[str]:
     """Every request's text. ``seeded[i]``: request ``i`` is a sample of a task of ours with its own seed
     (``harness.seeded_sample_of_ours``): decoded in shared batches here where ``batchable``, else alone under
     its seed (``one_seeded``). Every other request goes through ``stock`` (lm-eval's ``generate_until``)
@@ -79,16 +81,21 @@ def generate_until(lm, requests: list, seeded: list[bool], disable_tqdm: bool, s
     mine, alone, rest = [], [], []
     for i, s in enumerate(seeded):
         (rest if not s else mine if batchable(lm, requests[i].args) else alone).append(i)
-    log.info("generate_until: %d seeded samples decoded in shared batches, %d one by one, %d requests through "
-             "stock hf", len(mine), len(alone), len(rest))
+    log.info(
+        "generate_until: %d seeded samples decoded in shared batches, %d one by one, %d requests through stock hf",
+        len(mine),
+        len(alone),
+        len(rest),
+    )
     out: list[Any] = [None] * len(requests)
     with _fixed_batch_size(lm) as batch_size:
         if rest:
             for i, text in zip(rest, stock([requests[i] for i in rest]), strict=True):
                 out[i] = text
         if mine:
-            for i, text in zip(mine, generate_seeded(lm, [requests[i].args for i in mine], batch_size, disable_tqdm),
-                               strict=True):
+            for i, text in zip(
+                mine, generate_seeded(lm, [requests[i].args for i in mine], batch_size, disable_tqdm), strict=True
+            ):
                 out[i] = text
         for i in alone:
             out[i] = one_seeded(lm, requests[i], stock)
@@ -162,10 +169,14 @@ def generate_seeded(lm, args: list[tuple], batch_size: int, disable_tqdm: bool =
     eos = lm.tok_decode(lm.eot_token_id, skip_special_tokens=False)
     rows = [_row(lm, a, eos) for a in args]
     lengths = {c: len(lm.tok_encode(c)) for c in {r.context for r in rows}}  # K samples: one encoding
-    collator = Collator(rows, sort_fn=lambda r: (-lengths[r.context], r.context),
-                        group_fn=lambda r: r.group, group_by="gen_kwargs")
-    pbar = tqdm(total=len(rows), disable=disable_tqdm or lm.rank != 0,
-                desc="Running generate_until requests (seeded samples, batched)")
+    collator = Collator(
+        rows, sort_fn=lambda r: (-lengths[r.context], r.context), group_fn=lambda r: r.group, group_by="gen_kwargs"
+    )
+    pbar = tqdm(
+        total=len(rows),
+        disable=disable_tqdm or lm.rank != 0,
+        desc="Running generate_until requests (seeded samples, batched)",
+    )
     texts: list[str] = []
     for chunk in collator.get_batched(n=batch_size):
         for row, text in zip(chunk, _generate_batch(lm, chunk), strict=True):
@@ -189,8 +200,9 @@ def _generate_batch(lm, rows: list[_Row]) -> list[str]:
     )
     ids, mask = lm.tok_batch_encode([r.context for r in rows], left_truncate_len=max_ctx_len, truncation=lm.truncation)
     ids, mask = ids.to(lm.device), mask.to(lm.device)
-    sampler = SeededRowSampler([r.seed for r in rows], sampling_warpers(sampling_config(lm.model, knobs), ids.device),
-                               ids.device)
+    sampler = SeededRowSampler(
+        [r.seed for r in rows], sampling_warpers(sampling_config(lm.model, knobs), ids.device), ids.device
+    )
     toks = _decode_rounds(lm, ids, mask, sampler, until, ids.shape[1] + max_gen_toks)
     return [_text(lm, t, r.args[1]) for t, r in zip(toks, rows, strict=True)]
 
@@ -206,12 +218,20 @@ def _decode_rounds(lm, ids, mask, sampler: "SeededRowSampler", until: list[str],
     cache = _shared_prefill(lm, ids, mask)  # generate's kwargs: {} or the rows' prompt cache
     while active:
         stops = RowStops(lm, until, ctx_len, len(active), max(1, (len(active) + 1) // 2))
-        with torch.autocast(device_type=lm.device.type, dtype=lm.mixed_precision_dtype,
-                            enabled=lm.mixed_precision_dtype is not None):
+        with torch.autocast(
+            device_type=lm.device.type, dtype=lm.mixed_precision_dtype, enabled=lm.mixed_precision_dtype is not None
+        ):
             res = lm.model.generate(
-                input_ids=ids, attention_mask=mask, max_length=max_length, do_sample=False,
-                stopping_criteria=StoppingCriteriaList([stops]), logits_processor=LogitsProcessorList([sampler]),
-                pad_token_id=lm.tokenizer.pad_token_id, use_cache=True, return_dict_in_generate=True, **cache,
+                input_ids=ids,
+                attention_mask=mask,
+                max_length=max_length,
+                do_sample=False,
+                stopping_criteria=StoppingCriteriaList([stops]),
+                logits_processor=LogitsProcessorList([sampler]),
+                pad_token_id=lm.tokenizer.pad_token_id,
+                use_cache=True,
+                return_dict_in_generate=True,
+                **cache,
             )
         seqs = res.sequences
         keep = []
@@ -281,11 +301,13 @@ def _text(lm, cont_toks: list[int], gen_kwargs: dict) -> str:
     think = lm.think_end_token
     if isinstance(think, int):
         ends = [i for i, t in enumerate(cont_toks) if t == think]
-        cont_toks = cont_toks[ends[-1] + 1:] if ends else cont_toks
+        cont_toks = cont_toks[ends[-1] + 1 :] if ends else cont_toks
     s = lm.tok_decode(cont_toks)
     if isinstance(think, int):
         s = s.lstrip()
-    return postprocess_generated_text(generation=s, stop=until, think_end_token=think if isinstance(think, str) else None)
+    return postprocess_generated_text(
+        generation=s, stop=until, think_end_token=think if isinstance(think, str) else None
+    )
 
 
 # --- sampling ---------------------------------------------------------------------------------------
@@ -371,8 +393,12 @@ def _shared_prefill(lm, context_enc: torch.Tensor, attn_masks: torch.Tensor) -> 
     extra = {"logits_to_keep": 1} if "logits_to_keep" in accepts else {}
     if "position_ids" in accepts:  # as generate derives them for left-padded rows
         extra["position_ids"] = (mask.long().cumsum(-1) - 1).masked_fill(mask == 0, 0)
-    with torch.no_grad(), torch.autocast(device_type=lm.device.type, dtype=lm.mixed_precision_dtype,
-                                         enabled=lm.mixed_precision_dtype is not None):
+    with (
+        torch.no_grad(),
+        torch.autocast(
+            device_type=lm.device.type, dtype=lm.mixed_precision_dtype, enabled=lm.mixed_precision_dtype is not None
+        ),
+    ):
         cache = lm.model(input_ids=ids, attention_mask=mask, use_cache=True, **extra).past_key_values
     if not isinstance(cache, DynamicCache):
         return {}

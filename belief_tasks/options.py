@@ -98,7 +98,12 @@ KINDS: dict[str, tuple[Callable[[Any], Any], str]] = {
     "float": (_number, "a number"),
     "fraction": (_fraction, "a fraction in (0, 1]"),
     "bool": (_flag, "true or false"),
-    "str": (lambda v: v if isinstance(v, str) else str(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else _fail(), "a string"),
+    "str": (
+        lambda v: (
+            v if isinstance(v, str) else str(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else _fail()
+        ),
+        "a string",
+    ),
     "ids": (lambda v: tuple(str(x).strip() for x in _items(v)), "a list or comma-separated string of ids"),
     "ints": (lambda v: tuple(_integer(x) for x in _items(v)), "a list or comma-separated string of integers"),
     "floats": (lambda v: tuple(_number(x) for x in _items(v)), "a list or comma-separated string of numbers"),
@@ -157,12 +162,27 @@ class Knob:
 _KNOB = "belief_tasks.knob"
 
 
-def knob(kind: str, default: Any, doc: str, *, minimum: float | None = None, choices: tuple | None = None,
-         unset: tuple = (None, ""), length: int | None = None) -> Any:
+def knob(
+    kind: str,
+    default: Any,
+    doc: str,
+    *,
+    minimum: float | None = None,
+    choices: tuple | None = None,
+    unset: tuple = (None, ""),
+    length: int | None = None,
+) -> Any:
     """A knob as a field of a ``Knobs`` dataclass: ``seed: int = knob("int", 1234, "...", minimum=0)``. The
     arguments are those of its ``Knob`` row, whose name is the field's (``knob_rows``)."""
-    row = {"kind": kind, "default": default, "doc": doc, "minimum": minimum, "choices": choices, "unset": unset,
-           "length": length}
+    row = {
+        "kind": kind,
+        "default": default,
+        "doc": doc,
+        "minimum": minimum,
+        "choices": choices,
+        "unset": unset,
+        "length": length,
+    }
     return field(default=default, metadata={_KNOB: row})
 
 
@@ -197,17 +217,26 @@ class Options(Knobs):
 
     seed: int = knob("int", DEFAULT_SEED, "seed of every draw (facts, demonstrations, samples, splits)", minimum=0)
     relations: tuple[str, ...] | None = knob(
-        "ids", None, "Wikidata P-ids to evaluate, comma-separated (default: every relation)", unset=(None, "", "all"))
+        "ids", None, "Wikidata P-ids to evaluate, comma-separated (default: every relation)", unset=(None, "", "all")
+    )
     max_facts_per_relation: int | None = knob(
-        "int", None, "seeded cap on facts per relation (default: all)", minimum=1, unset=(None, "", "none", "all"))
+        "int", None, "seeded cap on facts per relation (default: all)", minimum=1, unset=(None, "", "none", "all")
+    )
     budget: float | None = knob(
-        "fraction", None, "fraction of each relation's facts to evaluate, drawn by seeded hash and nested across "
+        "fraction",
+        None,
+        "fraction of each relation's facts to evaluate, drawn by seeded hash and nested across "
         "budgets; metrics are then estimates of the full-data value with 95% intervals (docs/budget.md; default: "
-        "every fact)", unset=(None, "", "none"))
+        "every fact)",
+        unset=(None, "", "none"),
+    )
     allow_truncation: bool = knob(
-        "bool", False, "accept that requests longer than the model's max_length are cut from the left (every probe "
+        "bool",
+        False,
+        "accept that requests longer than the model's max_length are cut from the left (every probe "
         "of ours needs its whole request, so otherwise the run stops before scoring; BEAR's statements cannot be cut "
-        "at all); the results JSON records the cut (docs/data.md)")
+        "at all); the results JSON records the cut (docs/data.md)",
+    )
 
 
 #: the knobs every task accepts, as a table (docs, ``belief-eval --help``)
@@ -258,8 +287,10 @@ def parse_values(knobs: Sequence[Knob], metadata: Mapping[str, Any] | None) -> d
 #: keys lm-eval itself puts in a task's metadata (the YAML's own, and where the YAML came from)
 HARNESS_KEYS = frozenset({"version", "description", "config_source", "num_fewshot"})
 
-def unknown_keys(metadata: Mapping[str, Any] | None, known: Iterable[str],
-                 model_args: Iterable[str] | None = None) -> list[str]:
+
+def unknown_keys(
+    metadata: Mapping[str, Any] | None, known: Iterable[str], model_args: Iterable[str] | None = None
+) -> list[str]:
     """Keys of ``metadata`` that are neither a knob in ``known``, nor lm-eval's own, nor a model argument.
 
     Model arguments: the run's ``model_args`` keys where the caller knows them (``belief-eval``, the sweep);

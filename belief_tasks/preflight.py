@@ -74,7 +74,8 @@ def check(task, lm) -> list[str]:
             raise PreflightError(
                 f"task {task.config.task}: the {_backend(inner)} backend has no {instances[0].request_type} "
                 f"method, which this task's {len(instances)} {name} requests need. Run the task on a backend that "
-                f"has it (docs/backends_support.md lists which backend serves which request type)")
+                f"has it (docs/backends_support.md lists which backend serves which request type)"
+            )
         todo = [i for i in instances if db is None or not _read_back(i) or _key(i) not in db]
         if not todo:
             continue
@@ -159,37 +160,54 @@ def _advice(status: int | None, error: BaseException, request_type: str) -> str:
     import requests
 
     refused_connection = isinstance(error, requests.ConnectionError) or type(error).__name__ in (
-        "ClientConnectorError", "ClientConnectionError", "ServerDisconnectedError")
+        "ClientConnectorError",
+        "ClientConnectionError",
+        "ServerDisconnectedError",
+    )
     if refused_connection:
-        return ("Nothing answered there: start the server, or point base_url in --model_args at it (the full "
-                "endpoint, e.g. http://127.0.0.1:8000/v1/completions for local-completions)")
+        return (
+            "Nothing answered there: start the server, or point base_url in --model_args at it (the full "
+            "endpoint, e.g. http://127.0.0.1:8000/v1/completions for local-completions)"
+        )
     if status == 404:
-        return ("base_url must be the full endpoint (.../v1/completions for local-completions, "
-                ".../v1/chat/completions for local-chat-completions) and model= the name the server serves (its "
-                "/v1/models lists it)")
+        return (
+            "base_url must be the full endpoint (.../v1/completions for local-completions, "
+            ".../v1/chat/completions for local-chat-completions) and model= the name the server serves (its "
+            "/v1/models lists it)"
+        )
     if status in (401, 403):
         return "give the server's key (OPENAI_API_KEY in the environment, or auth_token= in --model_args)"
     if status is not None and status >= 500:
         return "the server failed on this request: its own log says why; fix the server and run the command again"
     if status is not None:
-        return ("the server refused the request as sent (its message names the field): change the setting that "
-                "produced it (--gen_kwargs, the task's knobs, --model_args) or the server's limits, or run the task "
-                "on a backend that accepts it")
+        return (
+            "the server refused the request as sent (its message names the field): change the setting that "
+            "produced it (--gen_kwargs, the task's knobs, --model_args) or the server's limits, or run the task "
+            "on a backend that accepts it"
+        )
     if request_type == "loglikelihood" and isinstance(error, (KeyError, TypeError, IndexError, AssertionError)):
-        return ("log-likelihood requests need a completions endpoint that returns the prompt's log-probabilities "
-                "(echo=true with logprobs, as vLLM's /v1/completions does); chat endpoints and servers without "
-                "echo cannot score them: use local-completions against such a server, or a local backend (hf, vllm)")
+        return (
+            "log-likelihood requests need a completions endpoint that returns the prompt's log-probabilities "
+            "(echo=true with logprobs, as vLLM's /v1/completions does); chat endpoints and servers without "
+            "echo cannot score them: use local-completions against such a server, or a local backend (hf, vllm)"
+        )
     return "the backend failed on this request: see the message, fix its cause and run the command again"
 
 
 def message(task: str, kind_name: str, probe, lm, error: BaseException) -> str:
     """One paragraph: the task, the request kind, the server's own message, what to do."""
     status, said = server_message(error)
-    if status is None and isinstance(error, (KeyError, TypeError, IndexError)) and probe.request_type == "loglikelihood":
+    if (
+        status is None
+        and isinstance(error, (KeyError, TypeError, IndexError))
+        and probe.request_type == "loglikelihood"
+    ):
         said = f"its answer has no usable log-probabilities ({type(error).__name__}: {error})"
     answered = f"HTTP {status}: " if status is not None else ""
-    return (f"task {task}: the {_backend(lm)} backend could not serve a {kind_name} request, probed once before the "
-            f"run ({_shown(probe)}). It answered: {answered}{said}. {_advice(status, error, probe.request_type)}")
+    return (
+        f"task {task}: the {_backend(lm)} backend could not serve a {kind_name} request, probed once before the "
+        f"run ({_shown(probe)}). It answered: {answered}{said}. {_advice(status, error, probe.request_type)}"
+    )
 
 
 def _shown(probe) -> str:
@@ -221,9 +239,14 @@ def failure_during_run(error: BaseException, cached: bool) -> str:
     """The paragraph for a server failure after the probes passed (belief-eval prints it)."""
     status, said = server_message(error)
     answered = f"HTTP {status}: " if status is not None else ""
-    kept = ("every request answered before it is kept in the --use_cache database: run the same command again and "
-            "only the rest is sent" if cached else
-            "nothing answered was kept (the command had --no_answer_cache, or no --output_path): without those, or "
-            "with --use_cache PATH, a rerun after a failure sends only what was not answered")
-    return (f"the backend failed during the run, after every task's probe requests had been answered. It said: "
-            f"{answered}{said}. {_advice(status, error, '')}; {kept}")
+    kept = (
+        "every request answered before it is kept in the --use_cache database: run the same command again and "
+        "only the rest is sent"
+        if cached
+        else "nothing answered was kept (the command had --no_answer_cache, or no --output_path): without those, or "
+        "with --use_cache PATH, a rerun after a failure sends only what was not answered"
+    )
+    return (
+        f"the backend failed during the run, after every task's probe requests had been answered. It said: "
+        f"{answered}{said}. {_advice(status, error, '')}; {kept}"
+    )

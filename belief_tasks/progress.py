@@ -36,13 +36,24 @@ AGGREGATING = "aggregating"
 WRITING = "writing results"
 REPORT = "the report"
 #: scoring phases, one per lm-eval request type (``scoring_phase``)
-SCORING = {"loglikelihood": "scoring log-likelihoods",
-           "per_token_loglikelihood": "scoring per-token log-likelihoods",
-           "generate_until": "generating answers and samples",
-           "loglikelihood_rolling": "scoring rolling log-likelihoods"}
+SCORING = {
+    "loglikelihood": "scoring log-likelihoods",
+    "per_token_loglikelihood": "scoring per-token log-likelihoods",
+    "generate_until": "generating answers and samples",
+    "loglikelihood_rolling": "scoring rolling log-likelihoods",
+}
 #: the phases in the order a run goes through them
-PHASES = (STARTUP, BUILDING_TASKS, LOADING_MODEL, BUILDING_REQUESTS, *SCORING.values(), RECORDING, AGGREGATING, WRITING,
-          REPORT)
+PHASES = (
+    STARTUP,
+    BUILDING_TASKS,
+    LOADING_MODEL,
+    BUILDING_REQUESTS,
+    *SCORING.values(),
+    RECORDING,
+    AGGREGATING,
+    WRITING,
+    REPORT,
+)
 #: a phase that has run this many times its estimate gets a line (then again each time it has run twice as long)
 OVERRUN = 2.0
 #: ... but never before it has run this long (seconds): short phases vary a lot
@@ -131,8 +142,9 @@ class Progress:
         if total is None or not self.plan:
             return ""
         left = max(0.0, total - self.elapsed())
-        return (f"run {duration(self.elapsed())} so far of an estimated {duration(total)}, "
-                f"ETA {clock(time.time() + left)}")
+        return (
+            f"run {duration(self.elapsed())} so far of an estimated {duration(total)}, ETA {clock(time.time() + left)}"
+        )
 
     # --- phases ----------------------------------------------------------------------------------------
 
@@ -175,8 +187,10 @@ class Progress:
         total = self.total()
         if summary:
             left = max(0.0, total - self.elapsed()) if total is not None else 0.0
-            self.say(summary + (f"; estimated total {duration(total)}, ETA {clock(time.time() + left)}"
-                                if total is not None else ""))
+            self.say(
+                summary
+                + (f"; estimated total {duration(total)}, ETA {clock(time.time() + left)}" if total is not None else "")
+            )
 
     def finish(self) -> dict[str, float]:
         """End the last phase; what each phase took."""
@@ -187,8 +201,11 @@ class Progress:
             total = self.elapsed()
             planned = sum(self.plan.get(p, 0.0) for p in self.measured if p in self.plan)
             measured = sum(self.measured[p] for p in self.measured if p in self.plan)
-            versus = f"; the estimated phases took {duration(measured)} against {duration(planned)} estimated" \
-                if self.plan else ""
+            versus = (
+                f"; the estimated phases took {duration(measured)} against {duration(planned)} estimated"
+                if self.plan
+                else ""
+            )
             self.say(f"{ended}; finished in {duration(total)}{versus}")
         return dict(self.measured)
 
@@ -207,9 +224,11 @@ class Progress:
             if factor < threshold or ran < OVERRUN_FLOOR:
                 return None
             self._warned[name] = factor * OVERRUN  # the next line when it has doubled again
-        return (f"{name} has run {duration(ran)}, {factor:.1f}x its estimate of {duration(est)}: the rates behind "
-                f"the estimate do not hold for this phase (another load on the machine, or no measured rate), so the "
-                f"ETA is later than shown")
+        return (
+            f"{name} has run {duration(ran)}, {factor:.1f}x its estimate of {duration(est)}: the rates behind "
+            f"the estimate do not hold for this phase (another load on the machine, or no measured rate), so the "
+            f"ETA is later than shown"
+        )
 
     def _ensure_watchdog(self) -> None:
         if not self.watch or self._timer is not None:

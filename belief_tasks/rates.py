@@ -28,8 +28,12 @@ from belief_tasks.paths import cache_dir
 
 VERSION = 1
 #: backend -> (log-likelihoods computed with prefix sharing, generation prompts prefilled once per prompt)
-SHARING = {"hf-shared": (True, True), "vllm-shared": (True, True), "vllm-serve-shared": (True, True),
-           "vllm": (False, True)}
+SHARING = {
+    "hf-shared": (True, True),
+    "vllm-shared": (True, True),
+    "vllm-serve-shared": (True, True),
+    "vllm": (False, True),
+}
 
 
 def store_path() -> Path:
@@ -81,13 +85,29 @@ class ModelRates:
         return None, ""
 
     def as_dict(self) -> dict[str, Any]:
-        return {"label": self.label, "source": self.source, "when": self.when, "per_unit": self.per_unit,
-                "pooled": self.pooled, "model_load_s": self.model_load_s, "note": self.note, "matmul": self.matmul}
+        return {
+            "label": self.label,
+            "source": self.source,
+            "when": self.when,
+            "per_unit": self.per_unit,
+            "pooled": self.pooled,
+            "model_load_s": self.model_load_s,
+            "note": self.note,
+            "matmul": self.matmul,
+        }
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "ModelRates":
-        return cls(d.get("label", ""), d.get("source", ""), d.get("when", ""), dict(d.get("per_unit") or {}),
-                   dict(d.get("pooled") or {}), d.get("model_load_s"), d.get("note", ""), d.get("matmul"))
+        return cls(
+            d.get("label", ""),
+            d.get("source", ""),
+            d.get("when", ""),
+            dict(d.get("per_unit") or {}),
+            dict(d.get("pooled") or {}),
+            d.get("model_load_s"),
+            d.get("note", ""),
+            d.get("matmul"),
+        )
 
 
 @dataclass
@@ -109,33 +129,58 @@ class Store:
             return cls(path)
         if data.get("version") != VERSION:
             return cls(path)
-        return cls(path, {k: ModelRates.from_dict(v) for k, v in (data.get("models") or {}).items()},
-                   {k: dict(v) for k, v in (data.get("harness") or {}).items()},
-                   {k: dict(v) for k, v in (data.get("commands") or {}).items()})
+        return cls(
+            path,
+            {k: ModelRates.from_dict(v) for k, v in (data.get("models") or {}).items()},
+            {k: dict(v) for k, v in (data.get("harness") or {}).items()},
+            {k: dict(v) for k, v in (data.get("commands") or {}).items()},
+        )
 
     def save(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         tmp = self.path.with_name(self.path.name + ".partial")
-        data = {"version": VERSION, "models": {k: v.as_dict() for k, v in self.models.items()},
-                "harness": self.harness, "commands": self.commands}
+        data = {
+            "version": VERSION,
+            "models": {k: v.as_dict() for k, v in self.models.items()},
+            "harness": self.harness,
+            "commands": self.commands,
+        }
         tmp.write_text(json.dumps(data, indent=1, sort_keys=True), encoding="utf-8")
         tmp.replace(self.path)
 
-    def record_calibration(self, model_key: str, label: str, per_unit: Mapping[str, float],
-                           model_load_s: float | None, matmul: float | None = None) -> ModelRates:
+    def record_calibration(
+        self,
+        model_key: str,
+        label: str,
+        per_unit: Mapping[str, float],
+        model_load_s: float | None,
+        matmul: float | None = None,
+    ) -> ModelRates:
         """A calibration's rates replace the family rates it measured (the others are kept, rescaled to the
         device's matmul rate of this calibration)."""
         old = self.models.get(model_key)
         kept = {k: v * _scale(old.matmul, matmul) for k, v in old.per_unit.items()} if old else {}
-        rates = ModelRates(label, "calibration", today(), {**kept, **per_unit}, {},
-                           model_load_s if model_load_s is not None else (old.model_load_s if old else None),
-                           matmul=matmul)
+        rates = ModelRates(
+            label,
+            "calibration",
+            today(),
+            {**kept, **per_unit},
+            {},
+            model_load_s if model_load_s is not None else (old.model_load_s if old else None),
+            matmul=matmul,
+        )
         rates.pooled.update(pool(rates.per_unit))
         self.models[model_key] = rates
         return rates
 
-    def record_run(self, model_key: str, label: str, phases: Mapping[str, tuple[float, Mapping[str, int]]],
-                   model_load_s: float | None, matmul: float | None = None) -> ModelRates:
+    def record_run(
+        self,
+        model_key: str,
+        label: str,
+        phases: Mapping[str, tuple[float, Mapping[str, int]]],
+        model_load_s: float | None,
+        matmul: float | None = None,
+    ) -> ModelRates:
         """A run's scoring phases: request type -> (seconds, {family: units}). Where family rates exist for the
         request type, they are rescaled by measured / projected (the run cannot tell the families of one call
         apart); families without a rate get the phase's pooled rate. ``matmul``: the device's matmul rate during
@@ -160,8 +205,15 @@ class Store:
             pooled[request_type] = seconds / total
             for f in by_family:
                 per_unit.setdefault(f"{f}|{request_type}", pooled[request_type])
-        rates = ModelRates(label, "run", today(), per_unit, pooled,
-                           model_load_s if model_load_s is not None else old.model_load_s, matmul=matmul)
+        rates = ModelRates(
+            label,
+            "run",
+            today(),
+            per_unit,
+            pooled,
+            model_load_s if model_load_s is not None else old.model_load_s,
+            matmul=matmul,
+        )
         self.models[model_key] = rates
         return rates
 
@@ -178,8 +230,19 @@ class Store:
 #: commands whose phases the store keeps
 MAX_COMMANDS = 200
 #: arguments that change neither what a command computes nor how fast (where results go, what is logged)
-COMMAND_IGNORED = ("--output_path", "-o", "--log_samples", "-s", "--verbosity", "-v", "--use_cache", "-c",
-                   "--wandb_args", "--hf_hub_log_args", "--show_config")
+COMMAND_IGNORED = (
+    "--output_path",
+    "-o",
+    "--log_samples",
+    "-s",
+    "--verbosity",
+    "-v",
+    "--use_cache",
+    "-c",
+    "--wandb_args",
+    "--hf_hub_log_args",
+    "--show_config",
+)
 
 
 def command_key(args: Sequence[str]) -> str:

@@ -38,7 +38,9 @@ class SchemaError(ValueError):
 
     task: str = ""
 
-    def __init__(self, message: str, *, file: str | None = None, row: int | str | None = None, field: str | None = None):
+    def __init__(
+        self, message: str, *, file: str | None = None, row: int | str | None = None, field: str | None = None
+    ):
         where = []
         if file is not None:
             where.append(f"file {file}")
@@ -100,9 +102,7 @@ class Relation:
         return self.property_id or self.id
 
     def templates_of(self, kind: TemplateKind | None = None, manual_only: bool = False) -> tuple[Template, ...]:
-        return tuple(
-            t for t in self.templates if (kind is None or t.kind == kind) and (not manual_only or t.manual)
-        )
+        return tuple(t for t in self.templates if (kind is None or t.kind == kind) and (not manual_only or t.manual))
 
     @property
     def is_one_to_one(self) -> bool:
@@ -187,7 +187,9 @@ def validate_factset(fs: FactSet, *, file: str | None = None) -> FactSet:
         if rel.answer_space:
             dupes = sorted({s for s in space if space.count(s) > 1})
             if dupes:
-                raise SchemaError(f"duplicated answer space entries {dupes[:5]}", file=where, row=rel.id, field="answer_space")
+                raise SchemaError(
+                    f"duplicated answer space entries {dupes[:5]}", file=where, row=rel.id, field="answer_space"
+                )
     for i, fact in enumerate(fs.facts):
         row = fact.id if fact.id else i
         found = fs.relations.get(fact.relation)
@@ -199,12 +201,16 @@ def validate_factset(fs: FactSet, *, file: str | None = None) -> FactSet:
         gold = {e.casefold() for e in fact.object_expressions}
         for neg in fact.negatives:
             if neg.label.casefold() in gold:
-                raise SchemaError(f"negative entity {neg.label!r} equals the object", file=where, row=row, field="negatives")
+                raise SchemaError(
+                    f"negative entity {neg.label!r} equals the object", file=where, row=row, field="negatives"
+                )
         if fact.choices:
             if len(set(fact.choices)) != len(fact.choices):
                 raise SchemaError("duplicated choices", file=where, row=row, field="choices")
             if not any(o.label in fact.choices for o in fact.objects):
-                raise SchemaError(f"gold object {fact.object.label!r} missing from its choices", file=where, row=row, field="choices")
+                raise SchemaError(
+                    f"gold object {fact.object.label!r} missing from its choices", file=where, row=row, field="choices"
+                )
     return fs
 
 
@@ -244,14 +250,26 @@ class FactKey:
 
     def as_record(self) -> dict[str, Any]:
         """The key as plain JSON values, for documents and logged records."""
-        return {"key": self.text, "relation": self.relation, "subject_id": self.subject_id,
-                "subjects": list(self.subjects), "objects": list(self.objects), "object_ids": list(self.object_ids)}
+        return {
+            "key": self.text,
+            "relation": self.relation,
+            "subject_id": self.subject_id,
+            "subjects": list(self.subjects),
+            "objects": list(self.objects),
+            "object_ids": list(self.object_ids),
+        }
 
     @classmethod
     def from_record(cls, value: Mapping[str, Any]) -> "FactKey":
         subjects = tuple(value["subjects"])
-        return cls(value["relation"], subjects[0], value.get("subject_id"), subjects, tuple(value["objects"]),
-                   tuple(value.get("object_ids") or ()))
+        return cls(
+            value["relation"],
+            subjects[0],
+            value.get("subject_id"),
+            subjects,
+            tuple(value["objects"]),
+            tuple(value.get("object_ids") or ()),
+        )
 
 
 def fact_key(fact: Fact, relation: Relation | None = None) -> FactKey:

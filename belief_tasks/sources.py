@@ -54,25 +54,37 @@ class DatasetInfo:
 
 DATASETS: dict[str, DatasetInfo] = {
     "myriadlama": DatasetInfo(
-        "myriadlama", "MyriadLAMA", "iszhaoxin/MyriadLAMA",
+        "myriadlama",
+        "MyriadLAMA",
+        "iszhaoxin/MyriadLAMA",
         layout="a folder saved with datasets.save_to_disk, or .parquet/.jsonl/.csv files in the hub's column layout",
     ),
     "bear": DatasetInfo(
-        "bear", "BEAR", "lm-pub-quiz/BEAR", config="BEAR",
+        "bear",
+        "BEAR",
+        "lm-pub-quiz/BEAR",
+        config="BEAR",
         layout="the lm-pub-quiz layout: metadata_relations.json and P*.jsonl (relation_info.json beside or above)",
     ),
     "bear_big": DatasetInfo(
-        "bear_big", "BEAR-big", "lm-pub-quiz/BEAR", config="BEAR_big",
+        "bear_big",
+        "BEAR-big",
+        "lm-pub-quiz/BEAR",
+        config="BEAR_big",
         layout="the lm-pub-quiz layout: metadata_relations.json and P*.jsonl",
     ),
     "fktc": DatasetInfo(
-        "fktc", "FKTC", "github.com/Vicky-Wil/MONITOR",
+        "fktc",
+        "FKTC",
+        "github.com/Vicky-Wil/MONITOR",
         layout="the FKTC/ folder of Vicky-Wil/MONITOR (P*-subclass.json files)",
     ),
     "trex_mc": DatasetInfo(
-        "trex_mc", "T-REx-MC", "QinyuanWu/T-Rex-MC",
+        "trex_mc",
+        "T-REx-MC",
+        "QinyuanWu/T-Rex-MC",
         layout="a folder saved with datasets.save_to_disk, or train/test .parquet/.jsonl/.csv files in the hub's "
-               "column layout",
+        "column layout",
     ),
 }
 
@@ -84,10 +96,27 @@ def key_is_hub(dataset: str) -> bool:
 
 #: the data-source knobs every task accepts (``--metadata``; environment variables as in the table)
 SOURCE_KNOBS: tuple[Knob, ...] = (
-    Knob("source", "str", None, "'sample': the bundled offline sample for every family (BELIEF_SOURCE)", choices=("sample",)),
-    *(Knob(info.metadata_key, "str", None, f"a local copy of {info.title} ({info.env_var})") for info in DATASETS.values()),
-    *(Knob(info.revision_key, "str", None, f"the hub revision of {info.title} (commit, tag or branch; default: the newest)")
-      for info in DATASETS.values() if key_is_hub(info.key)),
+    Knob(
+        "source",
+        "str",
+        None,
+        "'sample': the bundled offline sample for every family (BELIEF_SOURCE)",
+        choices=("sample",),
+    ),
+    *(
+        Knob(info.metadata_key, "str", None, f"a local copy of {info.title} ({info.env_var})")
+        for info in DATASETS.values()
+    ),
+    *(
+        Knob(
+            info.revision_key,
+            "str",
+            None,
+            f"the hub revision of {info.title} (commit, tag or branch; default: the newest)",
+        )
+        for info in DATASETS.values()
+        if key_is_hub(info.key)
+    ),
 )
 
 
@@ -118,8 +147,10 @@ def resolve_source(dataset: str, metadata: Mapping[str, Any] | None = None) -> S
     if (_get(metadata, "source", "BELIEF_SOURCE") or "").lower() == "sample":
         paths = [i.metadata_key for i in DATASETS.values() if (metadata or {}).get(i.metadata_key) not in (None, "")]
         if paths:
-            raise KnobError("source", f"'sample' reads the bundled sample, so {', '.join(paths)} would be ignored: "
-                                      "give one source, not both")
+            raise KnobError(
+                "source",
+                f"'sample' reads the bundled sample, so {', '.join(paths)} would be ignored: give one source, not both",
+            )
         return Source("sample", dataset)
     local = _get(metadata, info.metadata_key, info.env_var)
     if local:
@@ -136,9 +167,9 @@ def resolve_source(dataset: str, metadata: Mapping[str, Any] | None = None) -> S
 def how_to_point_at_local(dataset: str) -> str:
     info = DATASETS[dataset]
     return (
-        f"Point at a local copy with --metadata '{{\"{info.metadata_key}\": \"/path/to/copy\"}}' "
+        f'Point at a local copy with --metadata \'{{"{info.metadata_key}": "/path/to/copy"}}\' '
         f"or the environment variable {info.env_var}=/path/to/copy ({info.layout}), "
-        f"or run on the bundled offline sample with --metadata '{{\"source\": \"sample\"}}' (BELIEF_SOURCE=sample)."
+        f'or run on the bundled offline sample with --metadata \'{{"source": "sample"}}\' (BELIEF_SOURCE=sample).'
     )
 
 

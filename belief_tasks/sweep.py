@@ -75,13 +75,15 @@ def find_checkpoints(spec: str) -> list[Path]:
             elif _is_model(m):
                 found.append(m)
             else:
-                raise SweepError(f"--checkpoints {m}: holds no model (config.json) and no checkpoint-N / stepN "
-                                 "sub-folder with one")
+                raise SweepError(
+                    f"--checkpoints {m}: holds no model (config.json) and no checkpoint-N / stepN sub-folder with one"
+                )
     unique = list(dict.fromkeys(p.resolve() for p in found))
     unstepped = [p for p in unique if _step(p.name) is None]
     if unstepped and len(unique) > 1:
-        raise SweepError(f"{unstepped[0]}: no step in its name (checkpoint-N, stepN, ...), so it cannot be ordered "
-                         "among the others")
+        raise SweepError(
+            f"{unstepped[0]}: no step in its name (checkpoint-N, stepN, ...), so it cannot be ordered among the others"
+        )
     return sorted(unique, key=lambda p: (_step(p.name) or 0.0, str(p)))
 
 
@@ -103,8 +105,10 @@ def plan(checkpoints: str | None, revisions: str | None, model_args: dict) -> li
         return sorted(out, key=lambda c: c.step)
     if "pretrained" in model_args:
         raise SweepError("--checkpoints sets pretrained= for each checkpoint: leave it out of --model_args")
-    return [Checkpoint(p.name, {**model_args, "pretrained": str(p)}, _step(p.name) or 0.0)
-            for p in find_checkpoints(checkpoints)]
+    return [
+        Checkpoint(p.name, {**model_args, "pretrained": str(p)}, _step(p.name) or 0.0)
+        for p in find_checkpoints(checkpoints)
+    ]
 
 
 def parser() -> argparse.ArgumentParser:
@@ -119,8 +123,12 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--batch_size", default="8")
     p.add_argument("--device", default="cuda:0", help="as lm-eval's --device (its default: cuda:0, else the CPU)")
     p.add_argument("--bootstrap_iters", type=int, default=1000)
-    p.add_argument("--split", type=Path, default=None,
-                   help=f"a fact split (default: {SPLIT_FILE} beside the checkpoints, when there is one)")
+    p.add_argument(
+        "--split",
+        type=Path,
+        default=None,
+        help=f"a fact split (default: {SPLIT_FILE} beside the checkpoints, when there is one)",
+    )
     p.add_argument("--title", default=None, help="the report's heading")
     return p
 
@@ -144,8 +152,11 @@ def _split_path(args, checkpoints: list[Checkpoint]) -> Path | None:
 def refuse(error: BaseException) -> None:
     """Bad input: one paragraph, no traceback, exit code 2 (as ``belief-eval``)."""
     text = str(error).rstrip()
-    print(f"belief-eval sweep: stopped before loading any checkpoint. {text}{'' if text.endswith('.') else '.'} "
-          "Nothing was computed; fix the command and run it again (docs/training.md).", file=sys.stderr)
+    print(
+        f"belief-eval sweep: stopped before loading any checkpoint. {text}{'' if text.endswith('.') else '.'} "
+        "Nothing was computed; fix the command and run it again (docs/training.md).",
+        file=sys.stderr,
+    )
     raise SystemExit(2)
 
 
@@ -188,8 +199,14 @@ def run(argv: list[str]) -> int:
         start = time.monotonic()
         extra = {"batch_size": args.batch_size, "device": args.device}
         lm = get_model(args.model).create_from_arg_obj(ck.model_args, extra)
-        results = checkpoint_eval.evaluate(lm, manager, built, model_args=ck.model_args, cache=out / "cache" / ck.label,
-                                           bootstrap_iters=args.bootstrap_iters)
+        results = checkpoint_eval.evaluate(
+            lm,
+            manager,
+            built,
+            model_args=ck.model_args,
+            cache=out / "cache" / ck.label,
+            bootstrap_iters=args.bootstrap_iters,
+        )
         # written beside, then renamed: a sweep killed while writing leaves no results folder that looks finished
         partial = out / f".{ck.label}.partial"
         shutil.rmtree(partial, ignore_errors=True)
@@ -205,8 +222,12 @@ def run(argv: list[str]) -> int:
         (out / "timings.json").write_text(json.dumps(timings, indent=1) + "\n", encoding="utf-8")
     from belief_tasks.report import build_report
 
-    report = build_report([out / c.label for c in checkpoints], out / "report",
-                          title=args.title or f"Knowledge over training: {args.tasks}", split=split)
+    report = build_report(
+        [out / c.label for c in checkpoints],
+        out / "report",
+        title=args.title or f"Knowledge over training: {args.tasks}",
+        split=split,
+    )
     print("\n".join(report.summary))
     return 0
 

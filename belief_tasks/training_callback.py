@@ -51,8 +51,12 @@ PREFIX = "knowledge"
 @contextmanager
 def untouched(model):
     """Run the body with every global random generator and the model's train/eval mode restored after."""
-    states = (random.getstate(), np.random.get_state(), torch.get_rng_state(),
-              torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None)
+    states = (
+        random.getstate(),
+        np.random.get_state(),
+        torch.get_rng_state(),
+        torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None,
+    )
     training = model.training
     try:
         yield
@@ -68,10 +72,23 @@ def untouched(model):
 class KnowledgeCallback(TrainerCallback):
     """Runs ``tasks`` on the model being trained (see the module docstring)."""
 
-    def __init__(self, tasks: Sequence[str], *, metadata: Mapping[str, Any] | None = None,
-                 output_path: str | Path | None = None, every_n_steps: int | None = None, on_save: bool | None = None,
-                 at_start: bool = False, max_overhead: float | None = 0.1, backend: str = "hf", batch_size: int = 8,
-                 tokenizer=None, bootstrap_iters: int = 1000, cache: bool = True, seed: int = 0):
+    def __init__(
+        self,
+        tasks: Sequence[str],
+        *,
+        metadata: Mapping[str, Any] | None = None,
+        output_path: str | Path | None = None,
+        every_n_steps: int | None = None,
+        on_save: bool | None = None,
+        at_start: bool = False,
+        max_overhead: float | None = 0.1,
+        backend: str = "hf",
+        batch_size: int = 8,
+        tokenizer=None,
+        bootstrap_iters: int = 1000,
+        cache: bool = True,
+        seed: int = 0,
+    ):
         if every_n_steps is not None and every_n_steps < 1:
             raise ValueError(f"every_n_steps must be at least 1, got {every_n_steps}")
         if max_overhead is not None and max_overhead <= 0:
@@ -137,16 +154,23 @@ class KnowledgeCallback(TrainerCallback):
         model_args = {"pretrained": name}
         tokenizer = self.tokenizer or kwargs.get("processing_class") or kwargs.get("tokenizer")
         if tokenizer is None:
-            raise ValueError("KnowledgeCallback needs the model's tokenizer: give tokenizer=... or the Trainer's "
-                             "processing_class")
+            raise ValueError(
+                "KnowledgeCallback needs the model's tokenizer: give tokenizer=... or the Trainer's processing_class"
+            )
         start = time.monotonic()
         with untouched(model):
             lm = self._lm(model, tokenizer)
             cache = None
             if self.cache and self.output_path is not None:
                 cache = self.output_path / "cache" / f"checkpoint-{step}"
-            results = checkpoint_eval.evaluate(lm, *self._built, model_args=model_args, cache=cache,
-                                               bootstrap_iters=self.bootstrap_iters, seed=self.seed)
+            results = checkpoint_eval.evaluate(
+                lm,
+                *self._built,
+                model_args=model_args,
+                cache=cache,
+                bootstrap_iters=self.bootstrap_iters,
+                seed=self.seed,
+            )
             if self.output_path is not None:
                 checkpoint_eval.write(results, self.output_path / f"checkpoint-{step}", model_args)
             del lm

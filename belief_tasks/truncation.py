@@ -61,10 +61,16 @@ class Truncation:
 
     def record(self, whole_context: bool, allowed: bool) -> dict[str, Any]:
         """The results JSON's ``configs[task]["metadata"]["truncation"]``."""
-        return {"max_length": self.max_length, "requests": self.requests, "truncated_requests": self.truncated,
-                "longest_request_tokens": self.longest, "max_tokens_cut": self.max_cut,
-                "total_tokens_cut": self.total_cut, "needs_whole_context": whole_context,
-                KNOB: allowed}
+        return {
+            "max_length": self.max_length,
+            "requests": self.requests,
+            "truncated_requests": self.truncated,
+            "longest_request_tokens": self.longest,
+            "max_tokens_cut": self.max_cut,
+            "total_tokens_cut": self.total_cut,
+            "needs_whole_context": whole_context,
+            KNOB: allowed,
+        }
 
 
 def summarize(lengths: Iterable[int], max_length: int) -> Truncation:
@@ -86,7 +92,8 @@ class TruncationError(ValueError):
                 f"statement scored whole, from its first token, so no backend can cut it (lm-eval's hf stops with an "
                 f"AssertionError) and {KNOB} cannot apply. Use a model with a longer context (max_length=... in "
                 f"--model_args, up to what the model supports), or leave out the relations or templates with the "
-                f"longest statements (the relations and templates knobs)")
+                f"longest statements (the relations and templates knobs)"
+            )
             return
         super().__init__(
             f"task {task}: {cut.truncated} of {cut.requests} requests are longer than the model's max_length of "
@@ -128,8 +135,12 @@ def context(lm) -> Context | None:
         return Context(int(lm.max_length), _vllm_request_tokens(lm), "vllm max_model_len")
     if ("lm_eval.models.api_models", "TemplateAPI") in names:
         return _api_context(lm)
-    return Context(None, None, unknown=f"belief-tasks does not know how {type(lm).__name__} counts and cuts a "
-                                       "request, so its requests were not measured against a context length")
+    return Context(
+        None,
+        None,
+        unknown=f"belief-tasks does not know how {type(lm).__name__} counts and cuts a "
+        "request, so its requests were not measured against a context length",
+    )
 
 
 def request_lengths(lm, instances: list) -> list[int] | None:
@@ -233,9 +244,14 @@ def _api_context(lm) -> Context:
     ``max_length`` given: one token more each (the token lm-eval keeps back)."""
     server = server_context(lm)
     if getattr(lm, "tokenizer", None) is None:
-        return Context(None, None, API_SOURCE, server if server is not None else "unknown",
-                       "the API model has no tokenizer (tokenizer_backend=none), so its requests cannot be counted: "
-                       "give tokenizer=... or tokenizer_backend=huggingface in --model_args to have them measured")
+        return Context(
+            None,
+            None,
+            API_SOURCE,
+            server if server is not None else "unknown",
+            "the API model has no tokenizer (tokenizer_backend=none), so its requests cannot be counted: "
+            "give tokenizer=... or tokenizer_backend=huggingface in --model_args to have them measured",
+        )
 
     def tokens(request_type: str, args: list[tuple]) -> list[int | None]:
         if request_type == "loglikelihood":
@@ -261,8 +277,12 @@ def server_context(lm) -> int | None:
             import requests
 
             try:
-                answer = requests.get(base[: -len(suffix)] + "/models", headers=lm.header, timeout=10,
-                                      verify=getattr(lm, "verify_certificate", True))
+                answer = requests.get(
+                    base[: -len(suffix)] + "/models",
+                    headers=lm.header,
+                    timeout=10,
+                    verify=getattr(lm, "verify_certificate", True),
+                )
                 answer.raise_for_status()
                 models = answer.json().get("data") or []
             except (requests.RequestException, ValueError, AttributeError):
@@ -286,8 +306,14 @@ def all_ranks(cut: Truncation, lm) -> Truncation:
 
     mine = torch.tensor([[cut.requests, cut.truncated, cut.longest, cut.max_cut, cut.total_cut]], device=lm.device)
     rows = lm.all_gather(mine).view(-1, 5).cpu().tolist()
-    return Truncation(cut.max_length, sum(r[0] for r in rows), sum(r[1] for r in rows), max(r[2] for r in rows),
-                      max(r[3] for r in rows), sum(r[4] for r in rows))
+    return Truncation(
+        cut.max_length,
+        sum(r[0] for r in rows),
+        sum(r[1] for r in rows),
+        max(r[2] for r in rows),
+        max(r[3] for r in rows),
+        sum(r[4] for r in rows),
+    )
 
 
 # --- the check --------------------------------------------------------------------------------------
@@ -340,9 +366,16 @@ def check(task, lm) -> Truncation | None:
     if cut.truncated or ctx.server == "unknown":
         task.config.metadata["truncation"] = {**cut.record(bool(task.WHOLE_CONTEXT), allowed), **_origin(ctx)}
     if cut.truncated:
-        log.warning("%s: %d of %d requests are longer than max_length %d and are cut from the left (up to %d "
-                    "tokens, %d in all); the results JSON records it", name, cut.truncated, cut.requests,
-                    cut.max_length, cut.max_cut, cut.total_cut)
+        log.warning(
+            "%s: %d of %d requests are longer than max_length %d and are cut from the left (up to %d "
+            "tokens, %d in all); the results JSON records it",
+            name,
+            cut.truncated,
+            cut.requests,
+            cut.max_length,
+            cut.max_cut,
+            cut.total_cut,
+        )
     return cut
 
 

@@ -66,13 +66,21 @@ class Population:
 def draws(pop: Population, budgets, seed: int):
     """(budget, rows of the drawn units) for each budget, by the project's sampler with ``seed``."""
     by_relation = budget.group_by_relation(range(len(pop.units.ids)), lambda i: pop.units.relations[i])
-    ranked = {r: [rows[j] for j in budget.ranked([pop.units.ids[i] for i in rows], seed)] for r, rows in by_relation.items()}
+    ranked = {
+        r: [rows[j] for j in budget.ranked([pop.units.ids[i] for i in rows], seed)] for r, rows in by_relation.items()
+    }
     for b in budgets:
         yield b, np.array(sorted(i for rows in ranked.values() for i in rows[: budget.allocation(b, len(rows))]))
 
 
-def simulate(pop: Population, budgets=BUDGETS, n_draws: int = 1000, method: str = "jackknife", first_seed: int = 0,
-             reps: int = 200) -> list[dict]:
+def simulate(
+    pop: Population,
+    budgets=BUDGETS,
+    n_draws: int = 1000,
+    method: str = "jackknife",
+    first_seed: int = 0,
+    reps: int = 200,
+) -> list[dict]:
     """One row per (draw, budget, metric): estimate, standard error, interval, facts drawn."""
     sizes = pop.sizes()
     names = list(sizes)
@@ -86,9 +94,20 @@ def simulate(pop: Population, budgets=BUDGETS, n_draws: int = 1000, method: str 
             sample = Units(pop.units.ids, pop.units.relations, pop.units.values[drawn], pop.units.columns)
             t = t_quantile(design.df)
             for m, iv in intervals(design, sample, pop.statistics, method, reps=reps, seed=seed).items():
-                rows.append({"seed": seed, "budget": b, "metric": m, "estimate": iv.estimate, "se": iv.se,
-                             "low": iv.low, "high": iv.high, "facts": len(drawn),
-                             "t_low": iv.estimate - t * iv.se, "t_high": iv.estimate + t * iv.se})
+                rows.append(
+                    {
+                        "seed": seed,
+                        "budget": b,
+                        "metric": m,
+                        "estimate": iv.estimate,
+                        "se": iv.se,
+                        "low": iv.low,
+                        "high": iv.high,
+                        "facts": len(drawn),
+                        "t_low": iv.estimate - t * iv.se,
+                        "t_high": iv.estimate + t * iv.se,
+                    }
+                )
     return rows
 
 
@@ -107,11 +126,22 @@ def summarise(pop: Population, rows: list[dict]):
     df["half_width"] = (df["high"] - df["low"]) / 2
     df["error"] = df["estimate"] - truth
     df["undefined"] = ~np.isfinite(df["se"])
-    out = df.groupby(["budget", "metric"], sort=False).agg(
-        draws=("seed", "size"), facts=("facts", "mean"), coverage=("covered", "mean"),
-        half_width=("half_width", "mean"), bias=("error", "mean"), sd=("estimate", "std"), mean_se=("se", "mean"),
-        undefined=("undefined", "mean"), score_interval=("score_interval", "mean"),
-        coverage_t=("covered_t", "mean")).reset_index()
+    out = (
+        df.groupby(["budget", "metric"], sort=False)
+        .agg(
+            draws=("seed", "size"),
+            facts=("facts", "mean"),
+            coverage=("covered", "mean"),
+            half_width=("half_width", "mean"),
+            bias=("error", "mean"),
+            sd=("estimate", "std"),
+            mean_se=("se", "mean"),
+            undefined=("undefined", "mean"),
+            score_interval=("score_interval", "mean"),
+            coverage_t=("covered_t", "mean"),
+        )
+        .reset_index()
+    )
     out.insert(2, "full_value", out["metric"].map(pop.truth))
     return out
 
@@ -131,8 +161,15 @@ def _sigmoid(x):
     return 1.0 / (1.0 + np.exp(-x))
 
 
-def synthetic_myriadlama(scale: float = 1.0, seed: int = 0, templates: int = 5, confidence_prompts: int = 10_000,
-                         samples: int = 100, model: int = 0, shift: float = 0.0) -> Population:
+def synthetic_myriadlama(
+    scale: float = 1.0,
+    seed: int = 0,
+    templates: int = 5,
+    confidence_prompts: int = 10_000,
+    samples: int = 100,
+    model: int = 0,
+    shift: float = 0.0,
+) -> Population:
     """A MyriadLAMA-sized BELIEF-ICL run (41 relations, 24,643 pairs at scale 1; 5 manual MP templates,
     1-6 subject expressions per pair as MyriadLAMA's 2.6 on average) answered by a synthetic model.
 
@@ -170,8 +207,13 @@ def synthetic_myriadlama(scale: float = 1.0, seed: int = 0, templates: int = 5, 
     sampled = _confidences(rng, out, cols, prob_of, confidence_prompts, samples)
     units = budgeted.units(cols["fact"], cols["relation"], cols["template"], cols["correct"], cols["answer"], sampled)
     name = f"synthetic MyriadLAMA (scale {scale:g}, seed {seed}" + (f", model {model})" if model else ")")
-    return Population.of(name, "belief_icl", units, belief_icl.METRICS,
-                         f"{len(units.ids):,} pairs, {len(sizes)} relations, {len(cols['fact']):,} prompts")
+    return Population.of(
+        name,
+        "belief_icl",
+        units,
+        belief_icl.METRICS,
+        f"{len(units.ids):,} pairs, {len(sizes)} relations, {len(cols['fact']):,} prompts",
+    )
 
 
 def _myriadlama_relation(rng, out, n: int, templates: int, model: int, shift: float):
@@ -191,9 +233,14 @@ def paired_population(a: Population, b: Population) -> Population:
     paired intervals of ``belief-report``)."""
     from belief_tasks.metrics.intervals import difference, paired
 
-    return Population(f"{a.name} minus {b.name}", a.family, paired(a.units, b.units),
-                      {m: difference(g, b.statistics[m]) for m, g in a.statistics.items()}, a.not_estimable,
-                      f"{a.note}; paired")
+    return Population(
+        f"{a.name} minus {b.name}",
+        a.family,
+        paired(a.units, b.units),
+        {m: difference(g, b.statistics[m]) for m, g in a.statistics.items()},
+        a.not_estimable,
+        f"{a.note}; paired",
+    )
 
 
 def _confidences(rng, out, cols, prob_of, k: int, samples: int) -> dict[str, tuple[float, bool]]:
@@ -239,8 +286,13 @@ def synthetic_bear(scale: float = 1.0, seed: int = 0, templates: int = 3) -> Pop
             one += [is_1to1] * templates
             _bear_confidences(terms, confidences, first, z[i] + tau, options)
     units = budgeted.units(facts, relations, tpl, ranks, one, confidences)
-    return Population.of(f"synthetic BEAR (scale {scale:g}, seed {seed})", "bear", units, bear.METRICS,
-                         f"{len(units.ids):,} instances, {len(sizes)} relations, {len(facts):,} (instance, template) docs")
+    return Population.of(
+        f"synthetic BEAR (scale {scale:g}, seed {seed})",
+        "bear",
+        units,
+        bear.METRICS,
+        f"{len(units.ids):,} instances, {len(sizes)} relations, {len(facts):,} (instance, template) docs",
+    )
 
 
 def _bear_confidences(rng, out: dict, first: np.ndarray, skill: np.ndarray, options: int) -> None:
@@ -255,16 +307,26 @@ def _bear_confidences(rng, out: dict, first: np.ndarray, skill: np.ndarray, opti
     out["brier"] += (((1 - gold) ** 2 + top**2 * (1 - first) + second**2) / options).tolist()
 
 
-def _monitor_paper_columns(rng, k: float, effect: np.ndarray, interference: np.ndarray, units: int) -> tuple[list, dict]:
+def _monitor_paper_columns(
+    rng, k: float, effect: np.ndarray, interference: np.ndarray, units: int
+) -> tuple[list, dict]:
     """A fact's R x M frame-interference answers (right with sigmoid(k + frame effect + negative effect)) and
     its request / token counts (anchors scored per_token, answers of 1-16 tokens)."""
-    grid = (rng.random((len(effect), len(interference))) < _sigmoid(k + effect[:, None] + interference[None, :])).astype(int)
+    grid = (
+        rng.random((len(effect), len(interference))) < _sigmoid(k + effect[:, None] + interference[None, :])
+    ).astype(int)
     prompt = rng.integers(10, 21, 1 + len(effect) + len(interference))
     answered = 1 + len(effect)
-    cost = {"cost_anchor_requests": len(prompt), "cost_anchor_tokens": int(prompt.sum()) + units * len(prompt),
-            "cost_answer_requests": answered, "cost_answer_tokens": int(prompt[:answered].sum() + rng.integers(1, 17, answered).sum()),
-            "cost_paper_requests": grid.size, "cost_paper_tokens": int((prompt[answered:].sum() + 3 * len(effect)) * len(effect)
-                                                                      + rng.integers(1, 17, grid.size).sum())}
+    cost = {
+        "cost_anchor_requests": len(prompt),
+        "cost_anchor_tokens": int(prompt.sum()) + units * len(prompt),
+        "cost_answer_requests": answered,
+        "cost_answer_tokens": int(prompt[:answered].sum() + rng.integers(1, 17, answered).sum()),
+        "cost_paper_requests": grid.size,
+        "cost_paper_tokens": int(
+            (prompt[answered:].sum() + 3 * len(effect)) * len(effect) + rng.integers(1, 17, grid.size).sum()
+        ),
+    }
     return grid.tolist(), cost
 
 
@@ -291,9 +353,13 @@ def synthetic_monitor(scale: float = 1.0, seed: int = 0) -> Population:
         interference = paper.normal(-1.0, 0.5, 5)
         for i in range(n):
             k, units = rng.normal(mu, 1.2), int(rng.integers(1, 4))
+
             def noisy(shift, k=k, units=units):
                 return _sigmoid(k + shift + rng.normal(0, 0.4, units))
-            quantities.append(monitor_metrics.fact_quantities(noisy(1.5), [noisy(e) for e in effect], [noisy(-1.0) for _ in range(5)]))
+
+            quantities.append(
+                monitor_metrics.fact_quantities(noisy(1.5), [noisy(e) for e in effect], [noisy(-1.0) for _ in range(5)])
+            )
             correct.append((rng.random(frames) < _sigmoid(k + effect)).astype(int).tolist())
             positive.append(int(rng.random() < _sigmoid(k + 1.5)))
             ids.append(f"F{r}_{i:05d}"), relations.append(f"P{300 + r}")
@@ -301,9 +367,16 @@ def synthetic_monitor(scale: float = 1.0, seed: int = 0) -> Population:
             grids.append(grid)
             for name, value in cost.items():
                 costs[name].append(value)
-    units = budgeted.units(ids, relations, quantities, correct, positive, [True] * len(ids), monitor_metrics.DEFAULT_ALPHA, 7, grids, costs)
-    return Population.of(f"synthetic FKTC (scale {scale:g}, seed {seed})", "monitor", units, monitor.METRICS,
-                         f"{len(ids):,} facts, {len(sizes)} relations")
+    units = budgeted.units(
+        ids, relations, quantities, correct, positive, [True] * len(ids), monitor_metrics.DEFAULT_ALPHA, 7, grids, costs
+    )
+    return Population.of(
+        f"synthetic FKTC (scale {scale:g}, seed {seed})",
+        "monitor",
+        units,
+        monitor.METRICS,
+        f"{len(ids):,} facts, {len(sizes)} relations",
+    )
 
 
 def synthetic_iclke(scale: float = 1.0, seed: int = 0, options: int = 100) -> Population:
@@ -323,8 +396,13 @@ def synthetic_iclke(scale: float = 1.0, seed: int = 0, options: int = 100) -> Po
             lp[g] = rng.normal(mu, 1.5) + rng.normal(0, 1.0)
             ids.append(f"T{r}_{i:05d}"), relations.append(f"P{500 + r}"), logprobs.append(lp.tolist()), gold.append(g)
     units = budgeted.units(ids, logprobs, gold, relations)
-    return Population.of(f"synthetic T-REx-MC (scale {scale:g}, seed {seed})", "iclke", units, iclke.METRICS,
-                         f"{len(ids):,} test facts, {len(sizes)} relations, {options} options")
+    return Population.of(
+        f"synthetic T-REx-MC (scale {scale:g}, seed {seed})",
+        "iclke",
+        units,
+        iclke.METRICS,
+        f"{len(ids):,} test facts, {len(sizes)} relations, {options} options",
+    )
 
 
 def synthetic_paired(scale: float = 1.0, seed: int = 0) -> Population:
@@ -351,11 +429,27 @@ def synthetic_extreme_shares(scale: float = 1.0, seed: int = 0) -> Population:
         cols["one"] += [1.0] * n
         ids += [f"S{r}_{i}" for i in range(n)]
         relations += [f"P{700 + r}"] * n
-    stats = {"acc_high": share(pooled("high", "one")), "acc_low": share(pooled("low", "one")),
-             "macro_high": share(relation_mean("high", "one")), "macro_low": share(relation_mean("low", "one"))}
-    return Population(f"synthetic extreme shares (scale {scale:g}, seed {seed})", "shares",
-                      Units.of(ids, relations, cols), stats, (), f"{len(ids):,} facts, {len(sizes)} relations")
+    stats = {
+        "acc_high": share(pooled("high", "one")),
+        "acc_low": share(pooled("low", "one")),
+        "macro_high": share(relation_mean("high", "one")),
+        "macro_low": share(relation_mean("low", "one")),
+    }
+    return Population(
+        f"synthetic extreme shares (scale {scale:g}, seed {seed})",
+        "shares",
+        Units.of(ids, relations, cols),
+        stats,
+        (),
+        f"{len(ids):,} facts, {len(sizes)} relations",
+    )
 
 
-SYNTHETIC = {"myriadlama": synthetic_myriadlama, "bear": synthetic_bear, "myriadlama_paired": synthetic_paired,
-             "fktc": synthetic_monitor, "trex_mc": synthetic_iclke, "extreme_shares": synthetic_extreme_shares}
+SYNTHETIC = {
+    "myriadlama": synthetic_myriadlama,
+    "bear": synthetic_bear,
+    "myriadlama_paired": synthetic_paired,
+    "fktc": synthetic_monitor,
+    "trex_mc": synthetic_iclke,
+    "extreme_shares": synthetic_extreme_shares,
+}

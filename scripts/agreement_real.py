@@ -44,7 +44,9 @@ def data_env(data_dir: Path) -> dict[str, str]:
     env = {var: str((data_dir / sub).resolve()) for var, sub in DATA.items()}
     missing = [p for p in env.values() if not Path(p).is_dir()]
     if missing:
-        raise SystemExit(f"{data_dir}: no folder {', '.join(missing)} (DATA_DIR holds bear/BEAR, bear/BEAR-big, fktc/FKTC)")
+        raise SystemExit(
+            f"{data_dir}: no folder {', '.join(missing)} (DATA_DIR holds bear/BEAR, bear/BEAR-big, fktc/FKTC)"
+        )
     return env
 
 
@@ -53,8 +55,11 @@ def task_keys(task: str, metadata: dict) -> dict[str, FactKey]:
     from belief_tasks.options import parse_options
     from belief_tasks.tasks import bear, iclke, monitor
 
-    module, build = {"belief_bear": (bear, bear.bear_dataset), "belief_iclke_bear": (iclke, iclke.iclke_bear),
-                     "belief_monitor": (monitor, monitor.fktc_dataset)}[task]
+    module, build = {
+        "belief_bear": (bear, bear.bear_dataset),
+        "belief_iclke_bear": (iclke, iclke.iclke_bear),
+        "belief_monitor": (monitor, monitor.fktc_dataset),
+    }[task]
     docs = build(parse_options(module.OPTIONS, metadata))["test"]
     return {d["fact_id"]: FactKey.from_record(unpack(d, "fact_key")) for d in docs}
 
@@ -75,16 +80,34 @@ def plan(model_args: str) -> tuple[dict[str, int], dict[tuple[str, str], dict[st
     keys = {t: task_keys(t, {**md, "pretrained": pretrained}) for t, md in RECIPE.items()}
     whole = {**keys, "belief_iclke_bear": relation_keys("bear_big", RECIPE["belief_iclke_bear"]["relations"])}
     tasks = sorted(keys)
-    pairs = {(a, b): {**join_keys(keys[a], keys[b]).counts(), "whole": join_keys(whole[a], whole[b]).counts()["joined"]}
-             for i, a in enumerate(tasks) for b in tasks[i + 1:]}
+    pairs = {
+        (a, b): {**join_keys(keys[a], keys[b]).counts(), "whole": join_keys(whole[a], whole[b]).counts()["joined"]}
+        for i, a in enumerate(tasks)
+        for b in tasks[i + 1 :]
+    }
     return {t: len(k) for t, k in keys.items()}, pairs
 
 
 def run(out: Path, model_args: str, extra: list[str]) -> None:
     bin_dir = Path(sys.executable).parent
     for task, metadata in RECIPE.items():
-        cmd = [str(bin_dir / "belief-eval"), "--model", "hf-shared", "--model_args", model_args, "--batch_size", "32",
-               "--tasks", task, "--metadata", json.dumps(metadata), "--output_path", str(out), "--log_samples", *extra]
+        cmd = [
+            str(bin_dir / "belief-eval"),
+            "--model",
+            "hf-shared",
+            "--model_args",
+            model_args,
+            "--batch_size",
+            "32",
+            "--tasks",
+            task,
+            "--metadata",
+            json.dumps(metadata),
+            "--output_path",
+            str(out),
+            "--log_samples",
+            *extra,
+        ]
         print("+ " + " ".join(cmd), flush=True)
         t0 = time.perf_counter()
         subprocess.run(cmd, check=True)
@@ -109,15 +132,19 @@ def check(out: Path, pairs: dict[tuple[str, str], dict[str, int]]) -> int:
         bad += not ok
         num = lambda field, got=got: float(got[field] or "nan")  # noqa: E731  (the CSV leaves an undefined κ empty)
         kappa = f"κ {num('kappa'):.2f} [{num('kappa_lo'):.2f}, {num('kappa_hi'):.2f}]" if got else ""
-        print(f"{pair[0]} / {pair[1]}: plan {want['joined']} joined, page {seen['joined'] if seen else '-'} "
-              f"({'ok' if ok else 'DIFFERS'}) {kappa}")
+        print(
+            f"{pair[0]} / {pair[1]}: plan {want['joined']} joined, page {seen['joined'] if seen else '-'} "
+            f"({'ok' if ok else 'DIFFERS'}) {kappa}"
+        )
     return 1 if bad else 0
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("data_dir", type=Path, help="folder with bear/BEAR, bear/BEAR-big and fktc/FKTC")
-    p.add_argument("--out", type=Path, default=Path("results/real"), help="output path of the runs (default results/real)")
+    p.add_argument(
+        "--out", type=Path, default=Path("results/real"), help="output path of the runs (default results/real)"
+    )
     p.add_argument("--model_args", help="as for belief-eval (default: the bundled model, float32)")
     p.add_argument("--plan", action="store_true", help="only count the facts each pair can join; no model")
     p.add_argument("--check", action="store_true", help="no runs: check the report already under --out")
@@ -131,8 +158,10 @@ def main(argv: list[str] | None = None) -> int:
     print("facts per task: " + ", ".join(f"{t} {n}" for t, n in facts.items()))
     for (a, b), c in pairs.items():
         rules = ", ".join(f"{r} {c[r]}" for r in RULES if c[r])
-        print(f"{a} / {b}: {c['joined']} joinable ({rules}), {c['conflicts']} conflicts, {c['duplicates']} duplicates; "
-              f"{c['whole']} with IC-LKE's training facts")
+        print(
+            f"{a} / {b}: {c['joined']} joinable ({rules}), {c['conflicts']} conflicts, {c['duplicates']} duplicates; "
+            f"{c['whole']} with IC-LKE's training facts"
+        )
     if args.plan:
         return 0
     if not args.check:

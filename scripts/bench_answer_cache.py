@@ -56,8 +56,15 @@ def main(argv=None) -> None:
         lm.set_cache_hook(CacheHook(None))  # CachingLM leaves its hook on the model: the next arm starts bare
         tm = TaskManager(include_path=str(task_yamls_dir()), metadata={**model_args, **meta})
         start = time.perf_counter()
-        lm_eval.simple_evaluate(model=lm, tasks=args.tasks.split(","), task_manager=tm, use_cache=cache,
-                                log_samples=True, metadata=meta, bootstrap_iters=0)
+        lm_eval.simple_evaluate(
+            model=lm,
+            tasks=args.tasks.split(","),
+            task_manager=tm,
+            use_cache=cache,
+            log_samples=True,
+            metadata=meta,
+            bootstrap_iters=0,
+        )
         return time.perf_counter() - start
 
     times: dict[str, list[float]] = {"off": [], "cold": [], "warm": []}
@@ -72,13 +79,16 @@ def main(argv=None) -> None:
                 rows = con.execute("SELECT count(*) FROM unnamed").fetchone()[0]
             print(f"round {r + 1}: " + ", ".join(f"{k} {v[-1]:.1f} s" for k, v in times.items()), flush=True)
     med = {k: statistics.median(v) for k, v in times.items()}
-    print(f"{args.tasks} on {args.model}: {rows} answers kept; medians of {args.rounds} rounds: off {med['off']:.1f} s, "
-          f"cold cache {med['cold']:.1f} s ({med['cold'] / med['off']:.3f}x), warm cache {med['warm']:.1f} s "
-          f"({med['warm'] / med['off']:.3f}x); cold - off = {1000 * (med['cold'] - med['off']) / max(rows, 1):.2f} ms "
-          "per answer kept")
+    print(
+        f"{args.tasks} on {args.model}: {rows} answers kept; medians of {args.rounds} rounds: off {med['off']:.1f} s, "
+        f"cold cache {med['cold']:.1f} s ({med['cold'] / med['off']:.3f}x), warm cache {med['warm']:.1f} s "
+        f"({med['warm'] / med['off']:.3f}x); cold - off = {1000 * (med['cold'] - med['off']) / max(rows, 1):.2f} ms "
+        "per answer kept"
+    )
     if args.json:
-        args.json.write_text(json.dumps({"tasks": args.tasks, "model": args.model, "answers": rows, "times_s": times},
-                                        indent=1))
+        args.json.write_text(
+            json.dumps({"tasks": args.tasks, "model": args.model, "answers": rows, "times_s": times}, indent=1)
+        )
 
 
 if __name__ == "__main__":

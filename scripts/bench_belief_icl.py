@@ -45,6 +45,7 @@ def main() -> None:
     if args.threads:
         torch.set_num_threads(args.threads)
     import belief_tasks
+
     belief_tasks.install()  # our backends and hooks
     from lm_eval.api.instance import Instance
     from lm_eval.models.huggingface import HFLM
@@ -56,8 +57,13 @@ def main() -> None:
     lm = HFLM(pretrained=str(default_model_path()), dtype="float32", device="cpu", batch_size=args.batch_size)
     greedy_kwargs = {"until": ["\n"], "do_sample": False, "max_gen_toks": 16}
     torch.manual_seed(1234)
-    report: dict = {"model": default_model_path().name, "batch_size": args.batch_size,
-                    "torch_threads": torch.get_num_threads(), "prompts_per_task": args.prompts, "tasks": {}}
+    report: dict = {
+        "model": default_model_path().name,
+        "batch_size": args.batch_size,
+        "torch_threads": torch.get_num_threads(),
+        "prompts_per_task": args.prompts,
+        "tasks": {},
+    }
     for style, context in TASKS:
         meta = parse_options(OPTIONS, {"source": "sample", "confidence_samples": 0})
         docs = [p for d in build_docs(style, context, meta) for p in prompts_of(d, meta)]  # one per prompt
@@ -73,14 +79,17 @@ def main() -> None:
         s_wall, s_cpu = timed(lm, reqs(lambda i: sampling_kwargs(greedy_kwargs, 0)))
         n = len(chosen)
         entry = {
-            "full_sample_prompts": len(docs), "pairs": pairs,
+            "full_sample_prompts": len(docs),
+            "pairs": pairs,
             "mean_prompt_chars": round(sum(len(d["prompt"]) for d in chosen) / n),
             "s_per_greedy": {"wall": round(g_wall / n, 3), "cpu": round(g_cpu / n, 3)},
             "s_per_sample": {"wall": round(s_wall / n, 3), "cpu": round(s_cpu / n, 3)},
         }
         entry["full_sample_hours"] = {
-            clock: {"greedy": round(entry["s_per_greedy"][clock] * len(docs) / 3600, 2),
-                    "k100_samples": round(entry["s_per_sample"][clock] * K * pairs / 3600, 2)}
+            clock: {
+                "greedy": round(entry["s_per_greedy"][clock] * len(docs) / 3600, 2),
+                "k100_samples": round(entry["s_per_sample"][clock] * K * pairs / 3600, 2),
+            }
             for clock in ("wall", "cpu")
         }
         report["tasks"][f"belief_{style}_{context}"] = entry

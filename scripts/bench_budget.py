@@ -29,11 +29,33 @@ def run(args, label: str, metadata: dict, out: Path) -> dict:
     from belief_tasks.model import default_model_path
 
     model_args = args.model_args or f"pretrained={default_model_path()},dtype=float32"
-    cmd = [sys.executable, "-m", "belief_tasks.cli", "--model", args.model, "--model_args", model_args,
-           "--tasks", args.task, "--metadata", json.dumps(metadata), "--batch_size", str(args.batch_size),
-           "--output_path", str(out), "--log_samples", "--no_answer_cache", *args.extra]  # timed: every answer computed
-    env = {**os.environ, "OMP_NUM_THREADS": str(args.threads), "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
-           "TOKENIZERS_PARALLELISM": "false"}
+    cmd = [
+        sys.executable,
+        "-m",
+        "belief_tasks.cli",
+        "--model",
+        args.model,
+        "--model_args",
+        model_args,
+        "--tasks",
+        args.task,
+        "--metadata",
+        json.dumps(metadata),
+        "--batch_size",
+        str(args.batch_size),
+        "--output_path",
+        str(out),
+        "--log_samples",
+        "--no_answer_cache",
+        *args.extra,
+    ]  # timed: every answer computed
+    env = {
+        **os.environ,
+        "OMP_NUM_THREADS": str(args.threads),
+        "HF_HUB_OFFLINE": "1",
+        "HF_DATASETS_OFFLINE": "1",
+        "TOKENIZERS_PARALLELISM": "false",
+    }
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     done = subprocess.run(cmd, env=env, cwd=str(ROOT), capture_output=True, text=True)
@@ -47,8 +69,15 @@ def run(args, label: str, metadata: dict, out: Path) -> dict:
     results = json.loads(sorted(out.rglob("results_*.json"))[-1].read_text())
     samples = sorted(out.rglob(f"samples_{args.task}_*.jsonl"))[-1]
     requests = sum(len(json.loads(line)["resps"]) for line in samples.open())
-    return {"label": label, "wall_s": wall, "cpu_s": cpu, "requests": requests, "docs": results["n-samples"][args.task]["effective"],
-            "results": results["results"][args.task], "design": results["configs"][args.task]["metadata"].get("budget_design")}
+    return {
+        "label": label,
+        "wall_s": wall,
+        "cpu_s": cpu,
+        "requests": requests,
+        "docs": results["n-samples"][args.task]["effective"],
+        "results": results["results"][args.task],
+        "design": results["configs"][args.task]["metadata"].get("budget_design"),
+    }
 
 
 def main(argv=None) -> None:
@@ -64,25 +93,39 @@ def main(argv=None) -> None:
     ap.add_argument("--extra", nargs=argparse.REMAINDER, default=[], help="more belief-eval arguments")
     args = ap.parse_args(argv)
     metadata = json.loads(args.metadata)
-    runs = [run(args, f"budget {args.budget:g}", {**metadata, "budget": args.budget}, args.out / f"budget_{args.budget:g}"),
-            run(args, "full", metadata, args.out / "full")]
+    runs = [
+        run(args, f"budget {args.budget:g}", {**metadata, "budget": args.budget}, args.out / f"budget_{args.budget:g}"),
+        run(args, "full", metadata, args.out / "full"),
+    ]
     small, full = runs
-    summary = {"task": args.task, "metadata": metadata, "model": args.model, "runs": runs,
-               "wall_ratio": small["wall_s"] / full["wall_s"], "cpu_ratio": small["cpu_s"] / full["cpu_s"],
-               "request_ratio": small["requests"] / full["requests"]}
+    summary = {
+        "task": args.task,
+        "metadata": metadata,
+        "model": args.model,
+        "runs": runs,
+        "wall_ratio": small["wall_s"] / full["wall_s"],
+        "cpu_ratio": small["cpu_s"] / full["cpu_s"],
+        "request_ratio": small["requests"] / full["requests"],
+    }
     (args.out / "summary.json").write_text(json.dumps(summary, indent=1))
     for r in runs:
-        print(f"{r['label']:>12}: {r['docs']:,} docs, {r['requests']:,} requests, "
-            f"wall {r['wall_s']:.0f} s, CPU {r['cpu_s']:.0f} s")
-    print(f"ratio budget/full: wall {summary['wall_ratio']:.3f}, CPU {summary['cpu_ratio']:.3f}, "
-          f"requests {summary['request_ratio']:.3f}")
+        print(
+            f"{r['label']:>12}: {r['docs']:,} docs, {r['requests']:,} requests, "
+            f"wall {r['wall_s']:.0f} s, CPU {r['cpu_s']:.0f} s"
+        )
+    print(
+        f"ratio budget/full: wall {summary['wall_ratio']:.3f}, CPU {summary['cpu_ratio']:.3f}, "
+        f"requests {summary['request_ratio']:.3f}"
+    )
     for key, v in full["results"].items():
         name = key.split(",")[0]
         if "," in key and not name.endswith(("_stderr", "_ci95")) and isinstance(v, float):
             ci = small["results"].get(key.replace(",", "_ci95,", 1))
             est = small["results"].get(key)
-            print(f"  {name}: full {v:.4f}; budget {est if not isinstance(est, float) else round(est, 4)} "
-                  f"[{', '.join(f'{x:.4f}' for x in ci) if ci else 'no interval'}]")
+            print(
+                f"  {name}: full {v:.4f}; budget {est if not isinstance(est, float) else round(est, 4)} "
+                f"[{', '.join(f'{x:.4f}' for x in ci) if ci else 'no interval'}]"
+            )
 
 
 if __name__ == "__main__":

@@ -33,8 +33,17 @@ from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
-READS = {torch.Tensor.item, torch.Tensor.tolist, torch.Tensor.cpu, torch.Tensor.numpy, torch.Tensor.__float__,
-         torch.Tensor.__int__, torch.Tensor.__bool__, torch.Tensor.__index__, torch.Tensor.__format__}
+READS = {
+    torch.Tensor.item,
+    torch.Tensor.tolist,
+    torch.Tensor.cpu,
+    torch.Tensor.numpy,
+    torch.Tensor.__float__,
+    torch.Tensor.__int__,
+    torch.Tensor.__bool__,
+    torch.Tensor.__index__,
+    torch.Tensor.__format__,
+}
 FLAG = "_bench_on_device"
 TORCH_DIR = str(Path(torch.__file__).parent)
 
@@ -55,8 +64,9 @@ def _names_device(func, args, kwargs) -> bool:
 def _call_site() -> str:
     """The innermost frame outside torch: file and line of the read."""
     frame = sys._getframe(2)
-    while frame is not None and (frame.f_code.co_filename.startswith(TORCH_DIR)
-                                 or frame.f_code.co_filename == __file__):
+    while frame is not None and (
+        frame.f_code.co_filename.startswith(TORCH_DIR) or frame.f_code.co_filename == __file__
+    ):
         frame = frame.f_back
     if frame is None:
         return "?"
@@ -112,8 +122,10 @@ class Forwards:
 
     def __init__(self, model, kernels: KernelOps | None = None):
         self.calls, self.seconds, self._start, self.kernels = 0, 0.0, 0.0, kernels
-        self._handles = [model.register_forward_pre_hook(self._pre), model.register_forward_hook(self._post,
-                                                                                                 always_call=True)]
+        self._handles = [
+            model.register_forward_pre_hook(self._pre),
+            model.register_forward_hook(self._post, always_call=True),
+        ]
 
     def _pre(self, *_):
         self.calls += 1
@@ -154,8 +166,13 @@ def counted_pass(model, run) -> dict:
             out = run()
     finally:
         fw.close()
-    return {"outputs": out, "forwards": fw.calls, "host_reads": sum(tracker.reads.values()),
-            "read_sites": dict(tracker.reads.most_common()), "kernel_ops": kernels.ops}
+    return {
+        "outputs": out,
+        "forwards": fw.calls,
+        "host_reads": sum(tracker.reads.values()),
+        "read_sites": dict(tracker.reads.most_common()),
+        "kernel_ops": kernels.ops,
+    }
 
 
 #: request types whose requests are scored (their unit: a request); generation's unit is a generated token
@@ -168,14 +185,22 @@ def count_workload(lm, by_type: dict[str, list], timed: dict[str, dict]) -> dict
     out = {}
     for kind, instances in by_type.items():
         plain = timed[kind]
-        counted = counted_pass(lm.model, lambda kind=kind, instances=instances: getattr(lm, kind)(instances,
-                                                                                              disable_tqdm=True))
+        counted = counted_pass(
+            lm.model, lambda kind=kind, instances=instances: getattr(lm, kind)(instances, disable_tqdm=True)
+        )
         if counted["forwards"] != plain["forwards"]:
             raise SystemExit(f"{kind}: {plain['forwards']} forwards in the timed pass, {counted['forwards']} counted")
         units = len(instances) if kind in SCORED else sum(len(lm.tok_encode(t)) for t in plain["outputs"])
-        out[kind] = {"requests": len(instances), "units": units, "forwards": plain["forwards"],
-                     "wall_s": plain["wall_s"], "forward_s": plain["forward_s"], "host_reads": counted["host_reads"],
-                     "kernel_ops": counted["kernel_ops"], "read_sites": counted["read_sites"]}
+        out[kind] = {
+            "requests": len(instances),
+            "units": units,
+            "forwards": plain["forwards"],
+            "wall_s": plain["wall_s"],
+            "forward_s": plain["forward_s"],
+            "host_reads": counted["host_reads"],
+            "kernel_ops": counted["kernel_ops"],
+            "read_sites": counted["read_sites"],
+        }
     return out
 
 
@@ -193,9 +218,15 @@ def summary(counts: dict[str, dict]) -> dict:
         units = sum(c["units"] for c in parts)
         return round(sum(c[key] for c in parts) / units, 3) if units else None
 
-    return {"requests": requests, "forwards": forwards, "forwards_per_request": round(forwards / requests, 3),
-            "reads_per_scored_request": per(scored, "host_reads"), "reads_per_generated_token": per(gen, "host_reads"),
-            "generated_tokens": sum(c["units"] for c in gen),
-            "kernel_ops_per_forward": round(sum(c["kernel_ops"] for c in counts.values()) / max(forwards, 1)),
-            "host_ms_per_forward": round(1000 * outside / max(forwards, 1), 2), "host_s": round(outside, 3),
-            "forward_s": round(sum(c["forward_s"] for c in counts.values()), 3)}
+    return {
+        "requests": requests,
+        "forwards": forwards,
+        "forwards_per_request": round(forwards / requests, 3),
+        "reads_per_scored_request": per(scored, "host_reads"),
+        "reads_per_generated_token": per(gen, "host_reads"),
+        "generated_tokens": sum(c["units"] for c in gen),
+        "kernel_ops_per_forward": round(sum(c["kernel_ops"] for c in counts.values()) / max(forwards, 1)),
+        "host_ms_per_forward": round(1000 * outside / max(forwards, 1), 2),
+        "host_s": round(outside, 3),
+        "forward_s": round(sum(c["forward_s"] for c in counts.values()), 3),
+    }

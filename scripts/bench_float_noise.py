@@ -31,7 +31,9 @@ def statement_ids(tokenizer, n: int) -> list[list[int]]:
     fs = load_facts("bear", {"source": "sample"})
     out = []
     for fact in fs.facts[:n]:
-        text = fs.relations[fact.relation].templates_of("statement", False)[0].fill(fact.subject.label, fact.object.label)
+        text = (
+            fs.relations[fact.relation].templates_of("statement", False)[0].fill(fact.subject.label, fact.object.label)
+        )
         out.append([tokenizer.bos_token_id] + tokenizer(text, add_special_tokens=False)["input_ids"])
     return out
 
@@ -65,7 +67,9 @@ def main() -> None:
                 w = worst[name]
                 w[0] = max(w[0], float((other - alone).abs().max()))
                 w[1] = max(w[1], abs(loglikelihood(other, ids) - ll))
-    print(f"MKL_CBWR={os.environ.get('MKL_CBWR', '(unset)')}, torch threads {args.threads}, {args.statements} statements")
+    print(
+        f"MKL_CBWR={os.environ.get('MKL_CBWR', '(unset)')}, torch threads {args.threads}, {args.statements} statements"
+    )
     print("| against the statement alone | max |logit difference| | max |log-likelihood difference| (nats) |")
     print("| --- | --- | --- |")
     for name, (logit, ll) in worst.items():

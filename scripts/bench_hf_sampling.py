@@ -43,8 +43,7 @@ def belief_instances(task_name: str, n_prompts: int, k: int) -> list:
     tm = TaskManager(include_path=str(task_yamls_dir()), include_defaults=False, metadata=meta)
     task = next(iter(tm.load([task_name])["tasks"].values()))
     task.build_all_requests(rank=0, world_size=1)
-    sampled = {d for d in {i.doc_id for i in task.instances}
-               if sum(1 for i in task.instances if i.doc_id == d) > 1}
+    sampled = {d for d in {i.doc_id for i in task.instances} if sum(1 for i in task.instances if i.doc_id == d) > 1}
     return [i for i in task.instances if i.doc_id in sampled]
 
 
@@ -82,13 +81,24 @@ def main() -> None:
     new = run(lm, instances, "new")
     differ = [k for k, (a, b) in enumerate(zip(old["out"], new["out"], strict=True)) if a != b]
     result = {
-        "task": args.task, "prompts": n_prompts, "samples": args.samples, "requests": len(instances),
-        "batch_size": args.batch_size, "threads": args.threads, "device": args.device, "dtype": args.dtype,
-        "old_wall_s": round(old["wall"], 1), "new_wall_s": round(new["wall"], 1),
-        "old_cpu_s": round(old["cpu"], 1), "new_cpu_s": round(new["cpu"], 1),
-        "speedup_wall": round(old["wall"] / new["wall"], 2), "speedup_cpu": round(old["cpu"] / max(new["cpu"], 1e-9), 2),
-        "texts_equal": not differ, "texts_differing": len(differ),
-        "torch": torch.__version__, "machine": f"{platform.machine()}, {os.cpu_count()} cores",
+        "task": args.task,
+        "prompts": n_prompts,
+        "samples": args.samples,
+        "requests": len(instances),
+        "batch_size": args.batch_size,
+        "threads": args.threads,
+        "device": args.device,
+        "dtype": args.dtype,
+        "old_wall_s": round(old["wall"], 1),
+        "new_wall_s": round(new["wall"], 1),
+        "old_cpu_s": round(old["cpu"], 1),
+        "new_cpu_s": round(new["cpu"], 1),
+        "speedup_wall": round(old["wall"] / new["wall"], 2),
+        "speedup_cpu": round(old["cpu"] / max(new["cpu"], 1e-9), 2),
+        "texts_equal": not differ,
+        "texts_differing": len(differ),
+        "torch": torch.__version__,
+        "machine": f"{platform.machine()}, {os.cpu_count()} cores",
     }
     print(json.dumps(result, indent=1))
     for k in differ[:10]:

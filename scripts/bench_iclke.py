@@ -56,11 +56,14 @@ def token_counts(tok, reqs: list[tuple[str, str]]) -> dict:
 
 def time_backend(name: str, model_path: str, reqs, batch_size: int) -> dict:
     import belief_tasks
+
     belief_tasks.install()  # our backends and hooks
     from lm_eval.api.instance import Instance
     from lm_eval.api.registry import get_model
 
-    lm = get_model(name).create_from_arg_string(f"pretrained={model_path},device=cpu,dtype=float32", {"batch_size": batch_size})
+    lm = get_model(name).create_from_arg_string(
+        f"pretrained={model_path},device=cpu,dtype=float32", {"batch_size": batch_size}
+    )
     inst = [Instance("loglikelihood", {}, r, i, metadata=("bench", i, 1)) for i, r in enumerate(reqs)]
     wall, cpu = time.perf_counter(), time.process_time()
     out = lm.loglikelihood(inst)
@@ -90,27 +93,37 @@ def main() -> None:
     md.update(relations=args.relation)
     build = iclke_task.eiclke_docs if args.method == "eiclke" else iclke_task.iclke_docs
     docs = build(load_facts("bear_big", md), parse_options(iclke_task.OPTIONS, md))[: args.facts]
-    docs = [{**d, "examples": json.dumps(d["examples"]), "prior": json.dumps(d["prior"])} if args.method == "eiclke" else d
-            for d in docs]
+    docs = [
+        {**d, "examples": json.dumps(d["examples"]), "prior": json.dumps(d["prior"])} if args.method == "eiclke" else d
+        for d in docs
+    ]
     reqs = requests_for(docs, args.method)
     model = str(default_model_path())
     tok = AutoTokenizer.from_pretrained(model)
     counts = token_counts(tok, reqs)
     n = len(docs)
     report = {
-        "data": "BEAR-big" if bear.is_dir() else "sample", "relation": args.relation, "method": args.method,
-        "facts": n, "requests": len(reqs), "options_per_fact": len(reqs) / n,
+        "data": "BEAR-big" if bear.is_dir() else "sample",
+        "relation": args.relation,
+        "method": args.method,
+        "facts": n,
+        "requests": len(reqs),
+        "options_per_fact": len(reqs) / n,
         "context_tokens_mean": sum(len(tok(c)["input_ids"]) for c, _ in reqs) / len(reqs),
         "stock_tokens_per_fact": counts["stock_tokens"] / n,
         "prefix_tree_tokens_per_fact": counts["prefix_tree_tokens"] / n,
-        "torch_threads": torch.get_num_threads(), "load_avg_1m": os.getloadavg()[0],
+        "torch_threads": torch.get_num_threads(),
+        "load_avg_1m": os.getloadavg()[0],
     }
     results = {}
     for name in [b for b in args.backends.split(",") if b]:
         r = time_backend(name, model, reqs, args.batch_size)
         results[name] = r
-        report[name] = {"wall_s_per_fact": r["wall_s"] / n, "cpu_s_per_fact": r["cpu_s"] / n,
-                        "full_trex_mc_hours_wall": r["wall_s"] / n * TREX_MC_TEST_FACTS / 3600}
+        report[name] = {
+            "wall_s_per_fact": r["wall_s"] / n,
+            "cpu_s_per_fact": r["cpu_s"] / n,
+            "full_trex_mc_hours_wall": r["wall_s"] / n * TREX_MC_TEST_FACTS / 3600,
+        }
     if len(results) == 2:
         a, b = (results[k]["logprobs"] for k in results)
         report["max_abs_logprob_diff"] = max(abs(x - y) for x, y in zip(a, b))

@@ -25,10 +25,22 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 SIZES = {
     "tiny": {},
-    "small": dict(hidden_size=256, num_hidden_layers=4, num_attention_heads=4, intermediate_size=1024,
-                  max_position_embeddings=128, initializer_range=0.02),
-    "base": dict(hidden_size=768, num_hidden_layers=12, num_attention_heads=12, intermediate_size=3072,
-                 max_position_embeddings=512, initializer_range=0.02),
+    "small": dict(
+        hidden_size=256,
+        num_hidden_layers=4,
+        num_attention_heads=4,
+        intermediate_size=1024,
+        max_position_embeddings=128,
+        initializer_range=0.02,
+    ),
+    "base": dict(
+        hidden_size=768,
+        num_hidden_layers=12,
+        num_attention_heads=12,
+        intermediate_size=3072,
+        max_position_embeddings=512,
+        initializer_range=0.02,
+    ),
 }
 
 
@@ -56,10 +68,12 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory() as tmp:
         folder = build_tiny_mlm(Path(tmp), **SIZES[args.size])
-        lm = HFMaskedLM(pretrained=str(folder), dtype="float32", device="cpu", batch_size=args.batch_size,
-                        pll_metric=args.pll)
-        ref = Evaluator.from_model(lm.model, model_type="MLM", tokenizer=lm.tokenizer, device="cpu",
-                                   pll_metric=args.pll)
+        lm = HFMaskedLM(
+            pretrained=str(folder), dtype="float32", device="cpu", batch_size=args.batch_size, pll_metric=args.pll
+        )
+        ref = Evaluator.from_model(
+            lm.model, model_type="MLM", tokenizer=lm.tokenizer, device="cpu", pll_metric=args.pll
+        )
 
         statements = [template.replace("[X]", f.subject.label).replace("[Y]", o) for f in facts for o in options]
         statements = [s[0].upper() + s[1:] for s in statements]

@@ -60,7 +60,10 @@ class GroupTimer:
             grid = r.doc.get("interference")
             return bool(grid) and r.arguments[0] in {q["text"] for q in unpack(r.doc, "interference")}
 
-        split = {"answers": [r for r in requests if not in_grid(r)], "interference": [r for r in requests if in_grid(r)]}
+        split = {
+            "answers": [r for r in requests if not in_grid(r)],
+            "interference": [r for r in requests if in_grid(r)],
+        }
         outs = {g: self._timed(self._generate, g)(rs, *args, **kwargs) for g, rs in split.items()}
         by_id = {id(r): o for g in split for r, o in zip(split[g], outs[g])}
         return [by_id[id(r)] for r in requests]
@@ -82,22 +85,47 @@ def run(args) -> dict:
     if args.threads:
         torch.set_num_threads(args.threads)
     model = str(args.model or default_model_path())
-    meta = {"pretrained": model, "monitor_accuracy": "paper", "monitor_route": args.route,
-            "max_facts_per_relation": args.facts, "relations": args.relations}
+    meta = {
+        "pretrained": model,
+        "monitor_accuracy": "paper",
+        "monitor_route": args.route,
+        "max_facts_per_relation": args.facts,
+        "relations": args.relations,
+    }
     meta.update({"fktc_path": str(args.fktc_path)} if args.fktc_path else {"source": "sample"})
     lm = get_model(args.backend)(pretrained=model, dtype="float32", device="cpu", batch_size=args.batch_size)
     timer = GroupTimer(lm)
-    out = simple_evaluate(model=lm, tasks=["belief_monitor"], task_manager=TaskManager(include_path=str(task_yamls_dir()),
-                          metadata=meta), metadata=meta, gen_kwargs=f"max_gen_toks={args.max_gen_toks}", verbosity="WARNING")
+    out = simple_evaluate(
+        model=lm,
+        tasks=["belief_monitor"],
+        task_manager=TaskManager(include_path=str(task_yamls_dir()), metadata=meta),
+        metadata=meta,
+        gen_kwargs=f"max_gen_toks={args.max_gen_toks}",
+        verbosity="WARNING",
+    )
     res = out["results"]["belief_monitor"]
     short = {"anchors": "anchor", "answers": "answer", "interference": "paper"}
-    rows = {g: {"requests": res[f"cost_{short[g]}_requests,none"], "tokens": res[f"cost_{short[g]}_tokens,none"],
-                "wall_s": timer.wall[g], "cpu_s": timer.cpu[g]} for g in GROUPS}
+    rows = {
+        g: {
+            "requests": res[f"cost_{short[g]}_requests,none"],
+            "tokens": res[f"cost_{short[g]}_tokens,none"],
+            "wall_s": timer.wall[g],
+            "cpu_s": timer.cpu[g],
+        }
+        for g in GROUPS
+    }
     ratios = {k: rows["interference"][k] / rows["anchors"][k] for k in ("requests", "tokens", "wall_s", "cpu_s")}
-    return {"backend": args.backend, "route": args.route, "data": str(args.fktc_path or "sample"),
-            "relations": args.relations, "facts": out["n-samples"]["belief_monitor"]["effective"],
-            "acc_paper_avg": res.get("acc_paper_avg,none"), "monitor": res.get("monitor,none"),
-            "groups": rows, "interference_over_anchors": ratios}
+    return {
+        "backend": args.backend,
+        "route": args.route,
+        "data": str(args.fktc_path or "sample"),
+        "relations": args.relations,
+        "facts": out["n-samples"]["belief_monitor"]["effective"],
+        "acc_paper_avg": res.get("acc_paper_avg,none"),
+        "monitor": res.get("monitor,none"),
+        "groups": rows,
+        "interference_over_anchors": ratios,
+    }
 
 
 def main(argv=None) -> int:
@@ -121,8 +149,10 @@ def main(argv=None) -> int:
     for g, r in report["groups"].items():
         print(f"{g:<14}{r['requests']:>10.0f}{r['tokens']:>10.0f}{r['wall_s']:>10.1f}{r['cpu_s']:>10.1f}")
     print("R x M / anchors: " + "  ".join(f"{k} {v:.2f}x" for k, v in report["interference_over_anchors"].items()))
-    print(f"acc_paper_avg {report['acc_paper_avg']:.4f}  monitor {report['monitor']:.4f}  "
-          "(paper, Table 8: 2.97x GPU hours)")
+    print(
+        f"acc_paper_avg {report['acc_paper_avg']:.4f}  monitor {report['monitor']:.4f}  "
+        "(paper, Table 8: 2.97x GPU hours)"
+    )
     if args.json:
         args.json.write_text(json.dumps(report, indent=1))
     return 0

@@ -44,8 +44,13 @@ def timed(cmd: list[str], env: dict, log: Path) -> dict:
         proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=fh, stderr=subprocess.STDOUT)
         _, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - t0
-    return {"wall_s": wall, "cpu_s": usage.ru_utime + usage.ru_stime, "peak_gib": usage.ru_maxrss / 2 ** 20,
-            "status": os.waitstatus_to_exitcode(status), "load": os.getloadavg()[0]}
+    return {
+        "wall_s": wall,
+        "cpu_s": usage.ru_utime + usage.ru_stime,
+        "peak_gib": usage.ru_maxrss / 2**20,
+        "status": os.waitstatus_to_exitcode(status),
+        "load": os.getloadavg()[0],
+    }
 
 
 def headlines(out: Path) -> list[dict]:
@@ -65,8 +70,17 @@ def headlines(out: Path) -> list[dict]:
         value, ci = res.get(f"{metric},none"), res.get(f"{metric}_ci95,none")
         design = data["configs"][task]["metadata"].get("budget_design") or {}
         half = (ci[1] - ci[0]) / 2 if isinstance(ci, list) and None not in ci else None
-        rows.append({"task": task, "metric": metric, "value": value, "ci95": ci, "half_width": half,
-                     "facts": design.get("facts_drawn"), "population": design.get("facts_in_population")})
+        rows.append(
+            {
+                "task": task,
+                "metric": metric,
+                "value": value,
+                "ci95": ci,
+                "half_width": half,
+                "facts": design.get("facts_drawn"),
+                "population": design.get("facts_in_population"),
+            }
+        )
     return rows
 
 
@@ -77,9 +91,15 @@ def pairs(out: Path) -> list[dict]:
     if not tables:
         return []
     with tables[0].open(encoding="utf-8") as fh:
-        return [{"a": r["probe_a"], "b": r["probe_b"], "facts": int(r["n"]),
-                 "kappa": [float(r[k]) if r[k] not in ("", "nan") else None for k in ("kappa", "kappa_lo", "kappa_hi")]}
-                for r in csv.DictReader(fh)]
+        return [
+            {
+                "a": r["probe_a"],
+                "b": r["probe_b"],
+                "facts": int(r["n"]),
+                "kappa": [float(r[k]) if r[k] not in ("", "nan") else None for k in ("kappa", "kappa_lo", "kappa_hi")],
+            }
+            for r in csv.DictReader(fh)
+        ]
 
 
 def fmt_s(s: float | None) -> str:
@@ -93,8 +113,9 @@ def one(label: str, command: list[str], extra: list[str], out: Path, env: dict, 
     py = [sys.executable, "-m", "belief_tasks"]
     name = label.replace(" ", "_").replace("%", "pct")
     est_json, prog_json = out / f"{name}.estimate.json", out / f"{name}.progress.json"
-    est_cmd = py + command + ["--estimate", *(["--calibrate"] if calibrate else []), "--estimate_json", str(est_json),
-                              *extra]
+    est_cmd = (
+        py + command + ["--estimate", *(["--calibrate"] if calibrate else []), "--estimate_json", str(est_json), *extra]
+    )
     print("+ " + " ".join(est_cmd), flush=True)
     est_run = timed(est_cmd, env, out / f"{name}.estimate.log")
     estimate = json.loads(est_json.read_text()) if est_json.is_file() else {}
@@ -103,23 +124,41 @@ def one(label: str, command: list[str], extra: list[str], out: Path, env: dict, 
     print("+ " + " ".join(run_cmd), flush=True)
     run = timed(run_cmd, {**env, "BELIEF_PROGRESS_JSON": str(prog_json)}, out / f"{name}.log")
     phases = json.loads(prog_json.read_text())["measured"] if prog_json.is_file() else {}
-    row = {"label": label, "estimate": estimate, "estimate_run": est_run, "run": run, "phases": phases,
-           "headlines": headlines(run_out), "pairs": pairs(run_out)}
-    print(f"{label}: estimated {fmt_s(estimate.get('total_s'))}, measured {fmt_s(run['wall_s'])} wall "
-          f"(exit {run['status']}), peak {run['peak_gib']:.2f} GiB", flush=True)
+    row = {
+        "label": label,
+        "estimate": estimate,
+        "estimate_run": est_run,
+        "run": run,
+        "phases": phases,
+        "headlines": headlines(run_out),
+        "pairs": pairs(run_out),
+    }
+    print(
+        f"{label}: estimated {fmt_s(estimate.get('total_s'))}, measured {fmt_s(run['wall_s'])} wall "
+        f"(exit {run['status']}), peak {run['peak_gib']:.2f} GiB",
+        flush=True,
+    )
     return row
 
 
 def markdown(rows: list[dict]) -> str:
-    out = ["| run | facts (tasks) | wall | CPU | peak memory | load average |",
-           "| --- | --- | ---: | ---: | ---: | ---: |"]
+    out = [
+        "| run | facts (tasks) | wall | CPU | peak memory | load average |",
+        "| --- | --- | ---: | ---: | ---: | ---: |",
+    ]
     for r in rows:
-        facts = ", ".join(f"{h['task'].removeprefix('belief_').removeprefix('profile_')} {h['facts'] or '-'}"
-                          for h in r["headlines"])
-        out.append(f"| {r['label']} | {facts} | {fmt_s(r['run']['wall_s'])} | {fmt_s(r['run']['cpu_s'])} | "
-                   f"{r['run']['peak_gib']:.2f} GiB | {r['run']['load']:.1f} |")
-    out += ["", "| run | task | headline | estimate | 95 % interval | half-width |",
-            "| --- | --- | --- | ---: | --- | ---: |"]
+        facts = ", ".join(
+            f"{h['task'].removeprefix('belief_').removeprefix('profile_')} {h['facts'] or '-'}" for h in r["headlines"]
+        )
+        out.append(
+            f"| {r['label']} | {facts} | {fmt_s(r['run']['wall_s'])} | {fmt_s(r['run']['cpu_s'])} | "
+            f"{r['run']['peak_gib']:.2f} GiB | {r['run']['load']:.1f} |"
+        )
+    out += [
+        "",
+        "| run | task | headline | estimate | 95 % interval | half-width |",
+        "| --- | --- | --- | ---: | --- | ---: |",
+    ]
     for r in rows:
         for h in r["headlines"]:
             ci = f"[{h['ci95'][0]:.4f}, {h['ci95'][1]:.4f}]" if h["half_width"] is not None else "-"
@@ -130,8 +169,10 @@ def markdown(rows: list[dict]) -> str:
             k = p["kappa"]
             ci = f"[{k[1]:.2f}, {k[2]:.2f}]" if None not in k else "-"
             half = f"{(k[2] - k[1]) / 2:.2f}" if None not in k else "-"
-            out.append(f"| {r['label']} | {p['a']} / {p['b']} ({p['facts']} shared facts) | κ | "
-                       f"{k[0] if k[0] is None else format(k[0], '.2f')} | {ci} | {half} |")
+            out.append(
+                f"| {r['label']} | {p['a']} / {p['b']} ({p['facts']} shared facts) | κ | "
+                f"{k[0] if k[0] is None else format(k[0], '.2f')} | {ci} | {half} |"
+            )
     out += ["", "| run | phase | estimated | measured | measured / estimated |", "| --- | --- | ---: | ---: | ---: |"]
     for r in rows:
         est = r["estimate"].get("phases", {})
@@ -155,13 +196,22 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--calibrate", action="store_true", help="the first estimate calibrates its rates on the model")
     p.add_argument("--rates", type=Path, help="the rate file (default: OUT/rates.json, started empty)")
     p.add_argument("--markdown", type=Path, help="write the tables here")
-    p.add_argument("--threads", type=int, default=os.cpu_count(),
-                   help="torch threads (OMP_NUM_THREADS) of each run: every core by default; 1 on a shared machine")
+    p.add_argument(
+        "--threads",
+        type=int,
+        default=os.cpu_count(),
+        help="torch threads (OMP_NUM_THREADS) of each run: every core by default; 1 on a shared machine",
+    )
     args, extra = p.parse_known_args(argv)
     out = args.out.resolve()
     out.mkdir(parents=True, exist_ok=True)
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false",
-           "OMP_NUM_THREADS": str(args.threads)}
+    env = {
+        **os.environ,
+        "HF_HUB_OFFLINE": "1",
+        "HF_DATASETS_OFFLINE": "1",
+        "TOKENIZERS_PARALLELISM": "false",
+        "OMP_NUM_THREADS": str(args.threads),
+    }
     env.update({var: str((args.data_dir / sub).resolve()) for var, sub in DATA.items()})
     if args.myriadlama_path:
         env["BELIEF_MYRIADLAMA_PATH"] = str(Path(args.myriadlama_path).resolve())

@@ -50,11 +50,55 @@ FULL_PROMPTS = 6_492_800
 FORM_WEIGHTS = (0.275, 0.26, 0.2, 0.13, 0.09, 0.045)
 DATA_VERSION = 1
 
-SYLLABLES = ("ka", "ro", "mi", "ten", "sal", "vor", "lin", "da", "bre", "sto", "ne", "gar", "u", "pe", "ril",
-             "mon", "tha", "zi", "cor", "ble", "an", "fe", "dis", "ho", "qua", "ler", "i", "son")
-VERBS = ("was born in", "is located in", "is a member of", "works for", "plays", "speaks", "is part of",
-         "was founded in", "is the capital of", "shares a border with", "is named after", "is owned by",
-         "belongs to", "is produced by", "was developed by", "has the position of", "is affiliated with")
+SYLLABLES = (
+    "ka",
+    "ro",
+    "mi",
+    "ten",
+    "sal",
+    "vor",
+    "lin",
+    "da",
+    "bre",
+    "sto",
+    "ne",
+    "gar",
+    "u",
+    "pe",
+    "ril",
+    "mon",
+    "tha",
+    "zi",
+    "cor",
+    "ble",
+    "an",
+    "fe",
+    "dis",
+    "ho",
+    "qua",
+    "ler",
+    "i",
+    "son",
+)
+VERBS = (
+    "was born in",
+    "is located in",
+    "is a member of",
+    "works for",
+    "plays",
+    "speaks",
+    "is part of",
+    "was founded in",
+    "is the capital of",
+    "shares a border with",
+    "is named after",
+    "is owned by",
+    "belongs to",
+    "is produced by",
+    "was developed by",
+    "has the position of",
+    "is affiliated with",
+)
 ADVERBS = ("", "officially", "originally", "currently", "historically", "formally", "mainly", "also")
 HEADS = ("", "It is known that", "As is well known,", "According to records,", "In fact,", "Notably,")
 QUESTION_WORDS = ("What", "Which place", "Which entity", "Who", "Which organisation", "What thing")
@@ -105,36 +149,67 @@ def write_synthetic(folder: Path, fraction: float, seed: int = 0) -> dict:
             return info
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True)
-    schema = pa.schema([("uuid", pa.string()), ("rel_uri", pa.string()), ("sub_ent", pa.string()),
-                        ("obj_uris", pa.list_(pa.string())), ("obj_ents", pa.list_(pa.string())),
-                        ("obj_aliases", pa.list_(pa.string())), ("template", pa.string()), ("is_manual", pa.bool_())])
+    schema = pa.schema(
+        [
+            ("uuid", pa.string()),
+            ("rel_uri", pa.string()),
+            ("sub_ent", pa.string()),
+            ("obj_uris", pa.list_(pa.string())),
+            ("obj_ents", pa.list_(pa.string())),
+            ("obj_aliases", pa.list_(pa.string())),
+            ("template", pa.string()),
+            ("is_manual", pa.bool_()),
+        ]
+    )
     rng = random.Random(seed)
     n_rows = n_prompts = n_pairs = 0
     with pq.ParquetWriter(folder / "train-00000-of-00001.parquet", schema) as writer:
         for r, n in enumerate(pairs_per_relation(fraction)):
             rid = f"P{100 + r * 7}"
             templates = _templates(rng, r)
-            objects = [(f"Q{rng.randint(1, 9_999_999)}", _name(rng, (1, 2)), [_name(rng, (1, 2)) for _ in range(rng.choice((0, 0, 1, 2, 3)))])
-                       for _ in range(max(10, n // 8))]
+            objects = [
+                (
+                    f"Q{rng.randint(1, 9_999_999)}",
+                    _name(rng, (1, 2)),
+                    [_name(rng, (1, 2)) for _ in range(rng.choice((0, 0, 1, 2, 3)))],
+                )
+                for _ in range(max(10, n // 8))
+            ]
             cols: dict[str, list] = {name: [] for name in schema.names}
             for _ in range(n):
                 pair = str(uuid.UUID(int=rng.getrandbits(128)))
                 label = _name(rng)
-                forms = [label] + [f"{label} {_word(rng, 1, 2).capitalize()}" if rng.random() < 0.5 else _name(rng)
-                                   for _ in range(rng.choices(range(1, 7), FORM_WEIGHTS)[0] - 1)]
+                forms = [label] + [
+                    f"{label} {_word(rng, 1, 2).capitalize()}" if rng.random() < 0.5 else _name(rng)
+                    for _ in range(rng.choices(range(1, 7), FORM_WEIGHTS)[0] - 1)
+                ]
                 forms = list(dict.fromkeys(forms))
                 qid, obj, aliases = rng.choice(objects)
                 for t, (text, manual) in enumerate(templates):
-                    for name, value in (("uuid", pair), ("rel_uri", rid), ("sub_ent", forms[t % len(forms)]),
-                                        ("obj_uris", [qid]), ("obj_ents", [obj]), ("obj_aliases", aliases),
-                                        ("template", text), ("is_manual", manual)):
+                    for name, value in (
+                        ("uuid", pair),
+                        ("rel_uri", rid),
+                        ("sub_ent", forms[t % len(forms)]),
+                        ("obj_uris", [qid]),
+                        ("obj_ents", [obj]),
+                        ("obj_aliases", aliases),
+                        ("template", text),
+                        ("is_manual", manual),
+                    ):
                         cols[name].append(value)
                 n_rows += len(templates)
                 n_prompts += len(templates) * len(forms)
                 n_pairs += 1
             writer.write_table(pa.table(cols, schema=schema))
-    info = {"version": DATA_VERSION, "fraction": fraction, "seed": seed, "pairs": n_pairs, "rows": n_rows,
-            "prompts_all_templates": n_prompts, "relations": RELATIONS}
+    info = {
+        "version": DATA_VERSION,
+        "fraction": fraction,
+        "seed": seed,
+        "pairs": n_pairs,
+        "rows": n_rows,
+        "prompts_all_templates": n_prompts,
+        "relations": RELATIONS,
+    }
     marker.write_text(json.dumps(info, indent=1))
     return info
 
@@ -191,8 +266,11 @@ def child_main(counts_file: str, cli_args: list[str]) -> None:
     def count(task, **_):
         inst = task._instances or []
         sampled = sum(1 for i in inst if isinstance(i.args[-1], dict) and i.args[-1].get("do_sample"))
-        stats["tasks"][task.config.task] = {"documents": len({i.doc_id for i in inst}), "requests": len(inst),
-                                            "sampled_requests": sampled}
+        stats["tasks"][task.config.task] = {
+            "documents": len({i.doc_id for i in inst}),
+            "requests": len(inst),
+            "sampled_requests": sampled,
+        }
 
     timed(TaskManager, "load", "load data, build documents")
     timed(lm_task.Task, "build_all_requests", "build requests", after=count)
@@ -213,16 +291,33 @@ def child_main(counts_file: str, cli_args: list[str]) -> None:
 def run_task(args, data: Path | None, fraction_info: dict, out: Path) -> dict:
     meta = {**({"myriadlama_path": str(data)} if data else {}), **json.loads(args.metadata)}
     # the harness alone: no answer cache (belief-eval's default would add a lookup and two writes per request)
-    cli = ["--model", args.model, "--tasks", args.task, "--metadata", json.dumps(meta), "--output_path", str(out),
-           "--batch_size", str(args.batch_size), "--no_answer_cache"]
+    cli = [
+        "--model",
+        args.model,
+        "--tasks",
+        args.task,
+        "--metadata",
+        json.dumps(meta),
+        "--output_path",
+        str(out),
+        "--batch_size",
+        str(args.batch_size),
+        "--no_answer_cache",
+    ]
     if args.model_args:
         cli += ["--model_args", args.model_args]
     if args.log_samples:
         cli.append("--log_samples")
     counts = out / "counts.json"
     cmd = [args.python, str(Path(__file__).resolve()), CHILD_FLAG, str(counts), *cli]
-    env = dict(os.environ, PYTHONSAFEPATH="1", HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1",
-               TOKENIZERS_PARALLELISM="false", OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", "1"))
+    env = dict(
+        os.environ,
+        PYTHONSAFEPATH="1",
+        HF_HUB_OFFLINE="1",
+        HF_DATASETS_OFFLINE="1",
+        TOKENIZERS_PARALLELISM="false",
+        OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", "1"),
+    )
     log = open(out / "child.log", "w")
     t = time.perf_counter()
     proc = subprocess.Popen(cmd, cwd=tempfile.gettempdir(), env=env, stdout=log, stderr=subprocess.STDOUT)
@@ -239,15 +334,24 @@ def run_task(args, data: Path | None, fraction_info: dict, out: Path) -> dict:
     log_bytes = sum(f.stat().st_size for f in samples)
     prompts = task["requests"] - task["sampled_requests"]
     return {
-        "fraction": fraction_info["fraction"], "pairs": fraction_info["pairs"], "documents": task["documents"],
-        "prompts": prompts, "requests": task["requests"], "sampled_requests": task["sampled_requests"],
-        "wall_s": round(wall, 1), "cpu_s": round(usage.ru_utime + usage.ru_stime, 1),
-        "build_requests_s": build_s, "peak_rss_mb": round(usage.ru_maxrss / 1024),
+        "fraction": fraction_info["fraction"],
+        "pairs": fraction_info["pairs"],
+        "documents": task["documents"],
+        "prompts": prompts,
+        "requests": task["requests"],
+        "sampled_requests": task["sampled_requests"],
+        "wall_s": round(wall, 1),
+        "cpu_s": round(usage.ru_utime + usage.ru_stime, 1),
+        "build_requests_s": build_s,
+        "peak_rss_mb": round(usage.ru_maxrss / 1024),
         "log_bytes": log_bytes,
-        "per_prompt": {"cpu_ms": round(1000 * (usage.ru_utime + usage.ru_stime) / prompts, 3),
-                       "rss_bytes": round(usage.ru_maxrss * 1024 / prompts),
-                       "log_bytes": round(log_bytes / prompts)},
-        "phases_s": stats["seconds"], "phases_peak_rss_mb": stats["peak_rss_mb"],
+        "per_prompt": {
+            "cpu_ms": round(1000 * (usage.ru_utime + usage.ru_stime) / prompts, 3),
+            "rss_bytes": round(usage.ru_maxrss * 1024 / prompts),
+            "log_bytes": round(log_bytes / prompts),
+        },
+        "phases_s": stats["seconds"],
+        "phases_peak_rss_mb": stats["peak_rss_mb"],
     }
 
 
@@ -274,10 +378,18 @@ def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] == CHILD_FLAG:
         return child_main(sys.argv[2], sys.argv[3:])
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--fraction", type=float, default=0.1,
-                    help="share of MyriadLAMA's 24,643 pairs; 0: no synthetic copy (the task's own data, --metadata)")
-    ap.add_argument("--baseline-fraction", type=float, default=None,
-                    help="also run this smaller fraction and extrapolate through both points")
+    ap.add_argument(
+        "--fraction",
+        type=float,
+        default=0.1,
+        help="share of MyriadLAMA's 24,643 pairs; 0: no synthetic copy (the task's own data, --metadata)",
+    )
+    ap.add_argument(
+        "--baseline-fraction",
+        type=float,
+        default=None,
+        help="also run this smaller fraction and extrapolate through both points",
+    )
     ap.add_argument("--task", default="belief_mp_4template")
     ap.add_argument("--metadata", default='{"mp_templates": "all"}', help="task knobs (JSON), myriadlama_path added")
     ap.add_argument("--model", default="dummy")
@@ -289,8 +401,12 @@ def main() -> None:
     ap.add_argument("--out", default=None, help="output folder of the runs (default: a temporary one, removed)")
     ap.add_argument("--keep", action="store_true", help="keep the output folders")
     ap.add_argument("--json", default=None, help="write the result here too")
-    ap.add_argument("--extrapolate-to", type=int, default=FULL_PROMPTS,
-                    help="prompts (non-sampled requests) of the full setting (default: MyriadLAMA, all templates; 0: none)")
+    ap.add_argument(
+        "--extrapolate-to",
+        type=int,
+        default=FULL_PROMPTS,
+        help="prompts (non-sampled requests) of the full setting (default: MyriadLAMA, all templates; 0: none)",
+    )
     args = ap.parse_args()
 
     runs = {}
@@ -300,8 +416,12 @@ def main() -> None:
             data = Path(args.data_dir) / f"f{fraction:g}"
             t = time.perf_counter()
             info = write_synthetic(data, fraction)
-            print(f"synthetic MyriadLAMA {fraction:g}: {info['pairs']:,} pairs, {info['rows']:,} rows "
-                  f"({time.perf_counter() - t:.0f} s)", file=sys.stderr, flush=True)
+            print(
+                f"synthetic MyriadLAMA {fraction:g}: {info['pairs']:,} pairs, {info['rows']:,} rows "
+                f"({time.perf_counter() - t:.0f} s)",
+                file=sys.stderr,
+                flush=True,
+            )
         out = Path(args.out or tempfile.mkdtemp(prefix="bench_scale_")) / f"f{fraction:g}"
         shutil.rmtree(out, ignore_errors=True)
         out.mkdir(parents=True)
@@ -311,10 +431,19 @@ def main() -> None:
             shutil.rmtree(out, ignore_errors=True)
     big = runs[args.fraction]
     small = runs.get(args.baseline_fraction)
-    report = {"task": args.task, "metadata": json.loads(args.metadata), "model": args.model,
-              "log_samples": args.log_samples, "python": args.python, "runs": list(runs.values()),
-              **({f"extrapolated_to_{args.extrapolate_to}_prompts": extrapolate(big, small, args.extrapolate_to)}
-                 if args.extrapolate_to else {})}
+    report = {
+        "task": args.task,
+        "metadata": json.loads(args.metadata),
+        "model": args.model,
+        "log_samples": args.log_samples,
+        "python": args.python,
+        "runs": list(runs.values()),
+        **(
+            {f"extrapolated_to_{args.extrapolate_to}_prompts": extrapolate(big, small, args.extrapolate_to)}
+            if args.extrapolate_to
+            else {}
+        ),
+    }
     print(json.dumps(report, indent=1))
     if args.json:
         Path(args.json).write_text(json.dumps(report, indent=1))

@@ -34,8 +34,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
 sys.path.insert(0, str(ROOT))
-CPU_ENV = {"VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_CPU_NUM_OF_RESERVED_CPU": "0", "VLLM_CPU_OMP_THREADS_BIND": "nobind",
-           "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+CPU_ENV = {
+    "VLLM_CPU_KVCACHE_SPACE": "1",
+    "VLLM_CPU_NUM_OF_RESERVED_CPU": "0",
+    "VLLM_CPU_OMP_THREADS_BIND": "nobind",
+    "OMP_NUM_THREADS": "1",
+    "HF_HUB_OFFLINE": "1",
+    "TOKENIZERS_PARALLELISM": "false",
+}
 ROUTES = ("local-completions", "local-completions-concurrent", "vllm-serve-shared")
 
 
@@ -43,10 +49,31 @@ def start_server(model: str, log: Path) -> tuple[subprocess.Popen, str]:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    cmd = [sys.executable, "-m", "vllm.entrypoints.cli.main", "serve", model, "--host", "127.0.0.1", "--port", str(port),
-           "--served-model-name", "smol", "--dtype", "float32", "--max-model-len", "2048", "--gpu-memory-utilization",
-           "0.3", "--enforce-eager", "--no-enable-chunked-prefill", "--enable-scale-out",
-           "--enable-prompt-tokens-details", "--block-size", "32"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "vllm.entrypoints.cli.main",
+        "serve",
+        model,
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--served-model-name",
+        "smol",
+        "--dtype",
+        "float32",
+        "--max-model-len",
+        "2048",
+        "--gpu-memory-utilization",
+        "0.3",
+        "--enforce-eager",
+        "--no-enable-chunked-prefill",
+        "--enable-scale-out",
+        "--enable-prompt-tokens-details",
+        "--block-size",
+        "32",
+    ]
     env = {**os.environ, **{k: v for k, v in CPU_ENV.items() if k not in os.environ}, "VLLM_SERVER_DEV_MODE": "1"}
     with open(log, "wb") as out:
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
@@ -67,8 +94,14 @@ def make(route: str, origin: str, model: str, args):
 
     from belief_tasks.backends.vllm_served import VLLMServedSharedLM
 
-    common = {"model": "smol", "base_url": f"{origin}/v1/completions", "tokenizer": model,
-              "tokenizer_backend": "huggingface", "max_retries": 1, "batch_size": args.batch_size}
+    common = {
+        "model": "smol",
+        "base_url": f"{origin}/v1/completions",
+        "tokenizer": model,
+        "tokenizer_backend": "huggingface",
+        "max_retries": 1,
+        "batch_size": args.batch_size,
+    }
     if route == "local-completions":
         return LocalCompletionsAPI(**common, num_concurrent=1)
     if route == "local-completions-concurrent":
@@ -112,7 +145,7 @@ def main(argv=None) -> None:
     outputs, counts = {}, {}
     try:
         for k in range(args.rounds):
-            for route in routes[k % len(routes):] + routes[:k % len(routes)]:
+            for route in routes[k % len(routes) :] + routes[: k % len(routes)]:
                 urllib.request.urlopen(urllib.request.Request(f"{origin}/reset_prefix_cache", method="POST"))
                 lm = make(route, origin, model, args)
                 t = time.perf_counter()
@@ -124,22 +157,30 @@ def main(argv=None) -> None:
         os.killpg(proc.pid, 15)
         proc.wait(timeout=60)
     base = statistics.median(walls[routes[0]])
-    print(f"\n{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; load average {os.getloadavg()[0]:.1f}; "
-          f"medians of {args.rounds} round(s), routes in rotating order\n")
-    print(f"| route | requests | wall s (rounds) | requests/s | throughput / {routes[0]} | max dLL vs {routes[0]} | "
-          "argmax equal | server tokens computed (of prompt tokens) | recomputed |")
+    print(
+        f"\n{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; load average {os.getloadavg()[0]:.1f}; "
+        f"medians of {args.rounds} round(s), routes in rotating order\n"
+    )
+    print(
+        f"| route | requests | wall s (rounds) | requests/s | throughput / {routes[0]} | max dLL vs {routes[0]} | "
+        "argmax equal | server tokens computed (of prompt tokens) | recomputed |"
+    )
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     ref = outputs[routes[0]]
     for route in routes:
         med = statistics.median(walls[route])
         gap = max(abs(a[0] - b[0]) for a, b in zip(outputs[route], ref))
-        argmax = all(max(range(100), key=lambda j: outputs[route][g + j][0]) == max(range(100), key=lambda j: ref[g + j][0])
-                     for g in range(0, len(ref) - 99, 100))
+        argmax = all(
+            max(range(100), key=lambda j: outputs[route][g + j][0]) == max(range(100), key=lambda j: ref[g + j][0])
+            for g in range(0, len(ref) - 99, 100)
+        )
         c = counts[route]
         work = f"{c['computed_tokens']} ({c['prompt_tokens']})" if c else "all (no cache read)"
-        print(f"| {route} | {len(instances)} | {med:.2f} ({', '.join(f'{w:.1f}' for w in walls[route])}) | "
-              f"{len(instances) / med:.2f} | {base / med:.2f}x | {gap:.1e} | {argmax} | {work} | "
-              f"{c['recomputed'] if c else ''} |")
+        print(
+            f"| {route} | {len(instances)} | {med:.2f} ({', '.join(f'{w:.1f}' for w in walls[route])}) | "
+            f"{len(instances) / med:.2f} | {base / med:.2f}x | {gap:.1e} | {argmax} | {work} | "
+            f"{c['recomputed'] if c else ''} |"
+        )
     if args.json:
         Path(args.json).write_text(json.dumps({"walls": walls, "counts": counts, "args": vars(args)}, indent=1))
 

@@ -128,7 +128,9 @@ def timed(lm, kind: str, instances) -> dict:
 
 def median_run(runs: list[dict]) -> dict:
     """Median wall and CPU time over repeated runs (each taken separately); the last run's outputs and tokens."""
-    return dict(runs[-1], wall=statistics.median(r["wall"] for r in runs), cpu=statistics.median(r["cpu"] for r in runs))
+    return dict(
+        runs[-1], wall=statistics.median(r["wall"] for r in runs), cpu=statistics.median(r["cpu"] for r in runs)
+    )
 
 
 def predictions(results, sizes: list[int]) -> list[int]:
@@ -169,12 +171,19 @@ def main() -> None:
     ap.add_argument("--samples", type=int, default=100)
     ap.add_argument("--instances", type=int, default=200)
     ap.add_argument("--batch_size", default="16", help="stock hf (its rows carry the whole shared prefix)")
-    ap.add_argument("--shared_batch_size", default="auto",
-                    help="hf-shared (its rows are short suffixes; auto packs max_batch_tokens per forward)")
+    ap.add_argument(
+        "--shared_batch_size",
+        default="auto",
+        help="hf-shared (its rows are short suffixes; auto packs max_batch_tokens per forward)",
+    )
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--only", default="iclke,belief,bear", help="workloads to run, e.g. --only bear")
-    ap.add_argument("--repeats", type=int, default=1,
-                    help="run both arms this many times, alternating, and report the medians (a busy machine)")
+    ap.add_argument(
+        "--repeats",
+        type=int,
+        default=1,
+        help="run both arms this many times, alternating, and report the medians (a busy machine)",
+    )
     ap.add_argument("--json", help="also write the numbers here")
     args = ap.parse_args()
     if args.quick:
@@ -199,17 +208,28 @@ def main() -> None:
     gen_reqs = make_instances("generate_until", [(p, gen) for p in prompts])
     # as the BELIEF task sends them: K distinct requests per prompt (sample i carries a tagged stop string)
     # (and its own seed, so stock hf generates each sample alone: docs/backends_support.md)
-    sample_reqs = make_instances("generate_until", [(p, sampling_kwargs(gen, i, seeding.derive_seed(1234, p, i)))
-                                                    for p in prompts for i in range(args.samples)])
+    sample_reqs = make_instances(
+        "generate_until",
+        [(p, sampling_kwargs(gen, i, seeding.derive_seed(1234, p, i))) for p in prompts for i in range(args.samples)],
+    )
     iclke, bear = iclke_requests(factset, args.facts), bear_requests(factset, args.instances)
     groups = {"iclke": [len(g) for g in iclke], "bear": [len(g) for g in bear]}
     workloads = {
-        "iclke": ("loglikelihood", make_instances("loglikelihood", [r for g in iclke for r in g]),
-                  f"IC-LKE: {args.facts} facts x 100 choices after 50 examples"),
-        "belief": ("generate_until", gen_reqs + sample_reqs,
-                   f"BELIEF: greedy + {args.samples} samples for {args.prompts} prompts"),
-        "bear": ("loglikelihood", make_instances("loglikelihood", [r for g in bear for r in g]),
-                 f"BEAR: {args.instances} instances x full answer space, empty context"),
+        "iclke": (
+            "loglikelihood",
+            make_instances("loglikelihood", [r for g in iclke for r in g]),
+            f"IC-LKE: {args.facts} facts x 100 choices after 50 examples",
+        ),
+        "belief": (
+            "generate_until",
+            gen_reqs + sample_reqs,
+            f"BELIEF: greedy + {args.samples} samples for {args.prompts} prompts",
+        ),
+        "bear": (
+            "loglikelihood",
+            make_instances("loglikelihood", [r for g in bear for r in g]),
+            f"BEAR: {args.instances} instances x full answer space, empty context",
+        ),
     }
 
     peaks = [matmul_peak()]
@@ -227,12 +247,14 @@ def main() -> None:
         s, h = median_run(stock_runs), median_run(shared_runs)
         if kind == "loglikelihood":
             encoded = [shared._encode_request(*r.args) for r in instances]
-            needed = distinct_tokens([(c + x)[-(shared.max_length + 1):][:-1] for c, x in encoded])
+            needed = distinct_tokens([(c + x)[-(shared.max_length + 1) :][:-1] for c, x in encoded])
             gaps = [abs(a[0] - b[0]) for a, b in zip(s["out"], h["out"])]
             same_greedy = all(a[1] == b[1] for a, b in zip(s["out"], h["out"]))
-            check = (f"|stock - shared| max {max(gaps):.2e} mean {statistics.mean(gaps):.1e} nats, "
-                     f"{sum(g > 1e-4 for g in gaps)} of {len(gaps)} above 1e-4; is_greedy equal: {same_greedy}; "
-                     f"predictions equal: {predictions(s['out'], groups[name]) == predictions(h['out'], groups[name])}")
+            check = (
+                f"|stock - shared| max {max(gaps):.2e} mean {statistics.mean(gaps):.1e} nats, "
+                f"{sum(g > 1e-4 for g in gaps)} of {len(gaps)} above 1e-4; is_greedy equal: {same_greedy}; "
+                f"predictions equal: {predictions(s['out'], groups[name]) == predictions(h['out'], groups[name])}"
+            )
         else:
             # prompts once + every generated token but each row's last (it is never fed back)
             prompt_ids = [shared.tok_batch_encode([p])[0][0].tolist() for p in prompts]
@@ -241,9 +263,12 @@ def main() -> None:
             check = f"greedy outputs equal: {greedy_equal}"
         peak = max(peaks)
         row = {
-            "workload": title, "requests": len(instances),
-            "stock_wall_s": round(s["wall"], 1), "shared_wall_s": round(h["wall"], 1),
-            "speedup_wall": round(s["wall"] / h["wall"], 2), "speedup_cpu": round(s["cpu"] / h["cpu"], 2),
+            "workload": title,
+            "requests": len(instances),
+            "stock_wall_s": round(s["wall"], 1),
+            "shared_wall_s": round(h["wall"], 1),
+            "speedup_wall": round(s["wall"] / h["wall"], 2),
+            "speedup_cpu": round(s["cpu"] / h["cpu"], 2),
             "runs_wall_s": [[round(a["wall"], 1), round(b["wall"], 1)] for a, b in zip(stock_runs, shared_runs)],
             "runs_cpu_s": [[round(a["cpu"], 1), round(b["cpu"], 1)] for a, b in zip(stock_runs, shared_runs)],
             "shared_forward_calls": shared.stats["forward_calls"],
@@ -257,19 +282,27 @@ def main() -> None:
         print(json.dumps(row, indent=1), flush=True)
 
     print(f"\nbatch size: stock {bs}, shared {shared_bs}; medians of {args.repeats} alternating run(s)")
-    print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, torch threads {args.threads}, "
-          f"load average {os.getloadavg()[0]:.1f}; matmul peak {max(peaks) / 1e9:.1f} GFLOP per CPU-second; "
-        f"params {params / 1e6:.1f}M")
-    print("| workload | requests | stock s | shared s | speed-up wall | speed-up CPU | tokens/needed stock "
-        "| tokens/needed shared | MFU stock | MFU shared |")
+    print(
+        f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, torch threads {args.threads}, "
+        f"load average {os.getloadavg()[0]:.1f}; matmul peak {max(peaks) / 1e9:.1f} GFLOP per CPU-second; "
+        f"params {params / 1e6:.1f}M"
+    )
+    print(
+        "| workload | requests | stock s | shared s | speed-up wall | speed-up CPU | tokens/needed stock "
+        "| tokens/needed shared | MFU stock | MFU shared |"
+    )
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for r in rows:
-        print(f"| {r['workload']} | {r['requests']} | {r['stock_wall_s']} | {r['shared_wall_s']} "
-              f"| {r['speedup_wall']}x | "
-              f"{r['speedup_cpu']}x | {r['stock_tokens_over_needed']} | {r['shared_tokens_over_needed']} | "
-              f"{r['stock_mfu']:.0%} | {r['shared_mfu']:.0%} |")
+        print(
+            f"| {r['workload']} | {r['requests']} | {r['stock_wall_s']} | {r['shared_wall_s']} "
+            f"| {r['speedup_wall']}x | "
+            f"{r['speedup_cpu']}x | {r['stock_tokens_over_needed']} | {r['shared_tokens_over_needed']} | "
+            f"{r['stock_mfu']:.0%} | {r['shared_mfu']:.0%} |"
+        )
     if args.json:
-        Path(args.json).write_text(json.dumps({"rows": rows, "peak_flop_per_cpu_s": max(peaks), "params": params}, indent=1))
+        Path(args.json).write_text(
+            json.dumps({"rows": rows, "peak_flop_per_cpu_s": max(peaks), "params": params}, indent=1)
+        )
 
 
 if __name__ == "__main__":

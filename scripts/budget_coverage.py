@@ -53,8 +53,16 @@ def populations(args) -> list[budget_coverage.Population]:
     for key, (family, records) in found.items():
         est = budget_estimators(family)
         units = est.units(records)
-        out.append(budget_coverage.Population(key, family, units, est.statistics, est.not_estimable,
-                                f"{len(units.ids):,} facts, {len(set(units.relations))} relations"))
+        out.append(
+            budget_coverage.Population(
+                key,
+                family,
+                units,
+                est.statistics,
+                est.not_estimable,
+                f"{len(units.ids):,} facts, {len(set(units.relations))} relations",
+            )
+        )
     return out
 
 
@@ -69,8 +77,11 @@ def table(pop: budget_coverage.Population, args) -> pd.DataFrame:
     out = budget_coverage.summarise(pop, rows)
     out.insert(0, "population", pop.name)
     out["within_band"] = out["coverage"].between(*BAND)
-    print(f"{pop.name} ({pop.note}): {args.draws} draws x {len(args.budgets)} budgets, {args.method}, "
-          f"{time.time() - start:.0f} s", file=sys.stderr)
+    print(
+        f"{pop.name} ({pop.note}): {args.draws} draws x {len(args.budgets)} budgets, {args.method}, "
+        f"{time.time() - start:.0f} s",
+        file=sys.stderr,
+    )
     if pop.not_estimable:
         print(f"  not estimable from a sample (NaN in a budgeted run): {', '.join(pop.not_estimable)}", file=sys.stderr)
     return out
@@ -78,8 +89,10 @@ def table(pop: budget_coverage.Population, args) -> pd.DataFrame:
 
 def covers_from(rows: pd.DataFrame) -> str:
     """The smallest budget from which the coverage is at least the band's lower end at every larger budget."""
-    ok = [(b, c >= BAND[0] or (sd == 0 and hw == 0))
-          for b, c, sd, hw in zip(rows["budget"], rows["coverage"], rows["sd"], rows["half_width"])]
+    ok = [
+        (b, c >= BAND[0] or (sd == 0 and hw == 0))
+        for b, c, sd, hw in zip(rows["budget"], rows["coverage"], rows["sd"], rows["half_width"])
+    ]
     ok.sort()
     start = None
     for b, good in ok:
@@ -92,16 +105,22 @@ def markdown(df: pd.DataFrame) -> str:
     draw, e.g. always 0, is marked "constant": its zero-width interval covers trivially)."""
     budgets = list(dict.fromkeys(df["budget"]))
     facts = {b: df.loc[df["budget"] == b, "facts"].iloc[0] for b in budgets}
-    head = (["metric", "full-data value"] + [f"{b:.0%} ({facts[b]:,.0f} facts): coverage / half-width / bias" for b in budgets]
-            + ["covers from"])
+    head = (
+        ["metric", "full-data value"]
+        + [f"{b:.0%} ({facts[b]:,.0f} facts): coverage / half-width / bias" for b in budgets]
+        + ["covers from"]
+    )
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for metric, rows in df.groupby("metric", sort=False):
         cells = [f"`{metric}`", f"{rows['full_value'].iloc[0]:.4f}"]
         for b in budgets:
             r = rows[rows["budget"] == b].iloc[0]
             mark = "" if r["within_band"] else " *"
-            cells.append("constant" if r["sd"] == 0 and r["half_width"] == 0 else
-                         f"{r['coverage']:.3f}{mark} / {r['half_width']:.4f} / {r['bias']:+.4f}")
+            cells.append(
+                "constant"
+                if r["sd"] == 0 and r["half_width"] == 0
+                else f"{r['coverage']:.3f}{mark} / {r['half_width']:.4f} / {r['bias']:+.4f}"
+            )
         cells.append(covers_from(rows))
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
@@ -111,10 +130,15 @@ def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     src = ap.add_mutually_exclusive_group(required=True)
     src.add_argument("--records", nargs="+", help="output folders of full runs (with --log_samples)")
-    src.add_argument("--synthetic", choices=sorted(budget_coverage.SYNTHETIC), help="a synthetic population in this layout")
+    src.add_argument(
+        "--synthetic", choices=sorted(budget_coverage.SYNTHETIC), help="a synthetic population in this layout"
+    )
     ap.add_argument("--task", nargs="*", help="only these tasks of the records")
-    ap.add_argument("--pool", action="store_true", help="one population per model and task from several runs "
-                    "(e.g. runs of disjoint relations)")
+    ap.add_argument(
+        "--pool",
+        action="store_true",
+        help="one population per model and task from several runs (e.g. runs of disjoint relations)",
+    )
     ap.add_argument("--scale", type=float, default=1.0, help="synthetic size relative to the real dataset")
     ap.add_argument("--seed", type=int, default=0, help="seed of the synthetic population")
     ap.add_argument("--budgets", type=lambda s: tuple(float(x) for x in s.split(",")), default=budget_coverage.BUDGETS)
@@ -132,7 +156,9 @@ def main(argv=None) -> None:
     if args.csv:
         df.to_csv(args.csv, index=False)
     if args.markdown:
-        args.markdown.write_text("\n\n".join(f"**{p}**\n\n" + markdown(g) for p, g in df.groupby("population", sort=False)))
+        args.markdown.write_text(
+            "\n\n".join(f"**{p}**\n\n" + markdown(g) for p, g in df.groupby("population", sort=False))
+        )
 
 
 if __name__ == "__main__":

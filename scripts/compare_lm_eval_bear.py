@@ -50,11 +50,21 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 DEFAULT_BEAR = ROOT.parent / "shared" / "data" / "bear" / "BEAR"
 LOCAL_TASK = "bear_local"  # lm-eval's bear.yaml included, only dataset_path (and its cache) changed
-HUB_COLUMNS = ("composite_id", "relation", "item", "template_index", "template", "subject", "answer_options",
-               "correct", "text_options")
+HUB_COLUMNS = (
+    "composite_id",
+    "relation",
+    "item",
+    "template_index",
+    "template",
+    "subject",
+    "answer_options",
+    "correct",
+    "text_options",
+)
 
 
 # --------------------------------------------------------------------------- the instances
+
 
 def our_metadata(bear_path: Path | None, relations: list[str] | None, per_relation: int, seed: int) -> dict:
     """The ``--metadata`` that makes ``belief_bear`` select the subset."""
@@ -85,18 +95,31 @@ def write_lm_pub_quiz_folder(fs, facts, out: Path, source_folder: Path | None) -
     for fact in facts:
         rel = fs.relations[fact.relation]
         space = [e.label for e in rel.answer_space]
-        meta.setdefault(rel.id, {"templates": [t.text for t in rel.templates_of("statement")],
-                                 "answer_space_labels": space,
-                                 "answer_space_ids": [e.id or f"{rel.id}:{i}" for i, e in enumerate(rel.answer_space)]})
+        meta.setdefault(
+            rel.id,
+            {
+                "templates": [t.text for t in rel.templates_of("statement")],
+                "answer_space_labels": space,
+                "answer_space_ids": [e.id or f"{rel.id}:{i}" for i, e in enumerate(rel.answer_space)],
+            },
+        )
         if source_folder is not None:
             if rel.id not in source_lines:
                 source_lines[rel.id] = (source_folder / f"{rel.id}.jsonl").read_text(encoding="utf-8").splitlines()
             line = source_lines[rel.id][int(fact.id.rsplit("_", 1)[1]) - 1]  # fact ids carry the 1-based line
         else:
             obj = fact.objects[0]
-            line = json.dumps({"sub_id": fact.subject.id or fact.id, "sub_label": fact.subject.label, "sub_aliases": [],
-                               "obj_id": meta[rel.id]["answer_space_ids"][space.index(obj.label)],
-                               "obj_label": obj.label, "answer_idx": space.index(obj.label)}, ensure_ascii=False)
+            line = json.dumps(
+                {
+                    "sub_id": fact.subject.id or fact.id,
+                    "sub_label": fact.subject.label,
+                    "sub_aliases": [],
+                    "obj_id": meta[rel.id]["answer_space_ids"][space.index(obj.label)],
+                    "obj_label": obj.label,
+                    "answer_idx": space.index(obj.label),
+                },
+                ensure_ascii=False,
+            )
         rows.setdefault(rel.id, []).append(line)
         where[(rel.id, len(rows[rel.id]) - 1)] = fact.id
     (out / "metadata_relations.json").write_text(json.dumps(meta, ensure_ascii=False), encoding="utf-8")
@@ -106,6 +129,7 @@ def write_lm_pub_quiz_folder(fs, facts, out: Path, source_folder: Path | None) -
 
 
 # --------------------------------------------------------------------------- lm-eval's bear on a local hub copy
+
 
 def hub_rows(lpq_folder: Path, fact_of: dict[tuple[str, int], str]) -> list[dict]:
     """The hub dataset's rows for an lm-pub-quiz folder: one per (instance, template), statements rendered by
@@ -121,11 +145,23 @@ def hub_rows(lpq_folder: Path, fact_of: dict[tuple[str, int], str]) -> list[dict
             if (relation.relation_code, item) not in fact_of:
                 raise RuntimeError(f"lm-pub-quiz read a row {relation.relation_code}:{item} the script did not write")
             for t, template in enumerate(relation.templates):
-                texts = [templater.replace_placeholders(template=template, subject=row["sub_label"], answer=a)[0]
-                         for a in options]
-                out.append({"composite_id": f"{relation.relation_code}_{item}_{t}", "relation": relation.relation_code,
-                            "item": int(item), "template_index": t, "template": template, "subject": row["sub_label"],
-                            "answer_options": options, "correct": int(row["answer_idx"]), "text_options": texts})
+                texts = [
+                    templater.replace_placeholders(template=template, subject=row["sub_label"], answer=a)[0]
+                    for a in options
+                ]
+                out.append(
+                    {
+                        "composite_id": f"{relation.relation_code}_{item}_{t}",
+                        "relation": relation.relation_code,
+                        "item": int(item),
+                        "template_index": t,
+                        "template": template,
+                        "subject": row["sub_label"],
+                        "answer_options": options,
+                        "correct": int(row["answer_idx"]),
+                        "text_options": texts,
+                    }
+                )
     order = {key: i for i, key in enumerate(fact_of)}  # belief_bear's doc order, so that --limit cuts both alike
     return sorted(out, key=lambda r: (order[(r["relation"], r["item"])], r["template_index"]))
 
@@ -136,9 +172,12 @@ def write_hub_copy(rows: list[dict], out: Path, config: str = "BEAR") -> Path:
 
     (out / config).mkdir(parents=True, exist_ok=True)
     HFDataset.from_list([{c: r[c] for c in HUB_COLUMNS} for r in rows]).to_parquet(
-        str(out / config / "test-00000-of-00001.parquet"))
-    (out / "README.md").write_text(f"---\nconfigs:\n- config_name: {config}\n  data_files:\n  - split: test\n"
-                                   f"    path: {config}/test-*\n---\n", encoding="utf-8")
+        str(out / config / "test-00000-of-00001.parquet")
+    )
+    (out / "README.md").write_text(
+        f"---\nconfigs:\n- config_name: {config}\n  data_files:\n  - split: test\n    path: {config}/test-*\n---\n",
+        encoding="utf-8",
+    )
     return out
 
 
@@ -152,18 +191,30 @@ def write_task_yaml(hub: Path, out: Path, config: str = "BEAR") -> Path:
     if not lm_eval_bear.is_file():
         raise SystemExit(f"lm-eval has no bear task at {lm_eval_bear} (it ships with lm-eval 0.4.13)")
     out.mkdir(parents=True, exist_ok=True)
-    (out / f"{LOCAL_TASK}.yaml").write_text(f"include: {lm_eval_bear}\ntask: {LOCAL_TASK}\ndataset_path: {hub}\n"
-                                            f"dataset_name: {config}\ndataset_kwargs:\n  cache_dir: {out / 'cache'}\n",
-                                            encoding="utf-8")
+    (out / f"{LOCAL_TASK}.yaml").write_text(
+        f"include: {lm_eval_bear}\ntask: {LOCAL_TASK}\ndataset_path: {hub}\n"
+        f"dataset_name: {config}\ndataset_kwargs:\n  cache_dir: {out / 'cache'}\n",
+        encoding="utf-8",
+    )
     return out
 
 
 # --------------------------------------------------------------------------- the runs
 
-def run_both(model_path: Path, dtype: str, tasks_dir: Path, metadata: dict, *, batch_size: int,
-             limit: int | None = None, device: str = "cpu") -> dict:
+
+def run_both(
+    model_path: Path,
+    dtype: str,
+    tasks_dir: Path,
+    metadata: dict,
+    *,
+    batch_size: int,
+    limit: int | None = None,
+    device: str = "cpu",
+) -> dict:
     """lm-eval's bear (local copy) and belief_bear in one ``simple_evaluate`` on stock ``hf``; samples and results."""
     import belief_tasks
+
     belief_tasks.install()
     from lm_eval import simple_evaluate
     from lm_eval.tasks import TaskManager
@@ -172,9 +223,19 @@ def run_both(model_path: Path, dtype: str, tasks_dir: Path, metadata: dict, *, b
 
     meta = {**metadata, "pretrained": str(model_path)}
     tm = TaskManager(include_path=[str(task_yamls_dir()), str(tasks_dir)], metadata=meta)
-    out = simple_evaluate(model="hf", model_args=f"pretrained={model_path},dtype={dtype}",
-                          tasks=[LOCAL_TASK, "belief_bear"], task_manager=tm, metadata=meta, log_samples=True,
-                          batch_size=batch_size, device=device, limit=limit, bootstrap_iters=0, verbosity="WARNING")
+    out = simple_evaluate(
+        model="hf",
+        model_args=f"pretrained={model_path},dtype={dtype}",
+        tasks=[LOCAL_TASK, "belief_bear"],
+        task_manager=tm,
+        metadata=meta,
+        log_samples=True,
+        batch_size=batch_size,
+        device=device,
+        limit=limit,
+        bootstrap_iters=0,
+        verbosity="WARNING",
+    )
     return {"samples": out["samples"], "results": out["results"]}
 
 
@@ -184,9 +245,13 @@ def lm_eval_rows(samples: list[dict], fact_of: dict[tuple[str, int], str]) -> di
     for s in samples:
         doc = s["doc"]
         rows[(fact_of[(doc["relation"], int(doc["item"]))], int(doc["template_index"]))] = {
-            "ll": [float(r[0]) for r in s["filtered_resps"]], "gold": int(doc["correct"]), "acc": float(s["acc"]),
+            "ll": [float(r[0]) for r in s["filtered_resps"]],
+            "gold": int(doc["correct"]),
+            "acc": float(s["acc"]),
             "requests": [tuple(a) for a in s["arguments"]],
-            "options": list(doc["answer_options"]), "texts": list(doc["text_options"])}
+            "options": list(doc["answer_options"]),
+            "texts": list(doc["text_options"]),
+        }
     return rows
 
 
@@ -202,12 +267,16 @@ def our_rows(samples: list[dict], fs) -> dict[tuple[str, int], dict]:
         options = [e.label for e in rel.answer_space]
         template = rel.templates_of("statement")[rec["template_index"]].text
         rows[(rec["fact_id"], int(rec["template_index"]))] = {
-            "record": rec, "options": options, "requests": [tuple(a) for a in s["arguments"]],
-            "texts": [statement(template, fact.subject.label, a) for a in options]}
+            "record": rec,
+            "options": options,
+            "requests": [tuple(a) for a in s["arguments"]],
+            "texts": [statement(template, fact.subject.label, a) for a in options],
+        }
     return rows
 
 
 # --------------------------------------------------------------------------- the decomposition
+
 
 def _max_abs_diff(a, b) -> float:
     return float(np.max(np.abs(np.asarray(a, dtype=float) - np.asarray(b, dtype=float))))
@@ -237,9 +306,17 @@ def decompose(theirs: dict, ours: dict, our_results: dict) -> dict:
     lost_ties = gold_in_tie - won_ties  # the gold is tied for the best score, but not first
     return {
         "rows": n,
-        "acc_lm_eval": acc, "acc_lm_eval_reported": None, "bear": bear, "p_at_1": p_at_1, "a1": a1,
-        "gap": acc - bear, "d_scores": acc - a1, "d_gold": a1 - p_at_1, "d_pooling": p_at_1 - bear,
-        "agreement": agree / n, "disagreeing_rows": n - agree,
+        "acc_lm_eval": acc,
+        "acc_lm_eval_reported": None,
+        "bear": bear,
+        "p_at_1": p_at_1,
+        "a1": a1,
+        "gap": acc - bear,
+        "d_scores": acc - a1,
+        "d_gold": a1 - p_at_1,
+        "d_pooling": p_at_1 - bear,
+        "agreement": agree / n,
+        "disagreeing_rows": n - agree,
         "max_abs_ll_diff": max(_max_abs_diff(theirs[k]["ll"], ours[k]["record"]["ll"]) for k in keys),
         "rows_with_other_options": sum(theirs[k]["options"] != ours[k]["options"] for k in keys),
         "rows_with_other_statements": sum(theirs[k]["texts"] != ours[k]["texts"] for k in keys),
@@ -247,9 +324,11 @@ def decompose(theirs: dict, ours: dict, our_results: dict) -> dict:
         "rows_with_other_requests": sum(theirs[k]["requests"] != ours[k]["requests"] for k in keys),
         "rows_with_empty_context": sum(all(c == "" for c, _ in theirs[k]["requests"]) for k in keys),
         "rows_with_several_golds": sum(len(ours[k]["record"]["gold"]) > 1 for k in keys),
-        "tied_rows": len(tied), "tied_rows_with_gold": gold_in_tie,
+        "tied_rows": len(tied),
+        "tied_rows_with_gold": gold_in_tie,
         # acc if every tie went against the gold / to the gold (other tie rules lie in between)
-        "acc_ties_lost": acc - won_ties / n, "acc_ties_won": acc + lost_ties / n,
+        "acc_ties_lost": acc - won_ties / n,
+        "acc_ties_won": acc + lost_ties / n,
     }
 
 
@@ -267,8 +346,9 @@ def run_lm_pub_quiz(model_path: Path, lpq_folder: Path, fact_of: dict, batch_siz
     spec = importlib.util.spec_from_file_location("parity_bear", ROOT / "scripts" / "parity_bear.py")
     parity = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(parity)
-    scores, seconds, _, _ = parity.run_lm_pub_quiz("clm", model_path, lpq_folder, batch_size=batch_size,
-                                                   reduction="sum", conditional=False)
+    scores, seconds, _, _ = parity.run_lm_pub_quiz(
+        "clm", model_path, lpq_folder, batch_size=batch_size, reduction="sum", conditional=False
+    )
     return {(fact_of[(rel, row)], t): v for (rel, row, t), v in scores.items()}
 
 
@@ -285,6 +365,7 @@ def compare_lm_pub_quiz(lpq: dict, theirs: dict, ours: dict) -> dict:
 
 # --------------------------------------------------------------------------- main
 
+
 def prepare(args, work: Path) -> tuple:
     """(fact set, our metadata, fact_of, lm-pub-quiz folder, lm-eval task folder)."""
     relations = [r.strip() for r in args.relations.split(",")] if args.relations else None
@@ -296,32 +377,53 @@ def prepare(args, work: Path) -> tuple:
     return fs, meta, fact_of, lpq, write_task_yaml(hub, work / "tasks")
 
 
-def compare(fs, meta: dict, fact_of: dict, tasks_dir: Path, model_path: Path, dtype: str, batch_size: int,
-            limit: int | None = None, device: str = "cpu") -> dict:
+def compare(
+    fs,
+    meta: dict,
+    fact_of: dict,
+    tasks_dir: Path,
+    model_path: Path,
+    dtype: str,
+    batch_size: int,
+    limit: int | None = None,
+    device: str = "cpu",
+) -> dict:
     """One dtype: both tasks, their rows and the decomposition."""
     out = run_both(model_path, dtype, tasks_dir, meta, batch_size=batch_size, limit=limit, device=device)
     theirs = lm_eval_rows(out["samples"][LOCAL_TASK], fact_of)
     ours = our_rows(out["samples"]["belief_bear"], fs)
     row = decompose(theirs, ours, out["results"]["belief_bear"])
-    row.update(dtype=dtype, acc_lm_eval_reported=out["results"][LOCAL_TASK]["acc,none"],
-               rows_per_template=per_template_counts(ours))
+    row.update(
+        dtype=dtype,
+        acc_lm_eval_reported=out["results"][LOCAL_TASK]["acc,none"],
+        rows_per_template=per_template_counts(ours),
+    )
     return {"row": row, "theirs": theirs, "ours": ours}
 
 
 def print_row(row: dict) -> None:
-    print(f"\n== dtype {row['dtype']}: {row['rows']} (instance, template) rows, "
-          f"per template {row['rows_per_template']}")
-    print(f"  lm-eval bear acc {row['acc_lm_eval_reported']:.4f}   belief_bear bear {row['bear']:.4f}   "
-          f"p_at_1 {row['p_at_1']:.4f}   gap {row['gap']:+.4f}")
+    print(
+        f"\n== dtype {row['dtype']}: {row['rows']} (instance, template) rows, per template {row['rows_per_template']}"
+    )
+    print(
+        f"  lm-eval bear acc {row['acc_lm_eval_reported']:.4f}   belief_bear bear {row['bear']:.4f}   "
+        f"p_at_1 {row['p_at_1']:.4f}   gap {row['gap']:+.4f}"
+    )
     print(f"  = scores {row['d_scores']:+.4f} + gold {row['d_gold']:+.4f} + pooling {row['d_pooling']:+.4f}")
-    print(f"  per-row predictions equal: {row['agreement']:.4f} ({row['disagreeing_rows']} differ); "
-          f"max |ll difference| {row['max_abs_ll_diff']:.2e}")
-    print(f"  rows with other statements {row['rows_with_other_statements']}, "
-          f"other options {row['rows_with_other_options']}, other requests {row['rows_with_other_requests']} "
-          f"(empty context in lm-eval's: {row['rows_with_empty_context']}), "
-          f"several golds {row['rows_with_several_golds']}")
-    print(f"  tied best scores: {row['tied_rows']} rows ({row['tied_rows_with_gold']} with the gold among them); "
-          f"acc under other tie rules in [{row['acc_ties_lost']:.4f}, {row['acc_ties_won']:.4f}]")
+    print(
+        f"  per-row predictions equal: {row['agreement']:.4f} ({row['disagreeing_rows']} differ); "
+        f"max |ll difference| {row['max_abs_ll_diff']:.2e}"
+    )
+    print(
+        f"  rows with other statements {row['rows_with_other_statements']}, "
+        f"other options {row['rows_with_other_options']}, other requests {row['rows_with_other_requests']} "
+        f"(empty context in lm-eval's: {row['rows_with_empty_context']}), "
+        f"several golds {row['rows_with_several_golds']}"
+    )
+    print(
+        f"  tied best scores: {row['tied_rows']} rows ({row['tied_rows_with_gold']} with the gold among them); "
+        f"acc under other tie rules in [{row['acc_ties_lost']:.4f}, {row['acc_ties_won']:.4f}]"
+    )
 
 
 def main(argv=None) -> int:
@@ -332,8 +434,9 @@ def main(argv=None) -> int:
     ap.add_argument("--per-relation", type=int, default=1, help="instances per relation (seeded)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--dtypes", default="float32", help="comma list of model dtypes for stock hf (float32, bfloat16)")
-    ap.add_argument("--lm-pub-quiz", action="store_true",
-                    help="also run lm-pub-quiz 0.3.3 (float32) on the same folder")
+    ap.add_argument(
+        "--lm-pub-quiz", action="store_true", help="also run lm-pub-quiz 0.3.3 (float32) on the same folder"
+    )
     ap.add_argument("--model", type=Path, default=None, help="causal model folder (default: the bundled one)")
     ap.add_argument("--limit", type=int, default=None, help="lm-eval's --limit for both tasks (first N rows each)")
     ap.add_argument("--batch-size", type=int, default=32)
@@ -351,15 +454,17 @@ def main(argv=None) -> int:
     model_path = args.model or default_model_path()
     with tempfile.TemporaryDirectory(prefix="bear_lm_eval_") as tmp:
         fs, meta, fact_of, lpq, tasks_dir = prepare(args, Path(tmp))
-        print(f"instances: {len(fact_of)} ({args.per_relation} per relation, seed {args.seed}); "
-              f"model {model_path.name}")
+        print(
+            f"instances: {len(fact_of)} ({args.per_relation} per relation, seed {args.seed}); model {model_path.name}"
+        )
         report, first = [], None
         for dtype in args.dtypes.split(","):
             res = compare(fs, meta, fact_of, tasks_dir, model_path, dtype, args.batch_size, args.limit, args.device)
             print_row(res["row"])
             if first is not None:
-                changed = sum(first_max(res["theirs"][k]["ll"]) != first_max(first["theirs"][k]["ll"])
-                              for k in res["theirs"])
+                changed = sum(
+                    first_max(res["theirs"][k]["ll"]) != first_max(first["theirs"][k]["ll"]) for k in res["theirs"]
+                )
                 res["row"]["lm_eval_predictions_changed_vs_first_dtype"] = changed
                 print(f"  lm-eval predictions that differ from {first['row']['dtype']}: {changed}")
             first = first or res
@@ -369,9 +474,11 @@ def main(argv=None) -> int:
             if first["row"]["dtype"] != "float32":
                 raise SystemExit("--lm-pub-quiz compares against the float32 run: list float32 first in --dtypes")
             lpq_row = compare_lm_pub_quiz(lpq_scores, first["theirs"], first["ours"])
-            print(f"\n== lm-pub-quiz 0.3.3 (float32): acc {lpq_row['acc_lm_pub_quiz']:.4f}; predictions equal to ours "
-                  f"{lpq_row['agree_with_ours']:.4f}, to lm-eval's {lpq_row['agree_with_lm_eval']:.4f}; "
-                  f"max |score difference| to ours {lpq_row['max_abs_score_diff_ours']:.2e}")
+            print(
+                f"\n== lm-pub-quiz 0.3.3 (float32): acc {lpq_row['acc_lm_pub_quiz']:.4f}; predictions equal to ours "
+                f"{lpq_row['agree_with_ours']:.4f}, to lm-eval's {lpq_row['agree_with_lm_eval']:.4f}; "
+                f"max |score difference| to ours {lpq_row['max_abs_score_diff_ours']:.2e}"
+            )
             report.append({"lm_pub_quiz": lpq_row})
     if args.json:
         args.json.write_text(json.dumps(report, indent=1))

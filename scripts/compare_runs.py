@@ -15,9 +15,22 @@ import math
 import sys
 from pathlib import Path
 
-SKIP = {"date", "start_time", "end_time", "total_evaluation_time_seconds", "pretty_env_info", "git_hash",
-        "transformers_version", "lm_eval_version", "upper_git_hash", "model_source", "system_instruction_sha",
-        "chat_template_sha", "task_hashes", "config"}
+SKIP = {
+    "date",
+    "start_time",
+    "end_time",
+    "total_evaluation_time_seconds",
+    "pretty_env_info",
+    "git_hash",
+    "transformers_version",
+    "lm_eval_version",
+    "upper_git_hash",
+    "model_source",
+    "system_instruction_sha",
+    "chat_template_sha",
+    "task_hashes",
+    "config",
+}
 
 
 def flat(value, prefix=""):

@@ -62,18 +62,29 @@ def main() -> None:
 
     ic, eic = runs["belief_iclke"], runs["belief_eiclke"]
     assert sorted(r["fact_id"] for r in ic) == sorted(r["fact_id"] for r in eic), "both tasks must score the same facts"
-    acc_ic, acc_eic = iclke_metrics.per_relation_accuracy(*columns(ic)), iclke_metrics.per_relation_accuracy(*columns(eic))
+    acc_ic, acc_eic = (
+        iclke_metrics.per_relation_accuracy(*columns(ic)),
+        iclke_metrics.per_relation_accuracy(*columns(eic)),
+    )
     gp_ic, gp_eic = per_relation(ic, "gold_prob"), per_relation(eic, "gold_prob")
     r_acc, rho_acc, n = iclke_metrics.relation_agreement(acc_ic, acc_eic)
     r_gp, rho_gp, _ = iclke_metrics.relation_agreement(gp_ic, gp_eic)
     report = {
-        "model": args.model, "metadata": md, "facts": len(ic), "relations": n, "seconds": timing,
-        "acc": {"iclke": iclke_metrics.accuracy([r["logprobs"] for r in ic], [r["gold_index"] for r in ic]),
-                "eiclke": iclke_metrics.accuracy([r["logprobs"] for r in eic], [r["gold_index"] for r in eic])},
+        "model": args.model,
+        "metadata": md,
+        "facts": len(ic),
+        "relations": n,
+        "seconds": timing,
+        "acc": {
+            "iclke": iclke_metrics.accuracy([r["logprobs"] for r in ic], [r["gold_index"] for r in ic]),
+            "eiclke": iclke_metrics.accuracy([r["logprobs"] for r in eic], [r["gold_index"] for r in eic]),
+        },
         "per_relation_accuracy": {rel: [acc_ic[rel], acc_eic[rel]] for rel in acc_ic},
         "per_relation_gold_prob": {rel: [round(gp_ic[rel], 4), round(gp_eic[rel], 4)] for rel in gp_ic},
-        "accuracy_pearson": r_acc, "accuracy_spearman": rho_acc,
-        "gold_prob_pearson": r_gp, "gold_prob_spearman": rho_gp,
+        "accuracy_pearson": r_acc,
+        "accuracy_spearman": rho_acc,
+        "gold_prob_pearson": r_gp,
+        "gold_prob_spearman": rho_gp,
     }
     print(f"{'relation':10} {'IC acc':>7} {'EIC acc':>8} {'IC p(gold)':>11} {'EIC p(gold)':>12}")
     for rel in acc_ic:

@@ -62,9 +62,15 @@ def coverage(n: int, cell: tuple[float, float, float, float], draws: int, seed: 
         defined += 1
         held += lo <= truth <= hi
         widths.append(hi - lo)
-    return {"n": n, "cell": cell, "kappa": truth, "defined": defined, "coverage": held / defined if defined else np.nan,
-            "mc_se": np.sqrt(held / defined * (1 - held / defined) / defined) if defined else np.nan,
-            "width": float(np.mean(widths)) if widths else np.nan}
+    return {
+        "n": n,
+        "cell": cell,
+        "kappa": truth,
+        "defined": defined,
+        "coverage": held / defined if defined else np.nan,
+        "mc_se": np.sqrt(held / defined * (1 - held / defined) / defined) if defined else np.nan,
+        "width": float(np.mean(widths)) if widths else np.nan,
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -78,16 +84,21 @@ def main(argv: list[str] | None = None) -> int:
     if (args.n is None) != (args.cell is None):
         p.error("give --n and --cell together")
     settings = [(args.n, *map(float, args.cell.split(",")))] if args.n else SETTINGS
-    print(f"nominal {args.level:.0%} percentile bootstrap of κ ({BOOTSTRAP_ITERS} resamples), "
-          f"{args.draws} samples per setting")
+    print(
+        f"nominal {args.level:.0%} percentile bootstrap of κ ({BOOTSTRAP_ITERS} resamples), "
+        f"{args.draws} samples per setting"
+    )
     print("| n | both, A only, B only, neither | κ | κ defined | coverage ± MC se | mean width |")
     print("| --- | --- | --- | --- | --- | --- |")
     for n, *cell in settings:
         if not np.isclose(sum(cell), 1.0) or len(cell) != 4:
             p.error(f"--cell {cell}: four shares adding up to 1 expected")
         r = coverage(n, tuple(cell), args.draws, args.seed, args.level)
-        print(f"| {n} | {', '.join(f'{c:.2f}' for c in cell)} | {r['kappa']:.3f} | {r['defined']} of {args.draws} | "
-              f"{r['coverage']:.3f} ± {r['mc_se']:.3f} | {r['width']:.3f} |", flush=True)
+        print(
+            f"| {n} | {', '.join(f'{c:.2f}' for c in cell)} | {r['kappa']:.3f} | {r['defined']} of {args.draws} | "
+            f"{r['coverage']:.3f} ± {r['mc_se']:.3f} | {r['width']:.3f} |",
+            flush=True,
+        )
     return 0
 
 

@@ -99,26 +99,43 @@ def build_tiny_bert(folder: Path, texts: list[str], seed: int = 0) -> Path:
     tok.post_processor = processors.TemplateProcessing(
         single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1", special_tokens=[("[CLS]", cls), ("[SEP]", sep)]
     )
-    fast = PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="[UNK]", pad_token="[PAD]", cls_token="[CLS]",
-                                   sep_token="[SEP]", mask_token="[MASK]")
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        unk_token="[UNK]",
+        pad_token="[PAD]",
+        cls_token="[CLS]",
+        sep_token="[SEP]",
+        mask_token="[MASK]",
+    )
     fast.save_pretrained(folder)
     torch.manual_seed(seed)
-    config = BertConfig(vocab_size=tok.get_vocab_size(), hidden_size=64, num_hidden_layers=2, num_attention_heads=2,
-                        intermediate_size=128, max_position_embeddings=128, pad_token_id=0, initializer_range=0.2)
+    config = BertConfig(
+        vocab_size=tok.get_vocab_size(),
+        hidden_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=128,
+        max_position_embeddings=128,
+        pad_token_id=0,
+        initializer_range=0.2,
+    )
     BertForMaskedLM(config).eval().save_pretrained(folder)
     return folder
 
 
 # --------------------------------------------------------------------------- runs
 
-def run_lm_pub_quiz(kind: str, model_path: Path, subset: Path, *, batch_size: int, reduction: str,
-                    conditional: bool) -> tuple[dict, float, int, object]:
+
+def run_lm_pub_quiz(
+    kind: str, model_path: Path, subset: Path, *, batch_size: int, reduction: str, conditional: bool
+) -> tuple[dict, float, int, object]:
     """{(relation, row, template): scores}, seconds, statements, lm-pub-quiz's results."""
     from lm_pub_quiz import Dataset, Evaluator
 
     dataset = Dataset.from_path(str(subset), lazy=False)
-    evaluator = Evaluator.from_model(str(model_path), model_type=kind.upper(), device="cpu",
-                                     conditional_score=conditional)
+    evaluator = Evaluator.from_model(
+        str(model_path), model_type=kind.upper(), device="cpu", conditional_score=conditional
+    )
     start = time.perf_counter()
     results = evaluator.evaluate_dataset(dataset, batch_size=batch_size, reduction=reduction)
     seconds = time.perf_counter() - start
@@ -126,7 +143,9 @@ def run_lm_pub_quiz(kind: str, model_path: Path, subset: Path, *, batch_size: in
     for rel in results:
         for _, row in rel.instance_table.iterrows():
             scores[(rel.relation_code, int(row["instance_index"]), int(row["template_index"]))] = (
-                list(row["pll_scores"]), int(row["answer_idx"]))
+                list(row["pll_scores"]),
+                int(row["answer_idx"]),
+            )
             n += len(row["pll_scores"])
     return scores, seconds, n, results
 
@@ -172,17 +191,21 @@ def lpq_instance_terms(scores: list, gold: int, answers: list[int]) -> dict[str,
 
     def run(cls, rows: list[tuple[list, int]]) -> dict:
         metric = cls()
-        metric.add_instances_from_table(pd.DataFrame({"pll_scores": [r[0] for r in rows], "answer_idx": [r[1] for r in rows]}))
+        metric.add_instances_from_table(
+            pd.DataFrame({"pll_scores": [r[0] for r in rows], "answer_idx": [r[1] for r in rows]})
+        )
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)  # BrierScore's parent divides by log2(1) on one row
             return metric.compute()
 
     one = [(scores, gold)]
-    return {"probs": run(SoftmaxBase, one)["avg_softmax"]["all"],
-            "confidence": run(ConfidenceScore, one)["confidence_score"]["all"],
-            "margin": run(ConfidenceMargin, one)["margin_of_confidence"]["all"],
-            "brier": run(BrierScore, one)["brier_score"],
-            "uncertainty": run(UncertaintyScore, [(scores, a) for a in answers])["uncertainty_score"]["all"]}
+    return {
+        "probs": run(SoftmaxBase, one)["avg_softmax"]["all"],
+        "confidence": run(ConfidenceScore, one)["confidence_score"]["all"],
+        "margin": run(ConfidenceMargin, one)["margin_of_confidence"]["all"],
+        "brier": run(BrierScore, one)["brier_score"],
+        "uncertainty": run(UncertaintyScore, [(scores, a) for a in answers])["uncertainty_score"]["all"],
+    }
 
 
 def compare_confidence(lpq_results, ref: dict, ours: dict) -> dict:
@@ -193,14 +216,20 @@ def compare_confidence(lpq_results, ref: dict, ours: dict) -> dict:
     from belief_tasks.metrics.bear import instance_confidences, relation_confidence
 
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)  # its uncertainty divides by log2 1 = 0 on a one-answer relation
+        warnings.simplefilter(
+            "ignore", RuntimeWarning
+        )  # its uncertainty divides by log2 1 = 0 on a one-answer relation
         theirs = {rel.relation_code: {m: rel.get_metric(m) for m in CONFIDENCE} for rel in lpq_results}
     per_relation, per_instance, on_our_scores, rows = {}, {}, {}, 0
     for source, target in ((ref, per_relation), (ours, on_our_scores)):
         for rel, (scores, golds) in _by_relation(source).items():
             mine = relation_confidence(scores, golds)
             for m in CONFIDENCE:
-                pairs = [(mine[m], theirs[rel][m])] if m == "brier_score" else [(mine[m][k], theirs[rel][m][k]) for k in theirs[rel][m]]
+                pairs = (
+                    [(mine[m], theirs[rel][m])]
+                    if m == "brier_score"
+                    else [(mine[m][k], theirs[rel][m][k]) for k in theirs[rel][m]]
+                )
                 target[m] = max([target.get(m, 0.0), *(_diff(a, b) for a, b in pairs)])
     for _rel, (scores, golds) in _by_relation(ref).items():
         mine, answers = instance_confidences(scores, golds), sorted(set(golds))
@@ -209,22 +238,30 @@ def compare_confidence(lpq_results, ref: dict, ours: dict) -> dict:
             for term, value in lpq.items():
                 per_instance[term] = max(per_instance.get(term, 0.0), _diff(mine[term][i], value))
             rows += 1
-    return {"confidence_per_relation": per_relation, "confidence_per_instance": per_instance,
-            "confidence_instances": rows, "confidence_on_our_scores": on_our_scores}
+    return {
+        "confidence_per_relation": per_relation,
+        "confidence_per_instance": per_instance,
+        "confidence_instances": rows,
+        "confidence_on_our_scores": on_our_scores,
+    }
 
 
 def print_confidence(row: dict) -> None:
     print(f"  confidence metrics, ours vs lm-pub-quiz on lm-pub-quiz's scores ({row['confidence_instances']} rows):")
     print("    per relation  " + "  ".join(f"{m} {v:.1e}" for m, v in row["confidence_per_relation"].items()))
     print("    per instance  " + "  ".join(f"{m} {v:.1e}" for m, v in row["confidence_per_instance"].items()))
-    print("  on our harness's scores (float32 noise), per relation  "
-          + "  ".join(f"{m} {v:.1e}" for m, v in row["confidence_on_our_scores"].items()))
+    print(
+        "  on our harness's scores (float32 noise), per relation  "
+        + "  ".join(f"{m} {v:.1e}" for m, v in row["confidence_on_our_scores"].items())
+    )
 
 
-def run_ours(kind: str, model_path: Path, subset: Path, *, batch_size: int, reduction: str,
-             scoring: str, clm_backend: str = "hf") -> tuple[dict, float, dict]:
+def run_ours(
+    kind: str, model_path: Path, subset: Path, *, batch_size: int, reduction: str, scoring: str, clm_backend: str = "hf"
+) -> tuple[dict, float, dict]:
     """{(relation, row, template): (scores, gold)}, seconds, the harness's metrics."""
     import belief_tasks
+
     belief_tasks.install()  # our backends and hooks
     from lm_eval import simple_evaluate
     from lm_eval.tasks import TaskManager
@@ -239,8 +276,13 @@ def run_ours(kind: str, model_path: Path, subset: Path, *, batch_size: int, redu
             from belief_tasks.backends.shared import HFSharedPrefixLM as HFLM  # noqa: N814
         # A non-empty context gets no BOS on lm-eval's hf unless the tokenizer adds one; lm-pub-quiz always
         # conditions on BOS, so the answer-only modes need add_bos_token=True (statement mode does not care).
-        lm = HFLM(pretrained=str(model_path), dtype="float32", device="cpu", batch_size=batch_size,
-                  add_bos_token=scoring != "statement" or None)
+        lm = HFLM(
+            pretrained=str(model_path),
+            dtype="float32",
+            device="cpu",
+            batch_size=batch_size,
+            add_bos_token=scoring != "statement" or None,
+        )
     else:
         from belief_tasks.backends.mlm import HFMaskedLM
 
@@ -248,8 +290,16 @@ def run_ours(kind: str, model_path: Path, subset: Path, *, batch_size: int, redu
     meta = {"bear_path": str(subset), "reduction": reduction, "scoring": scoring, "pretrained": str(model_path)}
     tm = TaskManager(include_path=str(task_yamls_dir()), metadata=meta)
     start = time.perf_counter()
-    out = simple_evaluate(model=lm, tasks=["belief_bear"], task_manager=tm, metadata=meta, log_samples=True,
-                          batch_size=batch_size, bootstrap_iters=1000, verbosity="WARNING")
+    out = simple_evaluate(
+        model=lm,
+        tasks=["belief_bear"],
+        task_manager=tm,
+        metadata=meta,
+        log_samples=True,
+        batch_size=batch_size,
+        bootstrap_iters=1000,
+        verbosity="WARNING",
+    )
     seconds = time.perf_counter() - start
     scores = {}
     for s in out["samples"]["belief_bear"]:
@@ -278,8 +328,14 @@ def compare(ref: dict, ours: dict) -> dict:
         if pa != pb:
             disagreements.append({"key": key, "ref": pa, "ours": pb, "max_diff": diffs[-1]})
     n = len(ref)
-    return {"pairs": n, "agreement": agree / n, "acc_lm_pub_quiz": ref_ok / n, "acc_ours": our_ok / n,
-            "max_abs_score_diff": max(diffs), "disagreements": disagreements[:10]}
+    return {
+        "pairs": n,
+        "agreement": agree / n,
+        "acc_lm_pub_quiz": ref_ok / n,
+        "acc_ours": our_ok / n,
+        "max_abs_score_diff": max(diffs),
+        "disagreements": disagreements[:10],
+    }
 
 
 def main(argv=None) -> int:
@@ -303,7 +359,9 @@ def main(argv=None) -> int:
     from belief_tasks.model import default_model_path
 
     work = Path(tempfile.mkdtemp(prefix="parity_bear_"))
-    subset = make_subset(args.bear_path, [r.strip() for r in args.relations.split(",")], args.max_instances, work / "BEAR")
+    subset = make_subset(
+        args.bear_path, [r.strip() for r in args.relations.split(",")], args.max_instances, work / "BEAR"
+    )
     models = {}
     for kind in args.models.split(","):
         if kind == "clm":
@@ -314,40 +372,59 @@ def main(argv=None) -> int:
             raise SystemExit(f"unknown model kind {kind!r}")
 
     report = []
-    print(f"subset: {args.relations} (first {args.max_instances} instances each), torch threads {torch.get_num_threads()}")
+    print(
+        f"subset: {args.relations} (first {args.max_instances} instances each), torch threads {torch.get_num_threads()}"
+    )
     for kind, path in models.items():
         for variant in args.variants.split(","):
             if variant == "conditional" and kind == "mlm":
                 continue
             reduction = "mean" if variant == "mean" else "sum"
             conditional = variant == "conditional"
-            ref, t_ref, n_statements, lpq_results = run_lm_pub_quiz(kind, path, subset, batch_size=args.batch_size,
-                                                                    reduction=reduction, conditional=conditional)
-            ours, t_ours, metrics = run_ours(kind, path, subset, batch_size=args.batch_size, reduction=reduction,
-                                             scoring="answer_to_end" if conditional else "statement",
-                                             clm_backend=args.clm_backend)
-            row = {"model": kind, "backend": args.clm_backend if kind == "clm" else "hf-mlm", "variant": variant,
-                   **compare(ref, ours), "statements": n_statements,
-                   "seconds_lm_pub_quiz": t_ref, "seconds_ours": t_ours,
-                   "throughput_ratio_ours_over_ref": (t_ref / t_ours) if t_ours else float("nan"),
-                   "bear": metrics.get("bear,none"), "bear_stderr": metrics.get("bear_stderr,none"),
-                   **compare_confidence(lpq_results, ref, ours)}
+            ref, t_ref, n_statements, lpq_results = run_lm_pub_quiz(
+                kind, path, subset, batch_size=args.batch_size, reduction=reduction, conditional=conditional
+            )
+            ours, t_ours, metrics = run_ours(
+                kind,
+                path,
+                subset,
+                batch_size=args.batch_size,
+                reduction=reduction,
+                scoring="answer_to_end" if conditional else "statement",
+                clm_backend=args.clm_backend,
+            )
+            row = {
+                "model": kind,
+                "backend": args.clm_backend if kind == "clm" else "hf-mlm",
+                "variant": variant,
+                **compare(ref, ours),
+                "statements": n_statements,
+                "seconds_lm_pub_quiz": t_ref,
+                "seconds_ours": t_ours,
+                "throughput_ratio_ours_over_ref": (t_ref / t_ours) if t_ours else float("nan"),
+                "bear": metrics.get("bear,none"),
+                "bear_stderr": metrics.get("bear_stderr,none"),
+                **compare_confidence(lpq_results, ref, ours),
+            }
             report.append(row)
             print(f"\n== {kind} ({path.name}) on {row['backend']}, {variant}")
             print(f"  (instance, template) pairs      {row['pairs']}  ({n_statements} statements)")
             print(f"  prediction agreement            {row['agreement']:.4f}")
             print(f"  accuracy lm-pub-quiz / ours     {row['acc_lm_pub_quiz']:.4f} / {row['acc_ours']:.4f}")
             print(f"  max |score difference|          {row['max_abs_score_diff']:.2e}")
-            print(f"  seconds lm-pub-quiz / ours      {t_ref:.1f} / {t_ours:.1f}  "
-                  f"(throughput ours / lm-pub-quiz: {row['throughput_ratio_ours_over_ref']:.2f}x)")
+            print(
+                f"  seconds lm-pub-quiz / ours      {t_ref:.1f} / {t_ours:.1f}  "
+                f"(throughput ours / lm-pub-quiz: {row['throughput_ratio_ours_over_ref']:.2f}x)"
+            )
             print_confidence(row)
             for d in row["disagreements"]:
                 print(f"  disagreement {d}")
     if args.json:
         args.json.write_text(json.dumps(report, indent=1, default=str))
     ok = all(r["max_abs_score_diff"] <= 1e-4 and r["agreement"] == 1.0 for r in report)
-    ok = ok and all(max([*r["confidence_per_relation"].values(), *r["confidence_per_instance"].values()]) <= 1e-9
-                    for r in report)
+    ok = ok and all(
+        max([*r["confidence_per_relation"].values(), *r["confidence_per_instance"].values()]) <= 1e-9 for r in report
+    )
     print("\nPARITY", "OK" if ok else "DIFFERS (see above)")
     return 0 if ok else 1
 

@@ -19,12 +19,31 @@ import time
 from pathlib import Path
 
 #: SmolLM2-1.7B's shape (its config.json); vocabulary and tokenizer stay the source's
-SHAPES = {"1.7b": {"hidden_size": 2048, "num_hidden_layers": 24, "num_attention_heads": 32, "num_key_value_heads": 32,
-                   "intermediate_size": 8192},
-          "tiny": {"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
-                   "intermediate_size": 128}}  # for trying a script end to end
-TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "generation_config.json",
-                   "chat_template.jinja", "vocab.json", "merges.txt")
+SHAPES = {
+    "1.7b": {
+        "hidden_size": 2048,
+        "num_hidden_layers": 24,
+        "num_attention_heads": 32,
+        "num_key_value_heads": 32,
+        "intermediate_size": 8192,
+    },
+    "tiny": {
+        "hidden_size": 64,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "intermediate_size": 128,
+    },
+}  # for trying a script end to end
+TOKENIZER_FILES = (
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "generation_config.json",
+    "chat_template.jinja",
+    "vocab.json",
+    "merges.txt",
+)
 
 
 def main(argv=None) -> None:
@@ -58,8 +77,11 @@ def main(argv=None) -> None:
         if (src / name).is_file():
             shutil.copy(src / name, out / name)
     n = sum(p.numel() for p in model.parameters())
-    print(f"{out}: {type(model).__name__}, {n / 1e6:.1f} M parameters, {args.dtype}, random weights (seed {args.seed}), "
-          f"{time.perf_counter() - start:.1f} s", flush=True)
+    print(
+        f"{out}: {type(model).__name__}, {n / 1e6:.1f} M parameters, {args.dtype}, random weights (seed {args.seed}), "
+        f"{time.perf_counter() - start:.1f} s",
+        flush=True,
+    )
 
 
 if __name__ == "__main__":

@@ -36,12 +36,18 @@ def rows() -> list[dict]:
     for fact in fs.facts:
         pair = str(uuid.uuid5(uuid.NAMESPACE_URL, f"belief-tasks-sample/{fact.id}"))
         for template in fs.relations[fact.relation].templates:
-            out.append({
-                "uuid": pair, "rel_uri": fact.relation, "sub_ent": list(fact.subject.expressions),
-                "obj_uris": [o.id or "" for o in fact.objects] if all(o.id for o in fact.objects) else [],
-                "obj_ents": [o.label for o in fact.objects], "obj_aliases": [list(o.aliases) for o in fact.objects],
-                "template": template.text, "is_manual": template.manual,
-            })
+            out.append(
+                {
+                    "uuid": pair,
+                    "rel_uri": fact.relation,
+                    "sub_ent": list(fact.subject.expressions),
+                    "obj_uris": [o.id or "" for o in fact.objects] if all(o.id for o in fact.objects) else [],
+                    "obj_ents": [o.label for o in fact.objects],
+                    "obj_aliases": [list(o.aliases) for o in fact.objects],
+                    "template": template.text,
+                    "is_manual": template.manual,
+                }
+            )
     return out
 
 

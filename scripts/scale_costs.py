@@ -83,8 +83,12 @@ def count(task_name: str, metadata: dict, tokenizer) -> dict:
     contexts = {(i.doc_id, i.args[0]) for i in task.instances if i.request_type == "generate_until"}
     prompts = len(contexts) if task_name.startswith(("belief_mp", "belief_qa")) else len(docs)
     return {
-        "task": task_name, "facts": len(facts), "docs": len(docs), "prompts": prompts,
-        "docs_per_fact": len(docs) / nf, "prompts_per_fact": prompts / nf,
+        "task": task_name,
+        "facts": len(facts),
+        "docs": len(docs),
+        "prompts": prompts,
+        "docs_per_fact": len(docs) / nf,
+        "prompts_per_fact": prompts / nf,
         "requests_per_fact": {k: v / nf for k, v in sorted(requests.items())},
         "tokens_per_fact": {k: v / nf for k, v in sorted(tokens.items())},
         "tokens_per_fact_total": sum(tokens.values()) / nf,
@@ -99,8 +103,15 @@ def timed(task_name: str, metadata: dict, lm) -> dict:
 
     tm = TaskManager(include_path=str(task_yamls_dir()), metadata=metadata)
     w0, c0 = time.perf_counter(), time.process_time()
-    simple_evaluate(model=lm, tasks=[task_name], task_manager=tm, metadata=metadata, log_samples=False,
-                    bootstrap_iters=0, verbosity="ERROR")
+    simple_evaluate(
+        model=lm,
+        tasks=[task_name],
+        task_manager=tm,
+        metadata=metadata,
+        log_samples=False,
+        bootstrap_iters=0,
+        verbosity="ERROR",
+    )
     return {"wall_s": time.perf_counter() - w0, "cpu_s": time.process_time() - c0}
 
 
@@ -134,8 +145,13 @@ def main(argv=None) -> None:
     for task, label, extra in SETTINGS:
         if only and task not in only:
             continue
-        md = {"source": "sample", "relations": RELATION, "max_facts_per_relation": args.facts,
-              "pretrained": model, **extra}
+        md = {
+            "source": "sample",
+            "relations": RELATION,
+            "max_facts_per_relation": args.facts,
+            "pretrained": model,
+            **extra,
+        }
         row = {"setting": label, **count(task, md, tokenizer)}
         if lm is not None:
             t = timed(task, md, lm)
@@ -143,8 +159,11 @@ def main(argv=None) -> None:
         rows.append(row)
         req = ", ".join(f"{v:g} {k}" for k, v in row["requests_per_fact"].items())
         timing = f" | {row['wall_s']:.2f} s wall, {row['cpu_s']:.2f} s CPU" if lm is not None else ""
-        print(f"| {task} | {label} | {row['docs_per_fact']:g} ({row['prompts_per_fact']:g}) | {req} "
-              f"| {row['tokens_per_fact_total']:,.0f}{timing} |", flush=True)
+        print(
+            f"| {task} | {label} | {row['docs_per_fact']:g} ({row['prompts_per_fact']:g}) | {req} "
+            f"| {row['tokens_per_fact_total']:,.0f}{timing} |",
+            flush=True,
+        )
     if args.json:
         args.json.write_text(json.dumps({"model": Path(model).name, "relation": RELATION, "rows": rows}, indent=1))
 

@@ -83,11 +83,19 @@ def main(argv=None) -> int:
     ap.add_argument("--checkpoints", type=int, default=5)
     ap.add_argument("--batch-size", type=int, default=16)
     ap.add_argument("--lr", type=float, default=3e-4)
-    ap.add_argument("--max-minutes", type=float, default=15.0,
-                    help="stop (with a checkpoint) after this many minutes on --threads cores (CPU time / threads)")
+    ap.add_argument(
+        "--max-minutes",
+        type=float,
+        default=15.0,
+        help="stop (with a checkpoint) after this many minutes on --threads cores (CPU time / threads)",
+    )
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--train-layers", type=int, default=6,
-                    help="train only the top N decoder layers and the final norm (the rest frozen: cheaper steps)")
+    ap.add_argument(
+        "--train-layers",
+        type=int,
+        default=6,
+        help="train only the top N decoder layers and the final norm (the rest frozen: cheaper steps)",
+    )
     a = ap.parse_args(argv)
 
     torch.set_num_threads(a.threads)
@@ -97,8 +105,11 @@ def main(argv=None) -> int:
     texts = statements(fs, trained, a.templates)
     a.out.mkdir(parents=True, exist_ok=True)
     split.save(a.out / "facts_split.json")
-    print(f"{len(trained)} trained facts ({len(split.trained)} keys), {len(split.held_out)} held out; "
-          f"{len(texts)} statements", flush=True)
+    print(
+        f"{len(trained)} trained facts ({len(split.trained)} keys), {len(split.held_out)} held out; "
+        f"{len(texts)} statements",
+        flush=True,
+    )
 
     tok = AutoTokenizer.from_pretrained(a.model)
     if tok.pad_token is None:
@@ -107,38 +118,73 @@ def main(argv=None) -> int:
     layers = model.model.layers
     for p in model.parameters():
         p.requires_grad_(False)
-    for p in [*layers[len(layers) - a.train_layers:].parameters(), *model.model.norm.parameters()]:
+    for p in [*layers[len(layers) - a.train_layers :].parameters(), *model.model.norm.parameters()]:
         p.requires_grad_(True)
     data = [tok(t + tok.eos_token) for t in texts]
     every = max(1, a.steps // a.checkpoints)
     args = TrainingArguments(
-        output_dir=str(a.out), max_steps=a.steps, per_device_train_batch_size=a.batch_size, learning_rate=a.lr,
-        lr_scheduler_type="constant_with_warmup", warmup_steps=min(10, a.steps // 10), weight_decay=0.0,
-        save_strategy="steps", save_steps=every, save_only_model=True, save_total_limit=None,
-        logging_steps=max(1, every // 4), report_to=[], seed=a.seed, data_seed=a.seed, use_cpu=True,
-        dataloader_num_workers=0, disable_tqdm=True)
+        output_dir=str(a.out),
+        max_steps=a.steps,
+        per_device_train_batch_size=a.batch_size,
+        learning_rate=a.lr,
+        lr_scheduler_type="constant_with_warmup",
+        warmup_steps=min(10, a.steps // 10),
+        weight_decay=0.0,
+        save_strategy="steps",
+        save_steps=every,
+        save_only_model=True,
+        save_total_limit=None,
+        logging_steps=max(1, every // 4),
+        report_to=[],
+        seed=a.seed,
+        data_seed=a.seed,
+        use_cpu=True,
+        dataloader_num_workers=0,
+        disable_tqdm=True,
+    )
     stop = StopAfter(a.max_minutes, a.threads)
-    trainer = Trainer(model=model, args=args, train_dataset=data,
-                      data_collator=DataCollatorForLanguageModeling(tok, mlm=False), callbacks=[stop])
+    trainer = Trainer(
+        model=model,
+        args=args,
+        train_dataset=data,
+        data_collator=DataCollatorForLanguageModeling(tok, mlm=False),
+        callbacks=[stop],
+    )
     start = time.time()
     trainer.train()
     wall = time.time() - start
     steps = trainer.state.global_step
     tokens = sum(len(d["input_ids"]) for d in data)
-    info = {"model": str(a.model.name), "seed": a.seed, "steps": steps, "planned_steps": a.steps,
-            "stopped_early_at": stop.stopped_at, "batch_size": a.batch_size, "lr": a.lr, "save_every": every,
-            "statements": len(texts), "templates": a.templates, "trained_facts": len(trained), "tokens_per_epoch": tokens,
-            "epochs": round(steps * a.batch_size / len(texts), 2), "wall_seconds": round(wall, 1),
-            "cpu_seconds_per_thread": round(stop.spent(), 1),
-            "threads": a.threads, "train_layers": a.train_layers, "loss": [h for h in trainer.state.log_history if "loss" in h]}
+    info = {
+        "model": str(a.model.name),
+        "seed": a.seed,
+        "steps": steps,
+        "planned_steps": a.steps,
+        "stopped_early_at": stop.stopped_at,
+        "batch_size": a.batch_size,
+        "lr": a.lr,
+        "save_every": every,
+        "statements": len(texts),
+        "templates": a.templates,
+        "trained_facts": len(trained),
+        "tokens_per_epoch": tokens,
+        "epochs": round(steps * a.batch_size / len(texts), 2),
+        "wall_seconds": round(wall, 1),
+        "cpu_seconds_per_thread": round(stop.spent(), 1),
+        "threads": a.threads,
+        "train_layers": a.train_layers,
+        "loss": [h for h in trainer.state.log_history if "loss" in h],
+    }
     (a.out / "series.json").write_text(json.dumps(info, indent=1) + "\n", encoding="utf-8")
     tok.save_pretrained(a.out / "checkpoint-0")
     model0 = AutoModelForCausalLM.from_pretrained(a.model, dtype=torch.float32)  # the starting point
     model0.save_pretrained(a.out / "checkpoint-0")
     for ck in a.out.glob("checkpoint-*"):
         tok.save_pretrained(ck)
-    print(f"{steps} steps in {wall / 60:.1f} min ({info['epochs']} epochs of {len(texts)} statements) -> {a.out}",
-          flush=True)
+    print(
+        f"{steps} steps in {wall / 60:.1f} min ({info['epochs']} epochs of {len(texts)} statements) -> {a.out}",
+        flush=True,
+    )
     return 0
 
 

@@ -62,12 +62,15 @@ class FakeServer:
                     if server.refuse_sampled and body.get("temperature", 0) > 0:
                         return self._send(400, {"error": {"message": SEED_MESSAGE, "type": "BadRequestError"}})
                     prompts = body["prompt"]
-                    prompts = prompts if isinstance(prompts, list) and prompts and isinstance(prompts[0], list) else [prompts]
+                    prompts = (
+                        prompts if isinstance(prompts, list) and prompts and isinstance(prompts[0], list) else [prompts]
+                    )
                     choices = [server.choice(i, p, body) for i, p in enumerate(prompts)]
                     server.answered += 1
                     server.prompts += prompts
-                return self._send(200, {"id": "cmpl", "object": "text_completion", "model": server.model,
-                                        "choices": choices})
+                return self._send(
+                    200, {"id": "cmpl", "object": "text_completion", "model": server.model, "choices": choices}
+                )
 
         lock = threading.Lock()
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
@@ -80,9 +83,16 @@ class FakeServer:
             return {"index": index, "text": "", "finish_reason": "length"}
         tokens = list(prompt) + [0]  # echo: the prompt and the one generated token
         lps = [None] + [token_logprob(t) for t in tokens[1:]]
-        return {"index": index, "text": "", "finish_reason": "length",
-                "logprobs": {"tokens": [str(t) for t in tokens], "token_logprobs": lps,
-                             "top_logprobs": [None] + [{str(t): lp} for t, lp in zip(tokens[1:], lps[1:])]}}
+        return {
+            "index": index,
+            "text": "",
+            "finish_reason": "length",
+            "logprobs": {
+                "tokens": [str(t) for t in tokens],
+                "token_logprobs": lps,
+                "top_logprobs": [None] + [{str(t): lp} for t, lp in zip(tokens[1:], lps[1:])],
+            },
+        }
 
     @property
     def url(self) -> str:

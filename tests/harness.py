@@ -22,10 +22,20 @@ def env_with_checkout(**extra: str) -> dict[str, str]:
     return env
 
 
-def evaluate(tasks: list[str], model_args: str, *, model: str = "hf", metadata: dict | None = None,
-             limit: int | None = None, batch_size: int | str = 8, log_samples: bool = True, **kwargs: Any) -> dict:
+def evaluate(
+    tasks: list[str],
+    model_args: str,
+    *,
+    model: str = "hf",
+    metadata: dict | None = None,
+    limit: int | None = None,
+    batch_size: int | str = 8,
+    log_samples: bool = True,
+    **kwargs: Any,
+) -> dict:
     """``lm_eval.simple_evaluate`` with our task folder included; returns the results dict."""
     import belief_tasks
+
     belief_tasks.install()  # our backends and hooks
     from lm_eval import simple_evaluate
     from lm_eval.tasks import TaskManager
@@ -42,12 +52,21 @@ def evaluate(tasks: list[str], model_args: str, *, model: str = "hf", metadata: 
     if "device" not in (model_args if isinstance(model_args, str) else ",".join(model_args)):
         kwargs.setdefault("device", "cuda" if torch.cuda.is_available() else "cpu")
     return simple_evaluate(
-        model=model, model_args=model_args, tasks=tasks, task_manager=tm, limit=limit,
-        batch_size=batch_size, log_samples=log_samples, metadata=meta, **kwargs,
+        model=model,
+        model_args=model_args,
+        tasks=tasks,
+        task_manager=tm,
+        limit=limit,
+        batch_size=batch_size,
+        log_samples=log_samples,
+        metadata=meta,
+        **kwargs,
     )
 
 
-def run_cli(args: list[str], *, program: str = "belief-eval", timeout: int = 900, **env: str) -> subprocess.CompletedProcess:
+def run_cli(
+    args: list[str], *, program: str = "belief-eval", timeout: int = 900, **env: str
+) -> subprocess.CompletedProcess:
     """Run ``belief-eval`` / ``lm_eval`` / ``python -m belief_tasks`` as a subprocess."""
     if program == "belief-eval":
         cmd = [sys.executable, "-m", "belief_tasks.cli", *args]
@@ -57,7 +76,9 @@ def run_cli(args: list[str], *, program: str = "belief-eval", timeout: int = 900
         cmd = [sys.executable, *args]
     else:
         cmd = [sys.executable, "-m", program, *args]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env_with_checkout(**env), cwd=str(ROOT))
+    return subprocess.run(
+        cmd, capture_output=True, text=True, timeout=timeout, env=env_with_checkout(**env), cwd=str(ROOT)
+    )
 
 
 def read_results(output_path: Path) -> dict:

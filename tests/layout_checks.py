@@ -48,21 +48,29 @@ def metric_wiring(root: Path) -> list[str]:
             problems.append(f"{path.name}: class {cls!r} is not a BeliefTask of a family in belief_tasks.families")
     for path in sorted((root / "task_yamls").rglob("*yaml")):  # task files and included ones (_bear_common_yaml)
         if "metric_list" in (load_yaml(path, resolve_func=False, recursive=False) or {}):
-            problems.append(f"{path.relative_to(root / 'task_yamls')}: a metric_list (the task class wires its family's METRICS)")
+            problems.append(
+                f"{path.relative_to(root / 'task_yamls')}: a metric_list (the task class wires its family's METRICS)"
+            )
     for name, family in FAMILIES.items():
         for metric, declared in family.metrics.items():
             if not isinstance(declared, Metric):
-                problems.append(f"{name}: {metric} is declared as {type(declared).__name__}, not a Metric (scoring.common)")
+                problems.append(
+                    f"{name}: {metric} is declared as {type(declared).__name__}, not a Metric (scoring.common)"
+                )
                 continue
-            if not (callable(declared.stderr) or isinstance(declared.stderr, NoStderr) and declared.stderr.reason.strip()):
+            if not (
+                callable(declared.stderr) or isinstance(declared.stderr, NoStderr) and declared.stderr.reason.strip()
+            ):
                 problems.append(f"{name}: metric {metric} has neither a standard error nor NoStderr with a reason")
             if isinstance(declared.budgeted, NotEstimable) and not declared.budgeted.reason.strip():
                 problems.append(f"{name}: metric {metric} is NotEstimable without a reason")
             if family.budgeted is None and declared.budgeted is not None:
                 problems.append(f"{name}: metric {metric} has a Metric.budgeted, but the family takes no budget (None)")
         if family.budgeted is not None:
-            problems += [f"{name}: metric {m} declares neither a budgeted statistic nor NotEstimable (Metric.budgeted)"
-                         for m in missing(family.budgeted, family.metrics)]
+            problems += [
+                f"{name}: metric {m} declares neither a budgeted statistic nor NotEstimable (Metric.budgeted)"
+                for m in missing(family.budgeted, family.metrics)
+            ]
     return problems
 
 
@@ -76,7 +84,7 @@ def markdown_table(text: str, first_header: str) -> list[str] | None:
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
         if line.lstrip().startswith("|") and cells[0] == first_header:
             rows = []
-            for row in lines[i + 2:]:
+            for row in lines[i + 2 :]:
                 if not row.lstrip().startswith("|"):
                     break
                 rows.append(row.strip().strip("|").split("|")[0])
@@ -110,7 +118,9 @@ def doc_tables(root: Path) -> list[str]:
         if cells is None:
             problems.append(f"docs/{page.name}: no metric table")
         problems += [f"docs/{page.name}: metric table lacks {m}" for m in family.metrics if m not in metrics]
-        problems += [f"docs/{page.name}: metric table lists {m}, not in METRICS" for m in sorted(metrics - set(family.metrics))]
+        problems += [
+            f"docs/{page.name}: metric table lists {m}, not in METRICS" for m in sorted(metrics - set(family.metrics))
+        ]
     return problems
 
 
@@ -147,7 +157,9 @@ def imports_of(root: Path, path: Path, modules: set[str]) -> set[str]:
         elif isinstance(node, ast.ImportFrom):
             base = node.module or ""
             if node.level:
-                base = ".".join(package.split(".")[: len(package.split(".")) - node.level + 1] + ([base] if base else []))
+                base = ".".join(
+                    package.split(".")[: len(package.split(".")) - node.level + 1] + ([base] if base else [])
+                )
             targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in modules else base for a in node.names]
         else:
             continue
@@ -156,7 +168,11 @@ def imports_of(root: Path, path: Path, modules: set[str]) -> set[str]:
 
 
 def _package_files(root: Path) -> list[Path]:
-    return [p for p in sorted((root / "belief_tasks").rglob("*.py")) if "sample_data" not in p.parts and "task_yamls" not in p.parts]
+    return [
+        p
+        for p in sorted((root / "belief_tasks").rglob("*.py"))
+        if "sample_data" not in p.parts and "task_yamls" not in p.parts
+    ]
 
 
 def _layer_of(root: Path, table: list, path: Path) -> tuple[int, str] | None:
@@ -169,7 +185,9 @@ def _layer_of(root: Path, table: list, path: Path) -> tuple[int, str] | None:
 def modules_up_to(root: Path, layer: int) -> list[str]:
     """The modules of layers 1 to ``layer``."""
     table = layer_table(root)
-    return [module_name(root, p) for p in _package_files(root) if (_layer_of(root, table, p) or (layer + 1,))[0] <= layer]
+    return [
+        module_name(root, p) for p in _package_files(root) if (_layer_of(root, table, p) or (layer + 1,))[0] <= layer
+    ]
 
 
 def layers(root: Path) -> list[str]:
@@ -192,7 +210,9 @@ def layers(root: Path) -> list[str]:
         for target in sorted(graph[name]):
             theirs = layer_of(modules[target])
             if theirs is not None and theirs[0] > mine[0]:
-                problems.append(f"{path.relative_to(root)} ({mine[1]}) imports {target} ({theirs[1]}), a layer above it")
+                problems.append(
+                    f"{path.relative_to(root)} ({mine[1]}) imports {target} ({theirs[1]}), a layer above it"
+                )
     return problems + [f"circle: {' -> '.join(c)}" for c in circles(graph)]
 
 
@@ -241,14 +261,22 @@ def sample_relations(root: Path) -> list[str]:
     problems = [f"sample_data/README.md: no row for {r}" for r in sorted(files - listed)]
     problems += [f"sample_data/README.md: row {r} has no file" for r in sorted(listed - files)]
     fs = load_folder(folder, "sample")
-    problems += [f"sample_data/{r}.json: no facts, or fewer than 40 answer-space entities" for r, rel in fs.relations.items()
-                 if not fs.facts_of(r) or len(rel.answer_space) < 40]
+    problems += [
+        f"sample_data/{r}.json: no facts, or fewer than 40 answer-space entities"
+        for r, rel in fs.relations.items()
+        if not fs.facts_of(r) or len(rel.answer_space) < 40
+    ]
     if set(fs.relations) != files:
         problems.append(f"sample_data: the loader reads {sorted(fs.relations)}, the files are {sorted(files)}")
     return problems
 
 
-CHECKS = {"metric_wiring": metric_wiring, "doc_tables": doc_tables, "layers": layers, "sample_relations": sample_relations}
+CHECKS = {
+    "metric_wiring": metric_wiring,
+    "doc_tables": doc_tables,
+    "layers": layers,
+    "sample_relations": sample_relations,
+}
 
 
 def main(root: str) -> None:

@@ -32,17 +32,21 @@ def _fake_package(tmp_path, files: dict[str, str]):
 
 
 def test_the_check_finds_imports_upwards_circles_unplaced_modules_and_loading_by_name(tmp_path):
-    root = _fake_package(tmp_path, {
-        "__init__.py": "",
-        "scoring/__init__.py": "",
-        "scoring/x.py": "def f():\n    from belief_tasks.tasks import y  # inside a function: still an import\n",
-        "tasks/__init__.py": "",
-        "tasks/y.py": "from belief_tasks.tasks import z\n",
-        "tasks/z.py": "from belief_tasks.tasks import y\n",
-        "report/__init__.py": ("from importlib import import_module\n"
-                               "sections = import_module('belief_tasks.report.a')\n"),
-        "stray.py": "",
-    })
+    root = _fake_package(
+        tmp_path,
+        {
+            "__init__.py": "",
+            "scoring/__init__.py": "",
+            "scoring/x.py": "def f():\n    from belief_tasks.tasks import y  # inside a function: still an import\n",
+            "tasks/__init__.py": "",
+            "tasks/y.py": "from belief_tasks.tasks import z\n",
+            "tasks/z.py": "from belief_tasks.tasks import y\n",
+            "report/__init__.py": (
+                "from importlib import import_module\nsections = import_module('belief_tasks.report.a')\n"
+            ),
+            "stray.py": "",
+        },
+    )
     assert sorted(layers(root)) == [
         "belief_tasks/report/__init__.py: loads a module by name",
         "belief_tasks/scoring/x.py (scoring) imports belief_tasks.tasks.y (harness glue), a layer above it",
@@ -53,12 +57,16 @@ def test_the_check_finds_imports_upwards_circles_unplaced_modules_and_loading_by
 
 def test_layers_below_the_harness_glue_import_no_heavy_library():
     """Every module of layers 1 to 5 imported in a fresh process: lm-eval, torch, transformers, datasets stay out."""
-    code = ("import importlib, json, sys\nsys.path.insert(0, 'tests')\nfrom pathlib import Path\n"
-            "from layout_checks import modules_up_to\nmods = modules_up_to(Path('.').resolve(), 5)\n"
-            "for m in mods:\n    importlib.import_module(m)\n"
-            "heavy = ('lm_eval', 'torch', 'transformers', 'datasets')\n"
-            "print(json.dumps([len(mods), [m for m in heavy if m in sys.modules]]))\n")
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=str(ROOT), env=env_with_checkout())
+    code = (
+        "import importlib, json, sys\nsys.path.insert(0, 'tests')\nfrom pathlib import Path\n"
+        "from layout_checks import modules_up_to\nmods = modules_up_to(Path('.').resolve(), 5)\n"
+        "for m in mods:\n    importlib.import_module(m)\n"
+        "heavy = ('lm_eval', 'torch', 'transformers', 'datasets')\n"
+        "print(json.dumps([len(mods), [m for m in heavy if m in sys.modules]]))\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=str(ROOT), env=env_with_checkout()
+    )
     assert proc.returncode == 0, proc.stderr
     n_modules, heavy = json.loads(proc.stdout.splitlines()[-1])
     assert n_modules > 40 and heavy == []
@@ -70,17 +78,29 @@ def test_a_full_report_loads_neither_lm_eval_nor_torch(tmp_path):
     from test_report_synthetic import ICL_A, ICL_A_HAND, bear_records, iclke_run, mlm_record, monitor_record, write_run
 
     mlm = [mlm_record("f1", "t1", "paris", 1, 0.8), mlm_record("f2", "t1", "lyon", 2, 0.4)]
-    monitor = [monitor_record(rel, f"{rel}_{i}", [0.8, 0.6], [[0.7, 0.6], [0.2, 0.3]], [[0.4, 0.5]], [1, 0])
-               for rel in ("P1", "P2") for i in range(2)]
-    tasks = {"belief_mp_zeroshot": ICL_A, "belief_bear": bear_records(), "belief_iclke": iclke_run({"R1": {"a1"}}),
-             "belief_mlm_myriadlama": mlm, "belief_monitor": monitor}
+    monitor = [
+        monitor_record(rel, f"{rel}_{i}", [0.8, 0.6], [[0.7, 0.6], [0.2, 0.3]], [[0.4, 0.5]], [1, 0])
+        for rel in ("P1", "P2")
+        for i in range(2)
+    ]
+    tasks = {
+        "belief_mp_zeroshot": ICL_A,
+        "belief_bear": bear_records(),
+        "belief_iclke": iclke_run({"R1": {"a1"}}),
+        "belief_mlm_myriadlama": mlm,
+        "belief_monitor": monitor,
+    }
     write_run(tmp_path / "runs", "m", tasks, {**{t: {} for t in tasks}, "belief_mp_zeroshot": ICL_A_HAND})
-    code = ("import atexit, json, sys\n"
-            "atexit.register(lambda: print(json.dumps([m for m in ('lm_eval', 'datasets', 'torch', 'transformers') "
-            "if m in sys.modules])))\n"
-            "from belief_tasks.report.cli import main\n"
-            f"sys.exit(main([{str(tmp_path / 'runs')!r}, '--out', {str(tmp_path / 'r')!r}, '--quiet', '--strict']))\n")
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=str(ROOT), env=env_with_checkout())
+    code = (
+        "import atexit, json, sys\n"
+        "atexit.register(lambda: print(json.dumps([m for m in ('lm_eval', 'datasets', 'torch', 'transformers') "
+        "if m in sys.modules])))\n"
+        "from belief_tasks.report.cli import main\n"
+        f"sys.exit(main([{str(tmp_path / 'runs')!r}, '--out', {str(tmp_path / 'r')!r}, '--quiet', '--strict']))\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=str(ROOT), env=env_with_checkout()
+    )
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout.splitlines()[-1]) == []
     report = (tmp_path / "r" / "report.md").read_text()

@@ -21,17 +21,26 @@ from belief_tasks.sources import Source
 
 # ---------------------------------------------------------------- good fixtures
 
+
 def bear_folder(tmp: Path, *, templates=None, space=None, rows=None, raw_rows: str | None = None) -> Path:
     folder = tmp / "BEAR"
     folder.mkdir()
-    meta = {"P36": {"templates": templates or ["The capital of [X] is [Y].", "[Y] is the capital of [X]."],
-                    "answer_space_labels": space if space is not None else ["Paris", "Rome"],
-                    "answer_space_ids": ["Q90", "Q220"][: len(space) if space is not None else 2]}}
+    meta = {
+        "P36": {
+            "templates": templates or ["The capital of [X] is [Y].", "[Y] is the capital of [X]."],
+            "answer_space_labels": space if space is not None else ["Paris", "Rome"],
+            "answer_space_ids": ["Q90", "Q220"][: len(space) if space is not None else 2],
+        }
+    }
     (folder / "metadata_relations.json").write_text(json.dumps(meta))
-    rows = rows if rows is not None else [
-        {"sub_id": "Q142", "sub_label": "France", "sub_aliases": [], "obj_id": "Q90", "obj_label": "Paris"},
-        {"sub_id": "Q38", "sub_label": "Italy", "sub_aliases": [], "obj_id": "Q220", "obj_label": "Rome"},
-    ]
+    rows = (
+        rows
+        if rows is not None
+        else [
+            {"sub_id": "Q142", "sub_label": "France", "sub_aliases": [], "obj_id": "Q90", "obj_label": "Paris"},
+            {"sub_id": "Q38", "sub_label": "Italy", "sub_aliases": [], "obj_id": "Q220", "obj_label": "Rome"},
+        ]
+    )
     text = raw_rows if raw_rows is not None else "\n".join(json.dumps(r) for r in rows)
     (folder / "P36.jsonl").write_text(text)
     return folder
@@ -50,8 +59,15 @@ def fktc_folder(tmp: Path, lines: list | None = None, raw: bytes | None = None) 
 
 
 def trex_folder(tmp: Path, test_rows: list[dict]) -> Path:
-    good = {"Relation_ID": "P36", "Relation Name": "capital", "Subject": "France", "Object": "Paris",
-            "Multiple Choices": "['Rome', 'Berlin']", "Title": "", "Text": ""}
+    good = {
+        "Relation_ID": "P36",
+        "Relation Name": "capital",
+        "Subject": "France",
+        "Object": "Paris",
+        "Multiple Choices": "['Rome', 'Berlin']",
+        "Title": "",
+        "Text": "",
+    }
     (tmp / "train.jsonl").write_text(json.dumps(good))
     # a value of ... drops the column
     rows = [{k: v for k, v in {**good, **r}.items() if v is not ...} for r in test_rows]
@@ -61,11 +77,15 @@ def trex_folder(tmp: Path, test_rows: list[dict]) -> Path:
 
 def sample_folder(tmp: Path, **changes) -> Path:
     rel = {
-        "id": "P36", "name": "capital", "cardinality": "1:1",
+        "id": "P36",
+        "name": "capital",
+        "cardinality": "1:1",
         "templates": [{"id": "P36_t0", "text": "The capital of [X] is [Y].", "kind": "statement", "manual": True}],
         "frames": ["What is the capital of [X]?"],
         "answer_space": [{"label": "Paris"}, {"label": "Rome"}],
-        "facts": [{"id": "P36_001", "subject": {"label": "France"}, "objects": [{"label": "Paris"}], "negatives": ["Rome"]}],
+        "facts": [
+            {"id": "P36_001", "subject": {"label": "France"}, "objects": [{"label": "Paris"}], "negatives": ["Rome"]}
+        ],
     }
     for key, value in changes.items():
         if key == "fact":
@@ -87,62 +107,215 @@ GOOD_BEAR_ROW = {"sub_id": "Q142", "sub_label": "France", "sub_aliases": [], "ob
 
 CASES = {
     # name: (build(tmp) -> callable that loads, file name part, row, field)
-    "bear missing column": (lambda t: lambda: load_bear_folder(bear_folder(t, rows=[_no_col(GOOD_BEAR_ROW, "obj_label")])),
-                            "P36.jsonl", 1, "obj_label"),
-    "bear empty column": (lambda t: lambda: load_bear_folder(bear_folder(t, rows=[{**GOOD_BEAR_ROW, "obj_label": ""}])),
-                          "P36.jsonl", 1, "obj_label"),
-    "trex missing column": (lambda t: lambda: load_trex_mc(Source("local", "trex_mc", str(trex_folder(t, [{"Object": ...}])))),
-                            "test.jsonl", 1, "Object"),
-    "trex empty column": (lambda t: lambda: load_trex_mc(Source("local", "trex_mc", str(trex_folder(t, [{"Object": " "}])))),
-                          "test.jsonl", 1, "Object"),
-    "template without [X]": (lambda t: lambda: load_bear_folder(bear_folder(t, templates=["The capital is [Y]."])),
-                             "metadata_relations.json", "P36", "templates[0]"),
-    "template without [Y]": (lambda t: lambda: load_bear_folder(bear_folder(t, templates=["[X] has a capital."])),
-                             "metadata_relations.json", "P36", "templates[0]"),
-    "template with two [X]": (lambda t: lambda: load_bear_folder(bear_folder(t, templates=["[X] and [X] share [Y]."])),
-                              "metadata_relations.json", "P36", "templates[0]"),
-    "sample template with two [Y]": (lambda t: lambda: load_folder(sample_folder(t, templates=[{"text": "[X]: [Y] or [Y]."}]), "s"),
-                                     "P36.json", "templates[0]", "text"),
-    "empty answer space": (lambda t: lambda: load_bear_folder(bear_folder(t, space=[])),
-                           "metadata_relations.json", "P36", "answer_space_labels"),
-    "duplicated answer space": (lambda t: lambda: load_folder(sample_folder(t, answer_space=[{"label": "Paris"}, {"label": "Paris"}]), "s"),
-                                "P36.json", "P36", "answer_space"),
-    "gold missing from answer space": (lambda t: lambda: load_bear_folder(bear_folder(t, space=["Paris", "Madrid"])),
-                                       "P36.jsonl", "2", "obj_label"),
+    "bear missing column": (
+        lambda t: lambda: load_bear_folder(bear_folder(t, rows=[_no_col(GOOD_BEAR_ROW, "obj_label")])),
+        "P36.jsonl",
+        1,
+        "obj_label",
+    ),
+    "bear empty column": (
+        lambda t: lambda: load_bear_folder(bear_folder(t, rows=[{**GOOD_BEAR_ROW, "obj_label": ""}])),
+        "P36.jsonl",
+        1,
+        "obj_label",
+    ),
+    "trex missing column": (
+        lambda t: lambda: load_trex_mc(Source("local", "trex_mc", str(trex_folder(t, [{"Object": ...}])))),
+        "test.jsonl",
+        1,
+        "Object",
+    ),
+    "trex empty column": (
+        lambda t: lambda: load_trex_mc(Source("local", "trex_mc", str(trex_folder(t, [{"Object": " "}])))),
+        "test.jsonl",
+        1,
+        "Object",
+    ),
+    "template without [X]": (
+        lambda t: lambda: load_bear_folder(bear_folder(t, templates=["The capital is [Y]."])),
+        "metadata_relations.json",
+        "P36",
+        "templates[0]",
+    ),
+    "template without [Y]": (
+        lambda t: lambda: load_bear_folder(bear_folder(t, templates=["[X] has a capital."])),
+        "metadata_relations.json",
+        "P36",
+        "templates[0]",
+    ),
+    "template with two [X]": (
+        lambda t: lambda: load_bear_folder(bear_folder(t, templates=["[X] and [X] share [Y]."])),
+        "metadata_relations.json",
+        "P36",
+        "templates[0]",
+    ),
+    "sample template with two [Y]": (
+        lambda t: lambda: load_folder(sample_folder(t, templates=[{"text": "[X]: [Y] or [Y]."}]), "s"),
+        "P36.json",
+        "templates[0]",
+        "text",
+    ),
+    "empty answer space": (
+        lambda t: lambda: load_bear_folder(bear_folder(t, space=[])),
+        "metadata_relations.json",
+        "P36",
+        "answer_space_labels",
+    ),
+    "duplicated answer space": (
+        lambda t: lambda: load_folder(sample_folder(t, answer_space=[{"label": "Paris"}, {"label": "Paris"}]), "s"),
+        "P36.json",
+        "P36",
+        "answer_space",
+    ),
+    "gold missing from answer space": (
+        lambda t: lambda: load_bear_folder(bear_folder(t, space=["Paris", "Madrid"])),
+        "P36.jsonl",
+        "2",
+        "obj_label",
+    ),
     "gold missing from choices": (lambda t: lambda: rows_or_choices_missing_gold(t), "P36.json", "P36_001", "choices"),
-    "duplicated choices": (lambda t: lambda: load_trex_mc(Source("local", "trex_mc", str(trex_folder(t, [{"Multiple Choices": "['Rome', 'Rome']"}])))),
-                           "test.jsonl", 1, "Multiple Choices"),
-    "negative equals object": (lambda t: lambda: load_fktc_folder(fktc_folder(t, [
-        {"relations": ["What is the capital of [X]?"]},
-        {"subject": "France", "object": "Paris", "taxonomy": ["Rome", "paris", "Madrid", "Vienna", "Lisbon"]}])),
-                               "P36-subclass.json", 2, "taxonomy"),
-    "non-UTF-8 file": (lambda t: lambda: load_fktc_folder(fktc_folder(t, raw=b'{"relations": ["What is [X]?"]}\n{"subject": "Z\xfcrich", "object": "x", "taxonomy": []}')),
-                       "P36-subclass.json", 2, None),
-    "truncated JSON line": (lambda t: lambda: load_bear_folder(bear_folder(t, raw_rows=json.dumps(GOOD_BEAR_ROW) + '\n{"sub_id": "Q38", "sub_la')),
-                            "P36.jsonl", 2, None),
-    "choice list that is not a list": (lambda t: lambda: load_trex_mc(Source("local", "trex_mc", str(trex_folder(t, [{"Multiple Choices": "'Rome'"}])))),
-                                       "test.jsonl", 1, "Multiple Choices"),
-    "choice list that is code": (lambda t: lambda: load_trex_mc(Source("local", "trex_mc", str(trex_folder(t, [{"Multiple Choices": "__import__('os').getcwd()"}])))),
-                                 "test.jsonl", 1, "Multiple Choices"),
-    "empty subject": (lambda t: lambda: load_bear_folder(bear_folder(t, rows=[{**GOOD_BEAR_ROW, "sub_label": ""}])),
-                      "P36.jsonl", 1, "sub_label"),
-    "whitespace subject": (lambda t: lambda: load_fktc_folder(fktc_folder(t, [
-        {"relations": ["What is the capital of [X]?"]},
-        {"subject": "   ", "object": "Paris", "taxonomy": ["Rome", "Berlin", "Madrid", "Vienna", "Lisbon"]}])),
-                           "P36-subclass.json", 2, "subject"),
+    "duplicated choices": (
+        lambda t: (
+            lambda: load_trex_mc(
+                Source("local", "trex_mc", str(trex_folder(t, [{"Multiple Choices": "['Rome', 'Rome']"}])))
+            )
+        ),
+        "test.jsonl",
+        1,
+        "Multiple Choices",
+    ),
+    "negative equals object": (
+        lambda t: (
+            lambda: load_fktc_folder(
+                fktc_folder(
+                    t,
+                    [
+                        {"relations": ["What is the capital of [X]?"]},
+                        {
+                            "subject": "France",
+                            "object": "Paris",
+                            "taxonomy": ["Rome", "paris", "Madrid", "Vienna", "Lisbon"],
+                        },
+                    ],
+                )
+            )
+        ),
+        "P36-subclass.json",
+        2,
+        "taxonomy",
+    ),
+    "non-UTF-8 file": (
+        lambda t: (
+            lambda: load_fktc_folder(
+                fktc_folder(
+                    t, raw=b'{"relations": ["What is [X]?"]}\n{"subject": "Z\xfcrich", "object": "x", "taxonomy": []}'
+                )
+            )
+        ),
+        "P36-subclass.json",
+        2,
+        None,
+    ),
+    "truncated JSON line": (
+        lambda t: (
+            lambda: load_bear_folder(bear_folder(t, raw_rows=json.dumps(GOOD_BEAR_ROW) + '\n{"sub_id": "Q38", "sub_la'))
+        ),
+        "P36.jsonl",
+        2,
+        None,
+    ),
+    "choice list that is not a list": (
+        lambda t: (
+            lambda: load_trex_mc(Source("local", "trex_mc", str(trex_folder(t, [{"Multiple Choices": "'Rome'"}]))))
+        ),
+        "test.jsonl",
+        1,
+        "Multiple Choices",
+    ),
+    "choice list that is code": (
+        lambda t: (
+            lambda: load_trex_mc(
+                Source("local", "trex_mc", str(trex_folder(t, [{"Multiple Choices": "__import__('os').getcwd()"}])))
+            )
+        ),
+        "test.jsonl",
+        1,
+        "Multiple Choices",
+    ),
+    "empty subject": (
+        lambda t: lambda: load_bear_folder(bear_folder(t, rows=[{**GOOD_BEAR_ROW, "sub_label": ""}])),
+        "P36.jsonl",
+        1,
+        "sub_label",
+    ),
+    "whitespace subject": (
+        lambda t: (
+            lambda: load_fktc_folder(
+                fktc_folder(
+                    t,
+                    [
+                        {"relations": ["What is the capital of [X]?"]},
+                        {
+                            "subject": "   ",
+                            "object": "Paris",
+                            "taxonomy": ["Rome", "Berlin", "Madrid", "Vienna", "Lisbon"],
+                        },
+                    ],
+                )
+            )
+        ),
+        "P36-subclass.json",
+        2,
+        "subject",
+    ),
     # fail-fast issue: what used to pass silently
-    "bear relation declared without its file": (lambda t: lambda: load_bear_folder(bear_without_file(t)),
-                                                "metadata_relations.json", "P19", None),
-    "bear answer_idx disagrees with obj_label": (lambda t: lambda: load_bear_folder(bear_folder(t, rows=[{**GOOD_BEAR_ROW, "answer_idx": 1}])),
-                                                 "P36.jsonl", 1, "answer_idx"),
-    "bear obj_id disagrees with obj_label": (lambda t: lambda: load_bear_folder(bear_folder(t, rows=[{**GOOD_BEAR_ROW, "obj_id": "Q220"}])),
-                                             "P36.jsonl", 1, "obj_id"),
-    "bear duplicated answer-space label": (lambda t: lambda: load_bear_folder(bear_folder(t, space=["Paris", "Paris"])),
-                                           "metadata_relations.json", "P36", "answer_space_labels"),
+    "bear relation declared without its file": (
+        lambda t: lambda: load_bear_folder(bear_without_file(t)),
+        "metadata_relations.json",
+        "P19",
+        None,
+    ),
+    "bear answer_idx disagrees with obj_label": (
+        lambda t: lambda: load_bear_folder(bear_folder(t, rows=[{**GOOD_BEAR_ROW, "answer_idx": 1}])),
+        "P36.jsonl",
+        1,
+        "answer_idx",
+    ),
+    "bear obj_id disagrees with obj_label": (
+        lambda t: lambda: load_bear_folder(bear_folder(t, rows=[{**GOOD_BEAR_ROW, "obj_id": "Q220"}])),
+        "P36.jsonl",
+        1,
+        "obj_id",
+    ),
+    "bear duplicated answer-space label": (
+        lambda t: lambda: load_bear_folder(bear_folder(t, space=["Paris", "Paris"])),
+        "metadata_relations.json",
+        "P36",
+        "answer_space_labels",
+    ),
     "fktc copy with another checksum": (lambda t: lambda: fktc_checksum_mismatch(t), "P36-subclass.json", None, None),
-    "myriadlama whitespace subject": (lambda t: lambda: rows_to_factset([{"uuid": "u1", "rel_uri": "P30", "sub_ent": " ", "obj_ents": ["Europe"],
-                                                                          "obj_aliases": [[]], "obj_uris": ["Q46"], "template": "[X] is in [Y].", "is_manual": True}], "ml.jsonl"),
-                                      "ml.jsonl", 1, "sub_ent"),
+    "myriadlama whitespace subject": (
+        lambda t: (
+            lambda: rows_to_factset(
+                [
+                    {
+                        "uuid": "u1",
+                        "rel_uri": "P30",
+                        "sub_ent": " ",
+                        "obj_ents": ["Europe"],
+                        "obj_aliases": [[]],
+                        "obj_uris": ["Q46"],
+                        "template": "[X] is in [Y].",
+                        "is_manual": True,
+                    }
+                ],
+                "ml.jsonl",
+            )
+        ),
+        "ml.jsonl",
+        1,
+        "sub_ent",
+    ),
 }
 
 
@@ -165,8 +338,11 @@ def rows_or_choices_missing_gold(tmp: Path):
     # A fact whose explicit choices lack its gold object.
     from belief_tasks.schema import Entity, Fact, FactSet, Relation, validate_factset
 
-    fs = FactSet("s", {"P36": Relation("P36", "capital")},
-                 [Fact("P36_001", "P36", Entity("France"), (Entity("Paris"),), choices=("Rome", "Berlin"))])
+    fs = FactSet(
+        "s",
+        {"P36": Relation("P36", "capital")},
+        [Fact("P36_001", "P36", Entity("France"), (Entity("Paris"),), choices=("Rome", "Berlin"))],
+    )
     return validate_factset(fs, file=str(tmp / "P36.json"))
 
 
@@ -201,8 +377,17 @@ def test_a_byte_order_mark_is_read(tmp_path):
 
 
 def test_consistent_answer_idx_and_obj_id_load(tmp_path):
-    rows = [{**GOOD_BEAR_ROW, "answer_idx": 0}, {"sub_id": "Q38", "sub_label": "Italy", "sub_aliases": [], "obj_id": "Q220",
-                                                 "obj_label": "Rome", "answer_idx": 1}]
+    rows = [
+        {**GOOD_BEAR_ROW, "answer_idx": 0},
+        {
+            "sub_id": "Q38",
+            "sub_label": "Italy",
+            "sub_aliases": [],
+            "obj_id": "Q220",
+            "obj_label": "Rome",
+            "answer_idx": 1,
+        },
+    ]
     fs = load_bear_folder(bear_folder(tmp_path, rows=rows))
     assert [f.object.id for f in fs] == ["Q90", "Q220"]
 
@@ -210,14 +395,17 @@ def test_consistent_answer_idx_and_obj_id_load(tmp_path):
 # ---------------------------------------------------------------- knobs
 
 
-@pytest.mark.parametrize("metadata, knob, says", [
-    ({"confidence_samples": 2.5}, "confidence_samples", "2.5 is not an integer >= 0"),
-    ({"max_facts_per_relation": -1}, "max_facts_per_relation", "-1 is not an integer >= 1"),
-    ({"max_facts_per_relation": "abc"}, "max_facts_per_relation", "'abc' is not an integer"),
-    ({"seed": "x"}, "seed", "'x' is not an integer"),
-    ({"mp_templates": "some"}, "mp_templates", "one of 'manual', 'all'"),
-    ({"confidence_prompts": True}, "confidence_prompts", "True is not an integer"),
-])
+@pytest.mark.parametrize(
+    "metadata, knob, says",
+    [
+        ({"confidence_samples": 2.5}, "confidence_samples", "2.5 is not an integer >= 0"),
+        ({"max_facts_per_relation": -1}, "max_facts_per_relation", "-1 is not an integer >= 1"),
+        ({"max_facts_per_relation": "abc"}, "max_facts_per_relation", "'abc' is not an integer"),
+        ({"seed": "x"}, "seed", "'x' is not an integer"),
+        ({"mp_templates": "some"}, "mp_templates", "one of 'manual', 'all'"),
+        ({"confidence_prompts": True}, "confidence_prompts", "True is not an integer"),
+    ],
+)
 def test_a_bad_knob_value_names_the_knob_and_what_it_accepts(metadata, knob, says):
     from belief_tasks.options import KnobError
     from belief_tasks.tasks.base import check_metadata
@@ -235,16 +423,28 @@ def test_a_misspelt_knob_is_refused_with_the_closest_name():
 
     model_args = frozenset({"pretrained", "dtype"})  # the run's model-argument keys, as belief-eval hands them over
     with pytest.raises(KnobError, match="did you mean 'max_facts_per_relation'"):
-        check_metadata({"max_facts_per_relaton": 3, "pretrained": "m", "dtype": "float32"}, OPTIONS, model_args=model_args)
-    assert check_metadata({"max_facts_per_relation": 3, "pretrained": "m", "dtype": "float32", "version": 1.0}, OPTIONS,
-                          model_args=model_args) is None
+        check_metadata(
+            {"max_facts_per_relaton": 3, "pretrained": "m", "dtype": "float32"}, OPTIONS, model_args=model_args
+        )
+    assert (
+        check_metadata(
+            {"max_facts_per_relation": 3, "pretrained": "m", "dtype": "float32", "version": 1.0},
+            OPTIONS,
+            model_args=model_args,
+        )
+        is None
+    )
     with pytest.raises(KnobError, match="'dtype': unknown key"):  # not declared: not a model argument of this run
         check_metadata({"dtype": "float32"}, OPTIONS, model_args=frozenset({"pretrained"}))
     # one --metadata serves every task of a command: another family's knob is not unknown here
     from belief_tasks.tasks import bear
 
-    assert check_metadata({"confidence_samples": 2, "templates": "0", "pretrained": "m"}, bear.OPTIONS,
-                          model_args=model_args) is None
+    assert (
+        check_metadata(
+            {"confidence_samples": 2, "templates": "0", "pretrained": "m"}, bear.OPTIONS, model_args=model_args
+        )
+        is None
+    )
     # a bare lm_eval cannot tell a model argument from a knob: the task gets the error back to warn of
     found = check_metadata({"max_facts_per_relaton": 3}, OPTIONS)
     assert isinstance(found, KnobError) and "did you mean 'max_facts_per_relation'" in str(found)
@@ -286,19 +486,36 @@ def test_fktc_checksums_match_the_real_files(shared_data):
 # ---------------------------------------------------------------- belief-eval: before the model, one paragraph
 
 
-@pytest.mark.parametrize("metadata, extra, says", [
-    ({"source": "sample", "max_facts_per_relaton": 3}, [], "did you mean 'max_facts_per_relation'"),
-    ({"source": "sample", "confidence_samples": 2.5}, [], "'confidence_samples': 2.5 is not an integer"),
-    ({"bear_path": "/nonexistent/BEAR"}, [], "does not exist"),
-    ({"source": "sample"}, ["--limit", "0"], "--limit 0 evaluates no document"),
-])
+@pytest.mark.parametrize(
+    "metadata, extra, says",
+    [
+        ({"source": "sample", "max_facts_per_relaton": 3}, [], "did you mean 'max_facts_per_relation'"),
+        ({"source": "sample", "confidence_samples": 2.5}, [], "'confidence_samples': 2.5 is not an integer"),
+        ({"bear_path": "/nonexistent/BEAR"}, [], "does not exist"),
+        ({"source": "sample"}, ["--limit", "0"], "--limit 0 evaluates no document"),
+    ],
+)
 def test_belief_eval_refuses_bad_input_before_loading_the_model(tmp_path, metadata, extra, says):
     from harness import run_cli
 
     # the model path does not exist: reaching the model load would fail differently
     task = "belief_bear" if "bear_path" in metadata else "belief_mp_zeroshot"
-    out = run_cli(["--model", "hf", "--model_args", f"pretrained={tmp_path / 'no-model'}", "--tasks", task,
-                   "--metadata", json.dumps(metadata), "--output_path", str(tmp_path / "out"), *extra], timeout=300)
+    out = run_cli(
+        [
+            "--model",
+            "hf",
+            "--model_args",
+            f"pretrained={tmp_path / 'no-model'}",
+            "--tasks",
+            task,
+            "--metadata",
+            json.dumps(metadata),
+            "--output_path",
+            str(tmp_path / "out"),
+            *extra,
+        ],
+        timeout=300,
+    )
     assert out.returncode == 2, out.stderr[-3000:]
     lines = [line for line in out.stderr.splitlines() if line.startswith("belief-eval:")]
     assert len(lines) == 1 and says in lines[0], out.stderr[-3000:]

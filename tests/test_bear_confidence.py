@@ -77,8 +77,17 @@ def test_support_weighted_mean_leaves_out_relations_without_a_value():
 
 
 def _record(relation, scores, gold, template=0):
-    return {"relation": relation, "fact_id": f"{relation}_{len(scores)}", "template_index": template, "gold": [gold],
-            "ll": list(scores), "n_tokens": None, "reduction": "sum", "cardinality": "1:1", "domains": []}
+    return {
+        "relation": relation,
+        "fact_id": f"{relation}_{len(scores)}",
+        "template_index": template,
+        "gold": [gold],
+        "ll": list(scores),
+        "n_tokens": None,
+        "reduction": "sum",
+        "cardinality": "1:1",
+        "domains": [],
+    }
 
 
 def test_aggregations_weight_relations_by_support():
@@ -98,7 +107,8 @@ def test_aggregations_weight_relations_by_support():
     # stderr with the weights fixed: sqrt(n / (n - 1) * sum w^2 (x - m)^2) / sum w
     m = (2 * 0.5 + 0.9) / 3
     assert SC.METRICS["confidence_correct"].stderr(records) == pytest.approx(
-        math.sqrt(2 / 1 * (2**2 * (0.5 - m) ** 2 + 1 * (0.9 - m) ** 2)) / 3)
+        math.sqrt(2 / 1 * (2**2 * (0.5 - m) ** 2 + 1 * (0.9 - m) ** 2)) / 3
+    )
     assert math.isnan(SC.METRICS["confidence_incorrect"].stderr(records))  # one wrong row: no spread to estimate
     # a relation without a value (R2: one distinct answer, no uncertainty) is left out of the stderr too
     assert SC.METRICS["uncertainty"].stderr(records) == pytest.approx(np.std([H_A, H_B], ddof=1) / math.sqrt(2))
@@ -117,7 +127,13 @@ def test_equal_to_lm_pub_quiz_on_random_scores():
             continue
         table = pd.DataFrame({"pll_scores": [list(s) for s in scores], "answer_idx": golds})
         ours = MB.relation_confidence(scores, golds)
-        for cls in (conf.SoftmaxBase, conf.ConfidenceMargin, conf.ConfidenceScore, conf.UncertaintyScore, conf.BrierScore):
+        for cls in (
+            conf.SoftmaxBase,
+            conf.ConfidenceMargin,
+            conf.ConfidenceScore,
+            conf.UncertaintyScore,
+            conf.BrierScore,
+        ):
             metric = cls()
             metric.add_instances_from_table(table)
             for name, theirs in metric.compute().items():
@@ -148,7 +164,11 @@ def test_report_calibration_view(tmp_path):
     assert close(row["uncertainty_correct"], H_A) and close(row["confidence_stderr"], 0.05)  # sd(.5, .6) / sqrt 2
     (rel,) = read_csv(tables / "bear_confidence_relations.csv")
     assert rel["relation"] == "R1" and close(rel["margin_all"], 0.325) and close(rel["confidence_incorrect"], 0.6)
-    softmax = [float(r[k]) for r in read_csv(tables / "bear_avg_softmax.csv") for k in ("option", "all", "correct", "incorrect")]
+    softmax = [
+        float(r[k])
+        for r in read_csv(tables / "bear_avg_softmax.csv")
+        for k in ("option", "all", "correct", "incorrect")
+    ]
     assert softmax == pytest.approx([0, 0.35, 0.5, 0.2, 1, 0.425, 0.25, 0.6, 2, 0.225, 0.25, 0.2])
     (bin_,) = read_csv(tables / "bear_calibration_bins.csv")  # two instances: one bin
     assert close(bin_["confidence"], 0.55) and close(bin_["accuracy"], 0.5)
@@ -167,10 +187,22 @@ def test_a_budgeted_run_of_every_fact_estimates_the_plain_values():
     for i in range(12):
         for rel, k in (("P1", 3), ("P2", 5)):
             for t in range(2):
-                records.append({"relation": rel, "fact_id": f"{rel}_{i}", "template_index": t,
-                                "gold": [int(rng.integers(0, k))], "ll": rng.normal(0, 2, k).tolist(), "n_tokens": None,
-                                "reduction": "sum", "cardinality": "1:N", "domains": [],
-                                "budget": 1.0, "population": 12, "drawn": 12})
+                records.append(
+                    {
+                        "relation": rel,
+                        "fact_id": f"{rel}_{i}",
+                        "template_index": t,
+                        "gold": [int(rng.integers(0, k))],
+                        "ll": rng.normal(0, 2, k).tolist(),
+                        "n_tokens": None,
+                        "reduction": "sum",
+                        "cardinality": "1:N",
+                        "domains": [],
+                        "budget": 1.0,
+                        "population": 12,
+                        "drawn": 12,
+                    }
+                )
     for name in ("confidence", "confidence_correct", "margin_incorrect", "brier"):
         agg = Aggregation(name, SC.METRICS[name], BEAR.budgeted)
         assert agg(records) == pytest.approx(SC.METRICS[name].aggregation(records), rel=1e-12), name

@@ -47,9 +47,15 @@ def lm_pub_quiz_scores(kind, model, records, folder: Path, **evaluator_kw):
     out = []
     for r in records:
         row = json.loads(rows[r["relation"]][int(r["fact_id"].rsplit("_", 1)[1]) - 1])
-        out.append(ev.evaluate_instance(template=meta[r["relation"]]["templates"][r["template_index"]],
-                                        answers=meta[r["relation"]]["answer_space_labels"],
-                                        subject=row["sub_label"], reduction=r["reduction"], batch_size=8))
+        out.append(
+            ev.evaluate_instance(
+                template=meta[r["relation"]]["templates"][r["template_index"]],
+                answers=meta[r["relation"]]["answer_space_labels"],
+                subject=row["sub_label"],
+                reduction=r["reduction"],
+                batch_size=8,
+            )
+        )
     return out
 
 
@@ -63,8 +69,12 @@ def assert_same_as_lm_pub_quiz(records, reference):
 
 
 def test_causal_lm_on_real_bear_rows(model_path, bear_subset):
-    res = evaluate(["belief_bear"], f"pretrained={model_path},dtype=float32,device=cpu",
-                   metadata={"source": "", "bear_path": str(bear_subset)}, batch_size=32)
+    res = evaluate(
+        ["belief_bear"],
+        f"pretrained={model_path},dtype=float32,device=cpu",
+        metadata={"source": "", "bear_path": str(bear_subset)},
+        batch_size=32,
+    )
     recs = records_of(res)
     assert len(recs) == ROWS * 3 and all(len(r["ll"]) == 6 for r in recs)
     m = res["results"]["belief_bear"]
@@ -78,23 +88,35 @@ def test_causal_lm_on_real_bear_rows(model_path, bear_subset):
 
 def test_answer_to_end_switch_is_lm_pub_quiz_conditional_score(model_path, bear_subset):
     # add_bos_token=True: lm-pub-quiz conditions on BOS; lm-eval adds none to a non-empty context otherwise.
-    res = evaluate(["belief_bear"], f"pretrained={model_path},dtype=float32,device=cpu,add_bos_token=True",
-                   metadata={"source": "", "bear_path": str(bear_subset), "scoring": "answer_to_end", "templates": "0"},
-                   batch_size=32, limit=2)
+    res = evaluate(
+        ["belief_bear"],
+        f"pretrained={model_path},dtype=float32,device=cpu,add_bos_token=True",
+        metadata={"source": "", "bear_path": str(bear_subset), "scoring": "answer_to_end", "templates": "0"},
+        batch_size=32,
+        limit=2,
+    )
     recs = records_of(res)
     assert [r["scoring"] for r in recs] == ["answer_to_end"] * 2
     assert_same_as_lm_pub_quiz(recs, lm_pub_quiz_scores("CLM", model_path, recs, bear_subset, conditional_score=True))
     # answer-only scores are a part of the answer_to_end ones: each is larger (less negative) than the whole
-    res2 = evaluate(["belief_bear"], f"pretrained={model_path},dtype=float32,device=cpu,add_bos_token=True",
-                    metadata={"source": "", "bear_path": str(bear_subset), "scoring": "answer", "templates": "0"},
-                    batch_size=32, limit=2)
+    res2 = evaluate(
+        ["belief_bear"],
+        f"pretrained={model_path},dtype=float32,device=cpu,add_bos_token=True",
+        metadata={"source": "", "bear_path": str(bear_subset), "scoring": "answer", "templates": "0"},
+        batch_size=32,
+        limit=2,
+    )
     for a, b in zip(records_of(res2), recs):
         assert all(x > y for x, y in zip(a["ll"], b["ll"]))
 
 
 def test_causal_lm_on_the_sample(model_path):
-    res = evaluate(["belief_bear"], f"pretrained={model_path},dtype=float32,device=cpu",
-                   metadata={"relations": "P36", "max_facts_per_relation": 3, "templates": "0"}, batch_size=32)
+    res = evaluate(
+        ["belief_bear"],
+        f"pretrained={model_path},dtype=float32,device=cpu",
+        metadata={"relations": "P36", "max_facts_per_relation": 3, "templates": "0"},
+        batch_size=32,
+    )
     recs = records_of(res)
     assert len(recs) == 3 and len(recs[0]["ll"]) >= 40
     m = res["results"]["belief_bear"]
@@ -116,10 +138,16 @@ def test_masked_lm_on_hf_mlm(tiny_bert, reduction, tmp_path):
 
     from belief_tasks.data import load_facts
 
-    md = {"relations": "P36", "max_facts_per_relation": 3, "templates": "0,1", "reduction": reduction,
-          "pretrained": str(tiny_bert)}
-    res = evaluate(["belief_bear"], f"pretrained={tiny_bert},dtype=float32,device=cpu", model="hf-mlm",
-                   metadata=md, batch_size=64)
+    md = {
+        "relations": "P36",
+        "max_facts_per_relation": 3,
+        "templates": "0,1",
+        "reduction": reduction,
+        "pretrained": str(tiny_bert),
+    }
+    res = evaluate(
+        ["belief_bear"], f"pretrained={tiny_bert},dtype=float32,device=cpu", model="hf-mlm", metadata=md, batch_size=64
+    )
     recs = records_of(res)
     assert len(recs) == 6
     # the tiny model puts ~all mass on "paris": every statement with Paris wins
@@ -129,7 +157,11 @@ def test_masked_lm_on_hf_mlm(tiny_bert, reduction, tmp_path):
     ev = Evaluator.from_model(str(tiny_bert), model_type="MLM", device="cpu")
     for r in recs:
         fact = next(f for f in fs.facts_of("P36") if f.id == r["fact_id"])
-        ref = ev.evaluate_instance(template=rel.templates_of("statement")[r["template_index"]].text,
-                                   answers=[e.label for e in rel.answer_space], subject=fact.subject.label,
-                                   reduction=reduction, batch_size=64)
+        ref = ev.evaluate_instance(
+            template=rel.templates_of("statement")[r["template_index"]].text,
+            answers=[e.label for e in rel.answer_space],
+            subject=fact.subject.label,
+            reduction=reduction,
+            batch_size=64,
+        )
         assert_same_as_lm_pub_quiz([r], [ref])

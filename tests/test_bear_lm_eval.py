@@ -62,12 +62,16 @@ def test_decomposition_by_hand():
     """acc - bear = scores + gold + pooling, on three hand-made rows (option scores, one gold for lm-eval, all golds
     for us); the tie rule is the first maximum in both."""
     c = compare_module()
-    theirs = {("f1", 0): {"ll": [-1.0, -2.0, -3.0], "gold": 0, "acc": 1.0},  # right in both
-              ("f2", 0): {"ll": [-2.0, -1.0, -1.0], "gold": 2, "acc": 0.0},  # gold tied for best, not first: lost
-              ("f3", 1): {"ll": [-1.5, -1.0, -3.0], "gold": 0, "acc": 0.0}}
-    ours = {("f1", 0): {"record": {"ll": [-1.0, -2.0, -3.0], "gold": [0], "pred": 0, "template_index": 0}},
-            ("f2", 0): {"record": {"ll": [-2.0, -1.0, -1.0], "gold": [2], "pred": 1, "template_index": 0}},
-            ("f3", 1): {"record": {"ll": [-1.5, -1.0, -3.0], "gold": [0, 1], "pred": 1, "template_index": 1}}}
+    theirs = {
+        ("f1", 0): {"ll": [-1.0, -2.0, -3.0], "gold": 0, "acc": 1.0},  # right in both
+        ("f2", 0): {"ll": [-2.0, -1.0, -1.0], "gold": 2, "acc": 0.0},  # gold tied for best, not first: lost
+        ("f3", 1): {"ll": [-1.5, -1.0, -3.0], "gold": 0, "acc": 0.0},
+    }
+    ours = {
+        ("f1", 0): {"record": {"ll": [-1.0, -2.0, -3.0], "gold": [0], "pred": 0, "template_index": 0}},
+        ("f2", 0): {"record": {"ll": [-2.0, -1.0, -1.0], "gold": [2], "pred": 1, "template_index": 0}},
+        ("f3", 1): {"record": {"ll": [-1.5, -1.0, -3.0], "gold": [0, 1], "pred": 1, "template_index": 1}},
+    }
     for rows in (theirs, ours):
         for k in rows:
             rows[k].update(options=["a", "b", "c"], texts=["A", "B", "C"], requests=[("", "A"), ("", "B"), ("", "C")])

@@ -14,8 +14,16 @@ from belief_tasks.tasks import bear as T
 
 
 def rec(ll, gold, t=0, rel="P1", card="1:N", domains=("Geo",), n_tokens=None, reduction="sum"):
-    return {"ll": list(ll), "gold": [gold], "template_index": t, "relation": rel, "cardinality": card,
-            "domains": list(domains), "n_tokens": n_tokens, "reduction": reduction}
+    return {
+        "ll": list(ll),
+        "gold": [gold],
+        "template_index": t,
+        "relation": rel,
+        "cardinality": card,
+        "domains": list(domains),
+        "n_tokens": n_tokens,
+        "reduction": reduction,
+    }
 
 
 def test_reduction_sum_and_mean():
@@ -45,9 +53,12 @@ def test_precision_at_k_eq2():
 def test_bear_score_is_the_mean_over_templates_with_its_stderr():
     # template 0: 2/2 correct; template 1: 1/2; template 2: 0/2  -> scores 1, .5, 0
     records = [
-        rec([-1, -2], 0, t=0), rec([-2, -1], 1, t=0),
-        rec([-1, -2], 0, t=1), rec([-1, -2], 1, t=1),
-        rec([-2, -1], 0, t=2), rec([-1, -2], 1, t=2),
+        rec([-1, -2], 0, t=0),
+        rec([-2, -1], 1, t=0),
+        rec([-1, -2], 0, t=1),
+        rec([-1, -2], 1, t=1),
+        rec([-2, -1], 0, t=2),
+        rec([-1, -2], 1, t=2),
     ]
     ranks, templates = S.ranks_of(records), S.templates_of(records)
     assert ranks == [0, 0, 0, 1, 1, 1]  # gold option first, or behind the other one
@@ -75,16 +86,32 @@ def test_cardinality_split_relation_and_domain_accuracy():
     ranks = S.ranks_of(records)
     assert M.accuracy_by(ranks, [r["relation"] for r in records]) == {"P27": 1.0, "P36": 0.5, "P6": 0.0}
     # a record counts in each of its domains
-    assert M.accuracy_by(ranks, [r["domains"] for r in records]) == {"Biographical": 1.0, "Geographic": 0.5, "Political": 0.5}
+    assert M.accuracy_by(ranks, [r["domains"] for r in records]) == {
+        "Biographical": 1.0,
+        "Geographic": 0.5,
+        "Political": 0.5,
+    }
     assert S.agg_p_at_1(records) == pytest.approx(0.5)
     assert S.agg_p_at_5(records) == pytest.approx(1.0)
 
 
 def doc(**over):
-    base = {"doc_id": "P36_1/P36_t0", "relation": "P36", "fact_id": "P36_1", "template_id": "P36_t0",
-            "fact_key": '{"key": "P36|italy", "relation": "P36", "subject_id": "Q38", "subjects": ["italy"], '
-                        '"objects": ["Rome"], "object_ids": ["Q220"]}', "template_index": 0, "options": '["Paris", "Rome", "Berlin"]', "gold": "[1]", "cardinality": "1:1",
-            "domains": '["Geographic"]', "scoring": "statement", "reduction": "sum", "n_tokens": None}
+    base = {
+        "doc_id": "P36_1/P36_t0",
+        "relation": "P36",
+        "fact_id": "P36_1",
+        "template_id": "P36_t0",
+        "fact_key": '{"key": "P36|italy", "relation": "P36", "subject_id": "Q38", "subjects": ["italy"], '
+        '"objects": ["Rome"], "object_ids": ["Q220"]}',
+        "template_index": 0,
+        "options": '["Paris", "Rome", "Berlin"]',
+        "gold": "[1]",
+        "cardinality": "1:1",
+        "domains": '["Geographic"]',
+        "scoring": "statement",
+        "reduction": "sum",
+        "n_tokens": None,
+    }
     base.update(over)
     return base
 
@@ -124,7 +151,10 @@ def test_mean_reduction_counts_tokens_like_lm_pub_quiz(model_path):
     assert counts == [sum(1 - m for m in mask) for mask in enc["special_tokens_mask"]]
     # answer mode: only the answer's tokens
     ans = T.token_counts(tok, "The capital of West Bengal is", [" Kolkata", " Rio de Janeiro"])
-    whole = [len(tok("The capital of West Bengal is" + a, add_special_tokens=False)["input_ids"]) for a in (" Kolkata", " Rio de Janeiro")]
+    whole = [
+        len(tok("The capital of West Bengal is" + a, add_special_tokens=False)["input_ids"])
+        for a in (" Kolkata", " Rio de Janeiro")
+    ]
     base = len(tok("The capital of West Bengal is", add_special_tokens=False)["input_ids"])
     assert ans == [w - base for w in whole] and ans[1] > ans[0] >= 1
 
@@ -133,7 +163,13 @@ def test_mean_docs_carry_token_counts(model_path):
     from belief_tasks.data import load_facts
     from belief_tasks.options import parse_options
 
-    md = {"source": "sample", "relations": "P36", "max_facts_per_relation": 1, "templates": "0",
-          "reduction": "mean", "pretrained": str(model_path)}
+    md = {
+        "source": "sample",
+        "relations": "P36",
+        "max_facts_per_relation": 1,
+        "templates": "0",
+        "reduction": "mean",
+        "pretrained": str(model_path),
+    }
     (d,) = T.build_docs(load_facts("bear", md), parse_options(T.OPTIONS, md))
     assert d["reduction"] == "mean" and len(d["n_tokens"]) == len(d["options"]) and min(d["n_tokens"]) >= 5

@@ -50,7 +50,9 @@ def test_identical_to_lm_pub_quiz_templater_on_every_relation(bear):
         options = [e.label for e in rel.answer_space]
         for t in rel.templates:
             ours = option_requests(t.text, fact.subject.label, options).texts
-            theirs = tuple(ref.replace_placeholders(template=t.text, subject=fact.subject.label, answer=a)[0] for a in options)
+            theirs = tuple(
+                ref.replace_placeholders(template=t.text, subject=fact.subject.label, answer=a)[0] for a in options
+            )
             assert ours == theirs, (rid, t.text)
             checked += len(options)
     assert checked == sum(len(r.templates) * len(r.answer_space) for r in bear.relations.values()) > 5000
@@ -98,11 +100,14 @@ def test_docs_on_real_bear(bear, shared_data):
         req = requests_of(d)
         assert req.context == "" and len(req.continuations) == len(d["options"])
         assert req.continuations[row["answer_idx"]] == statement(
-            bear.relations[d["relation"]].templates[d["template_index"]].text, row["sub_label"], row["obj_label"])
+            bear.relations[d["relation"]].templates[d["template_index"]].text, row["sub_label"], row["obj_label"]
+        )
         assert d["domains"] == info[d["relation"]]["domains"]
         assert d["cardinality"] == {"P36": "1:1", "P105": "1:N"}[d["relation"]]
     # template selection
-    assert {d["template_index"] for d in build_docs(bear, parse_options(OPTIONS, {"relations": "P36", "templates": "0,2"}))} == {0, 2}
+    assert {
+        d["template_index"] for d in build_docs(bear, parse_options(OPTIONS, {"relations": "P36", "templates": "0,2"}))
+    } == {0, 2}
 
 
 def test_bear_counts(bear, shared_data):
@@ -110,7 +115,9 @@ def test_bear_counts(bear, shared_data):
 
     assert len(bear) == 7731 and len(bear.relations) == 60
     big = load_facts("bear_big", {"bear_big_path": str(shared_data / "bear" / "BEAR-big")})
-    assert len(big) == 40915 and len(big.relations) == 78 and len(big.skipped) == 2  # P291 row 41, P414 without its file
+    assert (
+        len(big) == 40915 and len(big.relations) == 78 and len(big.skipped) == 2
+    )  # P291 row 41, P414 without its file
 
 
 def test_sample_uses_statement_templates_and_accepts_every_object():
@@ -123,7 +130,9 @@ def test_sample_uses_statement_templates_and_accepts_every_object():
         assert d["template_id"] in {t.id for t in rel.templates_of("statement")}
         assert "?" not in requests_of(d).continuations[0]
         fact = next(f for f in fs.facts_of(d["relation"]) if f.id == d["fact_id"])
-        assert sorted(d["options"][g] for g in d["gold"]) == sorted(o.label for o in fact.objects if o.label in d["options"])
+        assert sorted(d["options"][g] for g in d["gold"]) == sorted(
+            o.label for o in fact.objects if o.label in d["options"]
+        )
 
 
 def test_knobs_parse_and_bad_settings_fail_before_model_time():

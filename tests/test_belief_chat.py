@@ -10,11 +10,16 @@ from harness import evaluate
 
 
 def test_chat_turns_by_hand():
-    demos = [P.Demonstration("f1", "t", "[MASK] is the capital of France.", "Paris"),
-             P.Demonstration("f2", "t", "[MASK] is the capital of Italy.", "Rome.")]
+    demos = [
+        P.Demonstration("f1", "t", "[MASK] is the capital of France.", "Paris"),
+        P.Demonstration("f2", "t", "[MASK] is the capital of Italy.", "Rome."),
+    ]
     turns = P.chat_turns("mp", demos, "[MASK] is the capital of Spain.")
     assert turns == [
-        {"role": "user", "content": "Predict the [MASK] in each sentence in one word.\nQ: [MASK] is the capital of France."},
+        {
+            "role": "user",
+            "content": "Predict the [MASK] in each sentence in one word.\nQ: [MASK] is the capital of France.",
+        },
         {"role": "assistant", "content": "A: Paris."},
         {"role": "user", "content": "Q: [MASK] is the capital of Italy."},
         {"role": "assistant", "content": "A: Rome."},
@@ -28,8 +33,15 @@ def test_chat_turns_by_hand():
 
 
 def _acc(model_path, **chat):
-    res = evaluate(["belief_demo_qa_4template"], f"pretrained={model_path},dtype=float32,device=cpu", model="hf-shared",
-                   metadata={"confidence_samples": 0}, limit=8, batch_size=8, **chat)
+    res = evaluate(
+        ["belief_demo_qa_4template"],
+        f"pretrained={model_path},dtype=float32,device=cpu",
+        model="hf-shared",
+        metadata={"confidence_samples": 0},
+        limit=8,
+        batch_size=8,
+        **chat,
+    )
     records = [s["acc"] for s in res["samples"]["belief_demo_qa_4template"]]
     prompts = sum(len(r["answers"]) for r in records)
     return res["results"]["belief_demo_qa_4template"]["coverage_average,none"], prompts, records

@@ -33,7 +33,9 @@ def test_draws_share_the_template_across_a_relation():
 def test_draws_hand_computed_two_relations():
     # R1: one fact, right under t1 only. R2: one fact with one template, always right.
     # Each draw is 0.5 or 1.0 with probability 1/2: mean .75, range .5, population SD .25.
-    v = M.accuracy_draws(["a", "a", "c"], ["R1", "R1", "R2"], ["t1", "t2", "u1"], [True, False, True], n_draws=20000, seed=0)
+    v = M.accuracy_draws(
+        ["a", "a", "c"], ["R1", "R1", "R2"], ["t1", "t2", "u1"], [True, False, True], n_draws=20000, seed=0
+    )
     assert set(np.unique(v)) == {0.5, 1.0}
     assert v.mean() == pytest.approx(0.75, abs=0.01)
     rng, sd = M.fluctuation(v)
@@ -49,7 +51,12 @@ def test_draws_pick_one_subject_expression_uniformly():
 
 
 def test_draws_are_seeded_and_chunking_keeps_the_distribution():
-    ids = (["a", "a", "b", "b", "c", "c"], ["R"] * 4 + ["S"] * 2, ["t1", "t2", "t1", "t2", "u", "u"], [1, 0, 1, 0, 1, 0])
+    ids = (
+        ["a", "a", "b", "b", "c", "c"],
+        ["R"] * 4 + ["S"] * 2,
+        ["t1", "t2", "t1", "t2", "u", "u"],
+        [1, 0, 1, 0, 1, 0],
+    )
     a = M.accuracy_draws(*ids, n_draws=500, seed=7)
     b = M.accuracy_draws(*ids, n_draws=500, seed=7, chunk_cells=3)
     assert np.array_equal(a, M.accuracy_draws(*ids, n_draws=500, seed=7))
@@ -61,8 +68,12 @@ def test_draws_are_seeded_and_chunking_keeps_the_distribution():
 def test_draws_in_row_blocks_are_the_same_draws(monkeypatch):
     """A chunk's uniforms are drawn in blocks of rows to bound memory: the same stream, so the same
     accuracies to the last bit, whatever the block (1 row, 7 rows, a block past the chunk)."""
-    ids = (["a", "a", "b", "b", "c", "c", "d"], ["R"] * 4 + ["S"] * 3, ["t1", "t2", "t1", "t2", "u", "v", "u"],
-           [1, 0, 1, 1, 0, 1, 1])
+    ids = (
+        ["a", "a", "b", "b", "c", "c", "d"],
+        ["R"] * 4 + ["S"] * 3,
+        ["t1", "t2", "t1", "t2", "u", "v", "u"],
+        [1, 0, 1, 1, 0, 1, 1],
+    )
     whole = M.accuracy_draws(*ids, n_draws=101, seed=5)  # one block per chunk
     chunked = M.accuracy_draws(*ids, n_draws=101, seed=5, chunk_cells=40)  # 10 draws per chunk
     for cells in (4, 4 * 7):  # blocks of 1 and 7 rows (4 pairs)

@@ -100,8 +100,16 @@ def _pools(facts):
 
 def test_4template_draws_the_other_facts_of_the_relation_with_the_target_template():
     facts = DEMO_FACTS + [TARGET]
-    demos = P.demonstrations("4template", "mp", TARGET, CONSISTS, facts_by_relation=_pools(facts), all_facts=facts,
-                             templates={"P361": TEMPLATES}, seed=1)
+    demos = P.demonstrations(
+        "4template",
+        "mp",
+        TARGET,
+        CONSISTS,
+        facts_by_relation=_pools(facts),
+        all_facts=facts,
+        templates={"P361": TEMPLATES},
+        seed=1,
+    )
     # the relation has exactly four other facts, so the demonstrations are those, in a seeded order
     assert sorted(d.fact_id for d in demos) == sorted(f.id for f in DEMO_FACTS)
     prompt = P.render("mp", demos, P.query(CONSISTS, "environmental factors", "mp"))
@@ -111,8 +119,10 @@ def test_4template_draws_the_other_facts_of_the_relation_with_the_target_templat
 
 def test_demonstrations_never_hold_the_probed_pair_and_are_seeded():
     facts = [fact(i, f"s{i}", f"o{i}", rel) for rel in ("P1", "P2", "P3") for i in range(6)]
-    templates = {rel: (Template(f"{rel}_a", "[X] a [Y].", "statement"), Template(f"{rel}_b", "Is [X] b? [Y].", "question"))
-                 for rel in ("P1", "P2", "P3")}
+    templates = {
+        rel: (Template(f"{rel}_a", "[X] a [Y].", "statement"), Template(f"{rel}_b", "Is [X] b? [Y].", "question"))
+        for rel in ("P1", "P2", "P3")
+    }
     kw = dict(facts_by_relation=_pools(facts), all_facts=facts, templates=templates)
     relations_seen = set()
     for target in facts:
@@ -132,8 +142,11 @@ def test_demonstrations_never_hold_the_probed_pair_and_are_seeded():
                 assert {d.template_id for d in demos} == {t.id}
     assert relations_seen == {"P1", "P2", "P3"}  # 4-random mixes relations
     assert P.demonstrations("zeroshot", "mp", facts[0], templates["P1"][0], seed=5, **kw) == []
-    changed = [P.demonstrations("4random", "mp", f, templates[f.relation][0], seed=6, **kw)
-               != P.demonstrations("4random", "mp", f, templates[f.relation][0], seed=5, **kw) for f in facts]
+    changed = [
+        P.demonstrations("4random", "mp", f, templates[f.relation][0], seed=6, **kw)
+        != P.demonstrations("4random", "mp", f, templates[f.relation][0], seed=5, **kw)
+        for f in facts
+    ]
     assert any(changed)
 
 
@@ -197,6 +210,7 @@ def test_documents_hold_demonstrations_from_their_relation_and_one_sampled_promp
         assert d["prompt"].count("\nQ: ") == 5 and d["prompt"].count("\nA: ") == 4
     # same sampled prompts for every context of a style (comparable Ovconf)
     other = prompts("mp", "zeroshot", meta)
+
     def key(ds):
         return {(d["fact_id"], d["template_id"], d["subject_form"]) for d in ds if d["n_samples"]}
 

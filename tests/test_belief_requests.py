@@ -58,6 +58,7 @@ def test_seeded_samples_on_hf_do_not_depend_on_the_batch(model_path):
     (which would reject it) and fixes that request's sample, whatever else is in the run
     (batched seeded sampling: tests/test_hf_seeded_sampling.py)."""
     import belief_tasks
+
     belief_tasks.install()  # our backends and hooks
     from lm_eval.api.instance import Instance
     from lm_eval.models.huggingface import HFLM
@@ -72,8 +73,13 @@ def test_seeded_samples_on_hf_do_not_depend_on_the_batch(model_path):
     harness.OUR_TASKS.add("belief_test_seeded_hf")  # as BeliefTask adds its name: the hook serves our tasks only
 
     def run(arg_list):
-        return lm.generate_until([Instance("generate_until", {}, a, k, metadata=("belief_test_seeded_hf", k, 1))
-                                  for k, a in enumerate(arg_list)], disable_tqdm=True)
+        return lm.generate_until(
+            [
+                Instance("generate_until", {}, a, k, metadata=("belief_test_seeded_hf", k, 1))
+                for k, a in enumerate(arg_list)
+            ],
+            disable_tqdm=True,
+        )
 
     together = run(args)
     assert run(args[::-1]) == together[::-1]  # order and batch neighbours do not matter
@@ -98,12 +104,15 @@ def test_sample_requests_have_distinct_cache_keys_and_identical_outputs():
 
 def _task(name: str, metadata: dict):
     import belief_tasks
+
     belief_tasks.install()  # our backends and hooks
     from lm_eval.tasks import TaskManager
 
     from belief_tasks.paths import task_yamls_dir
 
-    tm = TaskManager(include_path=str(task_yamls_dir()), include_defaults=False, metadata={"source": "sample", **metadata})
+    tm = TaskManager(
+        include_path=str(task_yamls_dir()), include_defaults=False, metadata={"source": "sample", **metadata}
+    )
     return tm.load([name])["tasks"]
 
 
@@ -143,9 +152,21 @@ def _pair(pair, templates, subject, greedy, objects, sampled=None, samples=(), r
     from belief_tasks.schema import Entity, Fact, fact_key
 
     key = fact_key(Fact(pair, relation, Entity(subject), tuple(Entity(o) for o in objects))).as_record()
-    doc = {"fact_id": pair, "relation": relation, "fact_key": key, "style": "mp", "context": "zeroshot",
-           "templates": templates, "subjects": [subject], "objects": objects, "sampled": sampled,
-           "n_samples": len(samples), "seed": 1, "draws": 2000, "bins": 10}
+    doc = {
+        "fact_id": pair,
+        "relation": relation,
+        "fact_key": key,
+        "style": "mp",
+        "context": "zeroshot",
+        "templates": templates,
+        "subjects": [subject],
+        "objects": objects,
+        "sampled": sampled,
+        "n_samples": len(samples),
+        "seed": 1,
+        "draws": 2000,
+        "bins": 10,
+    }
     results = list(greedy)
     if sampled is not None:
         results[sampled + 1 : sampled + 1] = samples  # the K samples follow the sampled prompt's greedy answer
@@ -191,10 +212,22 @@ def test_one_prompt_records_of_earlier_logs_aggregate_to_the_same_numbers():
     legacy = []
     for r in recs:
         for k, (t, a, c) in enumerate(zip(r["templates"], r["answers"], r["correct"])):
-            legacy.append({"fact_id": r["fact_id"], "relation": r["relation"], "template_id": t,
-                           "subject_form": r["subjects"][0], "answer": a, "correct": c, "style": "mp",
-                           "context": "zeroshot", "confidence": r["confidence"] if k == r["sampled"] else None,
-                           "seed": 1, "draws": 2000, "bins": 10})
+            legacy.append(
+                {
+                    "fact_id": r["fact_id"],
+                    "relation": r["relation"],
+                    "template_id": t,
+                    "subject_form": r["subjects"][0],
+                    "answer": a,
+                    "correct": c,
+                    "style": "mp",
+                    "context": "zeroshot",
+                    "confidence": r["confidence"] if k == r["sampled"] else None,
+                    "seed": 1,
+                    "draws": 2000,
+                    "bins": 10,
+                }
+            )
     for name, declared in SC.METRICS.items():
         agg = declared.aggregation
         assert agg(legacy) == pytest.approx(agg(recs), nan_ok=True), name

@@ -17,15 +17,42 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 #: a handful of requests, but more than one stock batch per fact (stock hf at batch 8): a call smaller than one
 #: stock batch takes stock one forward, and hf-shared two (the shared prefix first, then the rows on it)
-SMALL = ["--facts", "2", "--options", "20", "--instances", "2", "--prompts", "2", "--samples", "3",
-         "--monitor_limit", "1", "--hf_batch_size", "8"]
+SMALL = [
+    "--facts",
+    "2",
+    "--options",
+    "20",
+    "--instances",
+    "2",
+    "--prompts",
+    "2",
+    "--samples",
+    "3",
+    "--monitor_limit",
+    "1",
+    "--hf_batch_size",
+    "8",
+]
 
 
 @pytest.fixture(scope="module")
 def tiny_model(model_path, tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("tiny")
-    subprocess.run([sys.executable, str(ROOT / "scripts" / "random_model.py"), "--source", str(model_path), "--out",
-                    str(out), "--shape", "tiny"], check=True, capture_output=True, timeout=300)
+    subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "scripts" / "random_model.py"),
+            "--source",
+            str(model_path),
+            "--out",
+            str(out),
+            "--shape",
+            "tiny",
+        ],
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
     return out
 
 
@@ -34,9 +61,27 @@ def bench(tiny_model, tmp_path_factory) -> tuple[str, dict]:
     """One sitting of both hf arms with ``--count``: its printed tables and its JSON."""
     out = tmp_path_factory.mktemp("bench") / "bench.json"
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    done = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench_engines.py"), "--arms", "hf,hf-shared",
-                           "--model", str(tiny_model), "--count", *SMALL, "--threads", "1", "--json", str(out)],
-                          capture_output=True, text=True, cwd=str(ROOT), env=env, timeout=1200)
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "scripts" / "bench_engines.py"),
+            "--arms",
+            "hf,hf-shared",
+            "--model",
+            str(tiny_model),
+            "--count",
+            *SMALL,
+            "--threads",
+            "1",
+            "--json",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=str(ROOT),
+        env=env,
+        timeout=1200,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     return done.stdout, json.loads(out.read_text())
 
@@ -74,6 +119,11 @@ def test_hf_shared_asks_no_more_of_the_device_than_hf(bench):
 
 
 def test_count_refuses_an_arm_it_cannot_instrument():
-    done = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench_engines.py"), "--arms", "hf,vllm", "--count"],
-                          capture_output=True, text=True, cwd=str(ROOT), timeout=300)
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "bench_engines.py"), "--arms", "hf,vllm", "--count"],
+        capture_output=True,
+        text=True,
+        cwd=str(ROOT),
+        timeout=300,
+    )
     assert done.returncode == 2 and "hf and hf-shared arms only" in done.stderr

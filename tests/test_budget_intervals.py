@@ -34,7 +34,9 @@ from belief_tasks.metrics.intervals import (
 )
 
 #: each family's statistics (metric -> statistic), as its ``METRICS`` declare them, in table order
-BB_STATS, BBEL_STATS, BI_STATS, BM_STATS = (FAMILIES[f].budgeted.statistics for f in ("bear", "belief_icl", "iclke", "monitor"))
+BB_STATS, BBEL_STATS, BI_STATS, BM_STATS = (
+    FAMILIES[f].budgeted.statistics for f in ("bear", "belief_icl", "iclke", "monitor")
+)
 
 MEAN = pooled("y", "one")
 
@@ -62,7 +64,9 @@ def test_stratified_mean_and_its_jackknife_standard_error_by_hand():
     assert boot.se == pytest.approx(se, rel=0.02)
     assert design.df == 3  # (3 - 1) + (2 - 1)
     jk = interval(design, units, MEAN, "jackknife")
-    assert (jk.high - jk.low) / 2 == pytest.approx(t_quantile(3) * se) and t_quantile(3) == pytest.approx(3.182446, 1e-5)
+    assert (jk.high - jk.low) / 2 == pytest.approx(t_quantile(3) * se) and t_quantile(3) == pytest.approx(
+        3.182446, 1e-5
+    )
 
 
 def test_every_fact_drawn_gives_the_full_value_and_no_spread():
@@ -168,10 +172,16 @@ def test_belief_statistics_equal_the_metrics_on_the_full_run():
     got = _census(BBel.units(fact_ids, relations, templates, correct, answers, sampled), BBEL_STATS)
     cov = MBel.knowledge_coverage(fact_ids, relations, templates, correct)
     conf, ok = zip(*sampled.values())
-    want = {"acc": MBel.expected_accuracy(fact_ids, relations, templates, correct),
-            "consist": MBel.consistency(fact_ids, answers), "ovconf": MBel.overconfidence(conf, ok),
-            "one_word_ratio": MBel.one_word_ratio(answers), "empty_answer_rate": MBel.empty_answer_rate(answers),
-            "coverage_average": cov["average"], "coverage_maximum": cov["maximum"], "coverage_oracle": cov["oracle"]}
+    want = {
+        "acc": MBel.expected_accuracy(fact_ids, relations, templates, correct),
+        "consist": MBel.consistency(fact_ids, answers),
+        "ovconf": MBel.overconfidence(conf, ok),
+        "one_word_ratio": MBel.one_word_ratio(answers),
+        "empty_answer_rate": MBel.empty_answer_rate(answers),
+        "coverage_average": cov["average"],
+        "coverage_maximum": cov["maximum"],
+        "coverage_oracle": cov["oracle"],
+    }
     assert got == pytest.approx(want, rel=1e-12)
 
 
@@ -186,9 +196,12 @@ def test_bear_statistics_equal_the_metrics_on_the_full_run():
     got = _census(BB.units(facts, relations, tpl, ranks, one), BB_STATS)
     assert all(math.isnan(got.pop(m)) for m in [*BB_STATS][9:])  # the confidence metrics need their terms
     sub = [k for k, o in enumerate(one) if o]
-    want = {"bear": MB.bear_score(ranks, tpl), "bear_1to1": MB.bear_score([ranks[k] for k in sub], [tpl[k] for k in sub]),
-            **{f"bear_t{t}": MB.template_scores(ranks, tpl)[t] for t in range(3)},
-            **{f"p_at_{k}": MB.top_k_share(ranks, k) for k in (1, 5, 10)}}
+    want = {
+        "bear": MB.bear_score(ranks, tpl),
+        "bear_1to1": MB.bear_score([ranks[k] for k in sub], [tpl[k] for k in sub]),
+        **{f"bear_t{t}": MB.template_scores(ranks, tpl)[t] for t in range(3)},
+        **{f"p_at_{k}": MB.top_k_share(ranks, k) for k in (1, 5, 10)},
+    }
     rest = [k for k, o in enumerate(one) if not o]
     want["bear_1toN"] = MB.bear_score([ranks[k] for k in rest], [tpl[k] for k in rest])
     assert got == pytest.approx(want, rel=1e-12)
@@ -201,9 +214,12 @@ def test_iclke_statistics_equal_the_metrics_on_the_full_run():
     gold = [int(rng.integers(0, 6)) for _ in lps]
     rels = [f"P{i % 7}" for i in range(len(lps))]
     got = _census(BI.units([f"f{i}" for i in range(len(lps))], lps, gold, rels), BI_STATS)
-    want = {"acc": MI.accuracy(lps, gold), "acc_macro": MI.macro_accuracy(lps, gold, rels),
-            "gold_prob": float(np.mean(MI.gold_confidences(lps, gold))),
-            **{f"acc@{k}": MI.accuracy_at_confidence(lps, gold, k) for k in MI.THRESHOLDS}}
+    want = {
+        "acc": MI.accuracy(lps, gold),
+        "acc_macro": MI.macro_accuracy(lps, gold, rels),
+        "gold_prob": float(np.mean(MI.gold_confidences(lps, gold))),
+        **{f"acc@{k}": MI.accuracy_at_confidence(lps, gold, k) for k in MI.THRESHOLDS},
+    }
     assert got == pytest.approx(want, rel=1e-12, nan_ok=True)
 
 
@@ -220,18 +236,22 @@ def test_monitor_statistics_equal_the_metrics_on_the_full_run():
         correct.append([int(rng.random() < 0.5) for _ in frames]), positive.append(int(rng.random() < 0.6))
         scored.append(bool(positive[-1]))
     alpha = (0.5, 0.3, 0.2)
-    got = _census(BM.units([f"f{i}" for i in range(70)], rels, quantities, correct, positive, scored, alpha, 7),
-                  BM_STATS)
+    got = _census(
+        BM.units([f"f{i}" for i in range(70)], rels, quantities, correct, positive, scored, alpha, 7), BM_STATS
+    )
     assert all(math.isnan(got.pop(m)) for m in [*BM_STATS][19:])  # the R x M accuracies and costs need their columns
     keep = [k for k, s in enumerate(scored) if s]
     pick = lambda key: [quantities[k][key] for k in keep]  # noqa: E731
-    want = {"monitor": MM.monitor_over_relations([rels[k] for k in keep], pick("pfd"), pick("ird"),
-                                                 pick("primary_prob"), alpha),
-            **{key: MM.mean_over_relations([rels[k] for k in keep], pick(key)) for key in BM.ANCHOR_MEANS},
-            **{f"acc_{w}": MM.accuracy_over_relations(rels, correct, w) for w in ("avg", "max", "min")},
-            "acc_positive": MM.mean_over_relations(rels, positive),
-            **{f"acc_relation_{w}": MM.accuracy_across_relations(rels, correct, w) for w in ("max", "min")},
-            **{f"acc_frame_{j}": MM.frame_accuracy_over_relations(rels, correct, j) for j in range(7)}}
+    want = {
+        "monitor": MM.monitor_over_relations(
+            [rels[k] for k in keep], pick("pfd"), pick("ird"), pick("primary_prob"), alpha
+        ),
+        **{key: MM.mean_over_relations([rels[k] for k in keep], pick(key)) for key in BM.ANCHOR_MEANS},
+        **{f"acc_{w}": MM.accuracy_over_relations(rels, correct, w) for w in ("avg", "max", "min")},
+        "acc_positive": MM.mean_over_relations(rels, positive),
+        **{f"acc_relation_{w}": MM.accuracy_across_relations(rels, correct, w) for w in ("max", "min")},
+        **{f"acc_frame_{j}": MM.frame_accuracy_over_relations(rels, correct, j) for j in range(7)},
+    }
     assert got == pytest.approx(want, rel=1e-12)
 
 
@@ -276,9 +296,11 @@ def test_monitor_paper_accuracies_and_costs_equal_the_metrics_on_the_full_run():
     args = ([f"f{i}" for i in range(45)], rels, quantities, correct, [1] * 45, [True] * 45, MM.DEFAULT_ALPHA, 7)
     names = [m for m in BM_STATS if m.startswith(("acc_paper_", "cost_"))]
     got = _census(BM.units(*args, grids, costs), {m: BM_STATS[m] for m in names})
-    want = {**{f"acc_paper_{w}": MM.accuracy_over_relations(rels, grids, w) for w in ("avg", "max", "min")},
-            **{f"acc_paper_relation_{w}": MM.accuracy_across_relations(rels, grids, w) for w in ("max", "min")},
-            **{name: float(sum(v)) for name, v in costs.items()}}
+    want = {
+        **{f"acc_paper_{w}": MM.accuracy_over_relations(rels, grids, w) for w in ("avg", "max", "min")},
+        **{f"acc_paper_relation_{w}": MM.accuracy_across_relations(rels, grids, w) for w in ("max", "min")},
+        **{name: float(sum(v)) for name, v in costs.items()},
+    }
     assert got == pytest.approx(want, rel=1e-12)
     assert len(names) == 5 + 6
     # a run without the R x M answers has no such accuracy (NaN), and its frame accuracies are unchanged

@@ -25,11 +25,25 @@ def bear_records(seed: int, drawn: dict[str, int], skill: float) -> list[dict]:
         for i in range(n):
             for t in range(3):
                 right = rng.random() < skill
-                out.append({"relation": rel, "fact_id": f"{rel}_{i}", "template_id": f"{rel}t{t}", "template_index": t,
-                            "subject_form": "label", "cardinality": "1:1" if rel == "P2" else "1:N", "domains": [],
-                            "scoring": "statement", "reduction": "sum", "gold": [0],
-                            "ll": [-1.0, -2.0, -3.0, -4.0] if right else [-2.0, -1.0, -3.0, -4.0], "n_tokens": None,
-                            "budget": 0.2, "population": POPULATION[rel], "drawn": n})
+                out.append(
+                    {
+                        "relation": rel,
+                        "fact_id": f"{rel}_{i}",
+                        "template_id": f"{rel}t{t}",
+                        "template_index": t,
+                        "subject_form": "label",
+                        "cardinality": "1:1" if rel == "P2" else "1:N",
+                        "domains": [],
+                        "scoring": "statement",
+                        "reduction": "sum",
+                        "gold": [0],
+                        "ll": [-1.0, -2.0, -3.0, -4.0] if right else [-2.0, -1.0, -3.0, -4.0],
+                        "n_tokens": None,
+                        "budget": 0.2,
+                        "population": POPULATION[rel],
+                        "drawn": n,
+                    }
+                )
     return out
 
 
@@ -37,12 +51,22 @@ def _write(root, model, records, design, step=None):
     wrapped = {m: Aggregation(m, declared, BEAR.budgeted) for m, declared in METRICS.items()}
     values = {m: float(fn(records)) for m, fn in wrapped.items()}
     name = model if step is None else f"{model}/checkpoint-{step}"
-    return write_run(root, name, {"belief_bear": records}, {"belief_bear": values},
-                     metadata={"belief_bear": {"budget": 0.2, "budget_design": design}})
+    return write_run(
+        root,
+        name,
+        {"belief_bear": records},
+        {"belief_bear": values},
+        metadata={"belief_bear": {"budget": 0.2, "budget_design": design}},
+    )
 
 
-DESIGN = {"budget": 0.2, "seed": 1234, "facts_drawn": 10, "facts_in_population": 52,
-          "relations": {"P1": {"population": 40, "drawn": 8}, "P2": {"population": 12, "drawn": 2}}}
+DESIGN = {
+    "budget": 0.2,
+    "seed": 1234,
+    "facts_drawn": 10,
+    "facts_in_population": 52,
+    "relations": {"P1": {"population": 40, "drawn": 8}, "P2": {"population": 12, "drawn": 2}},
+}
 
 
 def test_budgeted_aggregation_estimates_the_full_run_by_relation_weights():
@@ -50,7 +74,9 @@ def test_budgeted_aggregation_estimates_the_full_run_by_relation_weights():
     agg = Aggregation("p_at_1", METRICS["p_at_1"], BEAR.budgeted)
     by_rel = {r: np.mean([x["ll"][0] > x["ll"][1] for x in recs if x["relation"] == r]) for r in POPULATION}
     assert agg(recs) == pytest.approx((40 * by_rel["P1"] + 12 * by_rel["P2"]) / 52)
-    assert METRICS["p_at_1"].aggregation(recs) == pytest.approx((8 * by_rel["P1"] + 2 * by_rel["P2"]) / 10)  # unweighted
+    assert METRICS["p_at_1"].aggregation(recs) == pytest.approx(
+        (8 * by_rel["P1"] + 2 * by_rel["P2"]) / 10
+    )  # unweighted
     iv = agg.interval(recs)
     assert iv.low < agg(recs) < iv.high and agg.stderr(recs) == pytest.approx(iv.se)
     with pytest.raises(budgeted.BudgetError, match="no --limit"):
@@ -101,9 +127,21 @@ def test_a_budgeted_run_end_to_end_writes_estimates_intervals_and_the_draw(tmp_p
     from harness import read_results, run_cli
 
     metadata = {"source": "sample", "budget": 0.2, "confidence_prompts": 100, "confidence_samples": 2}
-    done = run_cli(["--model", "dummy", "--tasks", "belief_mp_4template,belief_bear", "--metadata",
-                    json.dumps(metadata), "--output_path", str(tmp_path / "out"), "--log_samples"],
-                   timeout=900, HF_HUB_OFFLINE="1")
+    done = run_cli(
+        [
+            "--model",
+            "dummy",
+            "--tasks",
+            "belief_mp_4template,belief_bear",
+            "--metadata",
+            json.dumps(metadata),
+            "--output_path",
+            str(tmp_path / "out"),
+            "--log_samples",
+        ],
+        timeout=900,
+        HF_HUB_OFFLINE="1",
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     data = read_results(tmp_path / "out")
     design = data["configs"]["belief_bear"]["metadata"]["budget_design"]

@@ -48,8 +48,9 @@ def test_bear_requests_of_a_fact_do_not_depend_on_the_draw():
     for a, b in _common(small, large, lambda d: d["doc_id"]):
         assert _without_design(a) == _without_design(b)
         assert bear.requests_of(a) == bear.requests_of(b)
-    assert [_without_design(d) for d in bear.build_docs(fs, parse_options(bear.OPTIONS, {**SAMPLE, "budget": 1.0}))] == \
-        bear.build_docs(fs, parse_options(bear.OPTIONS, SAMPLE))
+    assert [
+        _without_design(d) for d in bear.build_docs(fs, parse_options(bear.OPTIONS, {**SAMPLE, "budget": 1.0}))
+    ] == bear.build_docs(fs, parse_options(bear.OPTIONS, SAMPLE))
 
 
 @pytest.mark.parametrize("builder", [iclke.iclke_docs, iclke.eiclke_docs])
@@ -57,8 +58,7 @@ def test_bear_requests_of_a_fact_do_not_depend_on_the_draw():
 def test_iclke_inputs_of_a_test_fact_do_not_depend_on_the_draw(builder, demos):
     """IC-LKE's examples come from the training split (never the test facts); EIC-LKE's groups are the
     full run's, so a drawn fact's sequence holds the same earlier test facts whatever else is drawn."""
-    md = {**SAMPLE, "n_examples": 6, "max_options": 5, "train_size": 20, "demos": demos, "eic_lead": 3,
-          "eic_every": 2}
+    md = {**SAMPLE, "n_examples": 6, "max_options": 5, "train_size": 20, "demos": demos, "eic_lead": 3, "eic_every": 2}
     fs = load_facts("bear_big", md)
     small, large = (builder(fs, parse_options(iclke.OPTIONS, {**md, "budget": b})) for b in (0.1, 0.4))
     full = builder(fs, parse_options(iclke.OPTIONS, md))
@@ -78,7 +78,9 @@ def _contexts(doc: dict) -> list[str]:
 
 def test_monitor_anchors_of_a_fact_do_not_depend_on_the_draw():
     fs = load_facts("fktc", SAMPLE)
-    small, large = (monitor.build_docs(fs, parse_options(monitor.OPTIONS, {**SAMPLE, "budget": b})) for b in (0.05, 0.3))
+    small, large = (
+        monitor.build_docs(fs, parse_options(monitor.OPTIONS, {**SAMPLE, "budget": b})) for b in (0.05, 0.3)
+    )
     for a, b in _common(small, large, lambda d: d["fact_id"]):
         assert _without_design(a) == _without_design(b)
         assert unpack(a, "anchors") == unpack(b, "anchors")
@@ -95,7 +97,9 @@ def test_docs_carry_the_draw_and_the_design_it_gives_each_doc():
     for rid, rel in summary["relations"].items():
         assert rel["population"] == len(fs.facts_of(rid))
         assert rel["drawn"] == len({d["fact_id"] for d in docs if d["relation"] == rid})
-        assert all((d["population"], d["drawn"]) == (rel["population"], rel["drawn"]) for d in docs if d["relation"] == rid)
+        assert all(
+            (d["population"], d["drawn"]) == (rel["population"], rel["drawn"]) for d in docs if d["relation"] == rid
+        )
     assert summary["facts_drawn"] == len({d["fact_id"] for d in docs})
     assert as_split(docs)["test"].draw is docs.draw  # every relation has docs: the draw as it was made
     assert bear.build_docs(fs, parse_options(bear.OPTIONS, SAMPLE)).draw is None

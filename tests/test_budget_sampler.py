@@ -153,9 +153,11 @@ def test_belief_eval_refuses_bad_budgets_before_the_model():
     from harness import run_cli
 
     base = ["--model", "dummy", "--tasks", "belief_bear", "--output_path", "/nonexistent/never-written"]
-    cases = [({"source": "sample", "budget": 0.05}, ["--limit", "3"], "--limit 3"),
-             ({"source": "sample", "budget": 1.5}, [], "a fraction in (0, 1]"),
-             ({"source": "sample", "budget": 0.05, "max_facts_per_relation": 2}, [], "max_facts_per_relation")]
+    cases = [
+        ({"source": "sample", "budget": 0.05}, ["--limit", "3"], "--limit 3"),
+        ({"source": "sample", "budget": 1.5}, [], "a fraction in (0, 1]"),
+        ({"source": "sample", "budget": 0.05, "max_facts_per_relation": 2}, [], "max_facts_per_relation"),
+    ]
     for metadata, extra, says in cases:
         done = run_cli([*base, "--metadata", json.dumps(metadata), *extra], timeout=300)
         assert done.returncode == 2, done.stderr[-2000:]

@@ -25,13 +25,17 @@ def _model(folder: Path, hidden: int = 8) -> Path:
 
 
 def _belief_eval(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "belief_tasks.cli", *args], cwd=ROOT, capture_output=True, text=True,
-                          timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "belief_tasks.cli", *args], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
 
 
 def test_model_args_parse_as_lm_eval_reads_them():
     assert C.parse_model_args(["pretrained=a/b,dtype=float32", '{"revision": "v1"}']) == {
-        "pretrained": "a/b", "dtype": "float32", "revision": "v1"}
+        "pretrained": "a/b",
+        "dtype": "float32",
+        "revision": "v1",
+    }
 
 
 def test_first_use_records_the_identity_and_the_same_run_passes(tmp_path):
@@ -46,11 +50,17 @@ def test_first_use_records_the_identity_and_the_same_run_passes(tmp_path):
     assert C.check(prefix, "hf", {"pretrained": str(model), "dtype": "float32", "batch_size": "64"}) is None
 
 
-@pytest.mark.parametrize("change, named", [
-    (lambda m: {"pretrained": str(_model(m.parent / "other", hidden=16)), "dtype": "float32"}, "pretrained"),
-    (lambda m: {"pretrained": str(m), "dtype": "bfloat16"}, "model_args.dtype: 'bfloat16' here, 'float32' in the cache"),
-    (lambda m: {"pretrained": str(m), "dtype": "float32", "revision": "v2"}, "model_args.revision"),
-])
+@pytest.mark.parametrize(
+    "change, named",
+    [
+        (lambda m: {"pretrained": str(_model(m.parent / "other", hidden=16)), "dtype": "float32"}, "pretrained"),
+        (
+            lambda m: {"pretrained": str(m), "dtype": "bfloat16"},
+            "model_args.dtype: 'bfloat16' here, 'float32' in the cache",
+        ),
+        (lambda m: {"pretrained": str(m), "dtype": "float32", "revision": "v2"}, "model_args.revision"),
+    ],
+)
 def test_another_model_or_setting_is_refused(tmp_path, change, named):
     prefix = str(tmp_path / "run")
     model = _model(tmp_path / "m")
@@ -100,8 +110,16 @@ def test_belief_eval_refuses_another_models_cache_before_the_model_loads(tmp_pat
     a, b = _model(tmp_path / "a", 8), _model(tmp_path / "b", 16)
     C.check(prefix, "hf", {"pretrained": str(a), "dtype": "float32"})
     Path(prefix + "_rank0.db").write_bytes(b"")
-    r = _belief_eval("--model", "hf", "--model_args", f"pretrained={b},dtype=float32", "--tasks", "belief_demo_bear",
-                     "--use_cache", prefix)
+    r = _belief_eval(
+        "--model",
+        "hf",
+        "--model_args",
+        f"pretrained={b},dtype=float32",
+        "--tasks",
+        "belief_demo_bear",
+        "--use_cache",
+        prefix,
+    )
     assert r.returncode == 2, r.stderr
     lines = [line for line in r.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and "Traceback" not in r.stderr, r.stderr
@@ -114,16 +132,25 @@ def test_belief_eval_refuses_another_models_cache_before_the_model_loads(tmp_pat
 
 def test_belief_eval_keeps_answers_in_the_output_path_by_default(tmp_path):
     model = _model(tmp_path / "m")
-    args = ["--model", "hf-shared", "--model_args", f"pretrained={model},dtype=float32", "--tasks", "belief_demo",
-            "--output_path", str(tmp_path / "out")]
+    args = [
+        "--model",
+        "hf-shared",
+        "--model_args",
+        f"pretrained={model},dtype=float32",
+        "--tasks",
+        "belief_demo",
+        "--output_path",
+        str(tmp_path / "out"),
+    ]
     with_cache = C.with_answer_cache(args)
     assert with_cache[:-2] == args and with_cache[-2] == "--use_cache"
     prefix = Path(with_cache[-1])
     assert prefix.parent == tmp_path / "out" / "cache" and re.fullmatch(r"m-hf-shared-[0-9a-f]{8}", prefix.name)
     # the same command: the same cache (the rerun resumes); lm-eval's short options read alike
     assert C.with_answer_cache(args)[-1] == str(prefix)
-    assert C.with_answer_cache(["-M", "hf-shared", "-a", f"pretrained={model}", "dtype=float32", "-o",
-                                str(tmp_path / "out")])[-1] == str(prefix)
+    assert C.with_answer_cache(
+        ["-M", "hf-shared", "-a", f"pretrained={model}", "dtype=float32", "-o", str(tmp_path / "out")]
+    )[-1] == str(prefix)
     # an output path ending in .json: lm-eval writes beside it, and so does the cache
     assert Path(C.with_answer_cache(args[:-1] + [str(tmp_path / "r.json")])[-1]).parent == tmp_path / "cache"
     # an explicit --use_cache wins; --no_answer_cache keeps nothing (and lm-eval never sees the flag); no output path
@@ -133,11 +160,14 @@ def test_belief_eval_keeps_answers_in_the_output_path_by_default(tmp_path):
     assert C.with_answer_cache(args[:-2]) == args[:-2]
 
 
-@pytest.mark.parametrize("change", [
-    lambda a, m: [*a[:3], f"pretrained={m},dtype=bfloat16", *a[4:]],  # a model argument that changes numbers
-    lambda a, m: ["--model", "hf", *a[2:]],  # another backend
-    lambda a, m: os.utime(m / "model.safetensors", ns=(1, 10**18)) or a,  # the model retrained in place
-])
+@pytest.mark.parametrize(
+    "change",
+    [
+        lambda a, m: [*a[:3], f"pretrained={m},dtype=bfloat16", *a[4:]],  # a model argument that changes numbers
+        lambda a, m: ["--model", "hf", *a[2:]],  # another backend
+        lambda a, m: os.utime(m / "model.safetensors", ns=(1, 10**18)) or a,  # the model retrained in place
+    ],
+)
 def test_another_model_setting_or_backend_opens_another_cache(tmp_path, change):
     """A changed model never reads the answers of the one before: its cache has another name."""
     model = _model(tmp_path / "m")
@@ -166,10 +196,12 @@ def test_the_code_that_computes_answers_is_part_of_the_identity(tmp_path, monkey
 def test_the_identity_file_is_written_once_answers_exist(tmp_path):
     """At exit, beside a cache that exists: a command refused before the model loads leaves no file behind."""
     model = _model(tmp_path / "m")
-    code = ("import sys; from pathlib import Path; from belief_tasks import cache_identity as C; "
-            f"a = C.with_answer_cache(['--model_args', 'pretrained={model}', '--output_path', {str(tmp_path / 'out')!r}]); "
-            "print(a[-1]); db = Path(a[-1] + '_rank0.db'); "
-            "sys.argv[1:2] == ['db'] and (db.parent.mkdir(parents=True) or db.write_bytes(b''))")
+    code = (
+        "import sys; from pathlib import Path; from belief_tasks import cache_identity as C; "
+        f"a = C.with_answer_cache(['--model_args', 'pretrained={model}', '--output_path', {str(tmp_path / 'out')!r}]); "
+        "print(a[-1]); db = Path(a[-1] + '_rank0.db'); "
+        "sys.argv[1:2] == ['db'] and (db.parent.mkdir(parents=True) or db.write_bytes(b''))"
+    )
     refused = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert refused.returncode == 0 and not (tmp_path / "out").exists()
     answered = subprocess.run([sys.executable, "-c", code, "db"], cwd=ROOT, capture_output=True, text=True, timeout=120)

@@ -50,9 +50,11 @@ def _refused(load) -> SchemaError:
 
 
 def test_bear_repeated_sub_id_with_another_gold_object_is_refused(tmp_path):
-    rows = [{"sub_id": "Q3392", "sub_label": "Nile", "obj_label": "Africa"},
-            {"sub_id": "Q46", "sub_label": "France", "obj_label": "Europe"},
-            {"sub_id": "Q3392", "sub_label": "Nile", "obj_label": "Antarctica"}]
+    rows = [
+        {"sub_id": "Q3392", "sub_label": "Nile", "obj_label": "Africa"},
+        {"sub_id": "Q46", "sub_label": "France", "obj_label": "Europe"},
+        {"sub_id": "Q3392", "sub_label": "Nile", "obj_label": "Antarctica"},
+    ]
     e = _refused(lambda: load_bear_folder(_bear(tmp_path, rows)))
     assert (e.row, e.field) == (3, "sub_id") and e.file.endswith("P30.jsonl")
     assert "repeats row 1 (the same sub_id 'Q3392')" in str(e) and "scored twice" in str(e)
@@ -75,8 +77,11 @@ def test_bear_real_files_have_no_repeated_sub_id(shared_data):
 
 def test_fktc_exact_repeated_row_is_refused(tmp_path):
     row = {"subject": "France", "object": "Paris", "taxonomy": NEGS}
-    e = _refused(lambda: load_fktc_folder(_fktc(tmp_path, [row, {**row, "subject": "Italy", "object": "Rome",
-                                                                   "taxonomy": ["Paris", *NEGS[1:]]}, row])))
+    e = _refused(
+        lambda: load_fktc_folder(
+            _fktc(tmp_path, [row, {**row, "subject": "Italy", "object": "Rome", "taxonomy": ["Paris", *NEGS[1:]]}, row])
+        )
+    )
     assert (e.row, e.field) == (4, "taxonomy") and "repeats row 2" in str(e) and "'France' -> 'Paris'" in str(e)
 
 
@@ -88,8 +93,10 @@ def test_fktc_same_negatives_in_another_order_is_a_repeat(tmp_path):
 
 def test_fktc_subject_object_repeat_with_other_negatives_loads(tmp_path):
     """The published copy's kind of repeat: each row its own fact, with its own negative contexts."""
-    rows = [{"subject": "France", "object": "Paris", "taxonomy": NEGS},
-            {"subject": "France", "object": "Paris", "taxonomy": ["Oslo", *NEGS[1:]]}]
+    rows = [
+        {"subject": "France", "object": "Paris", "taxonomy": NEGS},
+        {"subject": "France", "object": "Paris", "taxonomy": ["Oslo", *NEGS[1:]]},
+    ]
     fs = load_fktc_folder(_fktc(tmp_path, rows))
     assert [f.id for f in fs] == ["P36_2", "P36_3"]
     assert [f.negatives[0].label for f in fs] == ["Rome", "Oslo"]
@@ -113,7 +120,9 @@ def test_fktc_repeated_negative_is_refused(tmp_path):
 
 def test_fktc_too_many_prompts_are_refused(tmp_path):
     prompts = [f"Question {i} about [X]?" for i in range(8)]
-    e = _refused(lambda: load_fktc_folder(_fktc(tmp_path, [{"subject": "France", "object": "Paris", "taxonomy": NEGS}], prompts)))
+    e = _refused(
+        lambda: load_fktc_folder(_fktc(tmp_path, [{"subject": "France", "object": "Paris", "taxonomy": NEGS}], prompts))
+    )
     assert (e.row, e.field) == (1, "relations") and "8 prompts" in str(e)
 
 
@@ -123,7 +132,9 @@ def test_fktc_real_repeats_are_the_documented_ones(shared_data):
     assert len(fs) == 16198
     pairs: dict = {}
     for f in fs:
-        pairs.setdefault((f.relation, f.subject.label, f.object.label), []).append(frozenset(n.label for n in f.negatives))
+        pairs.setdefault((f.relation, f.subject.label, f.object.label), []).append(
+            frozenset(n.label for n in f.negatives)
+        )
     repeated = {k: v for k, v in pairs.items() if len(v) > 1}
     assert sum(len(v) - 1 for v in repeated.values()) == 12
     assert {k[0] for k in repeated} == {"P1376", "P176", "P178", "P276"}
@@ -134,8 +145,16 @@ def test_fktc_real_repeats_are_the_documented_ones(shared_data):
 
 
 def _ml(uuid="u1", rel="P30", sub="France", obj="Europe", template="[X] is in [Y]."):
-    return {"uuid": uuid, "rel_uri": rel, "sub_ent": sub, "obj_ents": [obj], "obj_aliases": [[]], "obj_uris": ["Q46"],
-            "template": template, "is_manual": True}
+    return {
+        "uuid": uuid,
+        "rel_uri": rel,
+        "sub_ent": sub,
+        "obj_ents": [obj],
+        "obj_aliases": [[]],
+        "obj_uris": ["Q46"],
+        "template": template,
+        "is_manual": True,
+    }
 
 
 def test_myriadlama_repeated_uuid_and_template_is_refused():
@@ -151,7 +170,11 @@ def test_myriadlama_uuid_in_two_relations_is_refused():
 
 
 def test_myriadlama_documented_layout_loads():
-    rows = [_ml(), _ml(sub="French Republic", template="[X] lies in [Y]."), _ml(uuid="u2", sub="Peru", obj="South America")]
+    rows = [
+        _ml(),
+        _ml(sub="French Republic", template="[X] lies in [Y]."),
+        _ml(uuid="u2", sub="Peru", obj="South America"),
+    ]
     fs = rows_to_factset(rows, "ml.jsonl")
     assert len(fs) == 2 and fs.facts[0].subject.expressions == ("France", "French Republic")
 
@@ -161,15 +184,19 @@ def test_myriadlama_documented_layout_loads():
 
 def _trex(tmp, test_rows):
     base = {"Relation_ID": "P36", "Relation Name": "capital", "Title": "", "Text": ""}
-    (tmp / "train.jsonl").write_text(json.dumps({**base, "Subject": "Peru", "Object": "Lima", "Multiple Choices": "['Quito']"}))
+    (tmp / "train.jsonl").write_text(
+        json.dumps({**base, "Subject": "Peru", "Object": "Lima", "Multiple Choices": "['Quito']"})
+    )
     (tmp / "test.jsonl").write_text("\n".join(json.dumps({**base, **r}) for r in test_rows))
     return Source("local", "trex_mc", str(tmp))
 
 
 def test_trex_repeated_test_row_is_refused(tmp_path):
-    rows = [{"Subject": "France", "Object": "Paris", "Multiple Choices": "['Rome']"},
-            {"Subject": "Italy", "Object": "Rome", "Multiple Choices": "['Paris']"},
-            {"Subject": "France", "Object": "Paris", "Multiple Choices": "['Oslo']"}]
+    rows = [
+        {"Subject": "France", "Object": "Paris", "Multiple Choices": "['Rome']"},
+        {"Subject": "Italy", "Object": "Rome", "Multiple Choices": "['Paris']"},
+        {"Subject": "France", "Object": "Paris", "Multiple Choices": "['Oslo']"},
+    ]
     e = _refused(lambda: load_trex_mc(_trex(tmp_path, rows)))
     assert e.file.endswith("test.jsonl") and (e.row, e.field) == (3, "Object")
     assert "repeats row 1 (the same Relation_ID, Subject and Object P36 'France' -> 'Paris')" in str(e)
@@ -182,5 +209,7 @@ def test_trex_same_subject_and_object_in_train_and_test_loads(tmp_path):
 
 def test_trex_more_than_100_choices_are_refused(tmp_path):
     choices = str([f"City{i}" for i in range(101)])
-    e = _refused(lambda: load_trex_mc(_trex(tmp_path, [{"Subject": "France", "Object": "Paris", "Multiple Choices": choices}])))
+    e = _refused(
+        lambda: load_trex_mc(_trex(tmp_path, [{"Subject": "France", "Object": "Paris", "Multiple Choices": choices}]))
+    )
     assert (e.row, e.field) == (1, "Multiple Choices") and "101 choices" in str(e) and "at most 100" in str(e)

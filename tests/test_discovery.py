@@ -13,8 +13,16 @@ from belief_tasks.catalog import entries
 from harness import run_cli
 
 ROOT = Path(__file__).resolve().parent.parent
-CHEAP = ["--tasks", "belief_bear", "--limit", "1", "--batch_size", "8",
-         "--metadata", '{"source": "sample", "relations": "P36", "max_facts_per_relation": 1}']
+CHEAP = [
+    "--tasks",
+    "belief_bear",
+    "--limit",
+    "1",
+    "--batch_size",
+    "8",
+    "--metadata",
+    '{"source": "sample", "relations": "P36", "max_facts_per_relation": 1}',
+]
 
 
 def _installed_task_dir() -> Path:
@@ -47,7 +55,9 @@ def test_bare_lm_eval_finds_installed_tasks(model_path):
         if os.environ.get("CI"):
             pytest.fail("the wheel did not install task_yamls under lm_eval/tasks/belief")
         pytest.skip("package not installed as a wheel here (pip install .); CI installs it")
-    out = run_cli(["--model", "hf", "--model_args", f"pretrained={model_path},dtype=float32", *CHEAP], program="lm_eval")
+    out = run_cli(
+        ["--model", "hf", "--model_args", f"pretrained={model_path},dtype=float32", *CHEAP], program="lm_eval"
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     _acc_line(out.stdout)
     assert re.search(r"\|\s*bear\s*\|.*\|\s*[0-9.]+\s*\|", out.stdout), out.stdout[-2000:]
@@ -58,8 +68,18 @@ def test_include_path_route(model_path):
     """Discovery 2: lm_eval --include_path "$(python -m belief_tasks path)"."""
     path = run_cli(["path"], program="belief_tasks")
     assert path.returncode == 0 and Path(path.stdout.strip(), "bear").is_dir()
-    out = run_cli(["--include_path", path.stdout.strip(), "--model", "hf",
-                   "--model_args", f"pretrained={model_path},dtype=float32", *CHEAP], program="lm_eval")
+    out = run_cli(
+        [
+            "--include_path",
+            path.stdout.strip(),
+            "--model",
+            "hf",
+            "--model_args",
+            f"pretrained={model_path},dtype=float32",
+            *CHEAP,
+        ],
+        program="lm_eval",
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     _acc_line(out.stdout)
 
@@ -76,9 +96,11 @@ def test_belief_eval_lists_tasks_with_descriptions():
 
 
 def test_belief_eval_registers_backends_without_hiding_builtins():
-    code = ("import belief_tasks; belief_tasks.install(); from lm_eval.api.registry import get_model, model_registry; "
-            "print(get_model('hf-mlm').__name__, get_model('hf-shared').__name__, get_model('hf').__name__, "
-            "'vllm' in model_registry, 'local-completions' in model_registry)")
+    code = (
+        "import belief_tasks; belief_tasks.install(); from lm_eval.api.registry import get_model, model_registry; "
+        "print(get_model('hf-mlm').__name__, get_model('hf-shared').__name__, get_model('hf').__name__, "
+        "'vllm' in model_registry, 'local-completions' in model_registry)"
+    )
     out = run_cli(["-c", code], program="python_code")
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.split() == ["HFMaskedLM", "HFSharedPrefixLM", "HFLM", "True", "True"]

@@ -20,9 +20,11 @@ EXAMPLE_ROOTS = {
     "data": "example locations of local datasets (/data/MyriadLAMA)",
     "path": "placeholders (/path/to/copy)",
     "x": "a placeholder value in an error message",
-    "N": "a fraction written as x/N", "M": "a fraction written as x/M",
+    "N": "a fraction written as x/N",
+    "M": "a fraction written as x/M",
     "v1": "the OpenAI-style server endpoint /v1/completions",
-    "inference": "vllm serve's token endpoint /inference/v1/generate", "metrics": "a server's /metrics",
+    "inference": "vllm serve's token endpoint /inference/v1/generate",
+    "metrics": "a server's /metrics",
     "reset_prefix_cache": "vllm serve's development endpoint /reset_prefix_cache",
     "results_": "lm-eval's file name pattern <model>/results_<date>.json",
 }
@@ -54,17 +56,30 @@ def test_the_path_check_catches_development_paths():
 NOT_TASKS = {"belief_tasks": "the Python package", "belief_demo_baer": "docs/data.md's example of a misspelt task"}
 #: ``"key":`` / ``key: value`` spellings in the docs that are not our knobs, with the reason
 NOT_KNOBS = {
-    "logprobs": "mask_topk response field", "targets": "mask_topk response field", "token_ids": "mask_topk response field",
-    "tokens": "mask_topk response field", "vocab_size": "mask_topk response field", "echo": "an OpenAI payload field",
-    "do_sample": "lm-eval generation kwarg", "max_gen_toks": "lm-eval generation kwarg", "temperature": "lm-eval generation kwarg",
-    "top_k": "lm-eval generation kwarg", "until": "lm-eval generation kwarg", "doc_to_text": "lm-eval task YAML key",
-    "target_delimiter": "lm-eval task YAML key", "example_seperator": "the IC-LKE reference code's key",
+    "logprobs": "mask_topk response field",
+    "targets": "mask_topk response field",
+    "token_ids": "mask_topk response field",
+    "tokens": "mask_topk response field",
+    "vocab_size": "mask_topk response field",
+    "echo": "an OpenAI payload field",
+    "do_sample": "lm-eval generation kwarg",
+    "max_gen_toks": "lm-eval generation kwarg",
+    "temperature": "lm-eval generation kwarg",
+    "top_k": "lm-eval generation kwarg",
+    "until": "lm-eval generation kwarg",
+    "doc_to_text": "lm-eval task YAML key",
+    "target_delimiter": "lm-eval task YAML key",
+    "example_seperator": "the IC-LKE reference code's key",
     "truncation": "results JSON metadata entry (docs/data.md)",
 }
 # the fields of that entry, as the code writes them (allow_truncation is also a knob)
 NOT_KNOBS.update(dict.fromkeys(truncation.Truncation(0, 0, 0, 0, 0, 0).record(False, False), "a truncation field"))
-NOT_KNOBS.update(dict.fromkeys(truncation.unknown_record(truncation.Context(None, None, "x", "unknown", "y"), 0),
-                               "a truncation field (a context that cannot be known)"))
+NOT_KNOBS.update(
+    dict.fromkeys(
+        truncation.unknown_record(truncation.Context(None, None, "x", "unknown", "y"), 0),
+        "a truncation field (a context that cannot be known)",
+    )
+)
 TASK_NAME = re.compile(r"(?<![\w./-])belief_[a-z0-9_]+\*?(?![\w/.(])")
 JSON_KEY = re.compile(r'"([A-Za-z_]+)"\s*:')
 YAML_SETTING = re.compile(r"`([a-z_]+): [^`]+`")
@@ -139,7 +154,7 @@ def test_the_name_checks_catch_a_misspelling():
 def current_timings() -> str:
     body = text(ROOT / "docs" / "benchmarks.md")
     start = body.index("## Current timings")
-    return body[start:body.index("\n## ", start + 1)]
+    return body[start : body.index("\n## ", start + 1)]
 
 
 def test_speed_ups_quoted_in_the_readme_are_the_current_table_s():
@@ -171,14 +186,16 @@ def test_citation_file_and_bibtex_name_the_four_papers():
     ids = {i["value"].removeprefix("arXiv:") for ref in cff["references"] for i in ref["identifiers"]}
     assert ids == ARXIV
     readme = text(ROOT / "README.md")
-    bib = readme[readme.index("```bibtex"):]
+    bib = readme[readme.index("```bibtex") :]
     assert set(re.findall(r"eprint\s*=\s*\{([\d.]+)\}", bib)) == ARXIV
 
 
 # --- no package-index hosts in scripts or configuration ----------------------------------------------
 
 SKIP_DIRS = {".git", ".venv", ".venv-vllm", "build", "results", "__pycache__", ".pytest_cache", "example_report"}
-INDEX_HOST = re.compile(r"--(?:extra-)?index-url|index-url\s*=|download\.pytorch\.org|pypi\.org/simple|/simple/?['\"\s]")
+INDEX_HOST = re.compile(
+    r"--(?:extra-)?index-url|index-url\s*=|download\.pytorch\.org|pypi\.org/simple|/simple/?['\"\s]"
+)
 
 
 def repo_files():
@@ -195,7 +212,11 @@ def test_no_script_or_config_names_a_package_index():
     the README may advise a setting, no script or config may hard-code one."""
     files = list(repo_files())
     assert ROOT / "scripts" / "setup.sh" in files and ROOT / "pyproject.toml" in files
-    hits = [f"{p.relative_to(ROOT)}: {m.group(0)!r}" for p in files
-            for m in [INDEX_HOST.search(p.read_text(encoding="utf-8", errors="ignore"))] if m]
+    hits = [
+        f"{p.relative_to(ROOT)}: {m.group(0)!r}"
+        for p in files
+        for m in [INDEX_HOST.search(p.read_text(encoding="utf-8", errors="ignore"))]
+        if m
+    ]
     assert not hits, hits
     assert INDEX_HOST.search("pip install torch --index-url https://download.pytorch.org/whl/cpu")

@@ -79,8 +79,11 @@ def test_counts_equal_the_tokens_the_backend_computes(model_path, shared_lm):
             assert cost.kinds[LOGLIKELIHOOD].shared_tokens == plan, name
             assert plan < sum(map(len, rows))  # every one of these tasks shares prefixes
         for kind in (GREEDY, SAMPLED):
-            gen = [i for i in task.instances if i.request_type == "generate_until"
-                   and bool(i.args[1].get("do_sample")) == (kind == SAMPLED)]
+            gen = [
+                i
+                for i in task.instances
+                if i.request_type == "generate_until" and bool(i.args[1].get("do_sample")) == (kind == SAMPLED)
+            ]
             if not gen:
                 continue
             prompts = [i.args[0] for i in gen]
@@ -112,14 +115,31 @@ def test_the_two_level_plan_of_long_contexts_is_the_one_trees_within_a_percent(m
 
 
 def estimate_args(model_path, *tasks: str, metadata: dict | None = None) -> list[str]:
-    return ["--model", "hf-shared", "--model_args", f"pretrained={model_path},dtype=float32", "--batch_size", "8",
-            "--tasks", ",".join(tasks), "--metadata", json.dumps(metadata or METADATA)]
+    return [
+        "--model",
+        "hf-shared",
+        "--model_args",
+        f"pretrained={model_path},dtype=float32",
+        "--batch_size",
+        "8",
+        "--tasks",
+        ",".join(tasks),
+        "--metadata",
+        json.dumps(metadata or METADATA),
+    ]
 
 
 def test_estimate_prints_the_cost_and_loads_no_model(model_path, tmp_path):
     rates = tmp_path / "rates.json"
-    out = run_cli(["--estimate", *estimate_args(model_path, "belief_demo_bear", "belief_demo_monitor"),
-                   "--estimate_json", str(tmp_path / "e.json")], BELIEF_RATES=str(rates))
+    out = run_cli(
+        [
+            "--estimate",
+            *estimate_args(model_path, "belief_demo_bear", "belief_demo_monitor"),
+            "--estimate_json",
+            str(tmp_path / "e.json"),
+        ],
+        BELIEF_RATES=str(rates),
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     assert "| belief_demo_bear | 4 |" in out.stdout and "nothing was scored" in out.stdout
     assert "FLOP projection, not a measurement" in out.stdout  # no rate stored yet
@@ -130,13 +150,24 @@ def test_estimate_prints_the_cost_and_loads_no_model(model_path, tmp_path):
     bear = next(t for t in e["tasks"] if t["task"] == "belief_demo_bear")
     assert bear["facts"] == 4 and bear["docs"] == 4  # 2 facts of each relation, BEAR's first template
     assert e["shared_facts"] == [{"a": "belief_demo_bear", "b": "belief_demo_monitor", "facts": 4}]
-    assert set(e["phases"]) >= {"startup", "building tasks", "loading the model", "scoring log-likelihoods",
-                                "generating answers and samples", "aggregating", "writing results"}
+    assert set(e["phases"]) >= {
+        "startup",
+        "building tasks",
+        "loading the model",
+        "scoring log-likelihoods",
+        "generating answers and samples",
+        "aggregating",
+        "writing results",
+    }
 
 
 def test_estimate_refuses_bad_input_as_a_run_does(model_path, tmp_path):
-    out = run_cli(["--estimate", *estimate_args(model_path, "belief_demo_bear",
-                                                metadata={"source": "sample", "max_facts_per_relaton": 2})])
+    out = run_cli(
+        [
+            "--estimate",
+            *estimate_args(model_path, "belief_demo_bear", metadata={"source": "sample", "max_facts_per_relaton": 2}),
+        ]
+    )
     assert out.returncode == 2
     lines = [line for line in out.stderr.splitlines() if line.startswith("belief-eval:")]
     assert len(lines) == 1 and "did you mean 'max_facts_per_relation'" in lines[0]
@@ -163,16 +194,28 @@ def test_a_run_shows_every_phase_and_stores_its_rates(model_path, tmp_path):
     assert out.returncode == 0, out.stderr[-3000:]
     lines = [line for line in out.stderr.splitlines() if line.startswith("belief-eval progress: ")]
     phases = [line.split(": ", 1)[1].split(":")[0].split(" (")[0].split(";")[0] for line in lines]
-    order = ["building tasks", "loading the model", "building requests", "counted", "scoring log-likelihoods",
-             "generating answers and samples", "recording results", "aggregating", "writing results"]
+    order = [
+        "building tasks",
+        "loading the model",
+        "building requests",
+        "counted",
+        "scoring log-likelihoods",
+        "generating answers and samples",
+        "recording results",
+        "aggregating",
+        "writing results",
+    ]
     assert [p.split(" ")[0] if p.startswith("counted") else p for p in phases[:-1]] == order, lines
     assert lines[-1].startswith("belief-eval progress: writing results took ") and "finished in" in lines[-1]
     scoring = next(line for line in lines if "scoring log-likelihoods (" in line)
     assert "estimated" in scoring and "ETA" in scoring
     stored = json.loads(rates.read_text())
     (entry,) = stored["models"].values()
-    assert entry["source"] == "run" and {"bear|loglikelihood", "monitor|loglikelihood",
-                                         "monitor|generate_until"} <= set(entry["per_unit"])
+    assert entry["source"] == "run" and {
+        "bear|loglikelihood",
+        "monitor|loglikelihood",
+        "monitor|generate_until",
+    } <= set(entry["per_unit"])
     assert stored["harness"]  # this machine's harness rates
     again = run_cli(["--estimate", *args], BELIEF_RATES=str(rates))
     assert again.returncode == 0 and "run of" in again.stdout

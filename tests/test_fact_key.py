@@ -19,16 +19,30 @@ from belief_tasks.sources import Source
 # ---------------------------------------------------------------- tiny files in the real layouts
 
 #: (subject id, label, aliases, object id, object label)
-BEAR_P36 = [("Q142", "France", ["French Republic"], "Q90", "Paris"), ("Q183", "Germany", [], "Q64", "Berlin"),
-            ("Q408", "Australia", [], "Q3114", "Canberra"), ("Q230", "Georgia", [], "Q994", "Tbilisi")]
+BEAR_P36 = [
+    ("Q142", "France", ["French Republic"], "Q90", "Paris"),
+    ("Q183", "Germany", [], "Q64", "Berlin"),
+    ("Q408", "Australia", [], "Q3114", "Canberra"),
+    ("Q230", "Georgia", [], "Q994", "Tbilisi"),
+]
 #: Georgia the US state (another id, same label); Australia -> Sydney disagrees with BEAR by id
-BIG_P36 = [("Q1428", "Georgia", [], "Q23556", "Atlanta"), ("Q142", "France", ["French Republic"], "Q90", "Paris"),
-           ("Q183", "Germany", [], "Q64", "Berlin"), ("Q408", "Australia", [], "Q3130", "Sydney"),
-           ("Q29", "Spain", [], "Q2807", "Madrid")]
+BIG_P36 = [
+    ("Q1428", "Georgia", [], "Q23556", "Atlanta"),
+    ("Q142", "France", ["French Republic"], "Q90", "Paris"),
+    ("Q183", "Germany", [], "Q64", "Berlin"),
+    ("Q408", "Australia", [], "Q3130", "Sydney"),
+    ("Q29", "Spain", [], "Q2807", "Madrid"),
+]
 #: FKTC: labels only; "French Republic" is BEAR's alias; Spain twice (a repeated pair, with other negatives
 #: as FKTC's own repeats have: an exact repeat is refused)
-FKTC_P36 = [("French Republic", "Paris"), ("Germany", "Berlin"), ("Australia", "Sydney"), ("Spain", "Madrid"),
-            ("Spain", "Madrid"), ("Georgia", "Tbilisi")]
+FKTC_P36 = [
+    ("French Republic", "Paris"),
+    ("Germany", "Berlin"),
+    ("Australia", "Sydney"),
+    ("Spain", "Madrid"),
+    ("Spain", "Madrid"),
+    ("Georgia", "Tbilisi"),
+]
 NEGATIVES = ["Lima", "Oslo", "Quito", "Hanoi", "Doha"]
 
 
@@ -39,7 +53,9 @@ def write_bear(folder: Path, rows, answer_space: bool) -> Path:
         meta["answer_space_labels"] = [r[4] for r in rows]
         meta["answer_space_ids"] = [r[3] for r in rows]
     (folder / "metadata_relations.json").write_text(json.dumps({"P36": meta}))
-    lines = [{"sub_id": s, "sub_label": lab, "sub_aliases": a, "obj_id": oi, "obj_label": o} for s, lab, a, oi, o in rows]
+    lines = [
+        {"sub_id": s, "sub_label": lab, "sub_aliases": a, "obj_id": oi, "obj_label": o} for s, lab, a, oi, o in rows
+    ]
     (folder / "P36.jsonl").write_text("\n".join(json.dumps(x) for x in lines))
     return folder
 
@@ -47,8 +63,10 @@ def write_bear(folder: Path, rows, answer_space: bool) -> Path:
 def write_fktc(folder: Path) -> Path:
     folder.mkdir(parents=True)
     lines = [{"relations": ["What is the capital of [X]?"]}]
-    lines += [{"subject": s, "object": o, "taxonomy": NEGATIVES if i != 4 else ["Riga", *NEGATIVES[1:]]}
-              for i, (s, o) in enumerate(FKTC_P36)]
+    lines += [
+        {"subject": s, "object": o, "taxonomy": NEGATIVES if i != 4 else ["Riga", *NEGATIVES[1:]]}
+        for i, (s, o) in enumerate(FKTC_P36)
+    ]
     (folder / "P36-subclass.json").write_text("\n".join(json.dumps(x) for x in lines))
     return folder
 
@@ -56,13 +74,26 @@ def write_fktc(folder: Path) -> Path:
 def write_myriadlama(folder: Path) -> Path:
     """Two rows (templates) per pair; the second row's ``sub_ent`` is another subject expression."""
     folder.mkdir(parents=True)
-    pairs = [("u-fr", "Q142", ["France", "French Republic"], ["Q90"], ["Paris"]),
-             ("u-de", None, ["Deutschland", "Germany"], ["Q64"], ["Berlin"]),  # no subject id: joins by label
-             ("u-au", "Q408", ["Australia", "Commonwealth of Australia"], ["Q3114"], ["Canberra"])]
-    rows = [{"uuid": u, "rel_uri": "P36", "sub_uri": sid, "sub_ent": form, "obj_uris": oids, "obj_ents": objs,
-             "obj_aliases": [[]], "template": text, "is_manual": k == 0}
-            for u, sid, forms, oids, objs in pairs
-            for k, (form, text) in enumerate(zip(forms, ["[X] has the capital [Y].", "What is the capital of [X]? [Y]"]))]
+    pairs = [
+        ("u-fr", "Q142", ["France", "French Republic"], ["Q90"], ["Paris"]),
+        ("u-de", None, ["Deutschland", "Germany"], ["Q64"], ["Berlin"]),  # no subject id: joins by label
+        ("u-au", "Q408", ["Australia", "Commonwealth of Australia"], ["Q3114"], ["Canberra"]),
+    ]
+    rows = [
+        {
+            "uuid": u,
+            "rel_uri": "P36",
+            "sub_uri": sid,
+            "sub_ent": form,
+            "obj_uris": oids,
+            "obj_ents": objs,
+            "obj_aliases": [[]],
+            "template": text,
+            "is_manual": k == 0,
+        }
+        for u, sid, forms, oids, objs in pairs
+        for k, (form, text) in enumerate(zip(forms, ["[X] has the capital [Y].", "What is the capital of [X]? [Y]"]))
+    ]
     (folder / "train.jsonl").write_text("\n".join(json.dumps(r) for r in rows))
     return folder
 
@@ -75,9 +106,20 @@ def write_trex_mc(folder: Path) -> Path:
     choices = str(["Paris", "Bonn", "Rome", "Lima"])
     test = [("France", "Paris"), ("Germany", "Bonn"), ("Italy", "Rome")]
     for split, facts in (("train", [("Peru", "Lima")]), ("test", test)):
-        pd.DataFrame([{"Relation_ID": 7, "Relation Name": "capital", "Subject": s, "Object": o,
-                       "Multiple Choices": choices, "Title": "", "Text": ""} for s, o in facts]
-                     ).to_parquet(folder / f"{split}-00000.parquet")
+        pd.DataFrame(
+            [
+                {
+                    "Relation_ID": 7,
+                    "Relation Name": "capital",
+                    "Subject": s,
+                    "Object": o,
+                    "Multiple Choices": choices,
+                    "Title": "",
+                    "Text": "",
+                }
+                for s, o in facts
+            ]
+        ).to_parquet(folder / f"{split}-00000.parquet")
     return folder
 
 
@@ -125,8 +167,12 @@ def test_trex_mc_relation_ids():
 
 def test_fold_label_and_urls():
     assert fold_label("  Côte  d'Ivoire\u00a0") == "côte d'ivoire"  # NFKC, case, spaces; accents kept
-    f = Fact("x", "P36", Entity("France", (), "http://www.wikidata.org/entity/Q142"),
-             (Entity("Paris", ("City of Light",), "Q90"), Entity("Lutetia")))
+    f = Fact(
+        "x",
+        "P36",
+        Entity("France", (), "http://www.wikidata.org/entity/Q142"),
+        (Entity("Paris", ("City of Light",), "Q90"), Entity("Lutetia")),
+    )
     k = fact_key(f)
     assert k.subject_id == "Q142" and k.objects == ("Paris", "City of Light", "Lutetia")
     assert k.object_ids == ()  # not every object has an id: objects are compared by label
@@ -146,23 +192,33 @@ def test_bear_and_bear_big_join_by_id(keys):
 def test_fktc_joins_bear_by_label_and_alias(keys):
     j = join_keys(keys["fktc"], keys["bear"])
     # "French Republic" is BEAR's alias of France; Georgia -> Tbilisi: FKTC has no id to tell namesakes apart
-    assert _by_subject(keys["fktc"], j.joined, "a") == [("french republic", BY_LABEL), ("georgia", BY_LABEL),
-                                                        ("germany", BY_LABEL)]
+    assert _by_subject(keys["fktc"], j.joined, "a") == [
+        ("french republic", BY_LABEL),
+        ("georgia", BY_LABEL),
+        ("germany", BY_LABEL),
+    ]
     assert _by_subject(keys["fktc"], j.conflicts, "a") == [("australia", "label")]  # Sydney vs Canberra
 
 
 def test_fktc_and_bear_big_conflicts_and_repeated_rows(keys):
     j = join_keys(keys["fktc"], keys["bear_big"])
     assert _by_subject(keys["fktc"], j.joined, "a") == [
-        ("australia", BY_LABEL), ("french republic", BY_LABEL), ("germany", BY_LABEL), ("spain", BY_LABEL)]
+        ("australia", BY_LABEL),
+        ("french republic", BY_LABEL),
+        ("germany", BY_LABEL),
+        ("spain", BY_LABEL),
+    ]
     assert _by_subject(keys["fktc"], j.conflicts, "a") == [("georgia", "label")]  # Tbilisi vs Atlanta
     assert [keys["fktc"][m.a].subject for m in j.duplicates] == ["spain"]  # FKTC's repeated row joins once
 
 
 def test_myriadlama_joins_by_id_and_by_subject_expression(keys):
     j = join_keys(keys["myriadlama"], keys["bear"])
-    assert _by_subject(keys["myriadlama"], j.joined, "a") == [("australia", BY_ID), ("deutschland", BY_LABEL),
-                                                              ("france", BY_ID)]
+    assert _by_subject(keys["myriadlama"], j.joined, "a") == [
+        ("australia", BY_ID),
+        ("deutschland", BY_LABEL),
+        ("france", BY_ID),
+    ]
     j = join_keys(keys["myriadlama"], keys["bear_big"])
     assert _by_subject(keys["myriadlama"], j.conflicts, "a") == [("australia", BY_ID)]
 
@@ -201,9 +257,11 @@ def test_sampling_key_is_shared_where_the_label_is(keys):
 
 @pytest.fixture(scope="module")
 def real_keys(shared_data) -> dict[str, dict[str, FactKey]]:
-    sets = {"bear": load_bear_folder(shared_data / "bear" / "BEAR", "bear"),
-            "bear_big": load_bear_folder(shared_data / "bear" / "BEAR-big", "bear_big"),
-            "fktc": load_fktc_folder(shared_data / "fktc")}
+    sets = {
+        "bear": load_bear_folder(shared_data / "bear" / "BEAR", "bear"),
+        "bear_big": load_bear_folder(shared_data / "bear" / "BEAR-big", "bear_big"),
+        "fktc": load_fktc_folder(shared_data / "fktc"),
+    }
     return {n: {f.id: fact_key(f, fs.relations[f.relation]) for f in fs} for n, fs in sets.items()}
 
 
@@ -226,7 +284,14 @@ def test_real_joins(real_keys):
     """What the join rules give on the real files (docs/data.md explains each difference)."""
     bear, big, fktc = real_keys["bear"], real_keys["bear_big"], real_keys["fktc"]
     j = join_keys(bear, big)
-    assert j.counts() == {"fact id": 0, "id": 7731, "label + object": 0, "joined": 7731, "conflicts": 0, "duplicates": 0}
+    assert j.counts() == {
+        "fact id": 0,
+        "id": 7731,
+        "label + object": 0,
+        "joined": 7731,
+        "conflicts": 0,
+        "duplicates": 0,
+    }
     j = join_keys(fktc, big)
     assert j.counts() == {"fact id": 0, "id": 0, "label + object": 362, "joined": 362, "conflicts": 21, "duplicates": 2}
     assert sum(fktc[m.a].subject != big[m.b].subject for m in j.joined) == 9  # through a BEAR-big alias
@@ -261,8 +326,9 @@ def test_capped_draw_keeps_shared_facts_alike():
     # the same share of each relation (10 of 40, 40 of 200): the shared facts kept are nearly the same
     kept_big = {sampling_key(f) for f in select_facts(FactSet("b", rel, big), opts(50))}
     assert len(kept_small & kept_big) == 9  # of 10; drawn independently (the earlier draw): 3 (2.5 expected)
-    assert [f.id for f in select_facts(FactSet("a", rel, small), opts(10))] == \
-        [f.id for f in small if sampling_key(f) in kept_small]  # order of the data kept
+    assert [f.id for f in select_facts(FactSet("a", rel, small), opts(10))] == [
+        f.id for f in small if sampling_key(f) in kept_small
+    ]  # order of the data kept
 
 
 def test_smallest_hashes_by_hand():

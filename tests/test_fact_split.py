@@ -28,15 +28,23 @@ def test_half_of_each_relation_seeded_and_disjoint():
 def test_split_depends_on_the_fact_key_not_on_ids_or_order():
     """The same facts as another dataset holds them (other ids, reversed order) are split alike."""
     fs = load_sample()
-    renamed = FactSet(fs.source + "-copy", fs.relations,
-                      [dataclasses.replace(f, id=f"other-{i}") for i, f in enumerate(reversed(fs.facts))])
+    renamed = FactSet(
+        fs.source + "-copy",
+        fs.relations,
+        [dataclasses.replace(f, id=f"other-{i}") for i, f in enumerate(reversed(fs.facts))],
+    )
     assert split_facts(renamed, seed=3) == split_facts(fs, seed=3)
 
 
-@pytest.mark.parametrize("module, function", [("belief_tasks.tasks.bear", "bear_dataset"),
-                                              ("belief_tasks.tasks.belief_icl", "mp_zeroshot"),
-                                              ("belief_tasks.tasks.iclke", "iclke_bear"),
-                                              ("belief_tasks.tasks.monitor", "sample_dataset")])
+@pytest.mark.parametrize(
+    "module, function",
+    [
+        ("belief_tasks.tasks.bear", "bear_dataset"),
+        ("belief_tasks.tasks.belief_icl", "mp_zeroshot"),
+        ("belief_tasks.tasks.iclke", "iclke_bear"),
+        ("belief_tasks.tasks.monitor", "sample_dataset"),
+    ],
+)
 def test_every_family_puts_a_fact_on_the_same_side(module, function):
     """Each family's documents of the bundled sample carry the fact's cross-dataset key; the split places
     them by it, and every fact of the sample is found on exactly the side the split drew for it."""
@@ -44,8 +52,10 @@ def test_every_family_puts_a_fact_on_the_same_side(module, function):
 
     fs = load_sample()
     split = split_facts(fs, seed=1234)
-    expected = {sampling_key(f, fs.relations[f.relation]): split.side(sampling_key(f, fs.relations[f.relation]))
-                for f in fs.facts}
+    expected = {
+        sampling_key(f, fs.relations[f.relation]): split.side(sampling_key(f, fs.relations[f.relation]))
+        for f in fs.facts
+    }
     from belief_tasks.model import default_model_path, is_ready
 
     if function == "sample_dataset" and not is_ready():
@@ -53,7 +63,9 @@ def test_every_family_puts_a_fact_on_the_same_side(module, function):
     from belief_tasks.options import parse_options
 
     glue = importlib.import_module(module)
-    opts = parse_options(glue.OPTIONS, {"source": "sample", "relations": "P36,P19", "pretrained": str(default_model_path())})
+    opts = parse_options(
+        glue.OPTIONS, {"source": "sample", "relations": "P36,P19", "pretrained": str(default_model_path())}
+    )
     docs = getattr(glue, function)(opts)["test"]
     records = [{"fact_key": json.loads(d["fact_key"])} for d in docs]
     sides = {r["fact_key"]["key"]: split.of_record(r) for r in records}

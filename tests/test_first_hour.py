@@ -28,8 +28,10 @@ def refused(out: subprocess.CompletedProcess) -> str:
 
 
 def test_invalid_metadata_json_is_one_paragraph_with_where_and_an_example():
-    out = run_cli(["--model", "hf", "--model_args", NO_MODEL, "--tasks", "belief_bear",
-                   "--metadata", "{'source': 'sample'}"], timeout=300)
+    out = run_cli(
+        ["--model", "hf", "--model_args", NO_MODEL, "--tasks", "belief_bear", "--metadata", "{'source': 'sample'}"],
+        timeout=300,
+    )
     line = refused(out)
     assert "--metadata is not valid JSON: expecting property name enclosed in double quotes at character 2" in line
     assert "{ >>>'source'" in line  # where
@@ -48,23 +50,62 @@ def test_model_args_json_and_key_value_forms():
 
 
 def test_misspelt_task_gets_the_closest_names():
-    line = refused(run_cli(["--model", "hf", "--model_args", NO_MODEL, "--tasks", "belief_demo_baer,belief_bear",
-                            "--metadata", '{"source": "sample"}'], timeout=300))
+    line = refused(
+        run_cli(
+            [
+                "--model",
+                "hf",
+                "--model_args",
+                NO_MODEL,
+                "--tasks",
+                "belief_demo_baer,belief_bear",
+                "--metadata",
+                '{"source": "sample"}',
+            ],
+            timeout=300,
+        )
+    )
     assert "--tasks: no task or group named 'belief_demo_baer' (did you mean 'belief_demo_bear'" in line
     assert "belief_bear'" not in line.split("(did you mean")[0]  # the known name is not listed as missing
     assert "belief-eval ls belief" in line
 
 
 def test_misspelt_backend_gets_the_closest_names():
-    line = refused(run_cli(["--model", "hf-shard", "--model_args", NO_MODEL, "--tasks", "belief_bear",
-                            "--metadata", '{"source": "sample"}'], timeout=300))
+    line = refused(
+        run_cli(
+            [
+                "--model",
+                "hf-shard",
+                "--model_args",
+                NO_MODEL,
+                "--tasks",
+                "belief_bear",
+                "--metadata",
+                '{"source": "sample"}',
+            ],
+            timeout=300,
+        )
+    )
     assert "--model hf-shard: no backend of that name; did you mean 'hf-shared'" in line
     assert "ours are hf-mlm, hf-shared" in line and "vllm" in line
 
 
 def test_a_knob_no_requested_task_reads_is_refused_naming_its_readers():
-    line = refused(run_cli(["--model", "hf", "--model_args", NO_MODEL, "--tasks", "belief_bear",
-                            "--metadata", '{"source": "sample", "mp_templates": "all"}'], timeout=300))
+    line = refused(
+        run_cli(
+            [
+                "--model",
+                "hf",
+                "--model_args",
+                NO_MODEL,
+                "--tasks",
+                "belief_bear",
+                "--metadata",
+                '{"source": "sample", "mp_templates": "all"}',
+            ],
+            timeout=300,
+        )
+    )
     assert "--metadata key 'mp_templates': no task of this command reads it (it runs belief_bear)" in line
     assert "it is read by belief_mp_4random" in line and "belief_qa_zeroshot" in line
     assert "belief_demo" not in line  # the main job's fixed variants are not offered
@@ -74,12 +115,15 @@ def test_a_knob_no_requested_task_reads_is_refused_naming_its_readers():
 def demo_tasks(model_path):
     """The main job's group, built as lm-eval builds it (no model): five tasks of four families."""
     import belief_tasks
+
     belief_tasks.install()
     from lm_eval.tasks import TaskManager
 
     from belief_tasks.paths import task_yamls_dir
 
-    manager = TaskManager(include_path=str(task_yamls_dir()), metadata={"source": "sample", "pretrained": str(model_path)})
+    manager = TaskManager(
+        include_path=str(task_yamls_dir()), metadata={"source": "sample", "pretrained": str(model_path)}
+    )
     return list(manager.load(["belief_demo"])["tasks"].values())
 
 
@@ -89,13 +133,29 @@ def test_knobs_read_by_a_group_count_every_family_and_dataset(demo_tasks):
 
     assert len(demo_tasks) == 5
     # one knob of each family in the group, and the path / revision of a dataset one of its tasks reads
-    check_knobs_read({"mp_templates": "all", "templates": "0", "n_examples": 5, "monitor_alpha": "1,0,0",
-                      "source": "sample", "bear_revision": "main", "myriadlama_revision": "main",
-                      "bear_big_path": "/x", "pretrained": "m", "dtype": "float32", "hellaswag_key": 1},
-                     demo_tasks, model_args={"pretrained", "dtype"})
+    check_knobs_read(
+        {
+            "mp_templates": "all",
+            "templates": "0",
+            "n_examples": 5,
+            "monitor_alpha": "1,0,0",
+            "source": "sample",
+            "bear_revision": "main",
+            "myriadlama_revision": "main",
+            "bear_big_path": "/x",
+            "pretrained": "m",
+            "dtype": "float32",
+            "hellaswag_key": 1,
+        },
+        demo_tasks,
+        model_args={"pretrained", "dtype"},
+    )
     # the masked-LM family's knob, and data no task of the group reads (its MONITOR task is sample-only)
-    for key, reader in (("mlm_templates", "belief_mlm_myriadlama"), ("fktc_path", "belief_monitor"),
-                        ("trex_mc_revision", "belief_iclke")):
+    for key, reader in (
+        ("mlm_templates", "belief_mlm_myriadlama"),
+        ("fktc_path", "belief_monitor"),
+        ("trex_mc_revision", "belief_iclke"),
+    ):
         with pytest.raises(KnobError, match=f"no task of this command reads it .*{reader}"):
             check_knobs_read({key: "x"}, demo_tasks, model_args=())
     with pytest.raises(KnobError, match="belongs in BELIEF_FKTC_PATH"):
@@ -111,9 +171,16 @@ def test_belief_eval_help_adds_our_section_generated_from_the_knob_tables():
     assert out.returncode == 0, out.stderr[-3000:]
     text = " ".join(out.stdout.split())  # wrapped lines joined
     assert "Language Model Evaluation Harness" in text  # lm-eval's own help comes first
-    ours = text[text.index("belief-tasks: belief-eval is"):]
-    for word in ("hf-shared", "hf-mlm", "belief-eval ls belief", "belief-eval ls knobs", "belief-report",
-                 "docs/report.md", "python -m belief_tasks demo"):
+    ours = text[text.index("belief-tasks: belief-eval is") :]
+    for word in (
+        "hf-shared",
+        "hf-mlm",
+        "belief-eval ls belief",
+        "belief-eval ls knobs",
+        "belief-report",
+        "docs/report.md",
+        "python -m belief_tasks demo",
+    ):
         assert word in ours, word
     for _, names, page in knob_groups():
         assert all(name in ours for name in names) and page in ours
@@ -125,8 +192,10 @@ def test_belief_eval_help_adds_our_section_generated_from_the_knob_tables():
 def test_ls_belief_lists_only_ours_without_importing_lm_eval():
     from belief_tasks.catalog import entries
 
-    code = ("import sys; from belief_tasks.cli import main; main(['ls', 'belief']); "
-            "print('lm_eval imported:', 'lm_eval' in sys.modules)")
+    code = (
+        "import sys; from belief_tasks.cli import main; main(['ls', 'belief']); "
+        "print('lm_eval imported:', 'lm_eval' in sys.modules)"
+    )
     out = run_cli(["-c", code], program="python_code", timeout=120)
     assert out.returncode == 0, out.stderr[-3000:]
     assert "lm_eval imported: False" in out.stdout

@@ -50,19 +50,29 @@ def tiny_causal_lm():
     from transformers import LlamaConfig, LlamaForCausalLM
 
     torch.manual_seed(0)
-    cfg = LlamaConfig(vocab_size=64, hidden_size=16, intermediate_size=32, num_hidden_layers=1,
-                      num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=64)
+    cfg = LlamaConfig(
+        vocab_size=64,
+        hidden_size=16,
+        intermediate_size=32,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        max_position_embeddings=64,
+    )
     return LlamaForCausalLM(cfg).eval()
 
 
-@pytest.mark.parametrize("knobs", [
-    {"temperature": 1.0, "top_k": 0, "top_p": 1.0},  # BELIEF's: no warper at all
-    {"temperature": 0.7},  # HF's default top_k (50) applies under it
-    {"temperature": 0.5, "top_k": 5, "top_p": 0.9},
-    {"temperature": 1.3, "top_k": 0, "min_p": 0.05},
-    {"top_k": 0, "typical_p": 0.8},
-    {"top_k": 0, "epsilon_cutoff": 0.01, "eta_cutoff": 0.02},
-])
+@pytest.mark.parametrize(
+    "knobs",
+    [
+        {"temperature": 1.0, "top_k": 0, "top_p": 1.0},  # BELIEF's: no warper at all
+        {"temperature": 0.7},  # HF's default top_k (50) applies under it
+        {"temperature": 0.5, "top_k": 5, "top_p": 0.9},
+        {"temperature": 1.3, "top_k": 0, "min_p": 0.05},
+        {"top_k": 0, "typical_p": 0.8},
+        {"top_k": 0, "epsilon_cutoff": 0.01, "eta_cutoff": 0.02},
+    ],
+)
 def test_sampling_warpers_are_the_ones_transformers_samples_with(knobs):
     model = tiny_causal_lm()
     cfg = S.sampling_config(model, knobs)
@@ -72,7 +82,7 @@ def test_sampling_warpers_are_the_ones_transformers_samples_with(knobs):
     not_warpers = model._get_logits_processor(generation_config=greedy_cfg, device="cpu")
     from transformers import LogitsProcessorList
 
-    theirs = LogitsProcessorList(theirs[len(not_warpers):])  # appended after those greedy decoding uses too
+    theirs = LogitsProcessorList(theirs[len(not_warpers) :])  # appended after those greedy decoding uses too
     ours = S.sampling_warpers(cfg)
     assert [type(w) for w in ours] == [type(w) for w in theirs]
     if knobs == {"temperature": 1.0, "top_k": 0, "top_p": 1.0}:
@@ -228,8 +238,14 @@ def test_a_request_not_ours_reaches_stock_hf_unchanged(lm, monkeypatch):
     seen = []
 
     def record(context, max_length, stop, **kw):
-        seen.append((context.tolist(), max_length, list(stop),
-                     {k: v.tolist() if isinstance(v, torch.Tensor) else v for k, v in kw.items()}))
+        seen.append(
+            (
+                context.tolist(),
+                max_length,
+                list(stop),
+                {k: v.tolist() if isinstance(v, torch.Tensor) else v for k, v in kw.items()},
+            )
+        )
         return torch.cat([context, context[:, -2:]], dim=1)
 
     monkeypatch.setattr(lm, "_model_generate", record)

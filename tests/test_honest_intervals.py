@@ -76,7 +76,9 @@ def test_bear_caption_matches_the_run():
     one = stderr_note([(full, _task("belief_bear", templates=(0, 0)))])
     assert one == "belief_bear: one template, so no spread across templates and no ±." and "Table 3" not in one
     budgeted = stderr_note([(full, _task("belief_bear", templates=(0,), budget={"budget": 0.05}))])
-    assert "a budgeted run" in budgeted and "bootstrap standard error" in budgeted and "across templates" not in budgeted
+    assert (
+        "a budgeted run" in budgeted and "bootstrap standard error" in budgeted and "across templates" not in budgeted
+    )
     assert "--limit 5: each task scored only its first 5 documents" in stderr_note([(plain, _task("belief_bear"))])
 
 

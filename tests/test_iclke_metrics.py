@@ -72,7 +72,8 @@ def test_per_relation_and_macro_accuracy():
     assert M.per_relation_accuracy(lps, gold, rels) == {"P36": 0.5, "P37": 0.5}
     keep = [0, 1, 2, 4, 5]
     assert M.macro_accuracy([lps[i] for i in keep], [gold[i] for i in keep], [rels[i] for i in keep]) == pytest.approx(
-        (2 / 3 + 1 / 2) / 2)
+        (2 / 3 + 1 / 2) / 2
+    )
     # sqrt(0.25/4 + 0.25/2) / 2
     assert M.macro_accuracy_stderr(lps, gold, rels) == pytest.approx(math.sqrt(0.25 / 4 + 0.25 / 2) / 2)
     assert M.binomial_stderr([1, 0, 1, 0]) == pytest.approx(0.25)
@@ -81,7 +82,8 @@ def test_per_relation_and_macro_accuracy():
     one = [0, 1, 2, 3, 4]
     assert math.isnan(M.macro_accuracy_stderr([lps[i] for i in one], [gold[i] for i in one], [rels[i] for i in one]))
     assert M.macro_accuracy([lps[i] for i in one], [gold[i] for i in one], [rels[i] for i in one]) == pytest.approx(
-        (2 / 4 + 1) / 2)
+        (2 / 4 + 1) / 2
+    )
 
 
 def test_stderrs_and_gold_confidences_by_hand():

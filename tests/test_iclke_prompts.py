@@ -22,13 +22,18 @@ from belief_tasks.tasks.base import unpack
 
 def test_sigma_space_format_is_eq1():
     fmt = P.pair_format("space")
-    assert fmt.render([["Feynman", "1918"], ["Heisenberg", "1901"]], "Einstein") == "Feynman 1918 Heisenberg 1901 Einstein"
+    assert (
+        fmt.render([["Feynman", "1918"], ["Heisenberg", "1901"]], "Einstein") == "Feynman 1918 Heisenberg 1901 Einstein"
+    )
     assert fmt.render([], "Einstein") == "Einstein"
 
 
 def test_sigma_reference_format():
     fmt = P.pair_format("colon_comma")
-    assert fmt.render([["Feynman", "1918"], ["Heisenberg", "1901"]], "Einstein") == "Feynman : 1918, Heisenberg : 1901, Einstein :"
+    assert (
+        fmt.render([["Feynman", "1918"], ["Heisenberg", "1901"]], "Einstein")
+        == "Feynman : 1918, Heisenberg : 1901, Einstein :"
+    )
     with pytest.raises(ValueError, match="unknown IC-LKE format"):
         P.pair_format("tabs")
 
@@ -37,9 +42,17 @@ def test_eiclke_format_is_appendix_c2():
     """Appendix C.2: a space between subject and object, a comma between tuples; IC-LKE keeps eq. 1's spaces."""
     assert P.DEFAULT_FORMAT == {"iclke": "space", "eiclke": "space_comma"}
     fmt = P.pair_format("space_comma")
-    assert fmt.render([["Feynman", "1918"], ["Heisenberg", "1901"]], "Einstein") == "Feynman 1918, Heisenberg 1901, Einstein"
+    assert (
+        fmt.render([["Feynman", "1918"], ["Heisenberg", "1901"]], "Einstein")
+        == "Feynman 1918, Heisenberg 1901, Einstein"
+    )
     examples, prior = [["a", "1"], ["b", "2"]], [(1, "X", ["x0", "x1"])]
-    doc = {"format": "space_comma", "subject": "Z", "examples": json.dumps(examples), "prior": json.dumps([list(p) for p in prior])}
+    doc = {
+        "format": "space_comma",
+        "subject": "Z",
+        "examples": json.dumps(examples),
+        "prior": json.dumps([list(p) for p in prior]),
+    }
     assert T.eic_context(doc, 1) == "a 1, X x1, b 2, Z"
 
 
@@ -48,7 +61,12 @@ def test_eic_pairs_insert_option_k_of_earlier_test_facts():
     prior = [(1, "X", ["x0", "x1"]), (3, "Y", ["y0", "y1", "y2"])]
     assert P.eic_pairs(examples, prior, 2) == [["a", "1"], ["X", "x0"], ["b", "2"], ["c", "3"], ["Y", "y2"], ["d", "4"]]
     assert P.eic_pairs(examples, [], 0) == examples
-    doc = {"format": "space", "subject": "Z", "examples": json.dumps(examples), "prior": json.dumps([list(p) for p in prior])}
+    doc = {
+        "format": "space",
+        "subject": "Z",
+        "examples": json.dumps(examples),
+        "prior": json.dumps([list(p) for p in prior]),
+    }
     assert T.eic_context(doc, 1) == "a 1 X x1 b 2 c 3 Y y1 d 4 Z"
 
 
@@ -61,7 +79,10 @@ def _fact(i, subject, obj, rel="P1"):
 
 
 def test_examples_never_contain_the_test_subject():
-    train = [_fact(i, f"s{i}", f"o{i}") for i in range(20)] + [_fact(99, "Target", "gold"), _fact(98, "target", "other")]
+    train = [_fact(i, f"s{i}", f"o{i}") for i in range(20)] + [
+        _fact(99, "Target", "gold"),
+        _fact(98, "target", "other"),
+    ]
     test = _fact(100, "Target", "gold")
     for demos in ("relation", "fact"):
         ex = P.choose_examples(test, train, _params(n_examples=50, demos=demos))
@@ -73,7 +94,9 @@ def test_examples_never_contain_the_test_subject():
 
 
 def test_option_set_excludes_every_accepted_answer():
-    rel = Relation("P1", "r", answer_space=tuple(Entity(x) for x in ["Paris", "paris", "Lutetia", "Rome", "Oslo", "Bern"]))
+    rel = Relation(
+        "P1", "r", answer_space=tuple(Entity(x) for x in ["Paris", "paris", "Lutetia", "Rome", "Oslo", "Bern"])
+    )
     fact = Fact("P1_1", "P1", Entity("France"), (Entity("Paris", ("Lutetia",)),))
     options, gold = P.option_set(fact, rel, seed=1, max_options=100)
     assert options[gold] == "Paris"
@@ -169,16 +192,44 @@ LANGUAGE_DISTRACTORS = ["Finnish", "Polish", "Czech", "Hungarian", "Swedish", "B
 def write_trex_fixture(folder, n_choices: int = 6):
     """A tiny T-REx-MC copy (hub columns: integer Relation_ID, 'Multiple Choices' stringified);
     facts we wrote ourselves. Alternatives are objects that never occur as training objects."""
-    capitals = [("France", "Paris"), ("Germany", "Berlin"), ("Italy", "Rome"), ("Spain", "Madrid"),
-                ("Japan", "Tokyo"), ("Russia", "Moscow"), ("Egypt", "Cairo"), ("Greece", "Athens"),
-                ("Norway", "Oslo"), ("Portugal", "Lisbon"), ("Austria", "Vienna"), ("Ireland", "Dublin")]
-    languages = [("France", "French"), ("Germany", "German"), ("Italy", "Italian"), ("Spain", "Spanish"),
-                 ("Japan", "Japanese"), ("Russia", "Russian"), ("Greece", "Greek"), ("Portugal", "Portuguese")]
+    capitals = [
+        ("France", "Paris"),
+        ("Germany", "Berlin"),
+        ("Italy", "Rome"),
+        ("Spain", "Madrid"),
+        ("Japan", "Tokyo"),
+        ("Russia", "Moscow"),
+        ("Egypt", "Cairo"),
+        ("Greece", "Athens"),
+        ("Norway", "Oslo"),
+        ("Portugal", "Lisbon"),
+        ("Austria", "Vienna"),
+        ("Ireland", "Dublin"),
+    ]
+    languages = [
+        ("France", "French"),
+        ("Germany", "German"),
+        ("Italy", "Italian"),
+        ("Spain", "Spanish"),
+        ("Japan", "Japanese"),
+        ("Russia", "Russian"),
+        ("Greece", "Greek"),
+        ("Portugal", "Portuguese"),
+    ]
 
     def rows(pairs, rid, name, distractors):
-        return [{"Relation_ID": rid, "Relation Name": name, "Subject": s, "Object": o,
-                 "Multiple Choices": repr(distractors[: n_choices - 1]), "Title": s, "Text": f"{s} ..."}
-                for s, o in pairs]
+        return [
+            {
+                "Relation_ID": rid,
+                "Relation Name": name,
+                "Subject": s,
+                "Object": o,
+                "Multiple Choices": repr(distractors[: n_choices - 1]),
+                "Title": s,
+                "Text": f"{s} ...",
+            }
+            for s, o in pairs
+        ]
 
     folder.mkdir(parents=True, exist_ok=True)
     splits = {
@@ -214,16 +265,25 @@ def test_trex_mc_fixture_task(tmp_path):
 
 
 def test_knobs_from_metadata():
-    opts = parse_options(T.OPTIONS, {"n_examples": "10", "format": "colon_comma", "demos": "fact", "seed": 3, "max_options": 20})
+    opts = parse_options(
+        T.OPTIONS, {"n_examples": "10", "format": "colon_comma", "demos": "fact", "seed": 3, "max_options": 20}
+    )
     assert (opts.n_examples, opts.format, opts.demos, opts.seed, opts.max_options) == (10, "colon_comma", "fact", 3, 20)
     # paper defaults: n = 50, 100 options, space; EIC-LKE: 50 lead facts, a test fact every 5
-    assert T.params(parse_options(T.OPTIONS, {})) == P.Params(seed=1234, n_examples=50, max_options=100, demos="relation",
-                                                            eic_lead=50, eic_every=5)
+    assert T.params(parse_options(T.OPTIONS, {})) == P.Params(
+        seed=1234, n_examples=50, max_options=100, demos="relation", eic_lead=50, eic_every=5
+    )
     defaults = parse_options(T.OPTIONS, {})
     assert (defaults.train_size, defaults.format) == (100, None)  # None: the method's own format
     assert parse_options(T.OPTIONS, {"n_examples": 0}).n_examples == 0  # zero-shot is allowed
-    for bad in ({"format": "tsv"}, {"demos": "random"}, {"max_options": 0}, {"n_examples": -1}, {"eic_every": 0},
-                {"train_size": "many"}):
+    for bad in (
+        {"format": "tsv"},
+        {"demos": "random"},
+        {"max_options": 0},
+        {"n_examples": -1},
+        {"eic_every": 0},
+        {"train_size": "many"},
+    ):
         with pytest.raises(KnobError, match=next(iter(bad))):
             parse_options(T.OPTIONS, bad)
     with pytest.raises(ValueError, match="unknown relations"):

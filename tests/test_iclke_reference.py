@@ -22,19 +22,43 @@ from belief_tasks.schema import Entity, Fact, SchemaError
 from belief_tasks.tasks import iclke as T
 from belief_tasks.tasks.base import unpack
 
-TRAIN_4 = [("France", "Paris"), ("Germany", "Berlin"), ("Italy", "Rome"), ("Spain", "Madrid"), ("Japan", "Tokyo"),
-           ("Egypt", "Cairo")]
+TRAIN_4 = [
+    ("France", "Paris"),
+    ("Germany", "Berlin"),
+    ("Italy", "Rome"),
+    ("Spain", "Madrid"),
+    ("Japan", "Tokyo"),
+    ("Egypt", "Cairo"),
+]
 TRAIN_9 = [("France", "French"), ("Germany", "German"), ("Italy", "Italian")]
-TEST_4 = [("Norway", "Oslo"), ("Portugal", "Lisbon"), ("Austria", "Vienna"), ("Ireland", "Dublin"),
-          ("Greece", "Athens"), ("Poland", "Warsaw"), ("Sweden", "Stockholm"), ("Finland", "Helsinki"),
-          ("Hungary", "Budapest"), ("Denmark", "Copenhagen"), ("Belgium", "Brussels"), ("Chile", "Santiago")]
+TEST_4 = [
+    ("Norway", "Oslo"),
+    ("Portugal", "Lisbon"),
+    ("Austria", "Vienna"),
+    ("Ireland", "Dublin"),
+    ("Greece", "Athens"),
+    ("Poland", "Warsaw"),
+    ("Sweden", "Stockholm"),
+    ("Finland", "Helsinki"),
+    ("Hungary", "Budapest"),
+    ("Denmark", "Copenhagen"),
+    ("Belgium", "Brussels"),
+    ("Chile", "Santiago"),
+]
 CHOICES = ["Helsinki", "Warsaw", "Bern"]
 
 
 def _row(rid, subject, obj, choices):
     name = {4: "capital", 9: "official language"}[rid]
-    return {"Relation_ID": rid, "Relation Name": name, "Subject": subject, "Object": obj,
-            "Multiple Choices": repr(choices), "Title": subject, "Text": f"{subject} ..."}
+    return {
+        "Relation_ID": rid,
+        "Relation Name": name,
+        "Subject": subject,
+        "Object": obj,
+        "Multiple Choices": repr(choices),
+        "Title": subject,
+        "Text": f"{subject} ...",
+    }
 
 
 def write_reference_fixture(folder, train_4=TRAIN_4):
@@ -223,8 +247,11 @@ def test_reference_refusals(tmp_path):
         _docs(folder, relations="4", max_options=3)
     assert err.value.row == "test_2" and err.value.field == "Multiple Choices" and err.value.file == str(folder)
     assert "4 options, above max_options 3" in str(err.value)
-    for knobs, knob in [({"format": "space"}, "format"), ({"demos": "fact"}, "demos"),
-                        ({"reference_seed": 2**32}, "reference_seed")]:
+    for knobs, knob in [
+        ({"format": "space"}, "format"),
+        ({"demos": "fact"}, "demos"),
+        ({"reference_seed": 2**32}, "reference_seed"),
+    ]:
         with pytest.raises(KnobError) as e:
             _docs(folder, **knobs)
         assert e.value.knob == knob
@@ -247,8 +274,21 @@ def test_belief_eval_refuses_a_cut_before_loading_the_model(tmp_path):
 
     folder = write_reference_fixture(tmp_path / "trex")
     md = {"trex_mc_path": str(folder), "reference": True, "max_options": 3}
-    out = run_cli(["--model", "hf", "--model_args", f"pretrained={tmp_path / 'no-model'}", "--tasks", "belief_iclke",
-                   "--metadata", json.dumps(md), "--output_path", str(tmp_path / "out")], timeout=600)
+    out = run_cli(
+        [
+            "--model",
+            "hf",
+            "--model_args",
+            f"pretrained={tmp_path / 'no-model'}",
+            "--tasks",
+            "belief_iclke",
+            "--metadata",
+            json.dumps(md),
+            "--output_path",
+            str(tmp_path / "out"),
+        ],
+        timeout=600,
+    )
     assert out.returncode == 2, out.stderr[-3000:]
     lines = [line for line in out.stderr.splitlines() if line.startswith("belief-eval:")]
     assert len(lines) == 1 and "stopped before loading the model" in lines[0], out.stderr[-3000:]
@@ -279,7 +319,7 @@ def _reference_scores(model, tok, base: str, options: list[str]) -> list[float]:
         with torch.no_grad():
             logits = model(torch.tensor([ids])).logits[0].double()
         prompt_logprobs = torch.log_softmax(logits[:-1], -1).gather(1, torch.tensor(ids[1:])[:, None])[:, 0]
-        out.append(float(prompt_logprobs[len(tok.encode(base)[1:]):].sum()))
+        out.append(float(prompt_logprobs[len(tok.encode(base)[1:]) :].sum()))
     return out
 
 
@@ -292,8 +332,14 @@ def test_reference_mode_end_to_end_equals_the_reference_s_scores(model_path, tmp
     from harness import evaluate
 
     folder = write_reference_fixture(tmp_path / "trex")
-    md = {"source": "", "trex_mc_path": str(folder), "relations": "4", "reference": True, "n_examples": 4,
-          "reference_rows": 3}
+    md = {
+        "source": "",
+        "trex_mc_path": str(folder),
+        "relations": "4",
+        "reference": True,
+        "n_examples": 4,
+        "reference_rows": 3,
+    }
     res = evaluate(["belief_iclke"], f"pretrained={model_path},device=cpu,dtype=float32", metadata=md)
     samples = sorted(res["samples"]["belief_iclke"], key=lambda s: s["doc_id"])
     assert [s["acc"]["subject"] for s in samples] == ["Norway", "Portugal", "Austria"]

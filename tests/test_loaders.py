@@ -15,6 +15,7 @@ from belief_tasks.sources import DataSourceError, Source, resolve_source
 
 # ---------------------------------------------------------------- real data
 
+
 def test_bear_real(shared_data):
     fs = load_facts("bear", {"bear_path": str(shared_data / "bear" / "BEAR")})
     assert len(fs.relations) == 60 and len(fs) == 7731
@@ -50,6 +51,7 @@ def test_fktc_real(shared_data):
 
 # ---------------------------------------------------------------- bundled sample
 
+
 def test_sample_is_big_enough_for_every_family():
     fs = load_sample()
     assert len(fs.relations) >= 10 and len(fs) >= 300
@@ -79,6 +81,7 @@ def test_sample_capitals_are_right():
 
 # ---------------------------------------------------------------- hub layouts (fixtures)
 
+
 def _myriadlama_rows():
     rows = []
     templates = [("[X] is located in [Y].", True), ("Where is [X] located? [Y].", False)]
@@ -88,8 +91,18 @@ def _myriadlama_rows():
     ]
     for uuid, rel, subs, uris, objs, aliases in pairs:
         for text, manual in templates:  # one row per pair and template; its subject expressions in one list
-            rows.append({"uuid": uuid, "rel_uri": rel, "sub_ent": subs, "obj_uris": uris, "obj_ents": objs,
-                         "obj_aliases": aliases, "template": text, "is_manual": manual})
+            rows.append(
+                {
+                    "uuid": uuid,
+                    "rel_uri": rel,
+                    "sub_ent": subs,
+                    "obj_uris": uris,
+                    "obj_ents": objs,
+                    "obj_aliases": aliases,
+                    "template": text,
+                    "is_manual": manual,
+                }
+            )
     return rows
 
 
@@ -114,8 +127,15 @@ def test_myriadlama_local_jsonl(tmp_path):
 
 def _trex_rows(split, n):
     return [
-        {"Relation_ID": "P36", "Relation Name": "capital", "Subject": f"Country{split}{i}", "Object": f"City{i}",
-         "Multiple Choices": str([f"City{j}" for j in range(5) if j != i]), "Title": "", "Text": ""}
+        {
+            "Relation_ID": "P36",
+            "Relation Name": "capital",
+            "Subject": f"Country{split}{i}",
+            "Object": f"City{i}",
+            "Multiple Choices": str([f"City{j}" for j in range(5) if j != i]),
+            "Title": "",
+            "Text": "",
+        }
         for i in range(n)
     ]
 
@@ -134,6 +154,7 @@ def test_trex_mc_local_parquet(tmp_path):
 
 # ---------------------------------------------------------------- choosing the source
 
+
 def test_source_resolution_order(tmp_path, monkeypatch):
     monkeypatch.delenv("BELIEF_SOURCE", raising=False)
     monkeypatch.delenv("BELIEF_BEAR_PATH", raising=False)
@@ -150,7 +171,9 @@ def test_source_resolution_order(tmp_path, monkeypatch):
         resolve_source("bear", {"bear_path": str(tmp_path / "missing")})
 
 
-@pytest.mark.parametrize("dataset,key", [("bear", "bear_path"), ("trex_mc", "trex_mc_path"), ("myriadlama", "myriadlama_path")])
+@pytest.mark.parametrize(
+    "dataset,key", [("bear", "bear_path"), ("trex_mc", "trex_mc_path"), ("myriadlama", "myriadlama_path")]
+)
 def test_offline_public_source_says_how_to_use_a_local_copy(dataset, key, monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.delenv("BELIEF_SOURCE", raising=False)

@@ -9,17 +9,20 @@ from belief_tasks.matching import acronym, contains_answer, normalize, outputs_a
 # ---------------------------------------------------------------- normalisation (v3 section 3.2)
 
 
-@pytest.mark.parametrize("text, tokens", [
-    ("a guitar", ("a", "guitar")),  # the paper's own example
-    ("Guitars", ("guitar",)),
-    ("Zürich", ("zurich",)),  # accent folding
-    ("ZURICH", ("zurich",)),  # case folding
-    ("ﬁddle", ("fiddle",)),  # NFKC: the ligature becomes "fi"
-    ("Straße", ("strasse",)),  # full case folding, not lower()
-    ("U.S.", ("u", "s")),  # punctuation separates matching tokens
-    ("Jean-Paul Sartre", ("jean", "paul", "sartre")),
-    ("?!", ()),
-])
+@pytest.mark.parametrize(
+    "text, tokens",
+    [
+        ("a guitar", ("a", "guitar")),  # the paper's own example
+        ("Guitars", ("guitar",)),
+        ("Zürich", ("zurich",)),  # accent folding
+        ("ZURICH", ("zurich",)),  # case folding
+        ("ﬁddle", ("fiddle",)),  # NFKC: the ligature becomes "fi"
+        ("Straße", ("strasse",)),  # full case folding, not lower()
+        ("U.S.", ("u", "s")),  # punctuation separates matching tokens
+        ("Jean-Paul Sartre", ("jean", "paul", "sartre")),
+        ("?!", ()),
+    ],
+)
 def test_normalize(text, tokens):
     assert normalize(text) == tokens
 
@@ -43,32 +46,47 @@ def test_outputs_agree_is_bidirectional():
 # ---------------------------------------------------------------- acronyms match case-sensitively
 
 
-@pytest.mark.parametrize("text, expected", [
-    ("US", "US"), ("UK", "UK"), ("USA", "USA"), ("NYC", "NYC"), (" EUR ", "EUR"), ("3M", "3M"),
-    ("U", None),  # one letter
-    ("NASDAQ", None),  # six letters: an ordinary word-like name
-    ("U.S.", None), ("US dollar", None), ("Us", None), ("us", None), ("42", None),
-])
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("US", "US"),
+        ("UK", "UK"),
+        ("USA", "USA"),
+        ("NYC", "NYC"),
+        (" EUR ", "EUR"),
+        ("3M", "3M"),
+        ("U", None),  # one letter
+        ("NASDAQ", None),  # six letters: an ordinary word-like name
+        ("U.S.", None),
+        ("US dollar", None),
+        ("Us", None),
+        ("us", None),
+        ("42", None),
+    ],
+)
 def test_acronym(text, expected):
     assert acronym(text) == expected
 
 
-@pytest.mark.parametrize("output, accepted, hit", [
-    ("The US", ["US"], True),
-    ("US.", ["US"], True),
-    ("US-based", ["US"], True),
-    ("Tell us", ["US"], False),  # the pronoun is not the country
-    ("Us", ["US"], False),
-    ("usa", ["USA"], False),
-    ("USD", ["US"], False),  # a whole token, not a prefix
-    ("try", ["TRY"], False),  # Turkish lira's code vs the verb
-    ("mad", ["MAD"], False),
-    ("Turkish lira (TRY)", ["TRY"], True),
-    ("United States", ["United States"], True),
-    ("united states", ["United States"], True),  # non-acronyms still fold case
-    ("U.S.", ["U.S."], True),
-    ("us", ["U.S."], False),  # [us] is not the run [u, s]
-])
+@pytest.mark.parametrize(
+    "output, accepted, hit",
+    [
+        ("The US", ["US"], True),
+        ("US.", ["US"], True),
+        ("US-based", ["US"], True),
+        ("Tell us", ["US"], False),  # the pronoun is not the country
+        ("Us", ["US"], False),
+        ("usa", ["USA"], False),
+        ("USD", ["US"], False),  # a whole token, not a prefix
+        ("try", ["TRY"], False),  # Turkish lira's code vs the verb
+        ("mad", ["MAD"], False),
+        ("Turkish lira (TRY)", ["TRY"], True),
+        ("United States", ["United States"], True),
+        ("united states", ["United States"], True),  # non-acronyms still fold case
+        ("U.S.", ["U.S."], True),
+        ("us", ["U.S."], False),  # [us] is not the run [u, s]
+    ],
+)
 def test_acronym_aliases_match_only_the_same_capitals(output, accepted, hit):
     assert contains_answer(output, accepted) is hit
 
@@ -83,13 +101,31 @@ def test_outputs_agree_applies_the_acronym_rule_both_ways():
 # ---------------------------------------------------------------- words: 1-word ratio and empty answers
 
 
-@pytest.mark.parametrize("text, count", [
-    ("Paris", 1), ("Paris.", 1), (" Paris ", 1),
-    ("U.S.", 1), ("Jean-Paul", 1), ("O'Brien", 1), ("Coca-Cola", 1), ("Zürich", 1),
-    ("1984", 1), ("42", 1),  # numbers answer dates and counts
-    ("New York", 2), ("Paris - France", 2),  # a lone dash is not a word
-    ("", 0), ("   ", 0), ("\n", 0), (".", 0), ("?!", 0), ("—", 0), ('""', 0), ("- -", 0),
-])
+@pytest.mark.parametrize(
+    "text, count",
+    [
+        ("Paris", 1),
+        ("Paris.", 1),
+        (" Paris ", 1),
+        ("U.S.", 1),
+        ("Jean-Paul", 1),
+        ("O'Brien", 1),
+        ("Coca-Cola", 1),
+        ("Zürich", 1),
+        ("1984", 1),
+        ("42", 1),  # numbers answer dates and counts
+        ("New York", 2),
+        ("Paris - France", 2),  # a lone dash is not a word
+        ("", 0),
+        ("   ", 0),
+        ("\n", 0),
+        (".", 0),
+        ("?!", 0),
+        ("—", 0),
+        ('""', 0),
+        ("- -", 0),
+    ],
+)
 def test_word_count(text, count):
     assert word_count(text) == count
 

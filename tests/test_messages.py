@@ -32,7 +32,9 @@ def test_truncation_is_described_in_the_one_wording(page):
 def test_no_page_or_knob_says_only_iclke_and_belief_icl_are_refused():
     knob = next(k for k in COMMON if k.name == truncation.KNOB)
     assert "BEAR" in knob.doc and "every probe of ours" in knob.doc
-    stale = re.compile(r"(IC-LKE,? (and )?BELIEF-ICL)[^.]{0,40}allow_truncation|allow_truncation[^.]{0,80}\(IC-LKE, BELIEF-ICL\)")
+    stale = re.compile(
+        r"(IC-LKE,? (and )?BELIEF-ICL)[^.]{0,40}allow_truncation|allow_truncation[^.]{0,80}\(IC-LKE, BELIEF-ICL\)"
+    )
     for page in sorted((ROOT / "docs").glob("*.md")):
         assert not stale.search(_flat(page.read_text(encoding="utf-8"))), page.name
     assert "(IC-LKE, BELIEF-ICL)" not in knob.doc
@@ -53,8 +55,13 @@ def test_bear_statements_longer_than_max_length_are_refused_even_with_allow_trun
     from harness import evaluate
 
     with pytest.raises(truncation.TruncationError, match="allow_truncation cannot apply"):
-        evaluate(["belief_demo_bear"], f"pretrained={model_path},max_length=6", model="hf-shared", limit=1,
-                 metadata={"allow_truncation": True})
+        evaluate(
+            ["belief_demo_bear"],
+            f"pretrained={model_path},max_length=6",
+            model="hf-shared",
+            limit=1,
+            metadata={"allow_truncation": True},
+        )
 
 
 # ---------------------------------------------------------------- a knob set by the task's own YAML
@@ -63,12 +70,25 @@ def test_bear_statements_longer_than_max_length_are_refused_even_with_allow_trun
 def test_a_knob_from_the_tasks_own_yaml_is_named_with_the_way_to_lift_it(model_path):
     from harness import run_cli
 
-    out = run_cli(["--model", "hf", "--model_args", f"pretrained={model_path}", "--tasks", "belief_demo_bear",
-                   "--metadata", json.dumps({"source": "sample", "budget": 0.5})], timeout=300)
+    out = run_cli(
+        [
+            "--model",
+            "hf",
+            "--model_args",
+            f"pretrained={model_path}",
+            "--tasks",
+            "belief_demo_bear",
+            "--metadata",
+            json.dumps({"source": "sample", "budget": 0.5}),
+        ],
+        timeout=300,
+    )
     assert out.returncode == 2, out.stderr[-2000:]
     line = next(line for line in out.stderr.splitlines() if line.startswith("belief-eval:"))
     assert "stopped before loading the model" in line
-    assert "max_facts_per_relation = 2 is set by this task's own YAML (belief_demo_bear.yaml), not by the command" in line
+    assert (
+        "max_facts_per_relation = 2 is set by this task's own YAML (belief_demo_bear.yaml), not by the command" in line
+    )
     assert """lift it with --metadata '{"max_facts_per_relation": "all"}'""" in line
     assert "templates" not in line.split("(use one of the two)")[1]  # only the knobs of the conflict
 
@@ -77,18 +97,25 @@ def test_a_knob_from_the_tasks_own_yaml_is_named_with_the_way_to_lift_it(model_p
 
 
 def test_refusals_cite_a_page_that_ships_with_the_package(tmp_path):
-    r = subprocess.run([sys.executable, "-m", "belief_tasks.cli", "--tasks", "x", "--metadata", "{bad"], cwd=ROOT,
-                       capture_output=True, text=True, timeout=60)
+    r = subprocess.run(
+        [sys.executable, "-m", "belief_tasks.cli", "--tasks", "x", "--metadata", "{bad"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert r.returncode == 2
     assert "`python -m belief_tasks docs data` lists every check" in r.stderr and "docs/data.md" not in r.stderr
 
 
 def test_docs_command_prints_a_shipped_page_and_names_a_typo():
-    page = subprocess.run([sys.executable, "-m", "belief_tasks", "docs", "data"], cwd=ROOT, capture_output=True,
-                          text=True, timeout=60)
+    page = subprocess.run(
+        [sys.executable, "-m", "belief_tasks", "docs", "data"], cwd=ROOT, capture_output=True, text=True, timeout=60
+    )
     assert page.returncode == 0 and page.stdout.startswith("# Data")
-    typo = subprocess.run([sys.executable, "-m", "belief_tasks", "docs", "datta"], cwd=ROOT, capture_output=True,
-                          text=True, timeout=60)
+    typo = subprocess.run(
+        [sys.executable, "-m", "belief_tasks", "docs", "datta"], cwd=ROOT, capture_output=True, text=True, timeout=60
+    )
     assert typo.returncode == 2 and "did you mean 'data'?" in typo.stderr
 
 

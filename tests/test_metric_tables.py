@@ -60,20 +60,34 @@ def test_a_metric_without_its_budgeted_statistic_is_reported(monkeypatch):
     bear = FAMILIES["bear"]
     agg = bear.metrics["p_at_1"].aggregation
     se = bear.metrics["p_at_1"].stderr
-    metrics = {**bear.metrics, "top_two": Metric(agg, se, True, None), "top_three": Metric(agg, se, True, NotEstimable(" "))}
-    monkeypatch.setitem(FAMILIES, "bear", replace(bear, metrics=metrics, budgeted=Estimators.of(bear.budgeted.units, metrics)))
+    metrics = {
+        **bear.metrics,
+        "top_two": Metric(agg, se, True, None),
+        "top_three": Metric(agg, se, True, NotEstimable(" ")),
+    }
+    monkeypatch.setitem(
+        FAMILIES, "bear", replace(bear, metrics=metrics, budgeted=Estimators.of(bear.budgeted.units, metrics))
+    )
     mlm = FAMILIES["belief_mlm"]
-    monkeypatch.setitem(FAMILIES, "belief_mlm", replace(mlm, metrics={**mlm.metrics, "mrr": replace(mlm.metrics["mrr"], budgeted=NotEstimable("x"))}))
-    assert metric_wiring(ROOT) == ["bear: metric top_three is NotEstimable without a reason",
-                                   "bear: metric top_two declares neither a budgeted statistic nor NotEstimable (Metric.budgeted)",
-                                   "belief_mlm: metric mrr has a Metric.budgeted, but the family takes no budget (None)"]
+    monkeypatch.setitem(
+        FAMILIES,
+        "belief_mlm",
+        replace(mlm, metrics={**mlm.metrics, "mrr": replace(mlm.metrics["mrr"], budgeted=NotEstimable("x"))}),
+    )
+    assert metric_wiring(ROOT) == [
+        "bear: metric top_three is NotEstimable without a reason",
+        "bear: metric top_two declares neither a budgeted statistic nor NotEstimable (Metric.budgeted)",
+        "belief_mlm: metric mrr has a Metric.budgeted, but the family takes no budget (None)",
+    ]
 
 
 def test_a_metric_list_in_a_yaml_is_reported(tmp_path):
     shutil.copytree(ROOT / "task_yamls", tmp_path / "task_yamls")
     common = tmp_path / "task_yamls" / "bear" / "_bear_common_yaml"
     common.write_text(common.read_text() + "metric_list:\n  - metric: bear\n")
-    assert metric_wiring(tmp_path) == ["bear/_bear_common_yaml: a metric_list (the task class wires its family's METRICS)"]
+    assert metric_wiring(tmp_path) == [
+        "bear/_bear_common_yaml: a metric_list (the task class wires its family's METRICS)"
+    ]
 
 
 def test_every_task_reports_exactly_its_family_table():
@@ -112,14 +126,21 @@ def test_a_missing_or_stale_doc_row_is_reported(tmp_path):
     row = next(line for line in text.splitlines() if line.startswith("| `p_at_1`"))
     text = text.replace(row + "\n", "").replace("| `reduction` |", "| `reduce` |")
     bear.write_text(text, encoding="utf-8")
-    assert sorted(doc_tables(tmp_path)) == ["docs/bear.md: knob table lacks reduction",
-                                           "docs/bear.md: knob table lists reduce, no knob of bear",
-                                           "docs/bear.md: metric table lacks p_at_1", "docs/bear.md: metric table lacks p_at_10",
-                                           "docs/bear.md: metric table lacks p_at_5"]
+    assert sorted(doc_tables(tmp_path)) == [
+        "docs/bear.md: knob table lacks reduction",
+        "docs/bear.md: knob table lists reduce, no knob of bear",
+        "docs/bear.md: metric table lacks p_at_1",
+        "docs/bear.md: metric table lacks p_at_10",
+        "docs/bear.md: metric table lacks p_at_5",
+    ]
 
 
 def test_a_family_doc_without_its_knob_table_is_reported(tmp_path):
     shutil.copytree(ROOT / "docs", tmp_path / "docs")
     page = tmp_path / "docs" / "iclke.md"
-    page.write_text(page.read_text(encoding="utf-8").replace("| knob | accepts | default | what |", "| option | accepts | default | what |"))
+    page.write_text(
+        page.read_text(encoding="utf-8").replace(
+            "| knob | accepts | default | what |", "| option | accepts | default | what |"
+        )
+    )
     assert doc_tables(Path(tmp_path)) == ["iclke: its doc docs/iclke.md has no knob table"]

@@ -51,10 +51,10 @@ def lms(tiny_dir):  # noqa: F811
 def test_pll_equals_direct_per_position_computation(lms, metric):
     lm = lms[metric]
     direct = direct_scores(lm.model, lm.tokenizer, SENTENCE, MASKS[metric])
-    (whole, _), = ll(lm, [("", SENTENCE)])
+    ((whole, _),) = ll(lm, [("", SENTENCE)])
     assert whole == pytest.approx(sum(direct.values()), abs=1e-5)
     # context / continuation: only the continuation's tokens are scored, the context stays visible
-    (cont, _), = ll(lm, [("Montreal is", " a city.")])
+    ((cont, _),) = ll(lm, [("Montreal is", " a city.")])
     assert cont == pytest.approx(direct[4] + direct[5] + direct[6], abs=1e-5)
     rolling = lm.loglikelihood_rolling([Instance("loglikelihood_rolling", {}, (SENTENCE,), 0)], disable_tqdm=True)
     assert rolling[0] == pytest.approx(whole, abs=1e-6)
@@ -65,9 +65,9 @@ def test_within_word_masks_the_rest_of_a_word_in_the_continuation(lms):
     lm = lms["within_word_l2r"]
     text = "The city is Montreal."
     direct = direct_scores(lm.model, lm.tokenizer, text, {4: {4, 5}, 5: {5}, 6: {6}})
-    (score, _), = ll(lm, [("The city is", " Montreal.")])
+    ((score, _),) = ll(lm, [("The city is", " Montreal.")])
     assert score == pytest.approx(sum(direct.values()), abs=1e-5)
-    (orig, _), = ll(lms["original"], [("The city is", " Montreal.")])
+    ((orig, _),) = ll(lms["original"], [("The city is", " Montreal.")])
     assert orig != pytest.approx(score, abs=1e-4)  # the two schemes really differ on a split word
 
 
@@ -91,8 +91,9 @@ def test_span_scoring_matches_lm_pub_quiz_conditional_score(lms):
 
     template, subject, answers = "[X] is the capital of [Y], a country.", "Berlin", ["Germany", "Montreal", "Rome"]
     for metric, lm in lms.items():
-        ref = Evaluator.from_model(lm.model, model_type="MLM", tokenizer=lm.tokenizer, device="cpu",
-                                   pll_metric=metric, conditional_score=True)
+        ref = Evaluator.from_model(
+            lm.model, model_type="MLM", tokenizer=lm.tokenizer, device="cpu", pll_metric=metric, conditional_score=True
+        )
         expected = ref.score_answers(template=template, subject=subject, answers=answers, reduction="sum")
         reqs = []
         for a in answers:
@@ -104,13 +105,19 @@ def test_span_scoring_matches_lm_pub_quiz_conditional_score(lms):
     # "Montreal" is two tokens: under within_word_l2r its first piece is scored with both masked
     text = "Berlin is the capital of Montreal, a country."
     direct = direct_scores(lms["within_word_l2r"].model, lms["within_word_l2r"].tokenizer, text, {6: {6, 7}, 7: {7}})
-    (span, _), = lms["within_word_l2r"].loglikelihood_span([Instance("loglikelihood_span", {}, (text, 25, 33), 0)])
+    ((span, _),) = lms["within_word_l2r"].loglikelihood_span([Instance("loglikelihood_span", {}, (text, 25, 33), 0)])
     assert span == pytest.approx(sum(direct.values()), abs=1e-5)
 
 
 def test_batching_order_and_duplicates_do_not_change_scores(tiny_dir):  # noqa: F811
-    pairs = [("", SENTENCE), ("The capital of France is", " Paris."), ("", "Rome is the capital of Italy."),
-             ("The city is", " Montreal."), ("", SENTENCE), ("Paris", " is a city")]
+    pairs = [
+        ("", SENTENCE),
+        ("The capital of France is", " Paris."),
+        ("", "Rome is the capital of Italy."),
+        ("The city is", " Montreal."),
+        ("", SENTENCE),
+        ("Paris", " is a city"),
+    ]
     one = [s for s, _ in ll(load(tiny_dir, batch_size=1), pairs)]
     many = [s for s, _ in ll(load(tiny_dir, batch_size=64), pairs)]
     shuffled = [s for s, _ in ll(load(tiny_dir, batch_size=3), pairs[::-1])][::-1]
@@ -121,9 +128,14 @@ def test_batching_order_and_duplicates_do_not_change_scores(tiny_dir):  # noqa: 
 
 def test_is_greedy_and_empty_continuation(tmp_path):
     lm = load(build_tiny_mlm(tmp_path, favour="paris"))
-    (paris, g1), (rome, g2), (empty, g3) = ll(lm, [("The capital of France is", " Paris"),
-                                                    ("The capital of France is", " Rome"),
-                                                    ("The capital of France is", "")])
+    (paris, g1), (rome, g2), (empty, g3) = ll(
+        lm,
+        [
+            ("The capital of France is", " Paris"),
+            ("The capital of France is", " Rome"),
+            ("The capital of France is", ""),
+        ],
+    )
     assert g1 is True and g2 is False  # the favoured token is the argmax at its masked position
     assert paris > rome
     assert (empty, g3) == (0.0, True)
@@ -157,8 +169,12 @@ def test_mask_topk_matches_the_model(lms):
     assert resp["vocab_size"] == lp.numel()
     assert math.isclose(sum(math.exp(v) for v in resp["logprobs"]), float(top.values.exp().sum()), rel_tol=1e-5)
     # the model's own mask token works as well as the marker; batching does not change the answer
-    again = lm.mask_topk([Instance("mask_topk", {}, ("Berlin is a [MASK].", 3), 0),
-                          Instance("mask_topk", {}, (prompt.replace("[MASK]", tok.mask_token), 5, ("Paris",)), 1)])
+    again = lm.mask_topk(
+        [
+            Instance("mask_topk", {}, ("Berlin is a [MASK].", 3), 0),
+            Instance("mask_topk", {}, (prompt.replace("[MASK]", tok.mask_token), 5, ("Paris",)), 1),
+        ]
+    )
     assert again[1]["token_ids"] == resp["token_ids"] and again[0]["targets"] == {}
 
 
@@ -168,8 +184,10 @@ def test_use_cache_reads_mask_topk_and_spans_back(tiny_dir, tmp_path, monkeypatc
     from lm_eval.api.model import CachingLM
 
     lm = load(tiny_dir, batch_size=4)
-    topk = [Instance("mask_topk", {}, ("The capital of France is [MASK].", 5, ("Paris",)), 0),
-            Instance("mask_topk", {}, ("Berlin is a [MASK].", 3), 1)]
+    topk = [
+        Instance("mask_topk", {}, ("The capital of France is [MASK].", 5, ("Paris",)), 0),
+        Instance("mask_topk", {}, ("Berlin is a [MASK].", 3), 1),
+    ]
     spans = [Instance("loglikelihood_span", {}, ("Montreal is a city.", 0, 8), 0)]
     db = str(tmp_path / "cache_rank0.db")
     first = CachingLM(lm, db)
@@ -193,8 +211,8 @@ def test_mask_topk_needs_exactly_one_mask(lms):
 
 def test_too_long_input_is_cut_on_the_left_but_never_the_scored_part(tiny_dir):  # noqa: F811
     lm = load(tiny_dir, max_length=8)
-    (short, _), = ll(lm, [("the the the the the Montreal is", " a city.")])
-    (ref, _), = ll(load(tiny_dir), [("Montreal is", " a city.")])  # the 8 tokens that remain
+    ((short, _),) = ll(lm, [("the the the the the Montreal is", " a city.")])
+    ((ref, _),) = ll(load(tiny_dir), [("Montreal is", " a city.")])  # the 8 tokens that remain
     assert short == pytest.approx(ref, abs=1e-5)
     with pytest.raises(ValueError, match="does not fit"):
         ll(lm, [("", "the the the the the Montreal is a city.")])
@@ -207,6 +225,7 @@ def test_bad_model_args(tiny_dir):  # noqa: F811
 
 def test_registry_after_import():
     import belief_tasks
+
     belief_tasks.install()  # our backends and hooks
     from lm_eval.api.registry import get_model
     from lm_eval.models.huggingface import HFLM

@@ -12,9 +12,20 @@ from belief_tasks.scoring import belief_mlm as S
 
 
 def rec(fact, template, form, rank, pred="x", conf=0.5, relation="R", top10=None):
-    return {"relation": relation, "fact_id": fact, "template_id": template, "subject_form": form, "gold_rank": rank,
-            "pred": pred, "confidence": conf, "confidence_top10": conf + 0.05 if top10 is None else top10, "seed": 7,
-            "draws": 20_000, "relation_kept": 6, "relation_dropped": 2}
+    return {
+        "relation": relation,
+        "fact_id": fact,
+        "template_id": template,
+        "subject_form": form,
+        "gold_rank": rank,
+        "pred": pred,
+        "confidence": conf,
+        "confidence_top10": conf + 0.05 if top10 is None else top10,
+        "seed": 7,
+        "draws": 20_000,
+        "relation_kept": 6,
+        "relation_dropped": 2,
+    }
 
 
 # fact A: t1 -> ranks 1 and 4 (two subject forms), t2 -> rank 1; fact B: only t1, rank None; fact C: only t1, rank 2

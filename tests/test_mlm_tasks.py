@@ -76,7 +76,10 @@ def test_knobs_and_the_mask_token_are_checked_before_model_time(favour_paris, mo
     from belief_tasks.options import KnobError, parse_options
     from belief_tasks.tasks.belief_mlm import OPTIONS, mlm_tokenizer
 
-    assert parse_options(OPTIONS, {}).accuracy_draws == 50_000 and parse_options(OPTIONS, {"accuracy_draws": "7"}).accuracy_draws == 7
+    assert (
+        parse_options(OPTIONS, {}).accuracy_draws == 50_000
+        and parse_options(OPTIONS, {"accuracy_draws": "7"}).accuracy_draws == 7
+    )
     with pytest.raises(KnobError, match="accuracy_draws"):
         _opts(pretrained=str(favour_paris), accuracy_draws=0)
     assert mlm_tokenizer({"pretrained": str(favour_paris)}).mask_token == "[MASK]"
@@ -99,8 +102,13 @@ def test_bias_docs_are_content_free_with_single_token_candidates(favour_paris):
 @pytest.mark.e2e
 def test_harness_run_on_a_tiny_bert(favour_paris):
     relations = ("P36", "P37")
-    res = evaluate(["belief_mlm"], f"pretrained={favour_paris},dtype=float32", model="hf-mlm", batch_size=32,
-                   metadata={"pretrained": str(favour_paris), "relations": ",".join(relations), "accuracy_draws": 2000})
+    res = evaluate(
+        ["belief_mlm"],
+        f"pretrained={favour_paris},dtype=float32",
+        model="hf-mlm",
+        batch_size=32,
+        metadata={"pretrained": str(favour_paris), "relations": ",".join(relations), "accuracy_draws": 2000},
+    )
     main, bias = res["results"]["belief_mlm_myriadlama"], res["results"]["belief_mlm_bias_myriadlama"]
     kept, dropped, kept_facts, paris_facts = expected_counts(favour_paris, relations)
     assert (main["prompts_kept,none"], main["prompts_dropped,none"]) == (kept, dropped)
@@ -147,10 +155,23 @@ def test_harness_run_on_a_tiny_bert(favour_paris):
 @pytest.mark.e2e
 def test_belief_eval_cli_runs_hf_mlm(favour_paris, tmp_path):
     """`belief-eval --model hf-mlm`: the tokenizer reaches the task through the CLI's model args."""
-    out = run_cli(["--model", "hf-mlm", "--model_args", f"pretrained={favour_paris},dtype=float32",
-                   "--tasks", "belief_mlm_myriadlama", "--batch_size", "32", "--output_path", str(tmp_path),
-                   "--metadata", json.dumps({**SAMPLE, "relations": "P36", "max_facts_per_relation": 3,
-                                             "accuracy_draws": 500})], timeout=600)
+    out = run_cli(
+        [
+            "--model",
+            "hf-mlm",
+            "--model_args",
+            f"pretrained={favour_paris},dtype=float32",
+            "--tasks",
+            "belief_mlm_myriadlama",
+            "--batch_size",
+            "32",
+            "--output_path",
+            str(tmp_path),
+            "--metadata",
+            json.dumps({**SAMPLE, "relations": "P36", "max_facts_per_relation": 3, "accuracy_draws": 500}),
+        ],
+        timeout=600,
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     res = read_results(tmp_path)["results"]["belief_mlm_myriadlama"]
     assert res["prompts_kept,none"] > 0 and 0.0 <= res["acc@1,none"] <= 1.0
@@ -167,6 +188,7 @@ def test_statement_only_templates_on_request(favour_paris):
     statements, _ = prompt_docs("myriadlama", _opts(pretrained=str(favour_paris), mlm_templates="statement"))
     assert {d["template_id"] for d in everything} & questions  # question-style prompts: "...? [MASK]."
     assert not {d["template_id"] for d in statements} & questions
+
     def prompts(docs):  # the per-relation counts differ, the prompts must not
         return [{k: v for k, v in d.items() if not k.startswith("relation_")} for d in docs]
 

@@ -21,8 +21,31 @@ from pathlib import Path
 import pytest
 
 SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
-BASE_WORDS = ["the", "capital", "city", "is", "a", "of", "in", "was", "born", "mont", "##real", "paris", "berlin",
-              "rome", "france", "germany", "italy", "and", "to", "what", "n", "##s", "##a"]
+BASE_WORDS = [
+    "the",
+    "capital",
+    "city",
+    "is",
+    "a",
+    "of",
+    "in",
+    "was",
+    "born",
+    "mont",
+    "##real",
+    "paris",
+    "berlin",
+    "rome",
+    "france",
+    "germany",
+    "italy",
+    "and",
+    "to",
+    "what",
+    "n",
+    "##s",
+    "##a",
+]
 PUNCT = list(".,?!/-'()")
 SPLIT_WORD = "montreal"  # never a whole token: mont ##real
 
@@ -68,8 +91,14 @@ def build_tiny_mlm(folder: Path, *, favour: str | None = None, seed: int = 0, ex
         tok = BertTokenizerFast(vocab={w: i for i, w in enumerate(vocab)}, do_lower_case=True)
     tok.save_pretrained(folder)
     torch.manual_seed(seed)
-    dims = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
-                max_position_embeddings=64, initializer_range=0.5)  # large weights: outputs depend on the input
+    dims = dict(
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=64,
+        initializer_range=0.5,
+    )  # large weights: outputs depend on the input
     config = BertConfig(vocab_size=len(vocab), pad_token_id=0, **{**dims, **config})
     model = BertForMaskedLM(config).eval()
     if favour is not None:

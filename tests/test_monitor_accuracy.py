@@ -17,18 +17,41 @@ from belief_tasks.tasks import monitor_subwords as S
 
 # Hand-written rows in FKTC's layout (line 1: the relation's QA prompts; then subject, object, 5 negatives).
 # P17 has 7 frames as 18 of FKTC's relations do; P264 has 6, as P264 and P276 do.
-P17_FRAMES = ["Which country is [X] located in?", "In which country is [X]?", "[X] belongs to which country?",
-              "What country contains [X]?", "Where, by country, is [X]?", "Name the country of [X].",
-              "Which nation is [X] part of?"]
-P264_FRAMES = ["What is the record label for [X]?", "Which label signed [X]?", "[X] records for which label?",
-               "Who releases the music of [X]?", "Name the music label of [X].", "Which company represents [X]?"]
-P17_ROW = {"subject": "Lake Brienz", "object": "Switzerland", "taxonomy": ["France", "Italy", "Austria", "Spain", "Norway"]}
-P264_ROW = {"subject": "The Example Band", "object": "Sub Pop", "taxonomy": ["Matador", "Merge", "Domino", "Warp", "XL"]}
+P17_FRAMES = [
+    "Which country is [X] located in?",
+    "In which country is [X]?",
+    "[X] belongs to which country?",
+    "What country contains [X]?",
+    "Where, by country, is [X]?",
+    "Name the country of [X].",
+    "Which nation is [X] part of?",
+]
+P264_FRAMES = [
+    "What is the record label for [X]?",
+    "Which label signed [X]?",
+    "[X] records for which label?",
+    "Who releases the music of [X]?",
+    "Name the music label of [X].",
+    "Which company represents [X]?",
+]
+P17_ROW = {
+    "subject": "Lake Brienz",
+    "object": "Switzerland",
+    "taxonomy": ["France", "Italy", "Austria", "Spain", "Norway"],
+}
+P264_ROW = {
+    "subject": "The Example Band",
+    "object": "Sub Pop",
+    "taxonomy": ["Matador", "Merge", "Domino", "Warp", "XL"],
+}
 
 
 @pytest.fixture
 def fktc_folder(tmp_path):
-    for name, frames, row in (("P17-subclass.json", P17_FRAMES, P17_ROW), ("P264-subclass.json", P264_FRAMES, P264_ROW)):
+    for name, frames, row in (
+        ("P17-subclass.json", P17_FRAMES, P17_ROW),
+        ("P264-subclass.json", P264_FRAMES, P264_ROW),
+    ):
         (tmp_path / name).write_text(json.dumps({"relations": frames}) + "\n" + json.dumps(row) + "\n")
     return tmp_path
 
@@ -54,10 +77,16 @@ def test_r_x_m_prompts_of_six_and_seven_frame_relations(fktc_folder, rid, frames
 
 def test_docs_carry_the_grid_only_with_paper(fktc_folder, model_path):
     meta = {"fktc_path": str(fktc_folder), "pretrained": str(model_path)}
-    paper = {d["relation"]: d for d in T.fktc_dataset(parse_options(T.OPTIONS, {**meta, "monitor_accuracy": "paper"}))["test"]}
+    paper = {
+        d["relation"]: d
+        for d in T.fktc_dataset(parse_options(T.OPTIONS, {**meta, "monitor_accuracy": "paper"}))["test"]
+    }
     grid = json.loads(paper["P264"]["interference"])
-    assert len(grid) == 30 and grid[7] == {"frame": "P264_f1", "negative": 2,
-                                           "text": "Question: Domino. Which label signed The Example Band?\nAnswer:"}
+    assert len(grid) == 30 and grid[7] == {
+        "frame": "P264_f1",
+        "negative": 2,
+        "text": "Question: Domino. Which label signed The Example Band?\nAnswer:",
+    }
     frames = T.fktc_dataset(parse_options(T.OPTIONS, meta))["test"]
     assert "interference" not in frames.to_list()[0]  # the default docs are what they were
 
@@ -93,9 +122,19 @@ def test_combination_accuracies_by_hand():
 
 
 def _record(rel, grid, correct, mode="paper", cost=None):
-    return {"relation": rel, "primary": [0.5], "frames": [[0.5]] * len(correct), "negatives": [[0.5]] * 3,
-            "correct": correct, "positive_correct": 1, "interference_correct": grid, "alpha": [0.33] * 3,
-            "accuracy": mode, "frame_ids": [f"f{j}" for j in range(len(correct))], "cost": cost}
+    return {
+        "relation": rel,
+        "primary": [0.5],
+        "frames": [[0.5]] * len(correct),
+        "negatives": [[0.5]] * 3,
+        "correct": correct,
+        "positive_correct": 1,
+        "interference_correct": grid,
+        "alpha": [0.33] * 3,
+        "accuracy": mode,
+        "frame_ids": [f"f{j}" for j in range(len(correct))],
+        "cost": cost,
+    }
 
 
 def test_paper_aggregations_by_hand():
@@ -121,13 +160,17 @@ def test_the_metrics_of_a_record_follow_the_mode():
 
 
 def test_cost_totals():
-    cost = {"anchors": {"requests": 13, "tokens": 200}, "answers": {"requests": 8, "tokens": 150},
-            "interference": {"requests": 35, "tokens": 900}}
+    cost = {
+        "anchors": {"requests": 13, "tokens": 200},
+        "answers": {"requests": 8, "tokens": 150},
+        "interference": {"requests": 35, "tokens": 900},
+    }
     records = [_record("P1", P1_GRIDS[0], [1, 0], cost=cost)] * 2
     assert SC.agg_cost_anchor_requests(records) == 26 and SC.agg_cost_paper_tokens(records) == 1800
     assert SC.METRICS["cost_anchor_requests"].stderr_function is None
-    assert SC.agg_cost_anchor_tokens([dict(r, cost=None) for r in records]) != SC.agg_cost_anchor_tokens([])  # NaN != NaN
-
+    assert SC.agg_cost_anchor_tokens([dict(r, cost=None) for r in records]) != SC.agg_cost_anchor_tokens(
+        []
+    )  # NaN != NaN
 
 
 def test_a_budgeted_run_of_every_fact_estimates_the_plain_values():
@@ -136,11 +179,17 @@ def test_a_budgeted_run_of_every_fact_estimates_the_plain_values():
     from belief_tasks.families import MONITOR
     from belief_tasks.scoring.wiring import Aggregation
 
-    cost = {"anchors": {"requests": 13, "tokens": 200}, "answers": {"requests": 8, "tokens": 150},
-            "interference": {"requests": 35, "tokens": 900}}
+    cost = {
+        "anchors": {"requests": 13, "tokens": 200},
+        "answers": {"requests": 8, "tokens": 150},
+        "interference": {"requests": 35, "tokens": 900},
+    }
     grids = {"P1": P1_GRIDS, "P2": [P2_GRID, [[1, 1, 1], [0, 0, 1]]]}
-    records = [dict(_record(rel, grid, [1, 0], cost=cost), fact_id=f"{rel}_{i}", budget=1.0, population=2, drawn=2)
-               for i in range(2) for rel, grid in ((rel, grids[rel][i]) for rel in grids)]
+    records = [
+        dict(_record(rel, grid, [1, 0], cost=cost), fact_id=f"{rel}_{i}", budget=1.0, population=2, drawn=2)
+        for i in range(2)
+        for rel, grid in ((rel, grids[rel][i]) for rel in grids)
+    ]
     for name in (*SC.PAPER_ACCURACY_METRICS, "acc_avg", "cost_paper_tokens"):
         agg = Aggregation(name, SC.METRICS[name], MONITOR.budgeted)
         assert agg(records) == pytest.approx(SC.METRICS[name].aggregation(records), rel=1e-12), name
@@ -164,7 +213,7 @@ def test_requests_and_record_of_a_paper_fact(fktc_folder, model_path):
     grid = json.loads(doc["interference"])
     assert len(reqs) == n_score + 7 + 30  # anchors, then positive + 6 frames, then 6 x 5
     assert [t for t, _ in reqs[:n_score]] == ["loglikelihood"] * n_score
-    assert [args[0] for _, args in reqs[n_score + 7:]] == [q["text"] for q in grid]
+    assert [args[0] for _, args in reqs[n_score + 7 :]] == [q["text"] for q in grid]
     # answers: right under frame 1 behind negatives 0 and 3 only (the first line counts)
     right = {(1, 0), (1, 3)}
     grid_out = [" Sub Pop\nmore" if (int(q["frame"][-1]), q["negative"]) in right else " Domino" for q in grid]
@@ -176,9 +225,10 @@ def test_requests_and_record_of_a_paper_fact(fktc_folder, model_path):
     # strings, the greedy prompts plus the returned text
     tok = codec.tokenizer
     anchor_tokens = sum(len(tok(ctx + cont)["input_ids"]) for t, (ctx, cont) in reqs[:n_score])
-    prompts = [args[0] for _, args in reqs[n_score + 7:]]
+    prompts = [args[0] for _, args in reqs[n_score + 7 :]]
     grid_tokens = sum(len(tok(p)["input_ids"]) for p in prompts) + sum(
-        len(tok(g, add_special_tokens=False)["input_ids"]) for g in grid_out)
+        len(tok(g, add_special_tokens=False)["input_ids"]) for g in grid_out
+    )
     assert rec["cost"]["anchors"] == {"requests": n_score, "tokens": anchor_tokens}
     assert rec["cost"]["interference"] == {"requests": 30, "tokens": grid_tokens}
     assert rec["cost"]["answers"]["requests"] == 7
@@ -200,10 +250,21 @@ def test_none_asks_for_anchors_only(fktc_folder, model_path):
 def _paper_run(model_path, model: str) -> dict:
     from harness import evaluate
 
-    return evaluate(["belief_monitor"], f"pretrained={model_path},dtype=float32", model=model, device="cpu",
-                    metadata={"pretrained": str(model_path), "relations": "P36", "max_facts_per_relation": 2,
-                              "monitor_accuracy": "paper", "monitor_route": "per_token" if model == "hf-shared" else "prefix"},
-                    gen_kwargs="max_gen_toks=8", batch_size=16)
+    return evaluate(
+        ["belief_monitor"],
+        f"pretrained={model_path},dtype=float32",
+        model=model,
+        device="cpu",
+        metadata={
+            "pretrained": str(model_path),
+            "relations": "P36",
+            "max_facts_per_relation": 2,
+            "monitor_accuracy": "paper",
+            "monitor_route": "per_token" if model == "hf-shared" else "prefix",
+        },
+        gen_kwargs="max_gen_toks=8",
+        batch_size=16,
+    )
 
 
 @pytest.mark.e2e
@@ -218,11 +279,15 @@ def test_paper_accuracy_run_and_hf_shared_gives_the_same_greedy_answers(model_pa
         assert len(a["interference_answers"]) == 7 and {len(row) for row in a["interference_answers"]} == {5}
         assert len({x for row in a["interference_answers"] for x in row} - {""}) > 1  # real, varied answers
         assert (a["positive_answer"], a["answers"], a["interference_answers"]) == (
-            b["positive_answer"], b["answers"], b["interference_answers"]), fid
+            b["positive_answer"],
+            b["answers"],
+            b["interference_answers"],
+        ), fid
     res, records = runs["hf"]["results"]["belief_monitor"], list(recs["hf"].values())
     assert res["acc_paper_avg,none"] == pytest.approx(SC.agg_acc_paper_avg(records))
     assert res["acc_paper_avg,none"] == pytest.approx(
-        sum(c for r in records for row in r["interference_correct"] for c in row) / 70)  # one relation: 2 x 35
+        sum(c for r in records for row in r["interference_correct"] for c in row) / 70
+    )  # one relation: 2 x 35
     assert res["cost_paper_requests,none"] == 70 and res["cost_answer_requests,none"] == 16
     assert res["cost_anchor_requests,none"] == sum(r["cost"]["anchors"]["requests"] for r in records)
     assert res["cost_paper_tokens,none"] > res["cost_anchor_tokens,none"] > 0

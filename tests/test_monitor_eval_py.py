@@ -96,9 +96,18 @@ def _record(primary, frames, negatives, answer, obj="Paris", **kw):
     """A MONITOR record of one fact whose positive-context greedy answer is ``answer``, graded by ``monitor_match``."""
     match = kw.pop("match", "contains")
     right = eval_py_exact(answer, obj) if match == "exact" else contains_answer(answer, [obj])
-    return {"relation": "P1376", "primary": primary, "frames": frames, "negatives": negatives,
-            "correct": [0] * len(frames), "positive_answer": answer, "positive_correct": int(right), "alpha": list(THIRD),
-            "match": match, **kw}
+    return {
+        "relation": "P1376",
+        "primary": primary,
+        "frames": frames,
+        "negatives": negatives,
+        "correct": [0] * len(frames),
+        "positive_answer": answer,
+        "positive_correct": int(right),
+        "alpha": list(THIRD),
+        "match": match,
+        **kw,
+    }
 
 
 def test_filter_keeps_facts_whose_positive_answer_is_exactly_the_object():
@@ -107,9 +116,11 @@ def test_filter_keeps_facts_whose_positive_answer_is_exactly_the_object():
     with ``monitor_match: exact``. Fact 3 answers "Paris, France": contained, not exact."""
     p3, f3, n3 = [0.2], [[0.9]] * 7, [[0.9]] * 5  # far from its anchors: it would move every number
     reference = (eval_py_term(PFD1, IRD1) + eval_py_term(PFD2, IRD2)) / (0.75 + 0.5)  # facts 1 and 2 counted
-    records = [_record(P1, F1, N1, "Paris.", match="exact", only_correct_primary=True),
-               _record(P2, F2, N2, "Paris!", match="exact", only_correct_primary=True),
-               _record(p3, f3, n3, "Paris, France", match="exact", only_correct_primary=True)]
+    records = [
+        _record(P1, F1, N1, "Paris.", match="exact", only_correct_primary=True),
+        _record(P2, F2, N2, "Paris!", match="exact", only_correct_primary=True),
+        _record(p3, f3, n3, "Paris, France", match="exact", only_correct_primary=True),
+    ]
     assert SC.agg_monitor(records) == pytest.approx(reference, rel=1e-12)
     # eval.py writes each counted fact's PFD and IRD (lines 260-265); ours is their mean
     assert SC.agg_pfd(records) == pytest.approx((PFD1 + PFD2) / 2)
@@ -158,8 +169,10 @@ def test_accuracies_are_not_conditioned_on_the_filter():
     """eval.py's accuracies (lines 126, 173-177, 224-232, 276) count only facts that passed the filter and divide by
     their number: ACC[i][0] / count. The paper's accuracy is over all S facts, so ours stays unconditioned under
     ``only_correct_primary``; eval.py's value is our frame accuracy on the facts whose positive answer is right."""
-    records = [dict(_record(P2, F2, N2, a, match="exact", only_correct_primary=True), correct=c)
-               for a, c in (("Paris", [1] * 7), ("Paris", [0] * 7), ("Lyon", [1] * 7))]
+    records = [
+        dict(_record(P2, F2, N2, a, match="exact", only_correct_primary=True), correct=c)
+        for a, c in (("Paris", [1] * 7), ("Paris", [0] * 7), ("Lyon", [1] * 7))
+    ]
     assert SC.agg_acc_frame_0(records) == pytest.approx(2 / 3)  # ours: over all 3 facts
     counted = [r for r in records if r["positive_correct"]]
     assert SC.agg_acc_frame_0(counted) == pytest.approx(1 / 2)  # eval.py's ACC[0][0] / count

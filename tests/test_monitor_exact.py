@@ -14,10 +14,14 @@ from belief_tasks.tasks import monitor_subwords as S
 
 pytestmark = pytest.mark.e2e
 
-REL = Relation("P36", "capital", frames=(
-    Template("P36_f0", "What is the capital of [X]? [Y]", "question"),
-    Template("P36_f1", "Which city serves as the capital of [X]? [Y]", "question"),
-))
+REL = Relation(
+    "P36",
+    "capital",
+    frames=(
+        Template("P36_f0", "What is the capital of [X]? [Y]", "question"),
+        Template("P36_f1", "Which city serves as the capital of [X]? [Y]", "question"),
+    ),
+)
 # single-token, multi-token, accented and CJK objects (the last splits characters into bytes)
 FACTS = [
     Fact("a", "P36", Entity("France"), (Entity("Paris"),), (Entity("Rome"), Entity("Kaohsiung City"))),
@@ -37,13 +41,22 @@ def lm(model_path):
 def _instances(request_type, args_list):
     from lm_eval.api.instance import Instance
 
-    return [Instance(request_type=request_type, doc={}, arguments=a, idx=i, metadata=("t", 0, 1)) for i, a in enumerate(args_list)]
+    return [
+        Instance(request_type=request_type, doc={}, arguments=a, idx=i, metadata=("t", 0, 1))
+        for i, a in enumerate(args_list)
+    ]
 
 
 def _docs():
     return [
-        {"fact_id": f.id, "relation": f.relation, "object": f.object.label,
-         "anchors": [{"key": a.key, "kind": a.kind, "text": a.text} for a in P.anchor_prompts(f, REL, P.answer_format(None))]}
+        {
+            "fact_id": f.id,
+            "relation": f.relation,
+            "object": f.object.label,
+            "anchors": [
+                {"key": a.key, "kind": a.kind, "text": a.text} for a in P.anchor_prompts(f, REL, P.answer_format(None))
+            ],
+        }
         for f in FACTS
     ]
 
@@ -56,7 +69,7 @@ def _direct(model, codec, prompt: str, answer: str, counts: list[int]) -> list[f
         logp = model(ids).logits.log_softmax(-1)[0]
     token_lp = [logp[len(ctx) + i - 1, t].item() for i, t in enumerate(ans)]
     starts = [sum(counts[:k]) for k in range(len(counts))]
-    return [math.exp(sum(token_lp[s:s + c])) for s, c in zip(starts, counts)]
+    return [math.exp(sum(token_lp[s : s + c])) for s, c in zip(starts, counts)]
 
 
 def test_codec_encodes_like_the_hf_backend(lm, model_path):
@@ -97,6 +110,8 @@ def test_per_token_route_matches_prefix_route(model_path):
         reqs = S.scoring_requests(pl, "per_token")
         scoring = [args for kind, args in reqs if kind == PER_TOKEN_LOGLIKELIHOOD]
         assert len(scoring) == len(pl.anchors) == S.n_scoring_requests(pl, "per_token")
-        got = S.unit_probabilities(shared.per_token_loglikelihood(_instances(PER_TOKEN_LOGLIKELIHOOD, scoring)), pl, "per_token")
+        got = S.unit_probabilities(
+            shared.per_token_loglikelihood(_instances(PER_TOKEN_LOGLIKELIHOOD, scoring)), pl, "per_token"
+        )
         for anchor, counts, probs in zip(pl.anchors, pl.counts, got):
             assert probs == pytest.approx(_direct(shared.model, codec, anchor["text"], pl.answer, counts), abs=1e-5)

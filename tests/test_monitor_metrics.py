@@ -44,7 +44,9 @@ def test_monitor_alpha_is_configurable():
     # a = (1, 0, 0): sum PFD / sum primary = (0.4 + 0.2) / 1.5
     assert M.monitor_score([A_PFD, B_PFD], [A_IRD, B_IRD], [0.8, 0.7], alpha=(1, 0, 0)) == pytest.approx(0.4)
     # a = (0, 1, 0): (0.7/3 + 0.4) / 1.5
-    assert M.monitor_score([A_PFD, B_PFD], [A_IRD, B_IRD], [0.8, 0.7], alpha=(0, 1, 0)) == pytest.approx((0.7 / 3 + 0.4) / 1.5)
+    assert M.monitor_score([A_PFD, B_PFD], [A_IRD, B_IRD], [0.8, 0.7], alpha=(0, 1, 0)) == pytest.approx(
+        (0.7 / 3 + 0.4) / 1.5
+    )
 
 
 def test_identical_anchors_give_zero_distance():
@@ -78,7 +80,9 @@ def test_bootstrap_stderr_is_seeded_and_sensible():
 def test_fact_quantities_by_hand():
     q = M.fact_quantities(B_PRIMARY, B_FRAMES, B_NEGATIVES)
     # frames' mean probabilities: (.5+.5)/2 = .5 and (.9+.1)/2 = .5; the negative's (.1+.5)/2 = .3
-    assert q == pytest.approx({"pfd": B_PFD, "ird": B_IRD, "primary_prob": 0.7, "frame_prob": 0.5, "negative_prob": 0.3})
+    assert q == pytest.approx(
+        {"pfd": B_PFD, "ird": B_IRD, "primary_prob": 0.7, "frame_prob": 0.5, "negative_prob": 0.3}
+    )
     assert M.mean_anchor_probability(A_NEGATIVES) == pytest.approx((0.4 + 0.8 + 0.5) / 3)
     with pytest.raises(ValueError, match="at least one"):
         M.mean_anchor_probability([])

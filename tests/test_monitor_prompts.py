@@ -7,10 +7,14 @@ import pytest
 from belief_tasks.prompts import monitor as P
 from belief_tasks.schema import Entity, Fact, Relation, SchemaError, Template
 
-REL = Relation("P17", "country", frames=(
-    Template("P17_f0", "Which country is the location of [X]? [Y]", "question"),
-    Template("P17_f1", "Which country is [X] situated in? [Y]", "question"),
-))
+REL = Relation(
+    "P17",
+    "country",
+    frames=(
+        Template("P17_f0", "Which country is the location of [X]? [Y]", "question"),
+        Template("P17_f1", "Which country is [X] situated in? [Y]", "question"),
+    ),
+)
 FACT = Fact("P17_1", "P17", Entity("Cunter"), (Entity("Switzerland"),), (Entity("England"), Entity("Bolivia")))
 
 
@@ -87,7 +91,16 @@ def test_prefix_retokenisation_agrees_with_whole_string(model_path):
         return tok(list(strings))["input_ids"]
 
     prompt = P.answer_format(None).format(prompt="Which city is the capital of Switzerland?")
-    for obj in ["Bern", "Zürich", "São Paulo", "Kaohsiung City", "Deutsche Grammophon", "Ōita", "北京", "U.S. Virgin Islands"]:
+    for obj in [
+        "Bern",
+        "Zürich",
+        "São Paulo",
+        "Kaohsiung City",
+        "Deutsche Grammophon",
+        "Ōita",
+        "北京",
+        "U.S. Virgin Islands",
+    ]:
         answer = " " + obj
         p = P.exact_cuts(enc, prompt, answer)
         cuts = P.subword_units([p], answer)

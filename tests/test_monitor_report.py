@@ -11,15 +11,22 @@ from test_report_synthetic import close, monitor_record, monitor_value, read_csv
 from belief_tasks.report import build_report
 
 RELATIONS = ("P17", "P19", "P20")
-COST = {"anchors": {"requests": 13, "tokens": 300}, "answers": {"requests": 8, "tokens": 200},
-        "interference": {"requests": 14, "tokens": 900}}
+COST = {
+    "anchors": {"requests": 13, "tokens": 300},
+    "answers": {"requests": 8, "tokens": 200},
+    "interference": {"requests": 14, "tokens": 900},
+}
 
 
 def paper_record(relation, fact, p, q, grid):
     """One fact: primary p, two frames at q, one negative at q; R x M = 2 x 1... widened to 2 x 7 by ``grid``."""
     rec = monitor_record(relation, fact, [p], [[q], [q]], [[q]], [1, 0])
-    rec.update(interference_answers=[["o" if c else "x" for c in row] for row in grid], interference_correct=grid,
-               accuracy="paper", cost=COST)
+    rec.update(
+        interference_answers=[["o" if c else "x" for c in row] for row in grid],
+        interference_correct=grid,
+        accuracy="paper",
+        cost=COST,
+    )
     return rec
 
 
@@ -52,8 +59,12 @@ def paper_report(tmp_path_factory):
         recs = [paper_record(rel, f"{rel}_1", 0.8, q, grid_with(k)) for rel, (q, k) in spec.items()]
         mon, acc = hand_numbers(spec)
         hand[model] = (mon, acc)
-        results = {"monitor": sum(mon.values()) / 3, "acc_paper_avg": sum(acc.values()) / 3,
-                   "cost_anchor_requests": 39, "cost_paper_tokens": 2700}
+        results = {
+            "monitor": sum(mon.values()) / 3,
+            "acc_paper_avg": sum(acc.values()) / 3,
+            "cost_anchor_requests": 39,
+            "cost_paper_tokens": 2700,
+        }
         write_run(root / "runs", model, {"belief_monitor": recs}, {"belief_monitor": results})
     report = build_report([root / "runs"], root / "r")
     return report, root / "r", hand
@@ -77,7 +88,9 @@ def test_correlation_across_one_models_relations(paper_report):
     rows = {r["model"]: r for r in read_csv(out / "tables" / "monitor_relation_correlation_belief_monitor.csv")}
     for model, (mon, acc) in hand.items():
         r, p = pearsonr([mon[rel] for rel in RELATIONS], [acc[rel] for rel in RELATIONS])
-        assert close(rows[model]["Pearson r"], r) and close(rows[model]["p-value"], p) and rows[model]["relations"] == "3"
+        assert (
+            close(rows[model]["Pearson r"], r) and close(rows[model]["p-value"], p) and rows[model]["relations"] == "3"
+        )
     assert float(rows["m1"]["Pearson r"]) < -0.9
 
 
@@ -107,8 +120,10 @@ def test_cost_table(paper_report):
 
 def test_runs_without_the_grid_compare_the_frame_accuracy(tmp_path):
     """A frames run (the default) keeps the frame-only accuracy, named as such, and shows no R x M columns."""
-    recs = [monitor_record(rel, f"{rel}_1", [0.8], [[q], [q]], [[q]], c)
-            for rel, q, c in (("P17", 0.7, [1, 1]), ("P19", 0.5, [1, 0]), ("P20", 0.2, [0, 0]))]
+    recs = [
+        monitor_record(rel, f"{rel}_1", [0.8], [[q], [q]], [[q]], c)
+        for rel, q, c in (("P17", 0.7, [1, 1]), ("P19", 0.5, [1, 0]), ("P20", 0.2, [0, 0]))
+    ]
     write_run(tmp_path / "runs", "m", {"belief_monitor": recs}, {"belief_monitor": {"acc_avg": 0.5}})
     build_report([tmp_path / "runs"], tmp_path / "r")
     md = (tmp_path / "r" / "report.md").read_text()

@@ -17,6 +17,7 @@ def _docs(dataset, **metadata):
     """A MONITOR ``custom_dataset`` function's test docs, handed the knobs parsed as the task parses them."""
     return dataset(parse_options(T.OPTIONS, metadata))["test"]
 
+
 def test_metric_list_is_the_metric_table(model_path):
     """No YAML lists MONITOR's metrics: the task class wires ``scoring.monitor.METRICS``, in its order."""
     from lm_eval.tasks import TaskManager
@@ -24,11 +25,14 @@ def test_metric_list_is_the_metric_table(model_path):
     from belief_tasks.paths import task_yamls_dir
 
     meta = {"source": "sample", "pretrained": str(model_path), "relations": "P36", "max_facts_per_relation": 1}
-    task = TaskManager(include_path=str(task_yamls_dir()), include_defaults=False,
-                       metadata=meta).load(["belief_monitor_sample"])["tasks"]["belief_monitor_sample"]
+    task = TaskManager(include_path=str(task_yamls_dir()), include_defaults=False, metadata=meta).load(
+        ["belief_monitor_sample"]
+    )["tasks"]["belief_monitor_sample"]
     wired = [(m["metric"], m["aggregation"].metric, m["higher_is_better"]) for m in task.config.metric_list]
     assert wired == [(k, m, m.higher_is_better) for k, m in SC.METRICS.items()]
-    assert list(task.aggregation()) == list(SC.METRICS) and task.higher_is_better() == {k: m.higher_is_better for k, m in SC.METRICS.items()}
+    assert list(task.aggregation()) == list(SC.METRICS) and task.higher_is_better() == {
+        k: m.higher_is_better for k, m in SC.METRICS.items()
+    }
     assert len(SC.METRICS) == 12 + SC.MAX_FRAMES + 5 + 6  # anchors and frame accuracies, R x M accuracies, costs
     assert {k for k, m in SC.METRICS.items() if not m.higher_is_better} == {"monitor", "pfd", "ird", *SC.COST_METRICS}
 
@@ -49,7 +53,9 @@ def test_belief_monitor_is_fktc_and_takes_the_relations_knob(shared_data, model_
     from belief_tasks.paths import task_yamls_dir
 
     meta = {"fktc_path": str(shared_data / "fktc"), "pretrained": str(model_path)}
-    task = TaskManager(include_path=str(task_yamls_dir()), include_defaults=False, metadata=meta).load(["belief_monitor"])["tasks"]["belief_monitor"]
+    task = TaskManager(include_path=str(task_yamls_dir()), include_defaults=False, metadata=meta).load(
+        ["belief_monitor"]
+    )["tasks"]["belief_monitor"]
     docs = task.test_docs()
     assert len(docs) == 16198 and len(set(docs["relation"])) == 20
     chosen = _docs(T.fktc_dataset, **meta, relations="P264,P37", max_facts_per_relation=4)
@@ -59,13 +65,24 @@ def test_belief_monitor_is_fktc_and_takes_the_relations_knob(shared_data, model_
 
 
 def test_options_are_validated():
-    opts = parse_options(T.OPTIONS, {"monitor_alpha": "0.5,0.25,0.25", "only_correct_primary": "true", "answer_format": "bare",
-                                   "monitor_route": "PER_TOKEN"})
+    opts = parse_options(
+        T.OPTIONS,
+        {
+            "monitor_alpha": "0.5,0.25,0.25",
+            "only_correct_primary": "true",
+            "answer_format": "bare",
+            "monitor_route": "PER_TOKEN",
+        },
+    )
     assert (opts.monitor_route, opts.monitor_alpha, opts.only_correct_primary) == ("per_token", (0.5, 0.25, 0.25), True)
     assert T.answer_format(opts) == "{prompt}"
     assert parse_options(T.OPTIONS, {}).monitor_alpha == (0.33, 0.33, 0.33)
-    for knob, bad in (("monitor_route", "beam"), ("monitor_alpha", "1,2"), ("monitor_alpha", "1,-1,0"),
-                      ("only_correct_primary", "maybe")):
+    for knob, bad in (
+        ("monitor_route", "beam"),
+        ("monitor_alpha", "1,2"),
+        ("monitor_alpha", "1,-1,0"),
+        ("only_correct_primary", "maybe"),
+    ):
         with pytest.raises(KnobError, match=knob):
             parse_options(T.OPTIONS, {knob: bad})
     with pytest.raises(KnobError, match="answer_format"):
@@ -90,7 +107,9 @@ def test_codec_follows_add_bos_token(model_path):
 
 
 def test_sample_docs(model_path):
-    docs = _docs(T.sample_dataset, source="sample", pretrained=str(model_path), relations="P36", max_facts_per_relation=3)
+    docs = _docs(
+        T.sample_dataset, source="sample", pretrained=str(model_path), relations="P36", max_facts_per_relation=3
+    )
     assert len(docs) == 3 and {d["relation"] for d in docs} == {"P36"}
     anchors = json.loads(docs[0]["anchors"])
     assert [a["kind"] for a in anchors] == ["positive"] + ["frame"] * 7 + ["negative"] * 5
@@ -101,8 +120,16 @@ def test_sample_docs(model_path):
 
 
 def _record(rel, primary, frames, negatives, correct, positive_correct=1, **kw):
-    return {"relation": rel, "primary": primary, "frames": frames, "negatives": negatives, "correct": correct,
-            "positive_correct": positive_correct, "alpha": [0.33, 0.33, 0.33], **kw}
+    return {
+        "relation": rel,
+        "primary": primary,
+        "frames": frames,
+        "negatives": negatives,
+        "correct": correct,
+        "positive_correct": positive_correct,
+        "alpha": [0.33, 0.33, 0.33],
+        **kw,
+    }
 
 
 RECORDS = [
@@ -164,10 +191,20 @@ def _sample_run(model_path, model: str, route: str) -> dict:
     from harness import evaluate
 
     # belief_monitor on the bundled sample (evaluate's default source)
-    return evaluate(["belief_monitor"], f"pretrained={model_path},dtype=float32", model=model, device="cpu",
-                    metadata={"pretrained": str(model_path), "relations": "P36", "max_facts_per_relation": 3,
-                              "monitor_route": route},
-                    gen_kwargs="max_gen_toks=6", batch_size=16)
+    return evaluate(
+        ["belief_monitor"],
+        f"pretrained={model_path},dtype=float32",
+        model=model,
+        device="cpu",
+        metadata={
+            "pretrained": str(model_path),
+            "relations": "P36",
+            "max_facts_per_relation": 3,
+            "monitor_route": route,
+        },
+        gen_kwargs="max_gen_toks=6",
+        batch_size=16,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -197,11 +234,27 @@ def test_sample_end_to_end(prefix_run):
 def _cli_run(tmp_path, metadata: dict, model_path) -> dict:
     from harness import read_results, run_cli
 
-    proc = run_cli([
-        "--model", "hf", "--model_args", f"pretrained={model_path},dtype=float32", "--device", "cpu",
-        "--tasks", "belief_monitor", "--batch_size", "16", "--gen_kwargs", "max_gen_toks=6",
-        "--metadata", json.dumps(metadata), "--output_path", str(tmp_path / "out"), "--log_samples",
-    ])
+    proc = run_cli(
+        [
+            "--model",
+            "hf",
+            "--model_args",
+            f"pretrained={model_path},dtype=float32",
+            "--device",
+            "cpu",
+            "--tasks",
+            "belief_monitor",
+            "--batch_size",
+            "16",
+            "--gen_kwargs",
+            "max_gen_toks=6",
+            "--metadata",
+            json.dumps(metadata),
+            "--output_path",
+            str(tmp_path / "out"),
+            "--log_samples",
+        ]
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return read_results(tmp_path / "out")["results"]["belief_monitor"]
 
@@ -240,13 +293,18 @@ def test_belief_monitor_on_the_sample_through_the_cli_and_the_report(model_path,
     for rel, v in per_relation.items():  # each relation alone, with the task's aggregation
         assert v == pytest.approx(SC.agg_monitor([x for x in records if x["relation"] == rel]), rel=1e-12)
     assert sum(per_relation.values()) / 2 == pytest.approx(r["monitor,none"], rel=1e-12)  # Table 4 = mean of Table 11
-    assert _cell(t11["P36"], " avg acc") == pytest.approx(SC.agg_acc_avg([x for x in records if x["relation"] == "P36"]))
+    assert _cell(t11["P36"], " avg acc") == pytest.approx(
+        SC.agg_acc_avg([x for x in records if x["relation"] == "P36"])
+    )
 
 
 @pytest.mark.e2e
 def test_fktc_relations_with_six_and_seven_frames_in_one_run(shared_data, model_path, tmp_path):
-    r = _cli_run(tmp_path, {"fktc_path": str(shared_data / "fktc"), "relations": "P17,P276", "max_facts_per_relation": 2},
-                 model_path)
+    r = _cli_run(
+        tmp_path,
+        {"fktc_path": str(shared_data / "fktc"), "relations": "P17,P276", "max_facts_per_relation": 2},
+        model_path,
+    )
     assert r["primary_prob,none"] > r["negative_prob,none"] > 0 and r["monitor,none"] > 0
     t4, t11, records = _report_per_relation(tmp_path)
     assert sorted(t11) == ["P17", "P276"] and t4["facts"] == "4"
@@ -255,7 +313,9 @@ def test_fktc_relations_with_six_and_seven_frames_in_one_run(shared_data, model_
     # frame 6 (the 7th) exists for P17 only: its accuracy is P17's, not halved by P276
     assert r["acc_frame_6,none"] == pytest.approx(sum(x["correct"][6] for x in p17) / 2)
     assert r["acc_frame_5,none"] == pytest.approx(
-        (sum(x["correct"][5] for x in p17) / 2 + sum(x["correct"][5] for x in records if x["relation"] == "P276") / 2) / 2)
+        (sum(x["correct"][5] for x in p17) / 2 + sum(x["correct"][5] for x in records if x["relation"] == "P276") / 2)
+        / 2
+    )
 
 
 @pytest.mark.e2e
@@ -272,4 +332,5 @@ def test_per_token_route_on_hf_shared_matches_prefix_route_on_hf(prefix_run, mod
         assert (a["route"], b["route"]) == ("prefix", "per_token")
         for key in ("frames", "negatives"):
             assert [x for row in [a["primary"], *a[key]] for x in row] == pytest.approx(
-                [x for row in [b["primary"], *b[key]] for x in row], abs=1e-5), (fid, key)
+                [x for row in [b["primary"], *b[key]] for x in row], abs=1e-5
+            ), (fid, key)

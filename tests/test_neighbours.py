@@ -25,12 +25,24 @@ LIMIT = "2"
 
 DOCS = [
     {"question": "The capital of France is", "answer": "Paris", "choices": ["Paris", "Rome", "Berlin"], "label": 0},
-    {"question": "The largest planet of the solar system is", "answer": "Jupiter",
-     "choices": ["Mars", "Jupiter", "Venus"], "label": 1},
-    {"question": "Water freezes at a temperature of", "answer": "0", "choices": ["100 degrees", "50 degrees", "0 degrees"],
-     "label": 2},
-    {"question": "The author of Hamlet is", "answer": "Shakespeare", "choices": ["Dickens", "Shakespeare", "Austen"],
-     "label": 1},
+    {
+        "question": "The largest planet of the solar system is",
+        "answer": "Jupiter",
+        "choices": ["Mars", "Jupiter", "Venus"],
+        "label": 1,
+    },
+    {
+        "question": "Water freezes at a temperature of",
+        "answer": "0",
+        "choices": ["100 degrees", "50 degrees", "0 degrees"],
+        "label": 2,
+    },
+    {
+        "question": "The author of Hamlet is",
+        "answer": "Shakespeare",
+        "choices": ["Dickens", "Shakespeare", "Austen"],
+        "label": 1,
+    },
 ]
 
 COMMON = """dataset_path: json
@@ -42,7 +54,8 @@ doc_to_text: "Q: {{{{question}}}}\\nA:"
 """
 
 YAMLS = {
-    "neighbour_greedy": COMMON + """task: neighbour_greedy
+    "neighbour_greedy": COMMON
+    + """task: neighbour_greedy
 output_type: generate_until
 doc_to_target: answer
 generation_kwargs:
@@ -52,7 +65,8 @@ generation_kwargs:
 metric_list:
   - metric: exact_match
 """,
-    "neighbour_sampled": COMMON + """task: neighbour_sampled
+    "neighbour_sampled": COMMON
+    + """task: neighbour_sampled
 output_type: generate_until
 doc_to_target: answer
 repeats: 3
@@ -69,7 +83,8 @@ filter_list:
 metric_list:
   - metric: exact_match
 """,
-    "neighbour_choice": COMMON + """task: neighbour_choice
+    "neighbour_choice": COMMON
+    + """task: neighbour_choice
 output_type: multiple_choice
 doc_to_target: label
 doc_to_choice: choices
@@ -93,11 +108,28 @@ def stock_tasks(tmp_path_factory) -> Path:
 
 
 def _run(program: str, tasks: list[str], include: Path, out: Path, model_path: Path) -> dict[str, dict]:
-    args = ["--model", "hf", "--model_args", f"pretrained={model_path},dtype=float32", "--tasks", ",".join(tasks),
-            "--include_path", str(include), "--limit", LIMIT, "--batch_size", "1", "--log_samples",
-            "--output_path", str(out)]
+    args = [
+        "--model",
+        "hf",
+        "--model_args",
+        f"pretrained={model_path},dtype=float32",
+        "--tasks",
+        ",".join(tasks),
+        "--include_path",
+        str(include),
+        "--limit",
+        LIMIT,
+        "--batch_size",
+        "1",
+        "--log_samples",
+        "--output_path",
+        str(out),
+    ]
     if OURS in tasks:
-        args += ["--metadata", json.dumps({"source": "sample", "relations": "P36", "confidence_samples": 2, "max_facts_per_relation": 1})]
+        args += [
+            "--metadata",
+            json.dumps({"source": "sample", "relations": "P36", "confidence_samples": 2, "max_facts_per_relation": 1}),
+        ]
     done = run_cli(args, program=program, OMP_NUM_THREADS="1")
     assert done.returncode == 0, done.stderr[-4000:]
     results = json.loads(next(out.rglob("results_*.json")).read_text())
@@ -105,8 +137,13 @@ def _run(program: str, tasks: list[str], include: Path, out: Path, model_path: P
     for name in STOCK:
         samples = [json.loads(line) for line in next(out.rglob(f"samples_{name}_*.jsonl")).read_text().splitlines()]
         found[name] = {
-            "samples": [{k: s[k] for k in ("doc_id", "arguments", "resps", "filtered_resps", "filter", "metrics",
-                                          *s["metrics"])} for s in samples],
+            "samples": [
+                {
+                    k: s[k]
+                    for k in ("doc_id", "arguments", "resps", "filtered_resps", "filter", "metrics", *s["metrics"])
+                }
+                for s in samples
+            ],
             "results": results["results"][name],
         }
     if OURS in tasks:
@@ -129,4 +166,6 @@ def test_stock_tasks_unchanged_beside_ours(stock_tasks, model_path, tmp_path):
         mixed = _run(program, [OURS, *STOCK], both, tmp_path / program, model_path)
         for name in STOCK:
             assert json.dumps(mixed[name]["samples"]) == json.dumps(alone[name]["samples"]), (program, name)
-            assert json.dumps(mixed[name]["results"], sort_keys=True) == json.dumps(alone[name]["results"], sort_keys=True)
+            assert json.dumps(mixed[name]["results"], sort_keys=True) == json.dumps(
+                alone[name]["results"], sort_keys=True
+            )

@@ -14,22 +14,28 @@ from harness import ROOT, env_with_checkout
 
 
 def _run(code: str) -> str:
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env_with_checkout(), cwd=str(ROOT))
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env_with_checkout(), cwd=str(ROOT)
+    )
     assert proc.returncode == 0, proc.stderr
     return proc.stdout
 
 
 def _where(code: str, cwd: Path) -> dict:
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env_with_checkout(), cwd=str(cwd))
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env_with_checkout(), cwd=str(cwd)
+    )
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout)
 
 
-WHERE = ("import json, pkgutil, belief_tasks, belief_tasks.metrics, belief_tasks.metrics.belief, belief_tasks.tasks\n"
-         "print(json.dumps({'package': belief_tasks.__file__, 'metrics': belief_tasks.metrics.belief.__file__, "
-         "'path': list(belief_tasks.__path__), "
-         "'modules': sorted(m.name for m in pkgutil.walk_packages(belief_tasks.__path__, 'belief_tasks.') "
-         "if not m.name.startswith('belief_tasks.task_yamls'))}))")
+WHERE = (
+    "import json, pkgutil, belief_tasks, belief_tasks.metrics, belief_tasks.metrics.belief, belief_tasks.tasks\n"
+    "print(json.dumps({'package': belief_tasks.__file__, 'metrics': belief_tasks.metrics.belief.__file__, "
+    "'path': list(belief_tasks.__path__), "
+    "'modules': sorted(m.name for m in pkgutil.walk_packages(belief_tasks.__path__, 'belief_tasks.') "
+    "if not m.name.startswith('belief_tasks.task_yamls'))}))"
+)
 
 
 def test_one_package_from_the_root_and_from_elsewhere(tmp_path):
@@ -44,7 +50,9 @@ def test_one_package_from_the_root_and_from_elsewhere(tmp_path):
     installed = Path(elsewhere["package"]).resolve().parent
     assert installed != ROOT / "belief_tasks" and "site-packages" in installed.parts, installed
     assert Path(elsewhere["metrics"]).resolve() == installed / "metrics" / "belief.py"
-    assert elsewhere["modules"] == here["modules"], "the wheel and the checkout differ: reinstall (bash scripts/setup.sh)"
+    assert elsewhere["modules"] == here["modules"], (
+        "the wheel and the checkout differ: reinstall (bash scripts/setup.sh)"
+    )
 
 
 def test_top_level_metrics_is_the_package_folder():
@@ -60,32 +68,38 @@ def test_nothing_else_is_importable_under_the_package_name():
 
 def test_importing_a_metric_loads_no_harness_and_no_torch():
     heavy = ("torch", "transformers", "lm_eval", "datasets")
-    code = ("import json, sys\nimport belief_tasks.metrics.belief, belief_tasks.metrics.bear, belief_tasks.metrics.iclke, "
-            "belief_tasks.metrics.monitor, belief_tasks.metrics.belief_mlm, belief_tasks.metrics.comparison\n"
-            f"print(json.dumps([m for m in {heavy!r} if m in sys.modules]))")
+    code = (
+        "import json, sys\nimport belief_tasks.metrics.belief, belief_tasks.metrics.bear, belief_tasks.metrics.iclke, "
+        "belief_tasks.metrics.monitor, belief_tasks.metrics.belief_mlm, belief_tasks.metrics.comparison\n"
+        f"print(json.dumps([m for m in {heavy!r} if m in sys.modules]))"
+    )
     assert json.loads(_run(code)) == []
 
 
 def test_importing_the_package_patches_nothing():
-    code = ("import json, sys, belief_tasks\nimport lm_eval.evaluator_utils as eu\n"
-            "from lm_eval.models.huggingface import HFLM\n"
-            "print(json.dumps([getattr(eu.stderr_for_metric, '_belief_tasks', False), "
-            "getattr(HFLM.generate_until, '_belief_tasks', False)]))")
+    code = (
+        "import json, sys, belief_tasks\nimport lm_eval.evaluator_utils as eu\n"
+        "from lm_eval.models.huggingface import HFLM\n"
+        "print(json.dumps([getattr(eu.stderr_for_metric, '_belief_tasks', False), "
+        "getattr(HFLM.generate_until, '_belief_tasks', False)]))"
+    )
     assert json.loads(_run(code)) == [False, False]
 
 
 def test_install_replaces_only_the_attributes_docs_architecture_lists():
     """``install()`` patches three lm-eval attributes (``belief-eval`` adds ``EvaluatorConfig.process_tasks``);
     HFLM's rank, world size and ``_model_generate`` and CachingLM's ``__getattr__`` are lm-eval's own."""
-    code = ("import json, os\nos.environ['WORLD_SIZE'] = '2'\nimport belief_tasks\nbelief_tasks.install()\n"
-            "import lm_eval.evaluator as ev, lm_eval.evaluator_utils as eu\nfrom lm_eval.api.model import CachingLM\n"
-            "from lm_eval.models.huggingface import HFLM\n"
-            "from lm_eval.config.evaluate_config import EvaluatorConfig\n"
-            "attrs = {'stderr_for_metric': eu.stderr_for_metric, 'evaluate': ev.evaluate, "
-            "'HFLM.generate_until': HFLM.generate_until, 'HFLM._model_generate': HFLM._model_generate, "
-            "'HFLM.rank': HFLM.rank.fget, 'HFLM.world_size': HFLM.world_size.fget, "
-            "'CachingLM.__getattr__': CachingLM.__getattr__, 'process_tasks': EvaluatorConfig.process_tasks}\n"
-            "print(json.dumps(sorted(k for k, v in attrs.items() if getattr(v, '_belief_tasks', False))))")
+    code = (
+        "import json, os\nos.environ['WORLD_SIZE'] = '2'\nimport belief_tasks\nbelief_tasks.install()\n"
+        "import lm_eval.evaluator as ev, lm_eval.evaluator_utils as eu\nfrom lm_eval.api.model import CachingLM\n"
+        "from lm_eval.models.huggingface import HFLM\n"
+        "from lm_eval.config.evaluate_config import EvaluatorConfig\n"
+        "attrs = {'stderr_for_metric': eu.stderr_for_metric, 'evaluate': ev.evaluate, "
+        "'HFLM.generate_until': HFLM.generate_until, 'HFLM._model_generate': HFLM._model_generate, "
+        "'HFLM.rank': HFLM.rank.fget, 'HFLM.world_size': HFLM.world_size.fget, "
+        "'CachingLM.__getattr__': CachingLM.__getattr__, 'process_tasks': EvaluatorConfig.process_tasks}\n"
+        "print(json.dumps(sorted(k for k, v in attrs.items() if getattr(v, '_belief_tasks', False))))"
+    )
     assert json.loads(_run(code)) == ["HFLM.generate_until", "evaluate", "stderr_for_metric"]
 
 

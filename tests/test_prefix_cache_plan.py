@@ -83,7 +83,7 @@ class FakeEngine:
         outs = []
         for seq in seqs:
             n = 0
-            while read and n + self.block <= len(seq) - 1 and tuple(seq[:n + self.block]) in self.cached:
+            while read and n + self.block <= len(seq) - 1 and tuple(seq[: n + self.block]) in self.cached:
                 n += self.block
             self.cached.update(tuple(seq[:e]) for e in range(self.block, len(seq) + 1, self.block))
             rows = [None] + [{seq[p]: self.logprob(seq[:p], seq[p]) if p > n else 123.0} for p in range(1, len(seq))]
@@ -108,15 +108,30 @@ def test_run_passes_returns_only_rows_the_engine_computed():
     recomputed instead (their reads covered their continuations)."""
     from belief_tasks.backends.prefix_cache_plan import CacheCounts, run_passes
 
-    seqs = [ctx(8) + [1, 2], ctx(8) + [3, 4], ctx(8) + [5], ctx(6) + [7, 8, 9], ctx(6) + [7, 8, 1, 2], ctx(6) + [7, 8],
-            [100, 4, 5]]
+    seqs = [
+        ctx(8) + [1, 2],
+        ctx(8) + [3, 4],
+        ctx(8) + [5],
+        ctx(6) + [7, 8, 9],
+        ctx(6) + [7, 8, 1, 2],
+        ctx(6) + [7, 8],
+        [100, 4, 5],
+    ]
     ctxlens = [8, 8, 8, 6, 6, 6, 1]
     for with_first in (True, False):
         engine, counts = FakeEngine(B), CacheCounts()
-        outs = run_passes(lambda idx, read, engine=engine: engine.score([seqs[i] for i in idx], read), seqs, ctxlens, counts,
-                          block_size=B, send_first=engine.first if with_first else None)
+        outs = run_passes(
+            lambda idx, read, engine=engine: engine.score([seqs[i] for i in idx], read),
+            seqs,
+            ctxlens,
+            counts,
+            block_size=B,
+            send_first=engine.first if with_first else None,
+        )
         for seq, c, out in zip(seqs, ctxlens, outs):
-            assert all(out.prompt_logprobs[p][seq[p]] == FakeEngine.logprob(seq[:p], seq[p]) for p in range(c, len(seq)))
+            assert all(
+                out.prompt_logprobs[p][seq[p]] == FakeEngine.logprob(seq[:p], seq[p]) for p in range(c, len(seq))
+            )
         assert counts.requests == len(seqs) and counts.prompt_tokens == sum(map(len, seqs))
         if with_first:
             assert (counts.first_token_requests, counts.first_rows, counts.recomputed) == (1, 3, 1)

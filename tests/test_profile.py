@@ -11,10 +11,20 @@ from conftest import ROOT
 
 from belief_tasks.cost import TaskCost, shared_facts, task_facts
 
-PROFILE = ["belief_profile_mp", "belief_profile_qa", "belief_profile_bear", "belief_profile_iclke",
-           "belief_profile_monitor"]
-FAMILIES = {"belief_profile_mp": "belief_icl", "belief_profile_qa": "belief_icl", "belief_profile_bear": "bear",
-            "belief_profile_iclke": "iclke", "belief_profile_monitor": "monitor"}
+PROFILE = [
+    "belief_profile_mp",
+    "belief_profile_qa",
+    "belief_profile_bear",
+    "belief_profile_iclke",
+    "belief_profile_monitor",
+]
+FAMILIES = {
+    "belief_profile_mp": "belief_icl",
+    "belief_profile_qa": "belief_icl",
+    "belief_profile_bear": "bear",
+    "belief_profile_iclke": "iclke",
+    "belief_profile_monitor": "monitor",
+}
 
 
 def build(metadata: dict, model_path) -> dict:
@@ -52,8 +62,12 @@ def test_the_group_builds_on_the_sample_and_draws_the_same_facts_in_every_family
     # 12 relations of about 56 facts: 3 or 4 facts each (ceil(0.05 N)), 38 in all, in every family on the sample
     facts = {n: drawn(t) for n, t in tasks.items()}
     assert {len(facts[n]) for n in PROFILE if n != "belief_profile_iclke"} == {38}
-    assert facts["belief_profile_mp"] == facts["belief_profile_qa"] == facts["belief_profile_bear"] \
+    assert (
+        facts["belief_profile_mp"]
+        == facts["belief_profile_qa"]
+        == facts["belief_profile_bear"]
         == facts["belief_profile_monitor"]
+    )
     # IC-LKE draws among its test facts (half of each relation trains): 2 per relation, and with
     # train_split: key its test facts are the facts the others drew first, so all 24 are among their 38
     assert len(facts["belief_profile_iclke"]) == 24 and facts["belief_profile_iclke"] <= facts["belief_profile_bear"]
@@ -86,21 +100,33 @@ def test_the_group_builds_on_the_real_data(shared_data, model_path, tmp_path, mo
     script = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(script)
     script.write(tmp_path / "myriadlama")
-    for var, sub in (("BELIEF_BEAR_PATH", "bear/BEAR"), ("BELIEF_BEAR_BIG_PATH", "bear/BEAR-big"),
-                     ("BELIEF_FKTC_PATH", "fktc/FKTC")):
+    for var, sub in (
+        ("BELIEF_BEAR_PATH", "bear/BEAR"),
+        ("BELIEF_BEAR_BIG_PATH", "bear/BEAR-big"),
+        ("BELIEF_FKTC_PATH", "fktc/FKTC"),
+    ):
         monkeypatch.setenv(var, str(shared_data / sub))
     monkeypatch.setenv("BELIEF_MYRIADLAMA_PATH", str(tmp_path / "myriadlama"))
     tasks = build({"budget": 0.01}, model_path)
     datasets = {n: t.config.metadata["dataset"] for n, t in tasks.items()}
-    assert datasets == {"belief_profile_mp": "myriadlama", "belief_profile_qa": "myriadlama",
-                        "belief_profile_bear": "bear", "belief_profile_iclke": "bear_big",
-                        "belief_profile_monitor": "fktc"}
+    assert datasets == {
+        "belief_profile_mp": "myriadlama",
+        "belief_profile_qa": "myriadlama",
+        "belief_profile_bear": "bear",
+        "belief_profile_iclke": "bear_big",
+        "belief_profile_monitor": "fktc",
+    }
     design = {n: t.config.metadata["budget_design"] for n, t in tasks.items()}
     assert design["belief_profile_bear"]["facts_in_population"] == 7731  # every BEAR instance
     assert design["belief_profile_monitor"]["facts_in_population"] == 16198  # every FKTC fact
     drawn_facts = {n: d["facts_drawn"] for n, d in design.items()}
-    assert drawn_facts == {"belief_profile_mp": 24, "belief_profile_qa": 24, "belief_profile_bear": 120,
-                           "belief_profile_iclke": 364, "belief_profile_monitor": 170}
+    assert drawn_facts == {
+        "belief_profile_mp": 24,
+        "belief_profile_qa": 24,
+        "belief_profile_bear": 120,
+        "belief_profile_iclke": 364,
+        "belief_profile_monitor": 170,
+    }
     pairs = {(a, b): n for a, b, n in shared_facts(costs_of(tasks))}
     # docs/profile.md's table, 1 % row: BEAR is inside BEAR-big, yet a fixed-size draw shares about half of BEAR's
     # 120 (its small relations draw 2 facts, a larger share than IC-LKE's of them); FKTC shares none at 1 %
@@ -117,20 +143,37 @@ def test_profile_command_fills_in_what_the_user_left_out(monkeypatch):
     assert default[:2] == ["--model", "hf-shared"] and "--log_samples" in default
     assert default[default.index("--tasks") + 1] == "belief_profile"
     assert default[default.index("--output_path") + 1] == "results/profile"
-    mine = profile_command(["--model", "vllm", "--model_args", "pretrained=org/model,dtype=bfloat16",
-                            "--metadata", '{"budget": 0.2}'])
+    mine = profile_command(
+        ["--model", "vllm", "--model_args", "pretrained=org/model,dtype=bfloat16", "--metadata", '{"budget": 0.2}']
+    )
     assert mine.count("--model") == 1 and mine.count("--model_args") == 1  # the user's, not ours
-    assert mine[-6:] == ["--model", "vllm", "--model_args", "pretrained=org/model,dtype=bfloat16", "--metadata",
-                         '{"budget": 0.2}']
+    assert mine[-6:] == [
+        "--model",
+        "vllm",
+        "--model_args",
+        "pretrained=org/model,dtype=bfloat16",
+        "--metadata",
+        '{"budget": 0.2}',
+    ]
 
 
 def test_profile_estimate_runs_before_any_model(model_path, tmp_path):
     from harness import run_cli
 
-    out = run_cli(["profile", "--estimate", "--metadata", json.dumps({"source": "sample"}),
-                   "--output_path", str(tmp_path / "out"), "--estimate_json", str(tmp_path / "e.json")],
-                  program="belief_tasks",
-                  BELIEF_RATES=str(tmp_path / "rates.json"))
+    out = run_cli(
+        [
+            "profile",
+            "--estimate",
+            "--metadata",
+            json.dumps({"source": "sample"}),
+            "--output_path",
+            str(tmp_path / "out"),
+            "--estimate_json",
+            str(tmp_path / "e.json"),
+        ],
+        program="belief_tasks",
+        BELIEF_RATES=str(tmp_path / "rates.json"),
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     e = json.loads((tmp_path / "e.json").read_text())
     assert [t["task"] for t in e["tasks"]] == PROFILE
@@ -151,6 +194,8 @@ def test_train_split_key_trains_on_the_facts_a_budget_draws_last():
     assert [f.id for f in test] == ["f0", "f1", "f2", "f3", "f4", "f5", "f9"]
     train, _ = split_relation(facts, 0, 100, lambda fs: order)  # at most half of the relation trains
     assert [f.id for f in train] == ["f2", "f6", "f7", "f8", "f9"]
-    given = [Fact(f.id, f.relation, f.subject, f.objects, split="train" if i < 2 else "test") for i, f in enumerate(facts)]
+    given = [
+        Fact(f.id, f.relation, f.subject, f.objects, split="train" if i < 2 else "test") for i, f in enumerate(facts)
+    ]
     train, _ = split_relation(given, 0, 3, lambda fs: order)  # a dataset's own split is kept
     assert [f.id for f in train] == ["f0", "f1"]

@@ -26,16 +26,25 @@ def make() -> tuple[Progress, Clock, io.StringIO]:
 
 
 def test_duration_is_written_for_people():
-    assert [duration(s) for s in (0, 12.4, 61, 250, 3600, 3725)] == ["0 s", "12 s", "1 min 01 s", "4 min 10 s",
-                                                                    "1 h 00 min", "1 h 02 min"]
+    assert [duration(s) for s in (0, 12.4, 61, 250, 3600, 3725)] == [
+        "0 s",
+        "12 s",
+        "1 min 01 s",
+        "4 min 10 s",
+        "1 h 00 min",
+        "1 h 02 min",
+    ]
 
 
 def test_a_phase_line_carries_its_estimate_the_phase_before_and_the_runs_eta():
     p, clock, out = make()
     p.phase(progress.BUILDING_TASKS)
     clock.t += 20
-    p.set_plan({progress.LOADING_MODEL: 10, progress.scoring_phase("loglikelihood"): 100, progress.REPORT: 30},
-               {progress.scoring_phase("loglikelihood"): "5 requests"}, summary="planned")
+    p.set_plan(
+        {progress.LOADING_MODEL: 10, progress.scoring_phase("loglikelihood"): 100, progress.REPORT: 30},
+        {progress.scoring_phase("loglikelihood"): "5 requests"},
+        summary="planned",
+    )
     p.phase(progress.LOADING_MODEL)
     clock.t += 12
     p.phase(progress.scoring_phase("loglikelihood"))
@@ -43,12 +52,16 @@ def test_a_phase_line_carries_its_estimate_the_phase_before_and_the_runs_eta():
     assert lines[0] == "belief-eval progress: building tasks"
     # 20 s ran before the plan; 10 + 100 + 30 s are still to run
     assert lines[1].startswith("belief-eval progress: planned; estimated total 2 min 40 s, ETA ")
-    assert lines[2].startswith("belief-eval progress: loading the model: estimated 10 s; building tasks took 20 s; "
-                               "run 20 s so far of an estimated 2 min 40 s, ETA ")
+    assert lines[2].startswith(
+        "belief-eval progress: loading the model: estimated 10 s; building tasks took 20 s; "
+        "run 20 s so far of an estimated 2 min 40 s, ETA "
+    )
     # the model took 12 s, 2 s over: the total grows by those 2 s
-    assert lines[3].startswith("belief-eval progress: scoring log-likelihoods (5 requests): estimated 1 min 40 s; "
-                               "loading the model took 12 s (estimated 10 s); run 32 s so far of an estimated "
-                               "2 min 42 s, ETA ")
+    assert lines[3].startswith(
+        "belief-eval progress: scoring log-likelihoods (5 requests): estimated 1 min 40 s; "
+        "loading the model took 12 s (estimated 10 s); run 32 s so far of an estimated "
+        "2 min 42 s, ETA "
+    )
 
 
 def test_a_phase_begins_once_and_the_finish_line_compares_with_the_plan():
@@ -63,8 +76,10 @@ def test_a_phase_begins_once_and_the_finish_line_compares_with_the_plan():
     measured = p.finish()
     assert measured == {progress.RECORDING: 5, progress.AGGREGATING: 3}
     last = out.getvalue().splitlines()[-1]
-    assert last == ("belief-eval progress: aggregating took 3 s (estimated 6 s); finished in 8 s; the estimated "
-                    "phases took 8 s against 10 s estimated")
+    assert last == (
+        "belief-eval progress: aggregating took 3 s (estimated 6 s); finished in 8 s; the estimated "
+        "phases took 8 s against 10 s estimated"
+    )
     assert sum(line.startswith("belief-eval progress: recording results") for line in out.getvalue().splitlines()) == 1
 
 

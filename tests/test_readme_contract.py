@@ -48,8 +48,12 @@ def test_main_job_typed_from_the_root(model_path, tmp_path):
     if argv[0] == ".venv/bin/python" and not (ROOT / ".venv" / "bin" / "python").exists():
         pytest.skip("no .venv in this checkout: run the README's setup command")
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONSAFEPATH")}
-    env.update(BELIEF_DEMO_OUTPUT=str(tmp_path / "demo"), HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1",
-               TOKENIZERS_PARALLELISM="false")
+    env.update(
+        BELIEF_DEMO_OUTPUT=str(tmp_path / "demo"),
+        HF_HUB_OFFLINE="1",
+        HF_DATASETS_OFFLINE="1",
+        TOKENIZERS_PARALLELISM="false",
+    )
     proc = subprocess.run([*argv, "--limit", "1"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=1200)
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out[-4000:]

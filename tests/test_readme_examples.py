@@ -56,7 +56,7 @@ def test_every_example_names_tasks_and_knobs_that_exist():
 def test_every_example_carries_its_cost():
     lines = README.splitlines()
     for lineno, cmd in example_commands():
-        after = "\n".join(lines[lineno: lineno + 14])
+        after = "\n".join(lines[lineno : lineno + 14])
         assert re.search(r"(?m)^Cost", after), f"README line {lineno}: no cost note after {cmd[:60]!r}"
         if "pythia" in cmd or "--device cuda" in cmd:  # a GPU cost here is arithmetic, and says so
             assert "projection" in after and "not a measurement" in after, lineno

@@ -20,7 +20,9 @@ import pytest
 
 from harness import ROOT, env_with_checkout
 
-IGNORE = shutil.ignore_patterns(".venv", ".venv-vllm", "build", ".git", "*.egg-info", "__pycache__", "results", ".pytest_cache")
+IGNORE = shutil.ignore_patterns(
+    ".venv", ".venv-vllm", "build", ".git", "*.egg-info", "__pycache__", "results", ".pytest_cache"
+)
 
 
 def checkout_copy(tmp_path: Path) -> Path:
@@ -68,8 +70,23 @@ def add_table_row(page: Path, header: str, row: str) -> None:
 
 def lm_eval_dummy(root: Path, tasks: str, metadata: dict) -> dict:
     """``lm_eval --model dummy`` (random log-likelihoods, no weights) on the copy's task folder; its results JSON."""
-    python(root, "", "-m", "lm_eval", "--model", "dummy", "--tasks", tasks, "--include_path", "task_yamls",
-           "--metadata", json.dumps(metadata), "--output_path", "out", "--log_samples")
+    python(
+        root,
+        "",
+        "-m",
+        "lm_eval",
+        "--model",
+        "dummy",
+        "--tasks",
+        tasks,
+        "--include_path",
+        "task_yamls",
+        "--metadata",
+        json.dumps(metadata),
+        "--output_path",
+        "out",
+        "--log_samples",
+    )
     return json.loads(next((root / "out").rglob("results_*.json")).read_text())
 
 
@@ -88,17 +105,27 @@ KNOB_HEADER = "| knob | accepts | default | what |"
 def test_add_a_knob(tmp_path):
     co = checkout_copy(tmp_path)
     # one typed field in the family's knobs dataclass in belief_tasks/families.py
-    edit(co / "belief_tasks" / "families.py", '    """BEAR\'s knobs (docs/bear.md)."""\n\n',
-         '    """BEAR\'s knobs (docs/bear.md)."""\n\n    toy_knob: int = knob("int", 3, "a toy knob", minimum=1)\n')
+    edit(
+        co / "belief_tasks" / "families.py",
+        '    """BEAR\'s knobs (docs/bear.md)."""\n\n',
+        '    """BEAR\'s knobs (docs/bear.md)."""\n\n    toy_knob: int = knob("int", 3, "a toy knob", minimum=1)\n',
+    )
     assert problems(co)["doc_tables"] == ["docs/bear.md: knob table lacks toy_knob"]
     # its row in the knob table of the family's doc, as options.knob_table writes it
     from belief_tasks.options import Knob, knob_table
 
-    add_table_row(co / "docs" / "bear.md", KNOB_HEADER, knob_table([Knob("toy_knob", "int", 3, "a toy knob", minimum=1)]).split("\n")[-1])
+    add_table_row(
+        co / "docs" / "bear.md",
+        KNOB_HEADER,
+        knob_table([Knob("toy_knob", "int", 3, "a toy knob", minimum=1)]).split("\n")[-1],
+    )
     assert problems(co) == no_problems(co)
     # read from the task's parsed knobs (parse_options(OPTIONS, metadata)); refused by the table out of range; known to
     # every task of a command
-    out = json.loads(python(co, """
+    out = json.loads(
+        python(
+            co,
+            """
 import json
 from belief_tasks import options
 from belief_tasks.data import load_facts
@@ -120,7 +147,9 @@ try:
 except options.KnobError as e:
     out["unknown"] = str(e)
 print(json.dumps(out))
-""").stdout)
+""",
+        ).stdout
+    )
     assert out["read"] == 5 and out["default"] == 3 and out["docs"] == 1
     assert len(out["refused"]) == 2 and all("'toy_knob'" in e for e in out["refused"])
     assert "'toy_knobs'" in out["unknown"] and "did you mean 'toy_knob'?" in out["unknown"]
@@ -155,23 +184,37 @@ def test_add_a_metric(tmp_path):
     # a pure function in metrics/<family>.py, its equation in the docstring (tested below on hand values)
     append(co / "belief_tasks" / "metrics" / "bear.py", TOP_TWO)
     # its budgeted statistic in metrics/budgeted/<family>.py: P@2 of the per-fact top-k counts (a column for k = 2)
-    edit(co / "belief_tasks" / "metrics" / "budgeted" / "bear.py", "PRECISION_KS = (1, 5, 10)", "PRECISION_KS = (1, 2, 5, 10)")
+    edit(
+        co / "belief_tasks" / "metrics" / "budgeted" / "bear.py",
+        "PRECISION_KS = (1, 5, 10)",
+        "PRECISION_KS = (1, 2, 5, 10)",
+    )
     # in scoring/<family>.py an aggregation and its standard error, and its one declaration in METRICS
     scoring = co / "belief_tasks" / "scoring" / "bear.py"
     edit(scoring, "\n\n#: lm-pub-quiz's uncertainty", AGG_TOP_TWO)
-    edit(scoring, '    "p_at_10": Metric(agg_p_at_10, p_at_10_stderr, True, budgeted.p_at(10)),\n',
-         '    "p_at_10": Metric(agg_p_at_10, p_at_10_stderr, True, budgeted.p_at(10)),\n'
-         '    "top_two": Metric(agg_top_two, top_two_stderr, True, budgeted.p_at(2)),\n')
+    edit(
+        scoring,
+        '    "p_at_10": Metric(agg_p_at_10, p_at_10_stderr, True, budgeted.p_at(10)),\n',
+        '    "p_at_10": Metric(agg_p_at_10, p_at_10_stderr, True, budgeted.p_at(10)),\n'
+        '    "top_two": Metric(agg_top_two, top_two_stderr, True, budgeted.p_at(2)),\n',
+    )
     # no YAML, no utils.py, no second table: the task class wires METRICS, a budgeted run reads its statistic there
     assert problems(co) == {**no_problems(co), "doc_tables": ["docs/bear.md: metric table lacks top_two"]}
     # a row in the metric table of the family's doc
-    add_table_row(co / "docs" / "bear.md", "| metric | definition | stderr |", "| `top_two` | the gold option ranks first or second | over instances |")
+    add_table_row(
+        co / "docs" / "bear.md",
+        "| metric | definition | stderr |",
+        "| `top_two` | the gold option ranks first or second | over instances |",
+    )
     assert problems(co) == no_problems(co)
     # hand values, then a budgeted run on one relation (its estimate of a pooled share is the drawn docs' share):
     # lm-eval reports it with its interval, belief-report recomputes both from the records
-    python(co, "from belief_tasks.metrics.bear import top_two_rate as t\nassert t([0, 1, 2, 5]) == 0.5 and t([3]) == 0.0\n")
-    results = lm_eval_dummy(co, "belief_demo_bear", {"source": "sample", "relations": "P36", "budget": 0.1,
-                                                        "max_facts_per_relation": "all"})
+    python(
+        co, "from belief_tasks.metrics.bear import top_two_rate as t\nassert t([0, 1, 2, 5]) == 0.5 and t([3]) == 0.0\n"
+    )
+    results = lm_eval_dummy(
+        co, "belief_demo_bear", {"source": "sample", "relations": "P36", "budget": 0.1, "max_facts_per_relation": "all"}
+    )
     bear = results["results"]["belief_demo_bear"]
     samples = [json.loads(line) for line in next((co / "out").rglob("samples_belief_demo_bear_*.jsonl")).open()]
     records = [s[s["metrics"][0]] for s in samples]  # one record per doc; the other metrics log a reference to it
@@ -183,24 +226,35 @@ def test_add_a_metric(tmp_path):
     report(co)
 
 
-
-
 def test_add_a_monitor_metric(tmp_path):
     """A metric a sample cannot estimate: declared ``NotEstimable`` with its reason (NaN on a budgeted run)."""
     co = checkout_copy(tmp_path)
     scoring = co / "belief_tasks" / "scoring" / "monitor.py"
     # its statistic of per-fact rows (STATISTICS: the aggregation and its bootstrap stderr come from it) ...
-    edit(scoring, '    "acc_relation_min": _relation_extreme("min"),\n',
-         '    "acc_relation_min": _relation_extreme("min"),\n'
-         '    "acc_frames_total": lambda facts: float(sum(sum(f["correct"]) for f in facts)),\n')
+    edit(
+        scoring,
+        '    "acc_relation_min": _relation_extreme("min"),\n',
+        '    "acc_relation_min": _relation_extreme("min"),\n'
+        '    "acc_frames_total": lambda facts: float(sum(sum(f["correct"]) for f in facts)),\n',
+    )
     # ... and its declaration, NotEstimable with its reason
-    edit(scoring, "from belief_tasks.scoring.common import Metric, NoStderr, once",
-         "from belief_tasks.scoring.common import Metric, NoStderr, NotEstimable, once")
-    edit(scoring, '    "acc_relation_min": _metric("acc_relation_min", True, budgeted.across_relations("min")),\n',
-         '    "acc_relation_min": _metric("acc_relation_min", True, budgeted.across_relations("min")),\n'
-         '    "acc_frames_total": _metric("acc_frames_total", True, NotEstimable("a toy total of counts")),\n')
+    edit(
+        scoring,
+        "from belief_tasks.scoring.common import Metric, NoStderr, once",
+        "from belief_tasks.scoring.common import Metric, NoStderr, NotEstimable, once",
+    )
+    edit(
+        scoring,
+        '    "acc_relation_min": _metric("acc_relation_min", True, budgeted.across_relations("min")),\n',
+        '    "acc_relation_min": _metric("acc_relation_min", True, budgeted.across_relations("min")),\n'
+        '    "acc_frames_total": _metric("acc_frames_total", True, NotEstimable("a toy total of counts")),\n',
+    )
     assert problems(co) == {**no_problems(co), "doc_tables": ["docs/monitor.md: metric table lacks acc_frames_total"]}
-    add_table_row(co / "docs" / "monitor.md", "| metric | definition | better |", "| `acc_frames_total` | right frame answers, summed | higher |")
+    add_table_row(
+        co / "docs" / "monitor.md",
+        "| metric | definition | better |",
+        "| `acc_frames_total` | right frame answers, summed | higher |",
+    )
     assert problems(co) == no_problems(co)
     out = python(co, "from belief_tasks.families import MONITOR\nprint(MONITOR.budgeted.not_estimable)\n").stdout
     assert out.strip() == "('acc_frames_total',)"
@@ -213,15 +267,27 @@ def test_add_a_relation(tmp_path):
     co = checkout_copy(tmp_path)
     sample = co / "belief_tasks" / "sample_data"
     # one belief_tasks/sample_data/P*.json file ...
-    text = (sample / "P36.json").read_text(encoding="utf-8").replace('"P36', '"P9999').replace('"capital"', '"toy capital"')
+    text = (
+        (sample / "P36.json")
+        .read_text(encoding="utf-8")
+        .replace('"P36', '"P9999')
+        .replace('"capital"', '"toy capital"')
+    )
     (sample / "P9999.json").write_text(text, encoding="utf-8")
     assert problems(co)["sample_relations"] == ["sample_data/README.md: no row for P9999"]
     # ... and its row in the README's relation table
     row = next(line for line in (sample / "README.md").read_text().splitlines() if line.startswith("| P36 |"))
-    add_table_row(sample / "README.md", "| id | name | cardinality | domains | facts | answer space |", row.replace("P36", "P9999"))
+    add_table_row(
+        sample / "README.md",
+        "| id | name | cardinality | domains | facts | answer space |",
+        row.replace("P36", "P9999"),
+    )
     assert problems(co) == no_problems(co)
     # every family selects it with the relations knob
-    out = json.loads(python(co, """
+    out = json.loads(
+        python(
+            co,
+            """
 import json
 from belief_tasks.data import load_facts
 from belief_tasks.families import MonitorOptions
@@ -238,8 +304,16 @@ print(json.dumps({
     "belief_icl": sorted({d["relation"] for d in belief_icl.build_docs("mp", "4template",
                                                                        parse_options(belief_icl.OPTIONS, md))}),
 }))
-""").stdout)
-    assert out == {"relations": 13, "bear": ["P9999"], "monitor": ["P9999"], "iclke": ["P9999"], "belief_icl": ["P9999"]}
+""",
+        ).stdout
+    )
+    assert out == {
+        "relations": 13,
+        "bear": ["P9999"],
+        "monitor": ["P9999"],
+        "iclke": ["P9999"],
+        "belief_icl": ["P9999"],
+    }
 
 
 # --- a family -------------------------------------------------------------------------------------------
@@ -355,7 +429,7 @@ def process_results(doc, results):
               "ll": [float(r[0]) for r in results], "gold": int(doc["gold"])}
     return {name: record for name in METRICS}
 ''',
-    "task_yamls/toy/belief_toy.yaml": '''
+    "task_yamls/toy/belief_toy.yaml": """
 task: belief_toy
 class: !function utils.ToyTask
 custom_dataset: !function utils.toy_dataset
@@ -368,11 +442,11 @@ target_delimiter: " "
 process_results: !function utils.process_results
 metadata:
   version: 1.0
-''',
-    "task_yamls/toy/utils.py": '''
+""",
+    "task_yamls/toy/utils.py": """
 from belief_tasks.tasks.toy import (  # noqa: F401
     ToyTask, doc_to_choice, doc_to_target, doc_to_text, process_results, toy_dataset)
-''',
+""",
     "belief_tasks/report/toy.py": '''
 """Toy section: hit@1 per task."""
 
@@ -394,7 +468,7 @@ def build(ctx: Context):
     card = {m: [CardEntry("accuracy", FAMILY, "hit@1", text)] for (m, _), text in hit.items()}
     return Section(FAMILY, "\\n".join(lines) + "\\n", card=card)
 ''',
-    "docs/toy.md": '''
+    "docs/toy.md": """
 # Toy
 
 Knobs (`belief_tasks.families.ToyOptions`): the common ones and
@@ -406,7 +480,7 @@ Knobs (`belief_tasks.families.ToyOptions`): the common ones and
 | metric | definition |
 | --- | --- |
 | `hit` | hit@1 |
-''',
+""",
 }
 
 TOY_REGISTRY = '''
@@ -427,17 +501,30 @@ def test_add_a_family(tmp_path):
         (co / rel).write_text(text.lstrip("\n"), encoding="utf-8")
     # 3: ToyOptions and a Family in FAMILIES, the one list of families
     families = co / "belief_tasks" / "families.py"
-    edit(families, "from belief_tasks.scoring import bear, belief_icl, belief_mlm, iclke, monitor",
-         "from belief_tasks.scoring import bear, belief_icl, belief_mlm, iclke, monitor, toy")
+    edit(
+        families,
+        "from belief_tasks.scoring import bear, belief_icl, belief_mlm, iclke, monitor",
+        "from belief_tasks.scoring import bear, belief_icl, belief_mlm, iclke, monitor, toy",
+    )
     edit(families, "\n# --- the registry", TOY_REGISTRY)
-    edit(families, "\n#: family name -> Family",
-         '\nTOY = Family("toy", "Toy", "docs/toy.md", ToyOptions, toy.METRICS, toy.known, toy.ToyRecord, "hit")\n\n'
-         '#: family name -> Family')
-    edit(families, "(BELIEF_ICL, BEAR, ICLKE, MONITOR, BELIEF_MLM)}", "(BELIEF_ICL, BEAR, ICLKE, MONITOR, BELIEF_MLM, TOY)}")
+    edit(
+        families,
+        "\n#: family name -> Family",
+        '\nTOY = Family("toy", "Toy", "docs/toy.md", ToyOptions, toy.METRICS, toy.known, toy.ToyRecord, "hit")\n\n'
+        "#: family name -> Family",
+    )
+    edit(
+        families,
+        "(BELIEF_ICL, BEAR, ICLKE, MONITOR, BELIEF_MLM)}",
+        "(BELIEF_ICL, BEAR, ICLKE, MONITOR, BELIEF_MLM, TOY)}",
+    )
     # 6: the section's entry in belief_tasks.report.family_sections
     sections = co / "belief_tasks" / "report" / "__init__.py"
-    edit(sections, "from belief_tasks.report import bear, belief_icl, belief_mlm, iclke, monitor\n",
-         "from belief_tasks.report import bear, belief_icl, belief_mlm, iclke, monitor, toy\n")
+    edit(
+        sections,
+        "from belief_tasks.report import bear, belief_icl, belief_mlm, iclke, monitor\n",
+        "from belief_tasks.report import bear, belief_icl, belief_mlm, iclke, monitor, toy\n",
+    )
     edit(sections, '"monitor": monitor}', '"monitor": monitor, "toy": toy}')
     assert problems(co) == no_problems(co)
     # run it: lm-eval with the dummy model, then belief-report (its check: every number recomputed and equal)

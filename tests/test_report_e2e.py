@@ -19,15 +19,40 @@ pytestmark = pytest.mark.e2e
 
 TASKS = ["belief_mp_zeroshot", "belief_mp_4template", "belief_bear", "belief_iclke", "belief_monitor_sample"]
 #: one relation, two facts; few samples, draws, examples and options: a short run, every code path
-METADATA = {"source": "sample", "relations": "P36", "max_facts_per_relation": 2, "confidence_samples": 2,
-            "confidence_prompts": 2, "accuracy_draws": 500, "n_examples": 4, "max_options": 8, "templates": "0,1"}
+METADATA = {
+    "source": "sample",
+    "relations": "P36",
+    "max_facts_per_relation": 2,
+    "confidence_samples": 2,
+    "confidence_prompts": 2,
+    "accuracy_draws": 500,
+    "n_examples": 4,
+    "max_options": 8,
+    "templates": "0,1",
+}
 
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory, model_path):
     out = tmp_path_factory.mktemp("e2e") / "results"
-    proc = run_cli(["--model", "hf", "--model_args", f"pretrained={model_path},dtype=float32", "--tasks", ",".join(TASKS),
-                    "--metadata", json.dumps(METADATA), "--batch_size", "16", "--output_path", str(out), "--log_samples"], timeout=1800)
+    proc = run_cli(
+        [
+            "--model",
+            "hf",
+            "--model_args",
+            f"pretrained={model_path},dtype=float32",
+            "--tasks",
+            ",".join(TASKS),
+            "--metadata",
+            json.dumps(METADATA),
+            "--batch_size",
+            "16",
+            "--output_path",
+            str(out),
+            "--log_samples",
+        ],
+        timeout=1800,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return out
 
@@ -48,8 +73,12 @@ def test_every_number_equals_the_harness_results(run, report):
     harness = read_results(run)["results"]
     assert report.mismatched == []
     # every metric of every task with a numeric value was compared
-    expected = sum(1 for t in TASKS for k, v in harness[t].items()
-                   if "," in k and "_stderr" not in k and isinstance(v, (int, float)))
+    expected = sum(
+        1
+        for t in TASKS
+        for k, v in harness[t].items()
+        if "," in k and "_stderr" not in k and isinstance(v, (int, float))
+    )
     assert report.checked >= expected > 40
     # and independently of the report's own check: a few table cells against the JSON
     t17 = {r["task"]: r for r in rows(report, "belief_icl_table17")}
@@ -87,7 +116,9 @@ def test_tables_are_consistent_with_the_run(report):
 def test_agreement_joins_the_sample_by_fact_id_and_keys_every_fact(report):
     pairs = rows(report, "agreement_pairs_SmolLM2-135M-Instruct")
     assert len(pairs) == 10 and {p["datasets"] for p in pairs} == {"sample"}  # five probes, one dataset
-    assert all(p["joined_by"] == (f"fact id {p['n']}" if p["n"] != "0" else "–") and p["conflicts"] == "0" for p in pairs)
+    assert all(
+        p["joined_by"] == (f"fact id {p['n']}" if p["n"] != "0" else "–") and p["conflicts"] == "0" for p in pairs
+    )
     facts = rows(report, "agreement_facts_SmolLM2-135M-Instruct")
     assert facts and all(f["fact_key"].startswith("P36|") and f["relation"] == "P36" for f in facts)
     # one row per fact: where two probes probed it, both name it by the same id

@@ -29,8 +29,13 @@ def harness_values(records: list[dict]) -> dict[str, float]:
 def shard(root: Path, name: str, relations: str, model: str = "org/m", records=None, **meta) -> Path:
     """One shard's output folder: the BEAR records of ``relations`` (or ``records``), its results from them."""
     records = records if records is not None else [r for r in bear_records() if r["relation"] in relations.split(",")]
-    write_run(root / name, model, {"belief_bear": records}, {"belief_bear": harness_values(records)},
-              metadata={"belief_bear": {"relations": relations, "seed": 0, **meta}})
+    write_run(
+        root / name,
+        model,
+        {"belief_bear": records},
+        {"belief_bear": harness_values(records)},
+        metadata={"belief_bear": {"relations": relations, "seed": 0, **meta}},
+    )
     return root / name
 
 
@@ -59,20 +64,26 @@ def test_runs_on_the_same_relations_stay_separate_runs(tmp_path):
     shard(tmp_path, "a", "R1,R2", model="org/a")
     shard(tmp_path, "b", "R1,R2", model="org/b")
     shard(tmp_path, "again", "R1,R2", model="org/a")
-    assert sorted(r.name for r in pool(load_runs([tmp_path / "a", tmp_path / "b", tmp_path / "again"]))) == \
-        ["a (a)", "a (again)", "b"]
+    assert sorted(r.name for r in pool(load_runs([tmp_path / "a", tmp_path / "b", tmp_path / "again"]))) == [
+        "a (a)",
+        "a (again)",
+        "b",
+    ]
     # runs without the relations knob (every relation) are never shards
     write_run(tmp_path / "x", "org/a", {"belief_bear": bear_records()[:4]}, {"belief_bear": {}})
     write_run(tmp_path / "y", "org/a", {"belief_bear": bear_records()[4:]}, {"belief_bear": {}})
     assert len(pool(load_runs([tmp_path / "x", tmp_path / "y"]))) == 2
 
 
-@pytest.mark.parametrize("change, field", [
-    ({"model": "org/other"}, "model_name"),
-    ({"seed": 1}, "configs.belief_bear.metadata.seed"),
-    ({"templates": "0"}, "configs.belief_bear.metadata.templates"),
-    ({"bear_revision": "v2"}, "configs.belief_bear.metadata.bear_revision"),
-])
+@pytest.mark.parametrize(
+    "change, field",
+    [
+        ({"model": "org/other"}, "model_name"),
+        ({"seed": 1}, "configs.belief_bear.metadata.seed"),
+        ({"templates": "0"}, "configs.belief_bear.metadata.templates"),
+        ({"bear_revision": "v2"}, "configs.belief_bear.metadata.bear_revision"),
+    ],
+)
 def test_a_shard_of_another_setting_is_refused(tmp_path, change, field):
     a = shard(tmp_path, "k0", "R1")
     model = change.pop("model", "org/m")
@@ -93,8 +104,11 @@ def test_a_different_task_config_or_lm_eval_version_is_refused(tmp_path):
     data["configs"]["belief_bear"]["target_delimiter"] = " "
     data["lm_eval_version"] = "0.4.12"
     path.write_text(json.dumps(data))
-    with pytest.raises(ShardError, match=r"run\.lm_eval_version: absent in the first, '0\.4\.12' in the second; "
-                                         r"configs\.belief_bear\.target_delimiter: absent in the first, ' ' in"):
+    with pytest.raises(
+        ShardError,
+        match=r"run\.lm_eval_version: absent in the first, '0\.4\.12' in the second; "
+        r"configs\.belief_bear\.target_delimiter: absent in the first, ' ' in",
+    ):
         pool(load_runs([a, b]))
 
 
@@ -123,17 +137,30 @@ def test_a_shard_needs_its_records_and_no_limit(tmp_path):
 
 
 def test_shards_of_two_models_pool_per_model(tmp_path):
-    runs = pool(load_runs([shard(tmp_path, "a0", "R1", model="org/a"), shard(tmp_path, "a1", "R2", model="org/a"),
-                      shard(tmp_path, "b0", "R1", model="org/b"), shard(tmp_path, "b1", "R2", model="org/b")]))
+    runs = pool(
+        load_runs(
+            [
+                shard(tmp_path, "a0", "R1", model="org/a"),
+                shard(tmp_path, "a1", "R2", model="org/a"),
+                shard(tmp_path, "b0", "R1", model="org/b"),
+                shard(tmp_path, "b1", "R2", model="org/b"),
+            ]
+        )
+    )
     assert [(r.name, len(r.shards), len(r.tasks["belief_bear"].records())) for r in runs] == [("a", 2, 6), ("b", 2, 6)]
 
 
 def test_budgeted_shards_pool_their_designs(tmp_path):
     """A budgeted run's design is stratified by relation: the shards' designs side by side are the run's."""
+
     def design(rels: dict) -> dict:
-        return {"budget": 0.5, "seed": 0, "facts_drawn": sum(d for _, d in rels.values()),
-                "facts_in_population": sum(p for p, _ in rels.values()),
-                "relations": {r: {"population": p, "drawn": d} for r, (p, d) in rels.items()}}
+        return {
+            "budget": 0.5,
+            "seed": 0,
+            "facts_drawn": sum(d for _, d in rels.values()),
+            "facts_in_population": sum(p for p, _ in rels.values()),
+            "relations": {r: {"population": p, "drawn": d} for r, (p, d) in rels.items()},
+        }
 
     a = shard(tmp_path, "k0", "R1", budget=0.5, budget_design=design({"R1": (4, 2)}))
     b = shard(tmp_path, "k1", "R2", budget=0.5, budget_design=design({"R2": (2, 1)}))

@@ -21,9 +21,15 @@ from belief_tasks.report.cli import main as report_main
 from belief_tasks.report.loading import ReportInputError, load_runs
 
 DATE = "2026-01-02T03-04-05.000001"
-FAMILY_OF_PROBE = (("belief_mp_", "belief_icl"), ("belief_qa_", "belief_icl"), ("belief_mlm_", "belief_mlm"),
-                   ("belief_bear", "bear"), ("belief_iclke", "iclke"), ("belief_eiclke", "iclke"),
-                   ("belief_monitor", "monitor"))
+FAMILY_OF_PROBE = (
+    ("belief_mp_", "belief_icl"),
+    ("belief_qa_", "belief_icl"),
+    ("belief_mlm_", "belief_mlm"),
+    ("belief_bear", "bear"),
+    ("belief_iclke", "iclke"),
+    ("belief_eiclke", "iclke"),
+    ("belief_monitor", "monitor"),
+)
 
 
 def task_metrics(task: str) -> list[str]:
@@ -43,9 +49,16 @@ def stamp(task: str) -> dict:
     return {"family": family, "probe": probe}
 
 
-def write_run(root: Path, model: str, tasks: dict[str, list[dict]], results: dict[str, dict[str, float]],
-              date: str = DATE, groups: dict[str, dict] | None = None, metadata: dict[str, dict] | None = None,
-              references: bool = False) -> Path:
+def write_run(
+    root: Path,
+    model: str,
+    tasks: dict[str, list[dict]],
+    results: dict[str, dict[str, float]],
+    date: str = DATE,
+    groups: dict[str, dict] | None = None,
+    metadata: dict[str, dict] | None = None,
+    references: bool = False,
+) -> Path:
     """An lm-eval output folder for one model: results JSON + one samples file per task.
     ``references``: the record under the first metric only and ``<same as ...>`` under the others,
     as BELIEF-ICL logs it."""
@@ -67,9 +80,17 @@ def write_run(root: Path, model: str, tasks: dict[str, list[dict]], results: dic
         names = task_metrics(t)  # as the harness logs: the record under every metric of the task
         with (folder / f"samples_{t}_{date}.jsonl").open("w") as fh:
             for i, rec in enumerate(records):
-                line = {"doc_id": i, "doc": {}, "target": "", "arguments": {}, "resps": [], "filtered_resps": [],
-                        "filter": "none", "metrics": names,
-                        **{n: f"<same as {names[0]}>" if references and k else rec for k, n in enumerate(names)}}
+                line = {
+                    "doc_id": i,
+                    "doc": {},
+                    "target": "",
+                    "arguments": {},
+                    "resps": [],
+                    "filtered_resps": [],
+                    "filter": "none",
+                    "metrics": names,
+                    **{n: f"<same as {names[0]}>" if references and k else rec for k, n in enumerate(names)},
+                }
                 fh.write(json.dumps(line) + "\n")
     return folder
 
@@ -89,9 +110,23 @@ def close(a, b, tol=1e-9) -> bool:
 def icl_record(pair, answers, correct, confidence, relation="P36", style="mp", context="zeroshot"):
     """One pair's record as ``belief_icl.make_record`` writes it: templates t1, t2, one subject expression,
     the prompt under t1 sampled."""
-    return {"fact_id": pair, "relation": relation, "style": style, "context": context, "templates": ["t1", "t2"],
-            "subjects": ["s"], "objects": ["Paris"], "answers": answers, "correct": correct, "sampled": 0,
-            "confidence": confidence, "n_samples": 4, "seed": 1234, "draws": 2000, "bins": 2}
+    return {
+        "fact_id": pair,
+        "relation": relation,
+        "style": style,
+        "context": context,
+        "templates": ["t1", "t2"],
+        "subjects": ["s"],
+        "objects": ["Paris"],
+        "answers": answers,
+        "correct": correct,
+        "sampled": 0,
+        "confidence": confidence,
+        "n_samples": 4,
+        "seed": 1234,
+        "draws": 2000,
+        "bins": 2,
+    }
 
 
 ICL_A = [  # model A, MP zero-shot: p1 right under both templates, p2 right under t2 only
@@ -106,24 +141,59 @@ ICL_B = [  # model B: only p2/t2 right
 
 def one_prompt_records(records: list[dict]) -> list[dict]:
     """The same prompts as logs before pair documents held them: one record per prompt."""
-    return [{"fact_id": r["fact_id"], "relation": r["relation"], "template_id": t, "subject_form": "s",
-             "style": r["style"], "context": r["context"], "output": a, "answer": a, "objects": r["objects"],
-             "correct": c, "one_word": len(a.split()) == 1, "confidence": r["confidence"] if k == r["sampled"] else None,
-             "n_samples": 4 if k == r["sampled"] else 0, "seed": 1234, "draws": 2000, "bins": 2}
-            for r in records for k, (t, a, c) in enumerate(zip(r["templates"], r["answers"], r["correct"]))]
+    return [
+        {
+            "fact_id": r["fact_id"],
+            "relation": r["relation"],
+            "template_id": t,
+            "subject_form": "s",
+            "style": r["style"],
+            "context": r["context"],
+            "output": a,
+            "answer": a,
+            "objects": r["objects"],
+            "correct": c,
+            "one_word": len(a.split()) == 1,
+            "confidence": r["confidence"] if k == r["sampled"] else None,
+            "n_samples": 4 if k == r["sampled"] else 0,
+            "seed": 1234,
+            "draws": 2000,
+            "bins": 2,
+        }
+        for r in records
+        for k, (t, a, c) in enumerate(zip(r["templates"], r["answers"], r["correct"]))
+    ]
+
+
 # hand-computed (see metrics/belief.py for the definitions)
-ICL_A_HAND = {"coverage_average": 0.75, "coverage_maximum": 1.0, "coverage_oracle": 1.0, "consist": 0.5,
-              "ovconf": ((0.9 - 1) + (0.6 - 0)) / 2, "one_word_ratio": 1.0}
-ICL_B_HAND = {"coverage_average": 0.25, "coverage_maximum": 0.5, "coverage_oracle": 0.5, "consist": 0.0,
-              "ovconf": 0.5, "one_word_ratio": 0.75}
+ICL_A_HAND = {
+    "coverage_average": 0.75,
+    "coverage_maximum": 1.0,
+    "coverage_oracle": 1.0,
+    "consist": 0.5,
+    "ovconf": ((0.9 - 1) + (0.6 - 0)) / 2,
+    "one_word_ratio": 1.0,
+}
+ICL_B_HAND = {
+    "coverage_average": 0.25,
+    "coverage_maximum": 0.5,
+    "coverage_oracle": 0.5,
+    "consist": 0.0,
+    "ovconf": 0.5,
+    "one_word_ratio": 0.75,
+}
 
 
 @pytest.fixture(scope="module")
 def icl_report(tmp_path_factory):
     root = tmp_path_factory.mktemp("icl")
     out = root / "report"
-    write_run(root / "runs", "org/model-A", {"belief_mp_zeroshot": ICL_A}, {"belief_mp_zeroshot": ICL_A_HAND}, references=True)
-    write_run(root / "runs", "org/model-B", {"belief_mp_zeroshot": ICL_B}, {"belief_mp_zeroshot": ICL_B_HAND}, references=True)
+    write_run(
+        root / "runs", "org/model-A", {"belief_mp_zeroshot": ICL_A}, {"belief_mp_zeroshot": ICL_A_HAND}, references=True
+    )
+    write_run(
+        root / "runs", "org/model-B", {"belief_mp_zeroshot": ICL_B}, {"belief_mp_zeroshot": ICL_B_HAND}, references=True
+    )
     return build_report([root / "runs"], out), out
 
 
@@ -135,8 +205,12 @@ def test_icl_records_are_read_once_through_their_references(icl_report):
 
 
 def test_icl_logs_of_one_prompt_records_give_the_same_tables(icl_report, tmp_path):
-    write_run(tmp_path / "runs", "org/model-A", {"belief_mp_zeroshot": one_prompt_records(ICL_A)},
-              {"belief_mp_zeroshot": ICL_A_HAND})
+    write_run(
+        tmp_path / "runs",
+        "org/model-A",
+        {"belief_mp_zeroshot": one_prompt_records(ICL_A)},
+        {"belief_mp_zeroshot": ICL_A_HAND},
+    )
     report = build_report([tmp_path / "runs"], tmp_path / "r")
     assert report.mismatched == [] and report.checked == 6
     old = read_csv(tmp_path / "r" / "tables" / "belief_icl_table17.csv")[0]
@@ -210,18 +284,38 @@ def test_mismatch_is_reported(tmp_path, capsys):
 
 
 def bear_record(relation, fact, t, ll, gold, cardinality, domains):
-    return {"relation": relation, "fact_id": fact, "template_id": f"{relation}_t{t}", "template_index": t,
-            "subject_form": "label", "cardinality": cardinality, "domains": domains, "scoring": "statement",
-            "reduction": "sum", "gold": [gold], "ll": ll, "n_tokens": None}
+    return {
+        "relation": relation,
+        "fact_id": fact,
+        "template_id": f"{relation}_t{t}",
+        "template_index": t,
+        "subject_form": "label",
+        "cardinality": cardinality,
+        "domains": domains,
+        "scoring": "statement",
+        "reduction": "sum",
+        "gold": [gold],
+        "ll": ll,
+        "n_tokens": None,
+    }
 
 
 def bear_records():
     R = []
     # R1 (1:1, Geo): f1 right under both templates, f2 right under t0 only
-    R += [bear_record("R1", "f1", 0, [-1, -5, -6], 0, "1:1", ["Geo"]), bear_record("R1", "f1", 1, [-1, -5, -6], 0, "1:1", ["Geo"])]
-    R += [bear_record("R1", "f2", 0, [-9, -2, -6], 1, "1:1", ["Geo"]), bear_record("R1", "f2", 1, [-1, -5, -6], 1, "1:1", ["Geo"])]
+    R += [
+        bear_record("R1", "f1", 0, [-1, -5, -6], 0, "1:1", ["Geo"]),
+        bear_record("R1", "f1", 1, [-1, -5, -6], 0, "1:1", ["Geo"]),
+    ]
+    R += [
+        bear_record("R1", "f2", 0, [-9, -2, -6], 1, "1:1", ["Geo"]),
+        bear_record("R1", "f2", 1, [-1, -5, -6], 1, "1:1", ["Geo"]),
+    ]
     # R2 (1:N, Geo + People): f3 wrong under both, tie under t1 goes to the first option (gold 0: right)
-    R += [bear_record("R2", "f3", 0, [-3, -2, -6], 0, "1:N", ["Geo", "People"]), bear_record("R2", "f3", 1, [-2, -2, -6], 0, "1:N", ["Geo", "People"])]
+    R += [
+        bear_record("R2", "f3", 0, [-3, -2, -6], 0, "1:N", ["Geo", "People"]),
+        bear_record("R2", "f3", 1, [-2, -2, -6], 0, "1:N", ["Geo", "People"]),
+    ]
     return R
 
 
@@ -252,9 +346,17 @@ def test_bear_tables(tmp_path):
 
 
 def iclke_record(relation, fact, logprobs, gold):
-    return {"relation": relation, "fact_id": fact, "template_id": "iclke-space", "subject_form": "label",
-            "method": "iclke", "gold_index": gold, "logprobs": logprobs, "options": ["a", "b"],
-            "correct": logprobs[gold] == max(logprobs)}
+    return {
+        "relation": relation,
+        "fact_id": fact,
+        "template_id": "iclke-space",
+        "subject_form": "label",
+        "method": "iclke",
+        "gold_index": gold,
+        "logprobs": logprobs,
+        "options": ["a", "b"],
+        "correct": logprobs[gold] == max(logprobs),
+    }
 
 
 RIGHT, WRONG = ([-0.1, -3.0], 0), ([-3.0, -0.1], 0)  # (logprobs, gold): confident right / confident wrong
@@ -262,14 +364,23 @@ RIGHT, WRONG = ([-0.1, -3.0], 0), ([-3.0, -0.1], 0)  # (logprobs, gold): confide
 
 def iclke_run(known: dict[str, set]) -> list[dict]:
     facts = {"R1": ["a1", "a2", "a3", "a4"], "R2": ["b1", "b2"]}
-    return [iclke_record(rel, f, *(RIGHT if f in known.get(rel, set()) else WRONG)) for rel, fs in facts.items() for f in fs]
+    return [
+        iclke_record(rel, f, *(RIGHT if f in known.get(rel, set()) else WRONG)) for rel, fs in facts.items() for f in fs
+    ]
 
 
 def test_iclke_ranking_heatmap_subsumption_acc_at_k(tmp_path):
     small = {"R1": {"a1", "a2"}, "R2": {"b1"}}
     large = {"R1": {"a1", "a3", "a4"}, "R2": {"b1", "b2"}}
-    write_run(tmp_path / "runs", "small", {"belief_iclke": iclke_run(small)}, {"belief_iclke": {"acc_macro": 0.5, "acc": 0.5}})
-    write_run(tmp_path / "runs", "large", {"belief_iclke": iclke_run(large)}, {"belief_iclke": {"acc_macro": 0.875, "acc": 5 / 6}})
+    write_run(
+        tmp_path / "runs", "small", {"belief_iclke": iclke_run(small)}, {"belief_iclke": {"acc_macro": 0.5, "acc": 0.5}}
+    )
+    write_run(
+        tmp_path / "runs",
+        "large",
+        {"belief_iclke": iclke_run(large)},
+        {"belief_iclke": {"acc_macro": 0.875, "acc": 5 / 6}},
+    )
     report = build_report([tmp_path / "runs"], tmp_path / "r")
     assert report.checked == 4 and report.mismatched == []
     ranking = read_csv(tmp_path / "r" / "tables" / "iclke_ranking_belief_iclke.csv")
@@ -290,11 +401,27 @@ def test_iclke_ranking_heatmap_subsumption_acc_at_k(tmp_path):
 
 
 def monitor_record(relation, fact, primary, frames, negatives, correct):
-    return {"relation": relation, "fact_id": fact, "template_id": "f0", "subject_form": "label", "object": "o",
-            "route": "prefix", "units": [" o"], "n_tokens": 1, "primary": primary, "frame_ids": [f"f{i}" for i in range(len(frames))],
-            "frames": frames, "negative_labels": ["n"], "negatives": negatives, "positive_answer": "o",
-            "positive_correct": 1, "answers": ["o"] * len(frames), "correct": correct,
-            "alpha": [0.33, 0.33, 0.33], "only_correct_primary": False}
+    return {
+        "relation": relation,
+        "fact_id": fact,
+        "template_id": "f0",
+        "subject_form": "label",
+        "object": "o",
+        "route": "prefix",
+        "units": [" o"],
+        "n_tokens": 1,
+        "primary": primary,
+        "frame_ids": [f"f{i}" for i in range(len(frames))],
+        "frames": frames,
+        "negative_labels": ["n"],
+        "negatives": negatives,
+        "positive_answer": "o",
+        "positive_correct": 1,
+        "answers": ["o"] * len(frames),
+        "correct": correct,
+        "alpha": [0.33, 0.33, 0.33],
+        "only_correct_primary": False,
+    }
 
 
 def monitor_value(p, frames, negs):
@@ -308,8 +435,10 @@ def test_monitor_tables_and_correlation(tmp_path):
     specs = {"m1": (0.8, 0.6, 0.2, [1, 1]), "m2": (0.8, 0.5, 0.2, [1, 0]), "m3": (0.8, 0.4, 0.2, [0, 0])}
     hand = {}
     for model, (p, q, n, correct) in specs.items():
-        recs = [monitor_record("P17", "a", [p], [[q], [q]], [[n]], correct),
-                monitor_record("P19", "b", [p], [[q], [q]], [[n]], correct)]
+        recs = [
+            monitor_record("P17", "a", [p], [[q], [q]], [[n]], correct),
+            monitor_record("P19", "b", [p], [[q], [q]], [[n]], correct),
+        ]
         hand[model] = {"monitor": monitor_value(p, [q, q], [n]), "acc_avg": sum(correct) / 2}
         write_run(tmp_path / "runs", model, {"belief_monitor_sample": recs}, {"belief_monitor_sample": hand[model]})
     report = build_report([tmp_path / "runs"], tmp_path / "r")
@@ -337,10 +466,17 @@ def test_monitor_tables_and_correlation(tmp_path):
 
 def test_monitor_one_task_per_relation_numbers_from_its_records(tmp_path):
     # belief_monitor with relations=P17,P19: one task, per-relation values recomputed from its records
-    recs = [monitor_record("P17", "a", [0.8], [[0.6]], [[0.2]], [1]),
-            monitor_record("P19", "b", [0.5], [[0.5]], [[0.5]], [0])]
+    recs = [
+        monitor_record("P17", "a", [0.8], [[0.6]], [[0.2]], [1]),
+        monitor_record("P19", "b", [0.5], [[0.5]], [[0.5]], [0]),
+    ]
     m17, m19 = monitor_value(0.8, [0.6], [0.2]), 0.0
-    write_run(tmp_path / "runs", "m", {"belief_monitor": recs}, {"belief_monitor": {"monitor": (m17 + m19) / 2, "acc_avg": 0.5}})
+    write_run(
+        tmp_path / "runs",
+        "m",
+        {"belief_monitor": recs},
+        {"belief_monitor": {"monitor": (m17 + m19) / 2, "acc_avg": 0.5}},
+    )
     report = build_report([tmp_path / "runs"], tmp_path / "r")
     assert report.mismatched == [] and report.checked == 2
     t4 = read_csv(tmp_path / "r" / "tables" / "monitor_table4_belief_monitor.csv")[0]
@@ -362,7 +498,13 @@ def test_loading_layouts_and_errors(tmp_path):
     runs = load_runs([next(a.glob("results_*.json"))])
     assert runs[0].tasks["belief_mp_zeroshot"].records()[1]["answers"] == ["Lyon", "Rome"]
     # a newer run of the same task in the same folder wins
-    write_run(tmp_path / "out1", "org/A", {"belief_mp_zeroshot": ICL_B}, {"belief_mp_zeroshot": {}}, date="2026-02-01T00-00-00.000001")
+    write_run(
+        tmp_path / "out1",
+        "org/A",
+        {"belief_mp_zeroshot": ICL_B},
+        {"belief_mp_zeroshot": {}},
+        date="2026-02-01T00-00-00.000001",
+    )
     assert load_runs([a])[0].tasks["belief_mp_zeroshot"].records()[0]["answers"][0] == "London"
     # --output_path ending in .json: "<stem>_<date>.json" with the samples beside it
     flat = tmp_path / "flat"
@@ -383,14 +525,31 @@ def test_loading_layouts_and_errors(tmp_path):
 
 
 def mlm_record(fact, template, pred, rank, confidence):
-    return {"relation": "P36", "fact_id": fact, "template_id": template, "subject_form": "s", "pred": pred,
-            "confidence": confidence, "confidence_top10": min(1.0, confidence + 0.1), "gold": "paris", "gold_rank": rank,
-            "top": [pred], "seed": 1234, "draws": 2000, "relation_kept": 4, "relation_dropped": 1}
+    return {
+        "relation": "P36",
+        "fact_id": fact,
+        "template_id": template,
+        "subject_form": "s",
+        "pred": pred,
+        "confidence": confidence,
+        "confidence_top10": min(1.0, confidence + 0.1),
+        "gold": "paris",
+        "gold_rank": rank,
+        "top": [pred],
+        "seed": 1234,
+        "draws": 2000,
+        "relation_kept": 4,
+        "relation_dropped": 1,
+    }
 
 
 def test_mlm_table_and_calibration(tmp_path):
-    recs = [mlm_record("f1", "t1", "paris", 1, 0.8), mlm_record("f1", "t2", "paris", 1, 0.6),
-            mlm_record("f2", "t1", "lyon", 2, 0.4), mlm_record("f2", "t2", "rome", None, 0.2)]
+    recs = [
+        mlm_record("f1", "t1", "paris", 1, 0.8),
+        mlm_record("f1", "t2", "paris", 1, 0.6),
+        mlm_record("f2", "t1", "lyon", 2, 0.4),
+        mlm_record("f2", "t2", "rome", None, 0.2),
+    ]
     # MRR: f1 1, f2 (1/2 + 0) / 2 = 1/4 -> 0.625; Consist: f1 1, f2 0 -> 0.5; Ovconf@1: mean conf 0.5 - acc 0.5 = 0
     hand = {"mrr": 0.625, "consist": 0.5, "overconf@1": 0.0, "prompts_kept": 4, "prompts_dropped": 1}
     write_run(tmp_path / "runs", "bert", {"belief_mlm_myriadlama": recs}, {"belief_mlm_myriadlama": hand})
@@ -407,8 +566,12 @@ def test_mlm_table_and_calibration(tmp_path):
 
 def test_variants_including_our_yamls_join_their_family(tmp_path):
     """``belief_demo_*`` tasks include ours (``include: ../bear/belief_bear.yaml``): same section, same check."""
-    write_run(tmp_path / "runs", "m", {"belief_demo_bear": bear_records(), "belief_demo_mp_4template": ICL_A},
-              {"belief_demo_bear": BEAR_HAND, "belief_demo_mp_4template": ICL_A_HAND})
+    write_run(
+        tmp_path / "runs",
+        "m",
+        {"belief_demo_bear": bear_records(), "belief_demo_mp_4template": ICL_A},
+        {"belief_demo_bear": BEAR_HAND, "belief_demo_mp_4template": ICL_A_HAND},
+    )
     report = build_report([tmp_path / "runs"], tmp_path / "r")
     assert report.checked == 9 and report.mismatched == []
     # the agreement section says that the two probes read different datasets, so nothing is joined
@@ -419,8 +582,13 @@ def test_variants_including_our_yamls_join_their_family(tmp_path):
 
 def test_samples_pair_with_their_own_results_only(tmp_path, caplog):
     """The newest results JSON never borrows an older run's samples, and counts must agree (fail-fast issue)."""
-    write_run(tmp_path / "runs", "m", {"belief_mp_zeroshot": ICL_A}, {"belief_mp_zeroshot": ICL_A_HAND},
-              date="2026-01-01T00-00-00.000001")
+    write_run(
+        tmp_path / "runs",
+        "m",
+        {"belief_mp_zeroshot": ICL_A},
+        {"belief_mp_zeroshot": ICL_A_HAND},
+        date="2026-01-01T00-00-00.000001",
+    )
     newer = write_run(tmp_path / "runs", "m", {"belief_mp_zeroshot": ICL_B}, {"belief_mp_zeroshot": ICL_B_HAND})
     (newer / f"samples_belief_mp_zeroshot_{DATE}.jsonl").unlink()  # the newest run's samples are missing
     (run,) = load_runs([tmp_path / "runs"])
@@ -439,8 +607,12 @@ def test_samples_pair_with_their_own_results_only(tmp_path, caplog):
 def test_strict_fails_when_samples_are_missing_or_from_another_run(tmp_path, capsys):
     """Under --strict a number that could not be recomputed is a failure, not a warning."""
     runs = tmp_path / "runs"
-    write_run(runs, "m", {"belief_mp_zeroshot": ICL_A, "belief_bear": bear_records()},
-              {"belief_mp_zeroshot": ICL_A_HAND, "belief_bear": BEAR_HAND})
+    write_run(
+        runs,
+        "m",
+        {"belief_mp_zeroshot": ICL_A, "belief_bear": bear_records()},
+        {"belief_mp_zeroshot": ICL_A_HAND, "belief_bear": BEAR_HAND},
+    )
     assert report_main([str(runs), "--out", str(tmp_path / "r"), "--strict"]) == 0  # complete: passes
     full = build_report([runs], tmp_path / "r").checked
     (runs / "m" / f"samples_belief_bear_{DATE}.jsonl").unlink()  # run without --log_samples
@@ -457,7 +629,9 @@ def test_strict_fails_when_samples_are_missing_or_from_another_run(tmp_path, cap
     (runs / "m" / f"samples_belief_mp_zeroshot_{newer}.jsonl").unlink()
     assert report_main([str(runs), "--out", str(tmp_path / "r"), "--strict"]) == 1
     err = capsys.readouterr().err
-    assert f"m / belief_mp_zeroshot: no samples file of run {newer} (only samples_belief_mp_zeroshot_{DATE}.jsonl" in err
+    assert (
+        f"m / belief_mp_zeroshot: no samples file of run {newer} (only samples_belief_mp_zeroshot_{DATE}.jsonl" in err
+    )
 
 
 def test_card_and_report_stamp_facts_backend_and_limit(tmp_path, monkeypatch):
@@ -465,8 +639,12 @@ def test_card_and_report_stamp_facts_backend_and_limit(tmp_path, monkeypatch):
     the report's runs table says the same; a model path under the home folder is written with ~."""
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     model = str(tmp_path / "home" / "models" / "m")
-    folder = write_run(tmp_path / "runs", model, {"belief_mp_zeroshot": ICL_A, "belief_qa_zeroshot": ICL_B[:1]},
-                       {"belief_mp_zeroshot": ICL_A_HAND, "belief_qa_zeroshot": {}})
+    folder = write_run(
+        tmp_path / "runs",
+        model,
+        {"belief_mp_zeroshot": ICL_A, "belief_qa_zeroshot": ICL_B[:1]},
+        {"belief_mp_zeroshot": ICL_A_HAND, "belief_qa_zeroshot": {}},
+    )
     path = next(folder.glob("results_*.json"))
     data = json.loads(path.read_text())
     data["config"] = {"model": "hf-shared", "limit": 2.0}
@@ -475,7 +653,9 @@ def test_card_and_report_stamp_facts_backend_and_limit(tmp_path, monkeypatch):
     card = next((tmp_path / "r" / "cards").glob("*.md")).read_text()
     assert "model `~/models/m`" in card and str(tmp_path) not in card
     assert "backend `hf-shared`" in card
-    assert "**--limit 2: each task scored only its first 2 documents, so these numbers are not the tasks' values" in card
+    assert (
+        "**--limit 2: each task scored only its first 2 documents, so these numbers are not the tasks' values" in card
+    )
     assert "| facts | mp: 2<br>qa: 1 |" in card.replace("belief_mp_zeroshot", "mp").replace("belief_qa_zeroshot", "qa")
     text = report.path.read_text()
     assert "| ~/models/m | hf-shared | 2 |" in text

@@ -42,8 +42,9 @@ def test_the_check_catches_a_generic_alias():
     usd = Entity("United States dollar", ("US dollar", "dollar"))
     fact = Fact("X_1", "P38", Entity("Ecuador"), (usd,), negatives=(Entity("Canadian dollar"),))
     relation = SAMPLE.relations["P38"]
-    assert ("Canadian dollar", "dollar") in [(w, g) for w in wrong_strings(fact, relation) for g in fact.object_expressions
-                                            if contains_answer(w, [g])]
+    assert ("Canadian dollar", "dollar") in [
+        (w, g) for w in wrong_strings(fact, relation) for g in fact.object_expressions if contains_answer(w, [g])
+    ]
 
 
 def test_the_us_alias_is_the_country_not_the_pronoun():
@@ -54,14 +55,17 @@ def test_the_us_alias_is_the_country_not_the_pronoun():
     assert not contains_answer("South America", usa.object_expressions)
 
 
-@pytest.mark.parametrize("company, founders", [
-    ("Harley-Davidson", {"William S. Harley", "Arthur Davidson", "Walter Davidson", "William A. Davidson"}),
-    ("Siemens", {"Werner von Siemens", "Johann Georg Halske"}),
-    ("LinkedIn", {"Reid Hoffman", "Allen Blue", "Konstantin Guericke", "Eric Ly", "Jean-Luc Vaillant"}),
-    ("Virgin Group", {"Richard Branson", "Nik Powell"}),
-    ("Walmart", {"Sam Walton", "Bud Walton"}),
-    ("Honda", {"Soichiro Honda", "Takeo Fujisawa"}),
-])
+@pytest.mark.parametrize(
+    "company, founders",
+    [
+        ("Harley-Davidson", {"William S. Harley", "Arthur Davidson", "Walter Davidson", "William A. Davidson"}),
+        ("Siemens", {"Werner von Siemens", "Johann Georg Halske"}),
+        ("LinkedIn", {"Reid Hoffman", "Allen Blue", "Konstantin Guericke", "Eric Ly", "Jean-Luc Vaillant"}),
+        ("Virgin Group", {"Richard Branson", "Nik Powell"}),
+        ("Walmart", {"Sam Walton", "Bud Walton"}),
+        ("Honda", {"Soichiro Honda", "Takeo Fujisawa"}),
+    ],
+)
 def test_co_founders_are_correct_answers(company, founders):
     fact = next(f for f in SAMPLE.facts_of("P112") if f.subject.label == company)
     assert {o.label for o in fact.objects} == founders

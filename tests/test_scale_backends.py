@@ -48,15 +48,26 @@ class StubModel:
         logp = self.torch.log_softmax(logits, dim=-1)
         greedy = int(logp[-1].argmax())
         token_lp = [None] + [float(logp[i - 1, ids[i]]) for i in range(1, len(ids))] + [float(logp[-1, greedy])]
-        top = [None] + [{self.tok.decode([int(logp[i - 1].argmax())]): float(logp[i - 1].max())} for i in range(1, len(ids))]
+        top = [None] + [
+            {self.tok.decode([int(logp[i - 1].argmax())]): float(logp[i - 1].max())} for i in range(1, len(ids))
+        ]
         top.append({self.tok.decode([greedy]): float(logp[-1, greedy])})
-        return {"tokens": [self.tok.decode([t]) for t in ids + [greedy]], "token_logprobs": token_lp, "top_logprobs": top}
+        return {
+            "tokens": [self.tok.decode([t]) for t in ids + [greedy]],
+            "token_logprobs": token_lp,
+            "top_logprobs": top,
+        }
 
     def greedy(self, ids: list[int], max_tokens: int, stop: list[str]) -> str:
         with self.torch.no_grad():
-            out = self.model.generate(self.torch.tensor([ids]), attention_mask=self.torch.ones(1, len(ids), dtype=self.torch.long),
-                                      max_new_tokens=max_tokens, do_sample=False, pad_token_id=self.tok.eos_token_id)
-        text = self.tok.decode(out[0, len(ids):], skip_special_tokens=True)
+            out = self.model.generate(
+                self.torch.tensor([ids]),
+                attention_mask=self.torch.ones(1, len(ids), dtype=self.torch.long),
+                max_new_tokens=max_tokens,
+                do_sample=False,
+                pad_token_id=self.tok.eos_token_id,
+            )
+        text = self.tok.decode(out[0, len(ids) :], skip_special_tokens=True)
         cut = min([text.find(s) for s in stop if s and s in text], default=len(text))
         return text[:cut]
 
@@ -73,7 +84,9 @@ class StubModel:
                 else:
                     if payload.get("temperature", 0) not in (0, 0.0):
                         raise ValueError("the stub serves greedy generation only")
-                    choices.append({"index": i, "text": self.greedy(ids, int(payload["max_tokens"]), payload.get("stop") or [])})
+                    choices.append(
+                        {"index": i, "text": self.greedy(ids, int(payload["max_tokens"]), payload.get("stop") or [])}
+                    )
         return {"id": "stub", "object": "text_completion", "choices": choices}
 
 
@@ -117,10 +130,18 @@ def records(results, task):
 def test_local_completions_matches_hf(model_path, stub_server):
     url, payloads = stub_server
     tasks = ["belief_bear", "belief_mp_zeroshot"]
-    api = evaluate(tasks, f"model=stub,base_url={url},tokenizer_backend=huggingface,tokenizer={model_path},"
-                          "num_concurrent=1,max_retries=1,max_length=2048",
-                   model="local-completions", metadata=METADATA, limit=2, batch_size=1)
-    hf = evaluate(tasks, f"pretrained={model_path},dtype=float32", metadata=METADATA, limit=2, batch_size=1, device="cpu")
+    api = evaluate(
+        tasks,
+        f"model=stub,base_url={url},tokenizer_backend=huggingface,tokenizer={model_path},"
+        "num_concurrent=1,max_retries=1,max_length=2048",
+        model="local-completions",
+        metadata=METADATA,
+        limit=2,
+        batch_size=1,
+    )
+    hf = evaluate(
+        tasks, f"pretrained={model_path},dtype=float32", metadata=METADATA, limit=2, batch_size=1, device="cpu"
+    )
 
     bear_api, bear_hf = records(api, "belief_bear"), records(hf, "belief_bear")
     assert bear_api.keys() == bear_hf.keys() and len(bear_api) == 1
@@ -152,8 +173,12 @@ def test_a_request_seed_reaches_the_server():
     api.model, api._max_gen_toks = "stub", 256
     greedy = {"until": ["\n"], "do_sample": False, "max_gen_toks": 16}
     doc = {"seed": 1234, "fact_id": "P36/Q142", "template_id": "P36_t0", "subject_form": "label", "style": "qa"}
-    payloads = [api._create_payload([[1, 2]], generate=True, gen_kwargs=sampling_kwargs(greedy, i, sample_seed(doc, i)),
-                                    seed=1234) for i in range(3)]
+    payloads = [
+        api._create_payload(
+            [[1, 2]], generate=True, gen_kwargs=sampling_kwargs(greedy, i, sample_seed(doc, i)), seed=1234
+        )
+        for i in range(3)
+    ]
     assert all(p["temperature"] == 1.0 and p["max_tokens"] == 16 for p in payloads)
     assert [p["seed"] for p in payloads] == [sample_seed(doc, i) for i in range(3)]
     assert len({p["seed"] for p in payloads}) == 3 and 1234 not in {p["seed"] for p in payloads}

@@ -43,7 +43,8 @@ class FakeLM:
     def __getattr__(self, name):
         if name in CUSTOM_REQUEST_TYPES:
             return lambda requests, disable_tqdm=False: harness.read_through(
-                self, name, requests, lambda rest: self._compute(name, rest))
+                self, name, requests, lambda rest: self._compute(name, rest)
+            )
         raise AttributeError(name)
 
 
@@ -115,8 +116,9 @@ def test_seeded_samples_are_read_back_unseeded_ones_are_not(tmp_path):
 
     class Gen(FakeLM):
         def generate_until(self, requests, disable_tqdm=False):
-            return harness.read_through(self, "generate_until", requests, self._generate,
-                                        readable=harness.seeded_sample_of_ours)
+            return harness.read_through(
+                self, "generate_until", requests, self._generate, readable=harness.seeded_sample_of_ours
+            )
 
         def _generate(self, requests):
             self.computed += len(requests)

@@ -33,8 +33,14 @@ def synthetic(tmp_path_factory) -> tuple[Path, dict]:
 
 
 def meta(folder: Path, **extra) -> dict:
-    return {"myriadlama_path": str(folder), "mp_templates": "all", "confidence_samples": 3,
-            "confidence_prompts": 5, "accuracy_draws": 200, **extra}
+    return {
+        "myriadlama_path": str(folder),
+        "mp_templates": "all",
+        "confidence_samples": 3,
+        "confidence_prompts": 5,
+        "accuracy_draws": 200,
+        **extra,
+    }
 
 
 def test_synthetic_copy_has_myriadlamas_shape(synthetic):
@@ -100,8 +106,20 @@ def test_the_samples_file_holds_each_record_once(synthetic, tmp_path):
     from harness import run_cli
 
     folder, info = synthetic
-    proc = run_cli(["--model", "dummy", "--tasks", "belief_mp_zeroshot", "--metadata", json.dumps(meta(folder)),
-                    "--output_path", str(tmp_path), "--log_samples"], timeout=600)
+    proc = run_cli(
+        [
+            "--model",
+            "dummy",
+            "--tasks",
+            "belief_mp_zeroshot",
+            "--metadata",
+            json.dumps(meta(folder)),
+            "--output_path",
+            str(tmp_path),
+            "--log_samples",
+        ],
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     (path,) = tmp_path.rglob("samples_belief_mp_zeroshot_*.jsonl")
     lines = [json.loads(line) for line in path.read_text().splitlines()]
@@ -142,8 +160,10 @@ def test_relation_shards_pooled_in_any_order_give_the_numbers_of_one_run():
     def records(meta: dict) -> list[dict]:
         out = []
         for doc in B.build_docs("mp", "4relation", parse_options(B.OPTIONS, meta)):
-            answers = [doc["target"] if derive_seed(0, p["template_id"], p["subject_form"]) % 3 else "nothing"
-                       for p in (B.prompt_ids(doc, j) for j in range(len(doc["templates"]) * len(doc["subjects"])))]
+            answers = [
+                doc["target"] if derive_seed(0, p["template_id"], p["subject_form"]) % 3 else "nothing"
+                for p in (B.prompt_ids(doc, j) for j in range(len(doc["templates"]) * len(doc["subjects"])))
+            ]
             out.append(B.process_results(doc, answers)["acc"])
         return out
 
@@ -207,10 +227,14 @@ def test_system_instruction_and_chat_template_wrap_every_prompt_of_a_pair(model_
     meta = {"source": "sample", "relations": "P36", "max_facts_per_relation": 2, "confidence_samples": 2}
     tm = TaskManager(include_path=str(task_yamls_dir()), include_defaults=False, metadata=meta)
     task = next(iter(tm.load(["belief_qa_4relation"])["tasks"].values()))
-    task.build_all_requests(rank=0, world_size=1, apply_chat_template=True, chat_template=chat,
-                            system_instruction="Answer briefly.")
+    task.build_all_requests(
+        rank=0, world_size=1, apply_chat_template=True, chat_template=chat, system_instruction="Answer briefly."
+    )
     greedy = [i for i in task.instances if not i.args[1]["do_sample"]]
-    expected = [chat([{"role": "system", "content": "Answer briefly."}, {"role": "user", "content": p["prompt"]}])
-                for d in B.build_docs("qa", "4relation", task.options) for p in B.prompts_of(d, task.options)]
+    expected = [
+        chat([{"role": "system", "content": "Answer briefly."}, {"role": "user", "content": p["prompt"]}])
+        for d in B.build_docs("qa", "4relation", task.options)
+        for p in B.prompts_of(d, task.options)
+    ]
     assert [i.args[0] for i in greedy] == expected and len(expected) > 4
     assert not any(B.PROMPT_SLOT in i.args[0] for i in task.instances)

@@ -24,16 +24,34 @@ from belief_tasks.metrics.belief import consistency
 from belief_tasks.tasks.belief_icl import extract_answer, make_record
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
-EMPTYISH = ["", "   ", "\n", ".", "...", "?!", "A: .", "\"\"", "—"]
+EMPTYISH = ["", "   ", "\n", ".", "...", "?!", "A: .", '""', "—"]
 
 
 def belief_doc(**over) -> dict:
     """A pair document with one prompt (one template, one subject expression), sampled."""
-    doc = {"fact_id": "P36/Q142", "relation": "P36", "fact_key": json.dumps({"key": "P36|label", "relation": "P36",
-           "subject_id": None, "subjects": ["label"], "objects": ["Paris"], "object_ids": []}),
-           "templates": json.dumps(["P36_t0"]), "subjects": json.dumps(["label"]),
-           "style": "mp", "context": "zeroshot", "objects": json.dumps(["Paris"]), "sampled": 0,
-           "seed": 1234, "draws": 10, "bins": 10}
+    doc = {
+        "fact_id": "P36/Q142",
+        "relation": "P36",
+        "fact_key": json.dumps(
+            {
+                "key": "P36|label",
+                "relation": "P36",
+                "subject_id": None,
+                "subjects": ["label"],
+                "objects": ["Paris"],
+                "object_ids": [],
+            }
+        ),
+        "templates": json.dumps(["P36_t0"]),
+        "subjects": json.dumps(["label"]),
+        "style": "mp",
+        "context": "zeroshot",
+        "objects": json.dumps(["Paris"]),
+        "sampled": 0,
+        "seed": 1234,
+        "draws": 10,
+        "bins": 10,
+    }
     return {**doc, **over}
 
 
@@ -104,7 +122,8 @@ def test_prompts_longer_than_the_window_are_cut_with_a_warning(short_window_lm):
     try:
         ll = short_window_lm.loglikelihood([Instance("loglikelihood", {}, (long, " Rome"), 0)])
         gen = short_window_lm.generate_until(
-            [Instance("generate_until", {}, (long, {"until": ["\n"], "max_gen_toks": 4, "do_sample": False}), 0)])
+            [Instance("generate_until", {}, (long, {"until": ["\n"], "max_gen_toks": 4, "do_sample": False}), 0)]
+        )
     finally:
         logging.getLogger("lm_eval").removeHandler(handler)
     assert ll[0][0] < 0 and isinstance(gen[0], str)  # it still answers, from the last 16 / 12 tokens
@@ -124,7 +143,9 @@ def test_empty_answers_are_counted_in_their_own_metric(caplog):
     from belief_tasks.metrics.belief import empty_answer_rate, empty_answer_stderr
     from belief_tasks.scoring.belief_icl import agg_empty_answer_rate
 
-    recs = [make_record(belief_doc(fact_id=f"p{i}"), [out], []) for i, out in enumerate(["", " Paris.", " ?!", " Lyon"])]
+    recs = [
+        make_record(belief_doc(fact_id=f"p{i}"), [out], []) for i, out in enumerate(["", " Paris.", " ?!", " Lyon"])
+    ]
     answers = [r["answers"][0] for r in recs]
     assert empty_answer_rate(answers) == 0.5  # by hand: "" and "?!" of four
     assert empty_answer_stderr(answers) == pytest.approx((0.25 / 3) ** 0.5)  # sample SD / sqrt(n)

@@ -35,21 +35,46 @@ from harness import ROOT, env_with_checkout
 pytestmark = pytest.mark.e2e
 
 BEAR = {"source": "sample", "relations": "P1303,P36", "max_facts_per_relation": 4}
-MIXED = {"source": "sample", "relations": "P36", "max_facts_per_relation": 2, "confidence_samples": 3,
-         "confidence_prompts": 2, "accuracy_draws": 200, "templates": "0", "monitor_route": "per_token"}
+MIXED = {
+    "source": "sample",
+    "relations": "P36",
+    "max_facts_per_relation": 2,
+    "confidence_samples": 3,
+    "confidence_prompts": 2,
+    "accuracy_draws": 200,
+    "templates": "0",
+    "monitor_route": "per_token",
+}
 LINE = re.compile(r"Cached requests: (\d+), Requests remaining: (\d+)(?: \(([^)]*)\))?")
 
 
 def command(model: str, model_path: Path, out: Path, tasks: str, metadata: dict, batch_size: int) -> list[str]:
-    return [sys.executable, "-m", "belief_tasks.cli", "--model", model, "--model_args",
-            f"pretrained={model_path},dtype=float32", "--device", "cpu", "--tasks", tasks,
-            "--metadata", json.dumps(metadata), "--batch_size", str(batch_size), "--output_path", str(out),
-            "--log_samples"]
+    return [
+        sys.executable,
+        "-m",
+        "belief_tasks.cli",
+        "--model",
+        model,
+        "--model_args",
+        f"pretrained={model_path},dtype=float32",
+        "--device",
+        "cpu",
+        "--tasks",
+        tasks,
+        "--metadata",
+        json.dumps(metadata),
+        "--batch_size",
+        str(batch_size),
+        "--output_path",
+        str(out),
+        "--log_samples",
+    ]
 
 
 def run(cmd: list[str]) -> str:
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=1800, cwd=str(ROOT),
-                          env=env_with_checkout(OMP_NUM_THREADS="1"))
+    proc = subprocess.run(
+        cmd, capture_output=True, text=True, timeout=1800, cwd=str(ROOT), env=env_with_checkout(OMP_NUM_THREADS="1")
+    )
     assert proc.returncode == 0, proc.stderr[-4000:]
     return proc.stdout + proc.stderr
 
@@ -62,8 +87,14 @@ def the_cache(out: Path) -> Path:
 
 def killed_halfway(cmd: list[str], out: Path, half: int) -> int:
     """Start ``cmd``, SIGKILL its process group once its default cache holds ``half`` answers; the answers kept."""
-    proc = subprocess.Popen(cmd, env=env_with_checkout(OMP_NUM_THREADS="1"), cwd=str(ROOT),
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    proc = subprocess.Popen(
+        cmd,
+        env=env_with_checkout(OMP_NUM_THREADS="1"),
+        cwd=str(ROOT),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     try:
         deadline = time.time() + 1200
         while proc.poll() is None and time.time() < deadline:
@@ -127,7 +158,7 @@ def test_a_killed_run_resumes_by_itself(model_path, tiny_mlm, tmp_path, model, b
     kept = killed_halfway(cmd, out, total // 2)
     assert total // 2 <= kept < total, f"{kept} of {total} answers kept: the kill came too late to test anything"
     log = run(cmd)  # the same command again, no flag added
-    (cached, remaining, _), = LINE.findall(log)
+    ((cached, remaining, _),) = LINE.findall(log)
     assert (int(cached), int(remaining)) == (kept, total - kept)  # none recomputed, the rest computed
     assert cache_rows(the_cache(out)) == total
     assert_resumed_equals(out, ref, exact=model != "hf-shared")
@@ -157,6 +188,8 @@ def test_the_opt_out_keeps_nothing_and_an_explicit_cache_wins(model_path, tmp_pa
     run(command("hf-shared", model_path, tmp_path / "off", "belief_bear", meta, 8) + ["--no_answer_cache"])
     assert list((tmp_path / "off").rglob("results_*.json")) and not (tmp_path / "off" / "cache").exists()
     mine = tmp_path / "mine" / "run"
-    log = run(command("hf-shared", model_path, tmp_path / "explicit", "belief_bear", meta, 8) + ["--use_cache", str(mine)])
+    log = run(
+        command("hf-shared", model_path, tmp_path / "explicit", "belief_bear", meta, 8) + ["--use_cache", str(mine)]
+    )
     assert not (tmp_path / "explicit" / "cache").exists() and Path(f"{mine}_rank0.db").is_file()
     assert f"Using cache at {mine}_rank0.db" in log

@@ -33,7 +33,10 @@ pytestmark = pytest.mark.e2e
 TASKS = "belief_bear,belief_mp_zeroshot"
 LIMIT = "4"  # per task: both BEAR docs, 4 BELIEF prompts
 METADATA = {
-    "source": "sample", "relations": "P1303", "max_facts_per_relation": 2, "templates": "0",
+    "source": "sample",
+    "relations": "P1303",
+    "max_facts_per_relation": 2,
+    "templates": "0",
     "confidence_samples": 2,  # each sample carries its own seed: Ovconf must not depend on the layout
 }
 BEAR_REQUESTS = 84  # 2 docs x 42 answer options of P1303
@@ -42,14 +45,30 @@ TOL = 1e-4  # batch 1 vs 8: padding changes the matmul shapes, so float32 roundi
 # predictions and generated texts stay identical (checked exactly below)
 
 
-def command(model_path, out: Path, *, batch_size: int = 1, tasks: str = TASKS, extra: list[str] = (),
-            model: str = "hf") -> list[str]:
+def command(
+    model_path, out: Path, *, batch_size: int = 1, tasks: str = TASKS, extra: list[str] = (), model: str = "hf"
+) -> list[str]:
     # only knobs some task of the command reads (belief-eval refuses the others)
     metadata = METADATA if "belief_mp" in tasks else {k: v for k, v in METADATA.items() if k != "confidence_samples"}
     return [
-        "--model", model, "--model_args", f"pretrained={model_path},dtype=float32", "--device", "cpu",
-        "--tasks", tasks, "--limit", LIMIT, "--metadata", json.dumps(metadata),
-        "--batch_size", str(batch_size), "--output_path", str(out), "--log_samples", *extra,
+        "--model",
+        model,
+        "--model_args",
+        f"pretrained={model_path},dtype=float32",
+        "--device",
+        "cpu",
+        "--tasks",
+        tasks,
+        "--limit",
+        LIMIT,
+        "--metadata",
+        json.dumps(metadata),
+        "--batch_size",
+        str(batch_size),
+        "--output_path",
+        str(out),
+        "--log_samples",
+        *extra,
     ]
 
 
@@ -69,9 +88,22 @@ def free_port() -> int:
 
 def accelerate_cpu(n: int) -> list[str]:
     """The launcher of docs/scale.md: n CPU processes (gloo) through lm-eval's own accelerate path."""
-    return [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", str(n),
-            "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no",
-            "--main_process_port", str(free_port())]
+    return [
+        sys.executable,
+        "-m",
+        "accelerate.commands.launch",
+        "--multi_gpu",
+        "--num_processes",
+        str(n),
+        "--num_machines",
+        "1",
+        "--mixed_precision",
+        "no",
+        "--dynamo_backend",
+        "no",
+        "--main_process_port",
+        str(free_port()),
+    ]
 
 
 def load_run(out: Path) -> tuple[dict, dict]:
@@ -79,7 +111,7 @@ def load_run(out: Path) -> tuple[dict, dict]:
     results = json.loads(sorted(out.rglob("results_*.json"))[-1].read_text())["results"]
     records = {}
     for f in out.rglob("samples_*.jsonl"):
-        task = f.name[len("samples_"):].rsplit("_", 1)[0]
+        task = f.name[len("samples_") :].rsplit("_", 1)[0]
         for line in f.read_text().splitlines():
             s = json.loads(line)
             key = (task, s["doc_id"])
@@ -92,7 +124,9 @@ def load_run(out: Path) -> tuple[dict, dict]:
 
 
 def metric_values(results: dict) -> dict:
-    return {(t, k): v for t, r in results.items() for k, v in r.items() if isinstance(v, (int, float)) and k != "sample_len"}
+    return {
+        (t, k): v for t, r in results.items() for k, v in r.items() if isinstance(v, (int, float)) and k != "sample_len"
+    }
 
 
 def assert_same_metrics(a: dict, b: dict, tol: float = 0.0):
@@ -115,11 +149,16 @@ def reference(model_path, tmp_path_factory):
     assert len([k for k in records if k[0] == "belief_bear"]) == 2
     assert len([k for k in records if k[0] == "belief_mp_zeroshot"]) == 2  # one document per pair
     # each pair's sampled prompt carries 2 samples, right after its greedy request, drawn with different seeds
-    sampled = [r["resps"][r["sampled"] + 1: r["sampled"] + 3] for (t, _), r in records.items()
-               if t == "belief_mp_zeroshot" and r["n_samples"]]
+    sampled = [
+        r["resps"][r["sampled"] + 1 : r["sampled"] + 3]
+        for (t, _), r in records.items()
+        if t == "belief_mp_zeroshot" and r["n_samples"]
+    ]
     assert len(sampled) == 2 and all(len(s) == 2 for s in sampled)
     assert len({x for s in sampled for x in s}) > 1
-    assert all(len(r["ll"]) == 42 and all(x < 0 for x in r["ll"]) for (t, _), r in records.items() if t == "belief_bear")
+    assert all(
+        len(r["ll"]) == 42 and all(x < 0 for x in r["ll"]) for (t, _), r in records.items() if t == "belief_bear"
+    )
     return results, records
 
 
@@ -155,8 +194,9 @@ def test_two_processes_give_the_numbers_of_one(model_path, tmp_path):
     identical, and the gathered records hold every document once. (Stock ``hf`` shards only on CUDA
     devices; we leave it so: docs/scale.md.)"""
     cli(command(model_path, tmp_path / "one", model="hf-shared"))
-    proc = cli(command(model_path, tmp_path / "two", model="hf-shared"), launcher=accelerate_cpu(2),
-               ACCELERATE_USE_CPU="1")
+    proc = cli(
+        command(model_path, tmp_path / "two", model="hf-shared"), launcher=accelerate_cpu(2), ACCELERATE_USE_CPU="1"
+    )
     log = proc.stdout + proc.stderr
     # really sharded: each rank built its own half of the docs
     assert "Building contexts for belief_bear on rank 1" in log
@@ -193,8 +233,14 @@ def test_sigkill_then_resume_recomputes_nothing_finished(model_path, reference, 
     db = Path(f"{cache}_rank0.db")
     args = command(model_path, tmp_path / "killed", tasks="belief_bear", extra=["--use_cache", str(cache)])
     cmd = [sys.executable, "-m", "belief_tasks.cli", *args]
-    proc = subprocess.Popen(cmd, env=env_with_checkout(OMP_NUM_THREADS="1"), cwd=str(ROOT),
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    proc = subprocess.Popen(
+        cmd,
+        env=env_with_checkout(OMP_NUM_THREADS="1"),
+        cwd=str(ROOT),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     try:
         deadline = time.time() + 600
         while cache_rows(db) < 20 and proc.poll() is None and time.time() < deadline:
@@ -216,10 +262,17 @@ def test_sigkill_then_resume_recomputes_nothing_finished(model_path, reference, 
     assert_same_metrics(results, {"belief_bear": ref_results["belief_bear"]})
 
 
-@pytest.mark.parametrize("limit_args, world, fails", [
-    (["--limit", "1"], "2", True), (["--limit=3"], "4", True), (["-L", "2"], "2", False),
-    (["--limit", "0.5"], "2", False), (["--limit", "1"], "1", False), ([], "8", False),
-])
+@pytest.mark.parametrize(
+    "limit_args, world, fails",
+    [
+        (["--limit", "1"], "2", True),
+        (["--limit=3"], "4", True),
+        (["-L", "2"], "2", False),
+        (["--limit", "0.5"], "2", False),
+        (["--limit", "1"], "1", False),
+        ([], "8", False),
+    ],
+)
 def test_limit_below_the_process_count_stops_before_model_time(monkeypatch, capsys, limit_args, world, fails):
     from belief_tasks.cli import check_limit
 
@@ -241,11 +294,33 @@ def test_hf_mlm_two_processes_give_the_numbers_of_one(tmp_path):
     model = build_tiny_mlm(tmp_path / "tiny", favour="paris")
 
     def args(out: Path) -> list[str]:
-        meta = {"source": "sample", "pretrained": str(model), "relations": "P36,P37", "max_facts_per_relation": 3,
-                "templates": "0", "accuracy_draws": 200}
-        return ["--model", "hf-mlm", "--model_args", f"pretrained={model},dtype=float32", "--device", "cpu",
-                "--tasks", "belief_mlm_myriadlama,belief_bear", "--limit", "4", "--metadata", json.dumps(meta),
-                "--batch_size", "1", "--output_path", str(out), "--log_samples"]  # 1: bit-identical forwards
+        meta = {
+            "source": "sample",
+            "pretrained": str(model),
+            "relations": "P36,P37",
+            "max_facts_per_relation": 3,
+            "templates": "0",
+            "accuracy_draws": 200,
+        }
+        return [
+            "--model",
+            "hf-mlm",
+            "--model_args",
+            f"pretrained={model},dtype=float32",
+            "--device",
+            "cpu",
+            "--tasks",
+            "belief_mlm_myriadlama,belief_bear",
+            "--limit",
+            "4",
+            "--metadata",
+            json.dumps(meta),
+            "--batch_size",
+            "1",
+            "--output_path",
+            str(out),
+            "--log_samples",
+        ]  # 1: bit-identical forwards
 
     cli(args(tmp_path / "one"))
     proc = cli(args(tmp_path / "two"), launcher=accelerate_cpu(2), ACCELERATE_USE_CPU="1")

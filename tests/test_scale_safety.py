@@ -18,6 +18,7 @@ CODE = [p for d in ("belief_tasks", "metrics", "scripts", "task_yamls") for p in
 
 # ------------------------------------------------------------------ trust_remote_code
 
+
 def test_backends_default_to_no_remote_code():
     from lm_eval.models.huggingface import HFLM
 
@@ -75,7 +76,9 @@ def test_tasks_pass_remote_code_on_when_asked(tokenizer_calls):
 
 
 def test_tasks_load_the_model_tokenizer_in_one_place():
-    loaders = [p.name for p in sorted((ROOT / "belief_tasks" / "tasks").glob("*.py")) if "AutoTokenizer" in p.read_text()]
+    loaders = [
+        p.name for p in sorted((ROOT / "belief_tasks" / "tasks").glob("*.py")) if "AutoTokenizer" in p.read_text()
+    ]
     assert loaders == ["base.py"]
 
 
@@ -103,7 +106,9 @@ def unsafe_uses(path: Path) -> list[str]:
     for node in ast.walk(tree):
         where = f"{path.relative_to(ROOT)}:{getattr(node, 'lineno', 0)}"
         if isinstance(node, (ast.Import, ast.ImportFrom)):
-            names = [a.name for a in node.names] + ([node.module] if isinstance(node, ast.ImportFrom) and node.module else [])
+            names = [a.name for a in node.names] + (
+                [node.module] if isinstance(node, ast.ImportFrom) and node.module else []
+            )
             if any(n.split(".")[0] in UNSAFE_MODULES for n in names):
                 out.append(f"{where} imports {names}")
         if not isinstance(node, ast.Call):
@@ -125,7 +130,9 @@ def unsafe_uses(path: Path) -> list[str]:
             wo = kwargs.get("weights_only")
             if not (isinstance(wo, ast.Constant) and wo.value is True):
                 out.append(f"{where} torch.load without weights_only=True")
-        if name in ("read_pickle", "from_pickle") or ("allow_pickle" in kwargs and ast.unparse(kwargs["allow_pickle"]) != "False"):
+        if name in ("read_pickle", "from_pickle") or (
+            "allow_pickle" in kwargs and ast.unparse(kwargs["allow_pickle"]) != "False"
+        ):
             out.append(f"{where} {name} with pickle")
     return out
 
@@ -138,8 +145,10 @@ def test_data_never_goes_through_eval_or_pickle():
 
 def test_the_scanner_catches_what_it_should(tmp_path):
     bad = tmp_path / "bad.py"
-    bad.write_text("import pickle\nimport yaml, torch\nx = eval('1')\n__import__('torch')\nyaml.load(s)\ntorch.load(f)\n"
-                   "yaml.load(s, Loader=yaml.SafeLoader)\ntorch.load(f, weights_only=True)\n")
+    bad.write_text(
+        "import pickle\nimport yaml, torch\nx = eval('1')\n__import__('torch')\nyaml.load(s)\ntorch.load(f)\n"
+        "yaml.load(s, Loader=yaml.SafeLoader)\ntorch.load(f, weights_only=True)\n"
+    )
     global ROOT
     saved, ROOT = ROOT, tmp_path
     try:
@@ -163,6 +172,7 @@ def test_stringified_lists_are_parsed_as_literals_only(tmp_path):
 
 
 # ------------------------------------------------------------------ paths stay inside the data folder
+
 
 @pytest.mark.parametrize("relative", ["../outside.jsonl", "a/../../outside.jsonl", "/etc/passwd", "link/escape.jsonl"])
 def test_paths_from_configs_cannot_leave_the_data_folder(tmp_path, relative):
@@ -189,7 +199,13 @@ def test_bear_relation_ids_cannot_point_outside(tmp_path):
     folder.mkdir()
     secret = tmp_path / "secret.jsonl"
     secret.write_text(json.dumps({"sub_id": "Q1", "sub_label": "France", "obj_id": "Q2", "obj_label": "Paris"}))
-    meta = {"../secret": {"templates": ["The capital of [X] is [Y]."], "answer_space_labels": ["Paris"], "answer_space_ids": ["Q2"]}}
+    meta = {
+        "../secret": {
+            "templates": ["The capital of [X] is [Y]."],
+            "answer_space_labels": ["Paris"],
+            "answer_space_ids": ["Q2"],
+        }
+    }
     (folder / "metadata_relations.json").write_text(json.dumps(meta))
     with pytest.raises(SchemaError) as err:
         load_bear_folder(folder)

@@ -21,15 +21,39 @@ from harness import run_cli
 pytestmark = pytest.mark.e2e
 
 SHARDS = ("P17,P170", "P36,P37")
-DEMO = {"source": "sample", "max_facts_per_relation": 1, "n_examples": 4, "max_options": 8, "confidence_samples": 4,
-        "accuracy_draws": 500}
+DEMO = {
+    "source": "sample",
+    "max_facts_per_relation": 1,
+    "n_examples": 4,
+    "max_options": 8,
+    "confidence_samples": 4,
+    "accuracy_draws": 500,
+}
 BUDGET = {"source": "sample", "budget": 0.05, "templates": "0"}
 
 
 def run(model_path, out: Path, tasks: str, metadata: dict, relations: str) -> Path:
-    proc = run_cli(["--model", "hf", "--model_args", f"pretrained={model_path},dtype=float32", "--device", "cpu",
-                    "--tasks", tasks, "--metadata", json.dumps({**metadata, "relations": relations}),
-                    "--batch_size", "1", "--output_path", str(out), "--log_samples"], timeout=1800, OMP_NUM_THREADS="1")
+    proc = run_cli(
+        [
+            "--model",
+            "hf",
+            "--model_args",
+            f"pretrained={model_path},dtype=float32",
+            "--device",
+            "cpu",
+            "--tasks",
+            tasks,
+            "--metadata",
+            json.dumps({**metadata, "relations": relations}),
+            "--batch_size",
+            "1",
+            "--output_path",
+            str(out),
+            "--log_samples",
+        ],
+        timeout=1800,
+        OMP_NUM_THREADS="1",
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return out
 
@@ -45,7 +69,9 @@ def report(inputs: list[Path], out: Path) -> tuple[dict[str, str], str]:
     return {t.name: t.read_text() for t in sorted((out / "tables").glob("*.csv"))}, "\n".join(lines[:2] + lines[3:])
 
 
-@pytest.mark.parametrize("tasks, metadata", [("belief_demo", DEMO), ("belief_bear", BUDGET)], ids=["every-family", "budget"])
+@pytest.mark.parametrize(
+    "tasks, metadata", [("belief_demo", DEMO), ("belief_bear", BUDGET)], ids=["every-family", "budget"]
+)
 def test_two_shards_pooled_give_the_report_of_one_run(model_path, tmp_path, tasks, metadata):
     shards = [run(model_path, tmp_path / f"k{k}", tasks, metadata, rels) for k, rels in enumerate(SHARDS)]
     whole = run(model_path, tmp_path / "whole", tasks, metadata, ",".join(SHARDS))
@@ -58,8 +84,14 @@ def test_two_shards_pooled_give_the_report_of_one_run(model_path, tmp_path, task
     stamp = next((tmp_path / "pooled" / "cards").glob("*.md")).read_text().splitlines()[2]
     assert "pooled from 2 shards" in stamp
     if tasks == "belief_demo":  # every family's section, and agreement between the probes, from the pooled records
-        assert {"belief_icl_table17.csv", "bear_table3.csv", "agreement_pairs_SmolLM2-135M-Instruct.csv"} <= tables.keys()
-        assert any(n.startswith("iclke_ranking") for n in tables) and any(n.startswith("monitor_table4") for n in tables)
+        assert {
+            "belief_icl_table17.csv",
+            "bear_table3.csv",
+            "agreement_pairs_SmolLM2-135M-Instruct.csv",
+        } <= tables.keys()
+        assert any(n.startswith("iclke_ranking") for n in tables) and any(
+            n.startswith("monitor_table4") for n in tables
+        )
         assert "| facts | 4 per task (2 tasks) | 4 | 4 | 4 |" in card
     else:
         assert "estimated from 12 of" in card  # 3 facts drawn in each of the 4 relations

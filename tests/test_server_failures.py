@@ -20,8 +20,14 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def api_args(model_path, url: str, **extra) -> str:
-    args = {"model": "fake-model", "base_url": url, "tokenizer_backend": "huggingface", "tokenizer": str(model_path),
-            "max_retries": 1, **extra}
+    args = {
+        "model": "fake-model",
+        "base_url": url,
+        "tokenizer_backend": "huggingface",
+        "tokenizer": str(model_path),
+        "max_retries": 1,
+        **extra,
+    }
     return ",".join(f"{k}={v}" for k, v in args.items())
 
 
@@ -39,8 +45,14 @@ def test_a_refused_connection_is_named_before_the_run(model_path):
     with pytest.raises(PreflightError) as caught:
         run(["belief_demo_bear"], api_args(model_path, url), limit=1)
     text = str(caught.value)
-    for part in ("task belief_demo_bear:", f"LocalCompletionsAPI at {url}", "could not serve a loglikelihood request",
-                 "probed once before the run", "ConnectionError", "Nothing answered there: start the server"):
+    for part in (
+        "task belief_demo_bear:",
+        f"LocalCompletionsAPI at {url}",
+        "could not serve a loglikelihood request",
+        "probed once before the run",
+        "ConnectionError",
+        "Nothing answered there: start the server",
+    ):
         assert part in text, text
     assert "\n" not in text
 
@@ -51,12 +63,21 @@ def test_sampled_requests_the_server_refuses_stop_before_the_run_with_its_messag
     with FakeServer() as server:
         server.refuse_sampled = True
         with pytest.raises(PreflightError) as caught:
-            run(["belief_mp_4template"], api_args(model_path, server.url), limit=1,
-                metadata={"confidence_samples": 2, "max_facts_per_relation": 1})
+            run(
+                ["belief_mp_4template"],
+                api_args(model_path, server.url),
+                limit=1,
+                metadata={"confidence_samples": 2, "max_facts_per_relation": 1},
+            )
         text = str(caught.value)
-        for part in ("task belief_mp_4template:", "generate_until (sampled, with its own seed) request",
-                     f"It answered: HTTP 400: {SEED_MESSAGE}.", "the server refused the request as sent",
-                     '"do_sample": true', '"seed": '):
+        for part in (
+            "task belief_mp_4template:",
+            "generate_until (sampled, with its own seed) request",
+            f"It answered: HTTP 400: {SEED_MESSAGE}.",
+            "the server refused the request as sent",
+            '"do_sample": true',
+            '"seed": ',
+        ):
             assert part in text, text
         assert server.received == 2  # the greedy probe (answered), the sampled probe (refused); nothing else
         assert server.answered == 1
@@ -76,9 +97,24 @@ def test_a_server_without_logprobs_is_named_for_loglikelihood(model_path):
 def test_belief_eval_prints_the_failure_in_one_paragraph(model_path, tmp_path):
     from harness import run_cli
 
-    out = run_cli(["--model", "local-completions", "--model_args", api_args(model_path, closed_port_url()),
-                   "--tasks", "belief_demo_bear", "--limit", "1", "--output_path", str(tmp_path / "out"),
-                   "--metadata", json.dumps({"source": "sample"})], timeout=600, OMP_NUM_THREADS="1")
+    out = run_cli(
+        [
+            "--model",
+            "local-completions",
+            "--model_args",
+            api_args(model_path, closed_port_url()),
+            "--tasks",
+            "belief_demo_bear",
+            "--limit",
+            "1",
+            "--output_path",
+            str(tmp_path / "out"),
+            "--metadata",
+            json.dumps({"source": "sample"}),
+        ],
+        timeout=600,
+        OMP_NUM_THREADS="1",
+    )
     assert out.returncode == 2, out.stderr[-3000:]
     lines = [line for line in out.stderr.splitlines() if line.startswith("belief-eval:")]
     assert len(lines) == 1 and "stopped before scoring. task belief_demo_bear:" in lines[0], out.stderr[-3000:]
@@ -90,14 +126,32 @@ def test_belief_eval_names_a_failure_during_the_run_and_what_was_kept(model_path
 
     with FakeServer() as server:
         server.fail_after = 5
-        out = run_cli(["--model", "local-completions", "--model_args", api_args(model_path, server.url),
-                       "--tasks", "belief_demo_bear", "--limit", "1", "--use_cache", str(tmp_path / "cache"),
-                       "--metadata", json.dumps({"source": "sample"})], timeout=600, OMP_NUM_THREADS="1")
+        out = run_cli(
+            [
+                "--model",
+                "local-completions",
+                "--model_args",
+                api_args(model_path, server.url),
+                "--tasks",
+                "belief_demo_bear",
+                "--limit",
+                "1",
+                "--use_cache",
+                str(tmp_path / "cache"),
+                "--metadata",
+                json.dumps({"source": "sample"}),
+            ],
+            timeout=600,
+            OMP_NUM_THREADS="1",
+        )
     assert out.returncode == 1, out.stderr[-3000:]
     lines = [line for line in out.stderr.splitlines() if line.startswith("belief-eval:")]
     assert len(lines) == 1, out.stderr[-3000:]
-    for part in ("failed during the run", "HTTP 503: the engine is gone (fake failure)",
-                 "kept in the --use_cache database: run the same command again"):
+    for part in (
+        "failed during the run",
+        "HTTP 503: the engine is gone (fake failure)",
+        "kept in the --use_cache database: run the same command again",
+    ):
         assert part in lines[0], lines[0]
     assert "Traceback" not in out.stderr
 
@@ -145,8 +199,12 @@ def test_api_requests_are_measured_as_lm_eval_sends_them(model_path):
     cuts nothing, the longest recorded request is the longest prompt the server received + 1. The server reports
     no context of its own, so the results JSON says so."""
     with FakeServer() as server:
-        res = run(["belief_demo_iclke"], api_args(model_path, server.url, max_length=4096), limit=1,
-                  metadata={"max_options": 3})
+        res = run(
+            ["belief_demo_iclke"],
+            api_args(model_path, server.url, max_length=4096),
+            limit=1,
+            metadata={"max_options": 3},
+        )
     record = res["configs"]["belief_demo_iclke"]["metadata"]["truncation"]
     assert record["longest_request_tokens"] == max(_pair_prompts(server)) + 1
     assert record["truncated_requests"] == 0 and record["max_length"] == 4096
@@ -156,11 +214,19 @@ def test_api_requests_are_measured_as_lm_eval_sends_them(model_path):
 def test_api_cut_is_refused_then_recorded_as_lm_eval_cuts(model_path):
     with FakeServer() as server:
         with pytest.raises(truncation.TruncationError, match="max_length of 96 tokens"):
-            run(["belief_demo_iclke"], api_args(model_path, server.url, max_length=96), limit=1,
-                metadata={"max_options": 3})
+            run(
+                ["belief_demo_iclke"],
+                api_args(model_path, server.url, max_length=96),
+                limit=1,
+                metadata={"max_options": 3},
+            )
         assert server.received == 0
-        res = run(["belief_demo_iclke"], api_args(model_path, server.url, max_length=96), limit=1,
-                  metadata={"max_options": 3, "allow_truncation": True})
+        res = run(
+            ["belief_demo_iclke"],
+            api_args(model_path, server.url, max_length=96),
+            limit=1,
+            metadata={"max_options": 3, "allow_truncation": True},
+        )
     record = res["configs"]["belief_demo_iclke"]["metadata"]["truncation"]
     assert record["truncated_requests"] == record["requests"] == 3 and record["max_length"] == 96
     assert max(_pair_prompts(server)) == 96 - 1  # lm-eval kept max_length - 1 tokens, as measured

@@ -10,8 +10,18 @@ from belief_tasks.backends.prefix_tree import build_prefix_tree, distinct_tokens
 TOL = 1e-4  # nats
 
 EXAMPLES = "\n".join(
-    f"{s} {o}" for s, o in [("France", "Paris"), ("Germany", "Berlin"), ("Italy", "Rome"), ("Japan", "Tokyo"),
-                           ("Egypt", "Cairo"), ("Canada", "Ottawa"), ("Kenya", "Nairobi"), ("Peru", "Lima")] * 2
+    f"{s} {o}"
+    for s, o in [
+        ("France", "Paris"),
+        ("Germany", "Berlin"),
+        ("Italy", "Rome"),
+        ("Japan", "Tokyo"),
+        ("Egypt", "Cairo"),
+        ("Canada", "Ottawa"),
+        ("Kenya", "Nairobi"),
+        ("Peru", "Lima"),
+    ]
+    * 2
 )
 LL_REQUESTS = [
     # IC-LKE: one long context, multi-token choices (some sharing a first token)
@@ -21,7 +31,9 @@ LL_REQUESTS = [
     *[("", f"The capital of Spain is {c}.") for c in ["Madrid", "Seville", "Bilbao", "New Delhi"]],
     ("", "Madrid"),
     # unrelated contexts, one-token choices, an exact duplicate
-    ("Q: What is 2+2?\nA:", " 4"), ("Q: What is 2+2?\nA:", " 5"), ("Q: What is 2+2?\nA:", " 4"),
+    ("Q: What is 2+2?\nA:", " 4"),
+    ("Q: What is 2+2?\nA:", " 5"),
+    ("Q: What is 2+2?\nA:", " 4"),
     ("The sky is", " blue and the grass is green"),
 ]
 GEN = {"until": ["\n", "."], "max_gen_toks": 10, "do_sample": False}
@@ -38,14 +50,18 @@ def instances(kind, args_list, repeats=1):
 def stock(model_path):
     from lm_eval.models.huggingface import HFLM
 
-    return HFLM(pretrained=str(model_path), device="cpu", dtype="float32", batch_size=8, max_batch_size=8, max_length=256)
+    return HFLM(
+        pretrained=str(model_path), device="cpu", dtype="float32", batch_size=8, max_batch_size=8, max_length=256
+    )
 
 
 @pytest.fixture(scope="module")
 def shared(model_path):
     from belief_tasks.backends.shared import HFSharedPrefixLM
 
-    return HFSharedPrefixLM(pretrained=str(model_path), device="cpu", dtype="float32", batch_size=8, max_batch_size=8, max_length=256)
+    return HFSharedPrefixLM(
+        pretrained=str(model_path), device="cpu", dtype="float32", batch_size=8, max_batch_size=8, max_length=256
+    )
 
 
 @pytest.fixture(scope="module")
@@ -64,8 +80,13 @@ def assert_same_ll(got, want):
 
 
 def test_prefix_tree_groups_shared_prefixes():
-    seqs = [[1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11], [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 12], [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 13],
-            [7, 7], [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]]
+    seqs = [
+        [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11],
+        [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 12],
+        [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 13],
+        [7, 7],
+        [1, 2, 3, 4, 5, 6, 7, 8, 9, 10],
+    ]
     root = build_prefix_tree(seqs, min_saving=1)
     assert [c.tokens for c in root.children] == [[1, 2, 3, 4, 5, 6, 7, 8, 9, 10]]
     child = root.children[0]
@@ -103,12 +124,16 @@ def test_generation_plan_groups_prompts_rows_and_seeds():
     tagged = {"until": ["\n", "\n<belief-sample 1>"], "max_gen_toks": 10, "do_sample": True, "seed": 12}
     unseeded = Req("D", {"until": ["\n"], "max_gen_toks": 10, "do_sample": True, "top_p": 1.0}, doc_id=4, idx=1)
     reqs = [
-        Req("A", greedy), Req("A", greedy),                      # 0, 1: one greedy row
-        Req("A", dict(sample, seed=11)), Req("A", tagged),       # 2, 3: samples of A, same stops once tagged ones go
-        Req("B", greedy), Req("B", greedy),                      # 4, 5: greedy-only prompt: stock, generated once
-        Req("C", dict(greedy, repetition_penalty=1.1)),          # 6: a kwarg our decoder lacks: stock
-        unseeded, unseeded,                                      # 7, 8: one Instance repeated: two draws
-        Req("A", dict(greedy, max_gen_toks=5)),                  # 9: another length: its own (greedy-only) group
+        Req("A", greedy),
+        Req("A", greedy),  # 0, 1: one greedy row
+        Req("A", dict(sample, seed=11)),
+        Req("A", tagged),  # 2, 3: samples of A, same stops once tagged ones go
+        Req("B", greedy),
+        Req("B", greedy),  # 4, 5: greedy-only prompt: stock, generated once
+        Req("C", dict(greedy, repetition_penalty=1.1)),  # 6: a kwarg our decoder lacks: stock
+        unseeded,
+        unseeded,  # 7, 8: one Instance repeated: two draws
+        Req("A", dict(greedy, max_gen_toks=5)),  # 9: another length: its own (greedy-only) group
     ]
     plan = plan_generation(reqs, eos="<eos>", max_gen_toks=256, sample_seed=1234, defaults=SamplingDefaults(top_k=50))
     assert plan.stock == [[6], [4, 5], [9]]
@@ -143,7 +168,10 @@ def _pool_items(lengths_by_parent, leaves=True, first_serial=0):
         prefix = SharedPrefix([torch.zeros(1, 1, 10, 2)], [torch.zeros(1, 1, 10, 2)])  # 10 cached positions
         parent = _Parent(PrefixNode(0, [1] * 10), prefix, [], serial)
         parents.append(parent)
-        pool.add(parent, [_Item([7] * n, parent, i if leaves else PrefixNode(10, [7] * n), 0, [7]) for i, n in enumerate(lengths)])
+        pool.add(
+            parent,
+            [_Item([7] * n, parent, i if leaves else PrefixNode(10, [7] * n), 0, [7]) for i, n in enumerate(lengths)],
+        )
     return pool, parents
 
 
@@ -208,8 +236,14 @@ def test_rows_of_different_prefixes_attend_to_their_own(way, q_len, monkeypatch)
     assert rows.gathers() == (way == "gather")
     got, _ = shared_prefix_attention(module, q, k, v, None, scaling=d**-0.5, shared_prefix=rows)
     for lo, hi, p in zip(bounds, bounds[1:], prefixes):
-        want = _reference_attention(q[lo:hi], k[lo:hi], v[lo:hi], p.keys[0] if p.length else torch.zeros(1, n_kv, 0, d),
-                                    p.values[0] if p.length else torch.zeros(1, n_kv, 0, d), d**-0.5)
+        want = _reference_attention(
+            q[lo:hi],
+            k[lo:hi],
+            v[lo:hi],
+            p.keys[0] if p.length else torch.zeros(1, n_kv, 0, d),
+            p.values[0] if p.length else torch.zeros(1, n_kv, 0, d),
+            d**-0.5,
+        )
         assert torch.allclose(got[lo:hi], want, atol=1e-5), (lo, hi)
         alone, _ = shared_prefix_attention(module, q[lo:hi], k[lo:hi], v[lo:hi], None, scaling=d**-0.5, shared_prefix=p)
         assert torch.allclose(got[lo:hi], alone, atol=1e-6)
@@ -327,8 +361,11 @@ def test_long_contexts_truncated_like_stock(model_path):
 
     args = dict(pretrained=str(model_path), device="cpu", dtype="float32", batch_size=4, max_length=24)
     statement = "The capital of Spain is Madrid and the capital of France is Paris"
-    reqs = instances("loglikelihood", [(EXAMPLES + "\nSpain", f" {c}") for c in ["Madrid", "United Kingdom"]]
-                     + [("", statement), (EXAMPLES, " " + statement)])  # contexts beyond the 24-token window
+    reqs = instances(
+        "loglikelihood",
+        [(EXAMPLES + "\nSpain", f" {c}") for c in ["Madrid", "United Kingdom"]]
+        + [("", statement), (EXAMPLES, " " + statement)],
+    )  # contexts beyond the 24-token window
     want = HFLM(**args).loglikelihood(reqs, disable_tqdm=True)
     shared = HFSharedPrefixLM(**args)
     assert_same_ll(shared.loglikelihood(reqs, disable_tqdm=True), want)
@@ -341,11 +378,22 @@ def tiny_model(kind: str, tokenizer):
     from transformers import AutoModelForCausalLM, GPT2Config, LlamaConfig
 
     torch.manual_seed(0)
-    common = dict(vocab_size=len(tokenizer), bos_token_id=None, eos_token_id=tokenizer.eos_token_id,
-                  pad_token_id=tokenizer.eos_token_id)
+    common = dict(
+        vocab_size=len(tokenizer),
+        bos_token_id=None,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.eos_token_id,
+    )
     if kind == "llama":
-        cfg = LlamaConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
-                          num_key_value_heads=2, max_position_embeddings=256, **common)
+        cfg = LlamaConfig(
+            hidden_size=64,
+            intermediate_size=128,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            max_position_embeddings=256,
+            **common,
+        )
     else:
         cfg = GPT2Config(n_embd=64, n_layer=2, n_head=4, n_positions=256, **common)
     return AutoModelForCausalLM.from_config(cfg, dtype=torch.float32).eval()
@@ -385,8 +433,16 @@ def test_use_cache_serves_all_request_types(shared, stock_ll, tmp_path):
     from belief_tasks import harness
 
     harness.OUR_TASKS.add("belief_test_shared_cache")
-    seeded = [Instance("generate_until", {}, (PROMPTS[0], {**GEN, "do_sample": True, "temperature": 1.0, "seed": s}),
-                       i, metadata=("belief_test_shared_cache", i, 1)) for i, s in enumerate((5, 6))]
+    seeded = [
+        Instance(
+            "generate_until",
+            {},
+            (PROMPTS[0], {**GEN, "do_sample": True, "temperature": 1.0, "seed": s}),
+            i,
+            metadata=("belief_test_shared_cache", i, 1),
+        )
+        for i, s in enumerate((5, 6))
+    ]
     first = (cached.loglikelihood(ll), cached.per_token_loglikelihood(pt), cached.generate_until(seeded))
     calls = shared.stats["forward_calls"]
     second = (cached.loglikelihood(ll), cached.per_token_loglikelihood(pt), cached.generate_until(seeded))
@@ -414,6 +470,7 @@ def test_results_do_not_depend_on_the_shard(shared):
 
 def test_registered_and_dispatchable():
     import belief_tasks
+
     belief_tasks.install()  # our backends and hooks
     from lm_eval.api.registry import get_model
 
@@ -447,10 +504,17 @@ def test_belief_samples_share_one_prefill(shared, stock, monkeypatch):
         args += [(p, greedy)] + [(p, sampling_kwargs(greedy, i)) for i in range(4)]
     prefills, batches = [], []
     prefill, decode = type(shared)._prefill, type(shared)._decode_rows
-    monkeypatch.setattr(type(shared), "_prefill", lambda self, group: (prefills.append(group.context),
-                                                                       prefill(self, group))[1])
-    monkeypatch.setattr(type(shared), "_decode_rows", lambda self, parts: (
-        batches.append([(g.context, len(rows), g.until) for g, rows in parts]), decode(self, parts))[1])
+    monkeypatch.setattr(
+        type(shared), "_prefill", lambda self, group: (prefills.append(group.context), prefill(self, group))[1]
+    )
+    monkeypatch.setattr(
+        type(shared),
+        "_decode_rows",
+        lambda self, parts: (
+            batches.append([(g.context, len(rows), g.until) for g, rows in parts]),
+            decode(self, parts),
+        )[1],
+    )
     out = shared.generate_until(instances("generate_until", args), disable_tqdm=True)
     assert prefills == PROMPTS[:2]
     assert [[(c, n) for c, n, _ in b] for b in batches] == [[(p, 5) for p in PROMPTS[:2]]]

@@ -43,8 +43,9 @@ def test_no_deprecated_cache_api_on_the_hf_shared_path(model_path, kind):
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             ll = shared.loglikelihood(instances("loglikelihood", LL_REQUESTS), disable_tqdm=True)
-            gen = shared.generate_until(instances("generate_until", [(p, GEN) for p in PROMPTS], repeats=2),
-                                        disable_tqdm=True)
+            gen = shared.generate_until(
+                instances("generate_until", [(p, GEN) for p in PROMPTS], repeats=2), disable_tqdm=True
+            )
     finally:
         root.removeHandler(handler)
     said = records + [str(w.message) for w in caught]
@@ -52,5 +53,6 @@ def test_no_deprecated_cache_api_on_the_hf_shared_path(model_path, kind):
     assert not deprecated, (transformers.__version__, deprecated)
     stock = HFLM(pretrained=model, tokenizer=tokenizer, device="cpu", batch_size=4)
     assert_same_ll(ll, stock.loglikelihood(instances("loglikelihood", LL_REQUESTS), disable_tqdm=True))
-    assert gen == stock.generate_until(instances("generate_until", [(p, GEN) for p in PROMPTS], repeats=2),
-                                       disable_tqdm=True)
+    assert gen == stock.generate_until(
+        instances("generate_until", [(p, GEN) for p in PROMPTS], repeats=2), disable_tqdm=True
+    )

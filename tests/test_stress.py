@@ -28,9 +28,15 @@ pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("one_torch_thread")]
 FAMILIES = ["belief_bear", "belief_mp_zeroshot", "belief_iclke", "belief_monitor_sample"]
 LIMIT = 2
 METADATA = {
-    "source": "sample", "relations": "P36", "max_facts_per_relation": 2, "templates": "0",
-    "confidence_samples": 2, "confidence_prompts": 1, "accuracy_draws": 200,  # BELIEF: greedy + 2 samples
-    "n_examples": 4, "max_options": 8,  # IC-LKE
+    "source": "sample",
+    "relations": "P36",
+    "max_facts_per_relation": 2,
+    "templates": "0",
+    "confidence_samples": 2,
+    "confidence_prompts": 1,
+    "accuracy_draws": 200,  # BELIEF: greedy + 2 samples
+    "n_examples": 4,
+    "max_options": 8,  # IC-LKE
 }
 TOL = 1e-5
 SHARED_TOL = 1e-4  # hf-shared: rows grouped differently in two processes (docs/backends.md)
@@ -126,28 +132,52 @@ def shared_one_process(model_path):
 def test_every_family_under_two_processes(shared_one_process, model_path, tmp_path):
     one_process = shared_one_process
     out = tmp_path / "two"
-    args = ["--model", "hf-shared", "--model_args", f"pretrained={model_path},dtype=float32", "--device", "cpu",
-            "--tasks", ",".join(FAMILIES), "--limit", str(LIMIT), "--metadata", json.dumps(METADATA),
-            "--batch_size", "8", "--output_path", str(out), "--log_samples"]
+    args = [
+        "--model",
+        "hf-shared",
+        "--model_args",
+        f"pretrained={model_path},dtype=float32",
+        "--device",
+        "cpu",
+        "--tasks",
+        ",".join(FAMILIES),
+        "--limit",
+        str(LIMIT),
+        "--metadata",
+        json.dumps(METADATA),
+        "--batch_size",
+        "8",
+        "--output_path",
+        str(out),
+        "--log_samples",
+    ]
     proc = cli(args, launcher=accelerate_cpu(2), ACCELERATE_USE_CPU="1")
     assert "on rank 1" in proc.stdout + proc.stderr
     results, records = load_run(out)
     for name in FAMILIES:
         # generated texts (greedy answers and seeded samples) compared too; the log file keeps
         # log-likelihood responses as strings, and the records hold those numbers already
-        ref = {s["doc_id"]: {**s[s["metrics"][0]], **({"resps": [r[0] for r in s["resps"]]} if _texts(s["resps"]) else {})}
-               for s in one_process["samples"][name]}
-        got = {doc: {k: v for k, v in r.items() if k != "resps" or k in ref[doc]}
-               for (task, doc), r in records.items() if task == name}
+        ref = {
+            s["doc_id"]: {**s[s["metrics"][0]], **({"resps": [r[0] for r in s["resps"]]} if _texts(s["resps"]) else {})}
+            for s in one_process["samples"][name]
+        }
+        got = {
+            doc: {k: v for k, v in r.items() if k != "resps" or k in ref[doc]}
+            for (task, doc), r in records.items()
+            if task == name
+        }
         assert got.keys() == ref.keys(), name  # every doc once: none lost, none doubled
         # each rank builds its own prefix trees: log-likelihoods within hf-shared's float noise (1e-4 nats)
         same(got, ref, (name,), SHARED_TOL)
-        ref_metrics = {k: v for k, v in one_process["results"][name].items() if isinstance(v, float) and "stderr" not in k}
+        ref_metrics = {
+            k: v for k, v in one_process["results"][name].items() if isinstance(v, float) and "stderr" not in k
+        }
         got_metrics = {k: results[name][k] for k in ref_metrics}
         same(got_metrics, ref_metrics, (name,), SHARED_TOL)
 
 
 # ------------------------------------------------------------------ broken copies of the sample
+
 
 def _break(folder: Path, relation: str, how: str) -> dict:
     """Break one thing in ``folder/<relation>.json``; returns the SchemaError fields to expect."""
@@ -223,16 +253,36 @@ def test_broken_sample_leaves_no_output(model_path, tmp_path):
     shutil.copytree(PACKAGE_DIR / "sample_data", folder)
     expect = _break(folder, "P36", "empty_subject")
     out = tmp_path / "out"
-    args = ["--model", "hf-shared", "--model_args", f"pretrained={model_path},dtype=float32", "--device", "cpu",
-            "--tasks", ",".join(FAMILIES), "--limit", "1", "--metadata", json.dumps(METADATA),
-            "--output_path", str(out), "--log_samples"]
+    args = [
+        "--model",
+        "hf-shared",
+        "--model_args",
+        f"pretrained={model_path},dtype=float32",
+        "--device",
+        "cpu",
+        "--tasks",
+        ",".join(FAMILIES),
+        "--limit",
+        "1",
+        "--metadata",
+        json.dumps(METADATA),
+        "--output_path",
+        str(out),
+        "--log_samples",
+    ]
     import subprocess
     import sys
 
     from harness import ROOT, env_with_checkout
 
-    proc = subprocess.run([sys.executable, "-m", "belief_tasks.cli", *args], capture_output=True, text=True, timeout=600,
-                          env=env_with_checkout(BELIEF_SAMPLE_DIR=str(folder)), cwd=str(ROOT))
+    proc = subprocess.run(
+        [sys.executable, "-m", "belief_tasks.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=env_with_checkout(BELIEF_SAMPLE_DIR=str(folder)),
+        cwd=str(ROOT),
+    )
     log = proc.stdout + proc.stderr
     assert proc.returncode != 0
     # one paragraph before the model loads (belief-eval), naming the file and the field

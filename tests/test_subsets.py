@@ -17,10 +17,23 @@ def records(correct: dict[str, bool]) -> list[dict]:
     out = []
     for i, (fact, ok) in enumerate(sorted(correct.items())):
         rel = "R1" if i % 2 == 0 else "R2"
-        out.append({"fact_id": fact, "relation": rel, "fact_key": {"key": f"{rel}|{fact}"}, "template_id": f"{rel}_t0",
-                    "template_index": 0, "subject_form": "label", "cardinality": "N:1", "domains": [],
-                    "scoring": "statement", "reduction": "sum", "gold": [0], "n_tokens": None,
-                    "ll": [-1.0, -2.0, -3.0] if ok else [-3.0, -1.0, -2.0]})
+        out.append(
+            {
+                "fact_id": fact,
+                "relation": rel,
+                "fact_key": {"key": f"{rel}|{fact}"},
+                "template_id": f"{rel}_t0",
+                "template_index": 0,
+                "subject_form": "label",
+                "cardinality": "N:1",
+                "domains": [],
+                "scoring": "statement",
+                "reduction": "sum",
+                "gold": [0],
+                "n_tokens": None,
+                "ll": [-1.0, -2.0, -3.0] if ok else [-3.0, -1.0, -2.0],
+            }
+        )
     return out
 
 
@@ -28,8 +41,12 @@ def test_subset_estimate_is_the_aggregation_on_the_subset_with_an_interval_over_
     rng = np.random.default_rng(0)
     correct = {f"f{i:02d}": bool(rng.random() < (0.8 if i < 20 else 0.2)) for i in range(40)}
     recs = records(correct)
-    split = FactSplit(frozenset(r["fact_key"]["key"] for r in recs[:20]),
-                      frozenset(r["fact_key"]["key"] for r in recs[20:]), seed=0, share=0.5)
+    split = FactSplit(
+        frozenset(r["fact_key"]["key"] for r in recs[:20]),
+        frozenset(r["fact_key"]["key"] for r in recs[20:]),
+        seed=0,
+        share=0.5,
+    )
     for side, part in (("trained", recs[:20]), ("held-out", recs[20:])):
         found = subset_estimates(EST, recs, lambda r, s=side: split.of_record(r) == s)["bear"]
         assert math.isclose(found.estimate, bear.agg_bear(part), abs_tol=1e-12)  # plain value on the subset

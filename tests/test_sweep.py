@@ -20,7 +20,9 @@ transformers = pytest.importorskip("transformers")
 
 from belief_tasks.model import default_model_path, is_ready  # noqa: E402
 
-pytestmark = pytest.mark.skipif(not is_ready(), reason="the bundled model's tokenizer is not converted (scripts/setup.sh)")
+pytestmark = pytest.mark.skipif(
+    not is_ready(), reason="the bundled model's tokenizer is not converted (scripts/setup.sh)"
+)
 
 METADATA = '{"source": "sample", "relations": "P1303", "max_facts_per_relation": 2, "templates": "0"}'
 STEPS = (0, 5, 10)
@@ -32,9 +34,17 @@ def make_checkpoints(root: Path) -> Path:
     tok = AutoTokenizer.from_pretrained(default_model_path())
     for i, step in enumerate(STEPS):
         torch.manual_seed(i)
-        config = LlamaConfig(vocab_size=len(tok), hidden_size=16, intermediate_size=32, num_hidden_layers=1,
-                             num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=128,
-                             bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id)
+        config = LlamaConfig(
+            vocab_size=len(tok),
+            hidden_size=16,
+            intermediate_size=32,
+            num_hidden_layers=1,
+            num_attention_heads=2,
+            num_key_value_heads=2,
+            max_position_embeddings=128,
+            bos_token_id=tok.bos_token_id,
+            eos_token_id=tok.eos_token_id,
+        )
         folder = root / f"checkpoint-{step}"
         LlamaForCausalLM(config).save_pretrained(folder)
         tok.save_pretrained(folder)
@@ -42,8 +52,24 @@ def make_checkpoints(root: Path) -> Path:
 
 
 def sweep_args(ckpts: Path, out: Path) -> list[str]:
-    return ["--checkpoints", str(ckpts), "--model", "hf", "--model_args", "dtype=float32", "--tasks", "belief_bear",
-            "--metadata", METADATA, "--output_path", str(out), "--batch_size", "8", "--bootstrap_iters", "100"]
+    return [
+        "--checkpoints",
+        str(ckpts),
+        "--model",
+        "hf",
+        "--model_args",
+        "dtype=float32",
+        "--tasks",
+        "belief_bear",
+        "--metadata",
+        METADATA,
+        "--output_path",
+        str(out),
+        "--batch_size",
+        "8",
+        "--bootstrap_iters",
+        "100",
+    ]
 
 
 def results_files(out: Path) -> dict[str, Path]:
@@ -60,15 +86,21 @@ def test_plan_orders_by_step_and_refuses_ambiguity(tmp_path):
     found = plan(str(tmp_path / "run"), None, {"dtype": "float32"})
     assert [c.step for c in found] == [50, 200, 1000]
     assert [c.label for c in found] == ["checkpoint-50", "checkpoint-200", "checkpoint-1000"]
-    assert found[0].model_args == {"dtype": "float32", "pretrained": str((tmp_path / "run" / "checkpoint-50").resolve())}
+    assert found[0].model_args == {
+        "dtype": "float32",
+        "pretrained": str((tmp_path / "run" / "checkpoint-50").resolve()),
+    }
     # a glob and a comma list name the same folders
     assert plan(str(tmp_path / "run" / "checkpoint-*"), None, {}) == plan(
-        ",".join(str(tmp_path / "run" / f"checkpoint-{s}") for s in (1000, 50, 200)), None, {})
+        ",".join(str(tmp_path / "run" / f"checkpoint-{s}") for s in (1000, 50, 200)), None, {}
+    )
 
     # revisions: lm-eval's revision= model argument, one per checkpoint, pretrained= kept
     revs = plan(None, "step2000,step1000", {"pretrained": "EleutherAI/pythia-160m"})
-    assert [c.model_args for c in revs] == [{"pretrained": "EleutherAI/pythia-160m", "revision": "step1000"},
-                                            {"pretrained": "EleutherAI/pythia-160m", "revision": "step2000"}]
+    assert [c.model_args for c in revs] == [
+        {"pretrained": "EleutherAI/pythia-160m", "revision": "step1000"},
+        {"pretrained": "EleutherAI/pythia-160m", "revision": "step2000"},
+    ]
     assert [c.label for c in revs] == ["revision-step1000", "revision-step2000"]
 
     with pytest.raises(SweepError, match="either --checkpoints"):
@@ -100,8 +132,22 @@ def test_revision_reaches_the_model_loader(tmp_path, monkeypatch):
 
     monkeypatch.setattr(HFLM, "create_from_arg_obj", staticmethod(create_from_arg_obj))
     with pytest.raises(Stop):
-        sweep.main(["--revisions", "step20,step10", "--model", "hf", "--model_args", "pretrained=some/model",
-                    "--tasks", "belief_bear", "--metadata", METADATA, "--output_path", str(tmp_path / "out")])
+        sweep.main(
+            [
+                "--revisions",
+                "step20,step10",
+                "--model",
+                "hf",
+                "--model_args",
+                "pretrained=some/model",
+                "--tasks",
+                "belief_bear",
+                "--metadata",
+                METADATA,
+                "--output_path",
+                str(tmp_path / "out"),
+            ]
+        )
     assert seen == [{"pretrained": "some/model", "revision": "step10"}]
 
 
@@ -112,8 +158,11 @@ def test_sweep_runs_each_checkpoint_once_reports_and_resumes_after_a_kill(tmp_pa
     out = tmp_path / "out"
     # a sweep killed (SIGKILL) once its first checkpoint is written
     log = (tmp_path / "killed.log").open("w")
-    proc = subprocess.Popen([sys.executable, "-m", "belief_tasks.cli", "sweep", *sweep_args(ckpts, out)],
-                            stdout=log, stderr=subprocess.STDOUT)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "belief_tasks.cli", "sweep", *sweep_args(ckpts, out)],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
     deadline = time.monotonic() + 900  # generous: a shared CPU can be slow to import and index the tasks
     while not results_files(out) and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.2)
@@ -160,8 +209,15 @@ def test_sweep_refuses_bad_input_before_any_model(tmp_path, capsys):
     assert "holds no model" in capsys.readouterr().err
     make_checkpoints(tmp_path / "run")
     with pytest.raises(SystemExit) as e:
-        sweep.main([*sweep_args(tmp_path / "run", tmp_path / "out")[:-6], "--metadata", '{"budgt": 0.1}',
-                    "--output_path", str(tmp_path / "out")])
+        sweep.main(
+            [
+                *sweep_args(tmp_path / "run", tmp_path / "out")[:-6],
+                "--metadata",
+                '{"budgt": 0.1}',
+                "--output_path",
+                str(tmp_path / "out"),
+            ]
+        )
     assert e.value.code == 2
     assert "budgt" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()

@@ -14,7 +14,9 @@ transformers = pytest.importorskip("transformers")
 
 from belief_tasks.model import default_model_path, is_ready  # noqa: E402
 
-pytestmark = pytest.mark.skipif(not is_ready(), reason="the bundled model's tokenizer is not converted (scripts/setup.sh)")
+pytestmark = pytest.mark.skipif(
+    not is_ready(), reason="the bundled model's tokenizer is not converted (scripts/setup.sh)"
+)
 
 TASK = "belief_bear"
 METADATA = {"source": "sample", "relations": "P1303", "max_facts_per_relation": 2, "templates": "0"}
@@ -25,17 +27,41 @@ def tiny_trainer(tmp_path, tokenizer, callbacks=()):
     from transformers import DataCollatorForLanguageModeling, GPT2Config, GPT2LMHeadModel, Trainer, TrainingArguments
 
     torch.manual_seed(0)
-    config = GPT2Config(vocab_size=len(tokenizer), n_positions=64, n_embd=16, n_layer=2, n_head=2,
-                        resid_pdrop=0.1, embd_pdrop=0.1, attn_pdrop=0.1,
-                        bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id)
+    config = GPT2Config(
+        vocab_size=len(tokenizer),
+        n_positions=64,
+        n_embd=16,
+        n_layer=2,
+        n_head=2,
+        resid_pdrop=0.1,
+        embd_pdrop=0.1,
+        attn_pdrop=0.1,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+    )
     model = GPT2LMHeadModel(config)
     texts = [f"The capital of country {i} is city {i * 7 % 13}." for i in range(24)]
     data = [tokenizer(t) for t in texts]
-    args = TrainingArguments(output_dir=str(tmp_path / "train"), max_steps=STEPS, per_device_train_batch_size=4,
-                             learning_rate=1e-3, logging_steps=1, save_strategy="no", report_to=[], seed=7,
-                             use_cpu=True, disable_tqdm=True, dataloader_num_workers=0)
-    trainer = Trainer(model=model, args=args, train_dataset=data, processing_class=tokenizer,
-                      data_collator=DataCollatorForLanguageModeling(tokenizer, mlm=False))
+    args = TrainingArguments(
+        output_dir=str(tmp_path / "train"),
+        max_steps=STEPS,
+        per_device_train_batch_size=4,
+        learning_rate=1e-3,
+        logging_steps=1,
+        save_strategy="no",
+        report_to=[],
+        seed=7,
+        use_cpu=True,
+        disable_tqdm=True,
+        dataloader_num_workers=0,
+    )
+    trainer = Trainer(
+        model=model,
+        args=args,
+        train_dataset=data,
+        processing_class=tokenizer,
+        data_collator=DataCollatorForLanguageModeling(tokenizer, mlm=False),
+    )
     for cb in callbacks:
         cb.attach(trainer)
     return trainer
@@ -58,8 +84,9 @@ def test_callback_logs_writes_and_leaves_training_unchanged(tmp_path):
     plain.train()
     without = losses(plain)
 
-    cb = KnowledgeCallback([TASK], metadata=METADATA, output_path=tmp_path / "knowledge", every_n_steps=2,
-                           max_overhead=None, batch_size=4)
+    cb = KnowledgeCallback(
+        [TASK], metadata=METADATA, output_path=tmp_path / "knowledge", every_n_steps=2, max_overhead=None, batch_size=4
+    )
     observed = tiny_trainer(tmp_path / "b", tokenizer, [cb])
     observed.train()
     with_cb = losses(observed)

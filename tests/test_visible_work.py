@@ -25,9 +25,23 @@ def test_a_missing_samples_file_is_a_warning_without_strict(tmp_path, capsys):
 
 
 def test_belief_eval_says_it_builds_the_tasks_before_the_model():
-    r = subprocess.run([sys.executable, "-m", "belief_tasks.cli", "--model", "dummy", "--tasks", "belief_demo_bear",
-                        "--metadata", '{"source": "sample", "budget": 0.5}'], cwd=ROOT, capture_output=True,
-                       text=True, timeout=300)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "belief_tasks.cli",
+            "--model",
+            "dummy",
+            "--tasks",
+            "belief_demo_bear",
+            "--metadata",
+            '{"source": "sample", "budget": 0.5}',
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert r.returncode == 2  # refused at the build: the line came first, then the refusal
     lines = r.stderr.splitlines()
     first = next(i for i, line in enumerate(lines) if line.startswith("Building the tasks"))
@@ -39,8 +53,19 @@ def test_reading_a_large_myriadlama_shows_progress(monkeypatch, capsys):
     from belief_tasks.data import myriadlama
 
     monkeypatch.setattr(myriadlama, "PROGRESS_ROWS", 3)  # the real threshold is 200,000 rows (2.46 M in the hub copy)
-    rows = [{"uuid": f"u{i}", "rel_uri": "P30", "sub_ent": "France", "obj_ents": ["Europe"], "obj_aliases": [[]],
-             "obj_uris": ["Q46"], "template": "[X] is in [Y].", "is_manual": True} for i in range(5)]
+    rows = [
+        {
+            "uuid": f"u{i}",
+            "rel_uri": "P30",
+            "sub_ent": "France",
+            "obj_ents": ["Europe"],
+            "obj_aliases": [[]],
+            "obj_uris": ["Q46"],
+            "template": "[X] is in [Y].",
+            "is_manual": True,
+        }
+        for i in range(5)
+    ]
     assert len(myriadlama.rows_to_factset(rows, "ml.jsonl")) == 5
     assert "Reading MyriadLAMA rows" in capsys.readouterr().err
     myriadlama.rows_to_factset(rows[:2], "ml.jsonl")

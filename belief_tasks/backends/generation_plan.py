@@ -75,7 +75,8 @@ def sampled_row(index: int, kwargs: dict, seed: int, defaults: SamplingDefaults)
     top_k = kwargs.get("top_k", defaults.top_k)
     top_p = kwargs.get("top_p", defaults.top_p)
     return Row(
-        (index,), do_sample=True,
+        (index,),
+        do_sample=True,
         temperature=float(kwargs.get("temperature", 1.0) or 1.0),
         top_k=int(top_k) if top_k else None,
         top_p=float(top_p) if top_p is not None and float(top_p) < 1.0 else None,
@@ -84,8 +85,14 @@ def sampled_row(index: int, kwargs: dict, seed: int, defaults: SamplingDefaults)
     )
 
 
-def plan_generation(requests: Sequence[Any], *, eos: str | None, max_gen_toks: int, sample_seed: int,
-                    defaults: SamplingDefaults = SamplingDefaults()) -> GenerationPlan:
+def plan_generation(
+    requests: Sequence[Any],
+    *,
+    eos: str | None,
+    max_gen_toks: int,
+    sample_seed: int,
+    defaults: SamplingDefaults = SamplingDefaults(),
+) -> GenerationPlan:
     """Group ``requests`` (lm-eval Instances: ``args = (context, gen_kwargs)``, ``task_name``,
     ``doc_id``, ``idx``; a request object listed k times is k samples, as lm-eval repeats them).
 
@@ -114,8 +121,11 @@ def plan_generation(requests: Sequence[Any], *, eos: str | None, max_gen_toks: i
                 group.rows[slot] = Row(group.rows[slot].requests + (i,), do_sample=False)
             continue
         k = occurrence[id(req)] = occurrence.get(id(req), -1) + 1
-        seed = int(own_seed) if own_seed is not None else derive_seed(
-            sample_seed, req.task_name, req.doc_id, req.idx, k, context, key)
+        seed = (
+            int(own_seed)
+            if own_seed is not None
+            else derive_seed(sample_seed, req.task_name, req.doc_id, req.idx, k, context, key)
+        )
         group.rows.append(sampled_row(i, kwargs, seed, defaults))
     return _finish(stock, list(groups.values()), requests)
 

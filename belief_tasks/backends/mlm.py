@@ -50,8 +50,14 @@ log = logging.getLogger(__name__)
 PLL_METRICS = ("original", "within_word_l2r")
 DEFAULT_BATCH_SIZE = 32  # masked copies per forward pass, used for batch_size=auto
 
-_DTYPES = {"float32": torch.float32, "float": torch.float32, "float16": torch.float16, "half": torch.float16,
-           "bfloat16": torch.bfloat16, "float64": torch.float64}
+_DTYPES = {
+    "float32": torch.float32,
+    "float": torch.float32,
+    "float16": torch.float16,
+    "half": torch.float16,
+    "bfloat16": torch.bfloat16,
+    "float64": torch.float64,
+}
 
 GENERATE_ERROR = (
     "hf-mlm serves masked language models, which cannot generate text, so generate_until tasks "
@@ -129,15 +135,21 @@ class HFMaskedLM(LM):
             torch_dtype = _DTYPES.get(dtype, dtype) if isinstance(dtype, str) else dtype
             extra = {"subfolder": subfolder} if subfolder else {}
             self.model = AutoModelForMaskedLM.from_pretrained(
-                str(pretrained), revision=revision or "main", dtype=torch_dtype,
-                trust_remote_code=trust_remote_code, **extra,
+                str(pretrained),
+                revision=revision or "main",
+                dtype=torch_dtype,
+                trust_remote_code=trust_remote_code,
+                **extra,
             )
         self._start_data_parallel()
         self.model.to(self._device).eval()
         if tokenizer is None or isinstance(tokenizer, str):
             self.tokenizer = AutoTokenizer.from_pretrained(
-                str(tokenizer or pretrained), revision=revision or "main", trust_remote_code=trust_remote_code,
-                use_fast=True, **({"subfolder": subfolder} if subfolder and tokenizer is None else {}),
+                str(tokenizer or pretrained),
+                revision=revision or "main",
+                trust_remote_code=trust_remote_code,
+                use_fast=True,
+                **({"subfolder": subfolder} if subfolder and tokenizer is None else {}),
             )
         else:
             self.tokenizer = tokenizer
@@ -181,8 +193,9 @@ class HFMaskedLM(LM):
         return self.tokenizer.name_or_path.replace("/", "__")
 
     def _encode(self, text: str):
-        return self.tokenizer(text, add_special_tokens=True, return_offsets_mapping=True,
-                              return_special_tokens_mask=True)
+        return self.tokenizer(
+            text, add_special_tokens=True, return_offsets_mapping=True, return_special_tokens_mask=True
+        )
 
     def request_tokens(self, request_type: str, args: list[tuple]) -> list[int | None]:
         """Per request, the tokens (specials included) of the text it puts in the model, which ``_fit``
@@ -210,10 +223,12 @@ class HFMaskedLM(LM):
         start = next((i for i, s in enumerate(special) if not s), 0)
         dropped = range(start, start + excess)
         if any(i in dropped for i in keep):
-            raise ValueError(f"text of {len(ids)} tokens does not fit the model's {self.max_length} "
-                             "without cutting the part that is scored")
+            raise ValueError(
+                f"text of {len(ids)} tokens does not fit the model's {self.max_length} "
+                "without cutting the part that is scored"
+            )
         log.warning("hf-mlm: input of %d tokens cut on the left to %d", len(ids), self.max_length)
-        cut = lambda seq: list(seq[:start]) + list(seq[start + excess:])  # noqa: E731
+        cut = lambda seq: list(seq[:start]) + list(seq[start + excess :])  # noqa: E731
         return excess, cut(ids), tuple(cut(a) for a in aligned)
 
     def _pll_copies(self, text: str, start: int, end: int) -> list[tuple[tuple[int, ...], int, int]]:
@@ -225,8 +240,11 @@ class HFMaskedLM(LM):
         enc = self._encode(text)
         ids, special, offsets = enc["input_ids"], enc["special_tokens_mask"], enc["offset_mapping"]
         words = enc.word_ids()
-        scored = [i for i, ((s, e), sp) in enumerate(zip(offsets, special))
-                  if not sp and ((s < end and e > start) or (s == e and start <= s < end))]
+        scored = [
+            i
+            for i, ((s, e), sp) in enumerate(zip(offsets, special))
+            if not sp and ((s < end and e > start) or (s == e and start <= s < end))
+        ]
         excess, ids, (special, words) = self._fit(ids, scored, special, words)
         scored = [i - excess for i in scored]
         copies = []
@@ -235,7 +253,7 @@ class HFMaskedLM(LM):
             masked[p] = self.mask_id
             if self.pll_metric == "within_word_l2r" and words[p] is not None:
                 # lm-pub-quiz: mask the following scored tokens while they belong to the same word.
-                for q in scored[n + 1:]:
+                for q in scored[n + 1 :]:
                     if words[q] != words[p]:
                         break
                     masked[q] = self.mask_id
@@ -251,7 +269,7 @@ class HFMaskedLM(LM):
         order = sorted(range(len(inputs)), key=lambda i: -len(inputs[i][0]))
         bar = tqdm(total=len(order), desc=desc, disable=disable_tqdm or len(order) == 0)
         for start in range(0, len(order), self.batch_size):
-            chunk = order[start:start + self.batch_size]
+            chunk = order[start : start + self.batch_size]
             width = len(inputs[chunk[0]][0])
             ids = torch.full((len(chunk), width), self.pad_id, dtype=torch.long)
             attn = torch.zeros((len(chunk), width), dtype=torch.long)
@@ -282,8 +300,9 @@ class HFMaskedLM(LM):
 
     # ------------------------------------------------------------ lm-eval API
 
-    def _score_spans(self, spans: list[tuple[str, int, int]], disable_tqdm: bool,
-                     done=None) -> list[tuple[float, bool]]:
+    def _score_spans(
+        self, spans: list[tuple[str, int, int]], disable_tqdm: bool, done=None
+    ) -> list[tuple[float, bool]]:
         """PLL and is-greedy of each span; ``done(i, result)`` as soon as span ``i``'s copies are all scored (so its
         answer reaches lm-eval's cache then: a run killed mid-call resumes there)."""
         per_span, needed = [], {}
@@ -324,6 +343,7 @@ class HFMaskedLM(LM):
         for req in requests:
             context, continuation = req.args[0], req.args[1]
             spans.append((context + continuation, len(context), len(context) + len(continuation)))
+
         def keep(i, found):  # each answer in lm-eval's cache once it exists: a run killed mid-call resumes there
             self.cache_hook.add_partial("loglikelihood", requests[i].args, found)
 
@@ -336,7 +356,9 @@ class HFMaskedLM(LM):
         a statement, which ``loglikelihood(context, continuation)`` cannot express
         when text follows the answer. A custom request type like ``mask_topk``.
         """
-        return read_through(self, LOGLIKELIHOOD_SPAN, requests, lambda rest: self._loglikelihood_span(rest, disable_tqdm))
+        return read_through(
+            self, LOGLIKELIHOOD_SPAN, requests, lambda rest: self._loglikelihood_span(rest, disable_tqdm)
+        )
 
     def _loglikelihood_span(self, requests, disable_tqdm: bool) -> list[tuple[float, bool]]:
         def keep(i, found):  # each answer in lm-eval's cache once it exists
@@ -369,8 +391,10 @@ class HFMaskedLM(LM):
         ids = enc["input_ids"]
         where = [i for i, t in enumerate(ids) if t == self.mask_id]
         if len(where) != 1:
-            raise ValueError(f"mask_topk prompt must hold exactly one {MASK} (or {self.tokenizer.mask_token}); "
-                             f"found {len(where)} in {prompt!r}")
+            raise ValueError(
+                f"mask_topk prompt must hold exactly one {MASK} (or {self.tokenizer.mask_token}); "
+                f"found {len(where)} in {prompt!r}"
+            )
         excess, ids, _ = self._fit(ids, where, enc["special_tokens_mask"])
         return tuple(ids), where[0] - excess
 
@@ -412,12 +436,17 @@ class HFMaskedLM(LM):
                     continue
                 value = lp[tid]
                 out_targets[target] = {
-                    "token": self.tokenizer.convert_ids_to_tokens(tid), "token_id": tid,
-                    "logprob": float(value), "rank": int((lp > value).sum()) + 1,
+                    "token": self.tokenizer.convert_ids_to_tokens(tid),
+                    "token_id": tid,
+                    "logprob": float(value),
+                    "rank": int((lp > value).sum()) + 1,
                 }
             result = {
-                "tokens": self.tokenizer.convert_ids_to_tokens(ids), "token_ids": ids,
-                "logprobs": [float(v) for v in top.values], "targets": out_targets, "vocab_size": int(lp.numel()),
+                "tokens": self.tokenizer.convert_ids_to_tokens(ids),
+                "token_ids": ids,
+                "logprobs": [float(v) for v in top.values],
+                "targets": out_targets,
+                "vocab_size": int(lp.numel()),
             }
             results.append(result)
             self.cache_hook.add_partial(MASK_TOPK, req.args, result)

@@ -91,8 +91,9 @@ def aligned(ctxlen: int, block_size: int) -> bool:
     return ctxlen > block_size and ctxlen % block_size == 0
 
 
-def plan_passes(seqs: Sequence[Sequence[int]], ctxlens: Sequence[int], block_size: int,
-                capacity_tokens: int | None = None) -> list[Chunk]:
+def plan_passes(
+    seqs: Sequence[Sequence[int]], ctxlens: Sequence[int], block_size: int, capacity_tokens: int | None = None
+) -> list[Chunk]:
     """The chunks and passes for requests ``seqs`` (token ids, context + continuation, as the engine gets
     them) whose first ``ctxlens[i]`` tokens are context. Every index appears in exactly one pass.
 
@@ -128,16 +129,20 @@ def plan_passes(seqs: Sequence[Sequence[int]], ctxlens: Sequence[int], block_siz
     return chunks
 
 
-def _chunk(groups: list[list[int]], seqs: Sequence[Sequence[int]], ctxlens: Sequence[int], block_size: int,
-           alone: list[int]) -> Chunk:
+def _chunk(
+    groups: list[list[int]], seqs: Sequence[Sequence[int]], ctxlens: Sequence[int], block_size: int, alone: list[int]
+) -> Chunk:
     chunk = Chunk()
     firsts: dict[tuple[int, ...], set[int]] = {}
     for i in (i for g in groups for i in g):
         if aligned(ctxlens[i], block_size) and len(seqs[i]) > ctxlens[i]:
-            firsts.setdefault(tuple(seqs[i][:ctxlens[i]]), set()).add(seqs[i][ctxlens[i]])
+            firsts.setdefault(tuple(seqs[i][: ctxlens[i]]), set()).add(seqs[i][ctxlens[i]])
     if firsts:
-        asks = [(context, sorted(tokens)[k:k + MAX_FIRST_TOKENS]) for context, tokens in firsts.items()
-                for k in range(0, len(tokens), MAX_FIRST_TOKENS)]
+        asks = [
+            (context, sorted(tokens)[k : k + MAX_FIRST_TOKENS])
+            for context, tokens in firsts.items()
+            for k in range(0, len(tokens), MAX_FIRST_TOKENS)
+        ]
         chunk.passes.append(Pass([], read_cache=True, first_tokens=asks))
     heads = [g[0] for g in groups if not aligned(ctxlens[g[0]], block_size)]
     if heads:
@@ -159,8 +164,9 @@ class Simulated:
     recomputed: int = 0
 
 
-def simulate(seqs: Sequence[Sequence[int]], ctxlens: Sequence[int], block_size: int,
-             capacity_tokens: int | None = None) -> Simulated:
+def simulate(
+    seqs: Sequence[Sequence[int]], ctxlens: Sequence[int], block_size: int, capacity_tokens: int | None = None
+) -> Simulated:
     """The arithmetic of ``plan_passes`` on an engine with block size ``block_size``, with vLLM's prefix-cache
     rules and no eviction: a request that reads the cache gets the longest run of whole blocks, at most its
     length minus one token, whose tokens (from the first) equal those of a block cached before it; every whole
@@ -174,7 +180,7 @@ def simulate(seqs: Sequence[Sequence[int]], ctxlens: Sequence[int], block_size: 
     def schedule(seq: Sequence[int], read: bool) -> int:
         n = 0
         if read:
-            while n + block_size <= len(seq) - 1 and tuple(seq[:n + block_size]) in cached:
+            while n + block_size <= len(seq) - 1 and tuple(seq[: n + block_size]) in cached:
                 n += block_size
         for end in range(block_size, len(seq) + 1, block_size):
             cached.add(tuple(seq[:end]))
@@ -190,7 +196,7 @@ def simulate(seqs: Sequence[Sequence[int]], ctxlens: Sequence[int], block_size: 
                 firsts.update((context, t) for t in tokens)
             for i in p.indices:
                 n = schedule(seqs[i], p.read_cache)
-                first = (tuple(seqs[i][:ctxlens[i]]), seqs[i][ctxlens[i]]) if len(seqs[i]) > ctxlens[i] else None
+                first = (tuple(seqs[i][: ctxlens[i]]), seqs[i][ctxlens[i]]) if len(seqs[i]) > ctxlens[i] else None
                 if p.read_cache and covered_continuation(n, ctxlens[i]) and not (n == ctxlens[i] and first in firsts):
                     redo.append(i)
         for i in redo:
@@ -217,10 +223,16 @@ class CacheCounts:
     block_size: int = 0
 
 
-def run_passes(send: Callable[[list[int], bool], list[Any]], seqs: Sequence[Sequence[int]], ctxlens: Sequence[int],
-               counts: CacheCounts, *, block_size: int, capacity_tokens: int | None = None,
-               send_first: Callable[[list[tuple[tuple[int, ...], list[int]]]], list[FirstRow]] | None = None
-               ) -> list[Any]:
+def run_passes(
+    send: Callable[[list[int], bool], list[Any]],
+    seqs: Sequence[Sequence[int]],
+    ctxlens: Sequence[int],
+    counts: CacheCounts,
+    *,
+    block_size: int,
+    capacity_tokens: int | None = None,
+    send_first: Callable[[list[tuple[tuple[int, ...], list[int]]]], list[FirstRow]] | None = None,
+) -> list[Any]:
     """The engine's output for each request ``seqs[i]``, each with every row from position ``ctxlens[i]`` on
     computed for it. ``send(indices, read_cache)`` runs the requests ``indices`` in one engine call and returns
     their outputs in that order, each with ``num_cached_tokens`` (what the engine read from its cache; None
@@ -255,8 +267,11 @@ def run_passes(send: Callable[[list[int], bool], list[Any]], seqs: Sequence[Sequ
             for i, out in zip(p.indices, outs, strict=True):
                 if not p.read_cache or not (covered_continuation(out.num_cached_tokens, ctxlens[i]) or out.preempted):
                     outputs[i] = out
-                elif not out.preempted and out.num_cached_tokens == ctxlens[i] and _first_row(out, seqs[i], ctxlens[i],
-                                                                                              firsts):
+                elif (
+                    not out.preempted
+                    and out.num_cached_tokens == ctxlens[i]
+                    and _first_row(out, seqs[i], ctxlens[i], firsts)
+                ):
                     outputs[i] = out
                     counts.first_rows += 1
                 else:

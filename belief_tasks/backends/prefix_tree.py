@@ -77,8 +77,10 @@ def _flat_cost(node: PrefixNode, seqs: Sequence[Sequence[int]], depth: int) -> i
 
 def tree_cost(node: PrefixNode, seqs: Sequence[Sequence[int]]) -> int:
     """Tokens forwarded to compute the tree as planned: each segment once, each leaf's remainder once."""
-    return len(node.tokens) + sum(len(seqs[i]) - node.end for i in node.leaves) + sum(
-        tree_cost(c, seqs) for c in node.children
+    return (
+        len(node.tokens)
+        + sum(len(seqs[i]) - node.end for i in node.leaves)
+        + sum(tree_cost(c, seqs) for c in node.children)
     )
 
 

@@ -320,8 +320,15 @@ class HFSharedPrefixLM(HFLM):
             length = self.max_length
         return min(self.max_batch_size, self._rows_per_batch(length, None))
 
-    def _call(self, input_ids: torch.Tensor, prefix: SharedPrefix | RowPrefixes, *, keep: int = 0, past=None,
-              use_cache: bool = False):
+    def _call(
+        self,
+        input_ids: torch.Tensor,
+        prefix: SharedPrefix | RowPrefixes,
+        *,
+        keep: int = 0,
+        past=None,
+        use_cache: bool = False,
+    ):
         """One forward of ``input_ids`` (right-padded rows) on ``prefix`` (+ a decoding cache ``past``)."""
         self.stats["tokens_forwarded"] += int(input_ids.numel())
         self.stats["forward_calls"] += 1
@@ -355,9 +362,13 @@ class HFSharedPrefixLM(HFLM):
                     **kwargs,
                 )
 
-    def _score(self, reqs: list[_Request], override_bs: int | None = None, desc: str = "",
-               done: Callable[[int, tuple[list[float], list[bool]]], None] | None = None
-               ) -> list[tuple[list[float], list[bool]]]:
+    def _score(
+        self,
+        reqs: list[_Request],
+        override_bs: int | None = None,
+        desc: str = "",
+        done: Callable[[int, tuple[list[float], list[bool]]], None] | None = None,
+    ) -> list[tuple[list[float], list[bool]]]:
         """Per request: (log-probabilities, is-argmax flags) of its continuation tokens; ``done(i, scores)`` is
         called as soon as request ``i``'s are known (so its answer reaches lm-eval's cache then, not at the end).
 
@@ -367,7 +378,10 @@ class HFSharedPrefixLM(HFLM):
         min_saving = math.inf if self.shared_unsupported else self.min_shared_tokens
         root = build_prefix_tree([r.inputs for r in reqs], min_saving=min_saving)
         first = {id(n): min((reqs[i].first_scored for i in n.sequences()), default=n.end) for n in root.walk()}
-        after = {id(n): sorted({c.tokens[0] for c in n.children} | {reqs[i].seq[n.end] for i in n.leaves}) for n in root.walk()}
+        after = {
+            id(n): sorted({c.tokens[0] for c in n.children} | {reqs[i].seq[n.end] for i in n.leaves})
+            for n in root.walk()
+        }
         out: list[tuple[list[float], list[bool]] | None] = [None] * len(reqs)
         pbar = tqdm(total=len(reqs), disable=self.rank != 0 or not desc, desc=desc)
         pool, serial = _Pool(self.max_cached_tokens), itertools.count()
@@ -421,8 +435,11 @@ class HFSharedPrefixLM(HFLM):
             if item.is_node:
                 own = SharedPrefix.from_cache(result[self._cache_name], row=b, length=len(item.tokens))
                 parent = item.parent.prefix
-                prefix = parent.extend(own) if parent.length else SharedPrefix(
-                    [k.clone() for k in own.keys], [v.clone() for v in own.values])
+                prefix = (
+                    parent.extend(own)
+                    if parent.length
+                    else SharedPrefix([k.clone() for k in own.keys], [v.clone() for v in own.values])
+                )
             yield item, sc, prefix
 
     def _row_scores(self, logits: torch.Tensor, batch: list[_Item], first_col: int) -> list[_Scores]:
@@ -479,17 +496,26 @@ class HFSharedPrefixLM(HFLM):
             truncated += len(whole) > self.max_length + 1
             reqs.append(_Request(whole[-(self.max_length + 1) :], len(continuation_enc)))  # as stock HFLM
         if truncated:
-            log.warning("hf-shared: %d requests longer than max_length %d were truncated from the left", truncated, self.max_length)
+            log.warning(
+                "hf-shared: %d requests longer than max_length %d were truncated from the left",
+                truncated,
+                self.max_length,
+            )
         return reqs
 
     def _score_pairs(self, pairs, override_bs=None, desc: str = "", done=None) -> list[list[float]]:
         """Per (context tokens, continuation tokens): its continuation's log-probabilities (as
         float32, like stock) and is-argmax flags; ``done(i, scores)`` as each pair's are known (``_score``)."""
+
         def as_tensor(scored):
             return torch.tensor(scored[0], dtype=torch.float32), scored[1]
 
-        scored = self._score(self._token_requests(pairs), override_bs, desc=desc,
-                             done=None if done is None else lambda i, found: done(i, as_tensor(found)))
+        scored = self._score(
+            self._token_requests(pairs),
+            override_bs,
+            desc=desc,
+            done=None if done is None else lambda i, found: done(i, as_tensor(found)),
+        )
         return [as_tensor(found) for found in scored]
 
     def _loglikelihood_tokens(self, requests, disable_tqdm: bool = False, override_bs: int | None = None):
@@ -522,8 +548,9 @@ class HFSharedPrefixLM(HFLM):
         soon as it exists, so a run killed mid-call resumes from there."""
         if self.backend != "causal":
             raise NotImplementedError("per_token_loglikelihood needs a causal model")
-        return read_through(self, PER_TOKEN_LOGLIKELIHOOD, requests,
-                            lambda rest: self._per_token_loglikelihood(rest, disable_tqdm))
+        return read_through(
+            self, PER_TOKEN_LOGLIKELIHOOD, requests, lambda rest: self._per_token_loglikelihood(rest, disable_tqdm)
+        )
 
     def _per_token_loglikelihood(self, requests, disable_tqdm: bool) -> list[list[float]]:
         desc = "" if disable_tqdm else "Running per_token_loglikelihood requests"
@@ -540,15 +567,22 @@ class HFSharedPrefixLM(HFLM):
         """Texts of ``requests``; under ``--use_cache`` the seeded samples of our tasks are read back
         (``harness.read_through``: lm-eval's ``CachingLM`` never reads a sample, but a sample with its own
         seed is deterministic), the rest as lm-eval's cache left them to us."""
-        return read_through(self, "generate_until", requests, lambda rest: self._generate_until(rest, disable_tqdm),
-                            readable=seeded_sample_of_ours)
+        return read_through(
+            self,
+            "generate_until",
+            requests,
+            lambda rest: self._generate_until(rest, disable_tqdm),
+            readable=seeded_sample_of_ours,
+        )
 
     def _generate_until(self, requests, disable_tqdm: bool) -> list[str]:
         if self.shared_unsupported or self.think_end_token is not None:
             return super().generate_until(requests, disable_tqdm=disable_tqdm)
         config = self.model.generation_config
         plan = plan_generation(
-            requests, eos=self.tok_decode(self.eot_token_id, skip_special_tokens=False), max_gen_toks=self.max_gen_toks,
+            requests,
+            eos=self.tok_decode(self.eot_token_id, skip_special_tokens=False),
+            max_gen_toks=self.max_gen_toks,
             sample_seed=self.sample_seed,
             defaults=SamplingDefaults(top_k=config.top_k if config.top_k is not None else 50, top_p=config.top_p),
         )
@@ -562,8 +596,11 @@ class HFSharedPrefixLM(HFLM):
             for idx, text in zip(plan.stock, texts, strict=True):
                 for i in idx:
                     results[i] = text
-        pbar = tqdm(total=sum(len(r.requests) for g in plan.groups for r in g.rows),
-                    disable=disable_tqdm or self.rank != 0, desc="Running generate_until requests (shared prompt)")
+        pbar = tqdm(
+            total=sum(len(r.requests) for g in plan.groups for r in g.rows),
+            disable=disable_tqdm or self.rank != 0,
+            desc="Running generate_until requests (shared prompt)",
+        )
         for parts in decode_batches(plan.groups, self.max_decode_rows):
             decoded = iter(self._decode_rows(parts))
             for group, rows in parts:
@@ -585,8 +622,9 @@ class HFSharedPrefixLM(HFLM):
                 blocks.setdefault((row.temperature, row.top_k, row.top_p, row.min_p), []).append(b)
         return [(settings, torch.tensor(idx, device=self.device)) for settings, idx in blocks.items()]
 
-    def _next_tokens(self, logits: torch.Tensor, blocks: list[tuple[tuple, torch.Tensor]],
-                     uniforms: torch.Tensor) -> torch.Tensor:
+    def _next_tokens(
+        self, logits: torch.Tensor, blocks: list[tuple[tuple, torch.Tensor]], uniforms: torch.Tensor
+    ) -> torch.Tensor:
         """One token per row, on the device: argmax for greedy rows; for each block of sampled rows sharing
         settings (``_sampling_blocks``) transformers' warpers (temperature, top-k, top-p, min-p, in that order),
         then an inverse-CDF draw at the row's uniform of this step (``uniforms``, one per row)."""
@@ -613,10 +651,12 @@ class HFSharedPrefixLM(HFLM):
     def _prefill(self, group: DecodeGroup) -> tuple[SharedPrefix, torch.Tensor]:
         """The prompt's cache and its last position's logits (batch 1: the prompt's own prefill)."""
         max_ctx_len = self.max_length - group.max_gen
-        assert max_ctx_len > 0, (f"max_gen_toks ({group.max_gen}) must be below the model's max_length "
-                                 f"({self.max_length})")
-        context_enc, _ = self.tok_batch_encode([group.context], left_truncate_len=max_ctx_len,
-                                               truncation=self.truncation)
+        assert max_ctx_len > 0, (
+            f"max_gen_toks ({group.max_gen}) must be below the model's max_length ({self.max_length})"
+        )
+        context_enc, _ = self.tok_batch_encode(
+            [group.context], left_truncate_len=max_ctx_len, truncation=self.truncation
+        )
         prefill = self._call(context_enc.to(self.device), SharedPrefix.empty(), keep=1, use_cache=True)
         return SharedPrefix.from_cache(prefill[self._cache_name]), prefill.logits[0, -1]
 
@@ -637,10 +677,18 @@ class HFSharedPrefixLM(HFLM):
             max_gen += [group.max_gen] * len(group_rows)
         part_of = [k for k, (_, group_rows) in enumerate(parts) for _ in group_rows]
         steps = max(max_gen)
-        uniforms = torch.stack([torch.rand(steps, generator=torch.Generator().manual_seed(row.seed % (2**63)))
-                                if row.do_sample else torch.zeros(steps) for row in rows]).to(self.device)
+        uniforms = torch.stack(
+            [
+                torch.rand(steps, generator=torch.Generator().manual_seed(row.seed % (2**63)))
+                if row.do_sample
+                else torch.zeros(steps)
+                for row in rows
+            ]
+        ).to(self.device)
         eos_ids = self.model.generation_config.eos_token_id
-        eos_ids = set(eos_ids if isinstance(eos_ids, list) else [eos_ids] if eos_ids is not None else [self.eot_token_id])
+        eos_ids = set(
+            eos_ids if isinstance(eos_ids, list) else [eos_ids] if eos_ids is not None else [self.eot_token_id]
+        )
         tokens: list[list[int]] = [[] for _ in rows]
         active = list(range(len(rows)))
         logits = torch.cat(first) if len(first) > 1 else first[0]

@@ -101,7 +101,11 @@ class RowPrefixes:
 
     def offsets(self) -> list[int]:
         """Each row's first position (its prefix's length)."""
-        return [p.length for lo, hi, p in zip(self.bounds, self.bounds[1:], self.prefixes, strict=False) for _ in range(lo, hi)]
+        return [
+            p.length
+            for lo, hi, p in zip(self.bounds, self.bounds[1:], self.prefixes, strict=False)
+            for _ in range(lo, hi)
+        ]
 
     def gathers(self) -> bool:
         """Copy each row's prefix next to its own keys (one attention call per layer) rather than
@@ -129,8 +133,13 @@ class RowPrefixes:
         if self._mask is None or self._mask[0] != (q_len, kv_len):
             valid = self.valid()
             bsz = valid.shape[0]
-            mask = torch.cat([valid[:, None, None, :].expand(bsz, 1, q_len, -1),
-                              _causal(q_len, kv_len, device).expand(bsz, 1, q_len, kv_len)], dim=-1)
+            mask = torch.cat(
+                [
+                    valid[:, None, None, :].expand(bsz, 1, q_len, -1),
+                    _causal(q_len, kv_len, device).expand(bsz, 1, q_len, kv_len),
+                ],
+                dim=-1,
+            )
             self._mask = ((q_len, kv_len), mask)
         return self._mask[1]
 
@@ -182,8 +191,11 @@ def _fused_attention(query, key, value, prefix: "SharedPrefix | RowPrefixes", la
         keys = torch.cat([prefix.rows(layer, "keys", lo, hi).to(key.dtype), key[lo:hi]], dim=2)
         values = torch.cat([prefix.rows(layer, "values", lo, hi).to(value.dtype), value[lo:hi]], dim=2)
         rows_mask = mask[lo:hi] if mask.shape[0] > 1 else mask
-        outs.append(F.scaled_dot_product_attention(query[lo:hi], keys, values, attn_mask=rows_mask, scale=scale,
-                                                   enable_gqa=True))
+        outs.append(
+            F.scaled_dot_product_attention(
+                query[lo:hi], keys, values, attn_mask=rows_mask, scale=scale, enable_gqa=True
+            )
+        )
     out = outs[0] if len(outs) == 1 else torch.cat(outs)
     return out.transpose(1, 2).contiguous(), None
 
@@ -211,7 +223,9 @@ def shared_prefix_attention(module, query, key, value, attention_mask, scaling=N
     if prefix is None:
         from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
-        return sdpa_attention_forward(module, query, key, value, attention_mask, scaling=scaling, dropout=dropout, **kwargs)
+        return sdpa_attention_forward(
+            module, query, key, value, attention_mask, scaling=scaling, dropout=dropout, **kwargs
+        )
     for unsupported in ("s_aux", "sinks", "softcap", "sliding_window"):
         if kwargs.get(unsupported) is not None:
             raise NotImplementedError(f"shared-prefix attention does not support {unsupported}")
@@ -270,7 +284,9 @@ def shared_prefix_mode(model):
     function is registered for our name, so transformers builds no mask (we need none:
     rows are right-padded and the function applies causality itself)."""
     register()
-    configs = {id(c): c for c in [model.config, *(getattr(m, "config", None) for m in model.modules())] if c is not None}
+    configs = {
+        id(c): c for c in [model.config, *(getattr(m, "config", None) for m in model.modules())] if c is not None
+    }
     saved = {k: c._attn_implementation_internal for k, c in configs.items()}
     try:
         for c in configs.values():

@@ -69,13 +69,16 @@ class VLLMServedSharedLM(LocalCompletionsAPI):
     def _server_cache(self) -> tuple[int, int | None]:
         """The server's block size and KV cache size in tokens (``/metrics``: ``vllm:cache_config_info``)."""
         if self._cache_config is None:
-            text = http.get(f"{self._origin}/metrics", headers=self.header, verify=self.verify_certificate,
-                            timeout=30).text
+            text = http.get(
+                f"{self._origin}/metrics", headers=self.header, verify=self.verify_certificate, timeout=30
+            ).text
             line = next((x for x in text.splitlines() if x.startswith("vllm:cache_config_info{")), "")
             labels = dict(re.findall(r'(\w+)="([^"]*)"', line))
             if labels.get("enable_prefix_caching") == "False":
-                raise ServerSetupError("vllm-serve-shared: the server runs with prefix caching off; start it without "
-                                       "--no-enable-prefix-caching")
+                raise ServerSetupError(
+                    "vllm-serve-shared: the server runs with prefix caching off; start it without "
+                    "--no-enable-prefix-caching"
+                )
             block = int(labels.get("block_size") or 16)
             blocks = labels.get("num_gpu_blocks")
             self._cache_config = block, (int(blocks) * block if blocks and blocks.isdigit() else None)
@@ -84,11 +87,25 @@ class VLLMServedSharedLM(LocalCompletionsAPI):
     def _scored(self, requests) -> tuple[list[Served], list[list[int]], list[int], list]:
         inputs, ctxlens, cache_keys = self.batch_loglikelihood_requests([requests])  # local-completions' cut
         block, capacity = self._server_cache()
-        outs = run_passes(self._send_to(inputs), inputs, ctxlens, self.cache_counts, block_size=block,
-                          capacity_tokens=capacity, send_first=self._send_first)
+        outs = run_passes(
+            self._send_to(inputs),
+            inputs,
+            ctxlens,
+            self.cache_counts,
+            block_size=block,
+            capacity_tokens=capacity,
+            send_first=self._send_first,
+        )
         c = self.cache_counts
-        log.info("vllm-serve-shared: %d requests, %d prompt tokens, %d computed (distinct: %d), %d recomputed without "
-                 "the cache", c.requests, c.prompt_tokens, c.computed_tokens, c.distinct_tokens, c.recomputed)
+        log.info(
+            "vllm-serve-shared: %d requests, %d prompt tokens, %d computed (distinct: %d), %d recomputed without "
+            "the cache",
+            c.requests,
+            c.prompt_tokens,
+            c.computed_tokens,
+            c.distinct_tokens,
+            c.recomputed,
+        )
         return outs, inputs, ctxlens, cache_keys
 
     def per_token_loglikelihood(self, requests, disable_tqdm: bool = False) -> list[list[float]]:
@@ -119,23 +136,36 @@ class VLLMServedSharedLM(LocalCompletionsAPI):
         url = f"{self._origin}{TOKEN_PATH}"
 
         def one(i: int, read: bool) -> Served:
-            body = {"model": self.model, "token_ids": inputs[i], "sampling_params": {
-                "temperature": 0, "max_tokens": 1, "prompt_logprobs": 1, "detokenize": False,
-                "skip_reading_prefix_cache": not read}}
+            body = {
+                "model": self.model,
+                "token_ids": inputs[i],
+                "sampling_params": {
+                    "temperature": 0,
+                    "max_tokens": 1,
+                    "prompt_logprobs": 1,
+                    "detokenize": False,
+                    "skip_reading_prefix_cache": not read,
+                },
+            }
             r = http.post(url, json=body, headers=self.header, verify=self.verify_certificate, timeout=self.timeout)
             if r.status_code in (403, 404):
-                raise ServerSetupError(f"vllm-serve-shared: {url} answered {r.status_code} ({r.text[:200]}): start "
-                                       f"vllm serve with {SERVER_FLAGS}")
+                raise ServerSetupError(
+                    f"vllm-serve-shared: {url} answered {r.status_code} ({r.text[:200]}): start "
+                    f"vllm serve with {SERVER_FLAGS}"
+                )
             if read and r.status_code == 400:  # seen on reads only (the skipped rows' junk, likely a NaN the server
-                return Served(None, [])     # cannot write as JSON): an unknown count, so recomputed without a read
+                return Served(None, [])  # cannot write as JSON): an unknown count, so recomputed without a read
             r.raise_for_status()
             data = r.json()
             details = (data.get("usage") or {}).get("prompt_tokens_details") or {}
             if read and details.get("cached_tokens") is None:
-                raise ServerSetupError("vllm-serve-shared: the server does not report cache hits: start vllm serve "
-                                       f"with {SERVER_FLAGS}")
-            rows = [None if row is None else {int(t): float(v["logprob"]) for t, v in row.items()}
-                    for row in data["prompt_logprobs"]]
+                raise ServerSetupError(
+                    f"vllm-serve-shared: the server does not report cache hits: start vllm serve with {SERVER_FLAGS}"
+                )
+            rows = [
+                None if row is None else {int(t): float(v["logprob"]) for t, v in row.items()}
+                for row in data["prompt_logprobs"]
+            ]
             return Served(details.get("cached_tokens"), rows)
 
         def send(indices: list[int], read: bool) -> list[Served]:
@@ -153,9 +183,18 @@ class VLLMServedSharedLM(LocalCompletionsAPI):
         def one(ask: tuple[tuple[int, ...], list[int]]) -> FirstRow:
             context, tokens = ask
             ids = [*tokens, tokens[0]]
-            body = {"model": self.model, "token_ids": list(context), "sampling_params": {
-                "temperature": 0, "max_tokens": 1, "detokenize": False, "logprobs": len(ids), "logprob_token_ids": ids,
-                "skip_reading_prefix_cache": False}}
+            body = {
+                "model": self.model,
+                "token_ids": list(context),
+                "sampling_params": {
+                    "temperature": 0,
+                    "max_tokens": 1,
+                    "detokenize": False,
+                    "logprobs": len(ids),
+                    "logprob_token_ids": ids,
+                    "skip_reading_prefix_cache": False,
+                },
+            }
             r = http.post(url, json=body, headers=self.header, verify=self.verify_certificate, timeout=self.timeout)
             r.raise_for_status()
             data = r.json()

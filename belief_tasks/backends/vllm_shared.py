@@ -52,24 +52,43 @@ def engine_passes(llm, seqs: list[list[int]], ctxlens: list[int], counts: CacheC
     blocks = getattr(cache, "num_gpu_blocks", None)
 
     def send(indices: list[int], read: bool) -> list:
-        params = SamplingParams(temperature=0, prompt_logprobs=1, max_tokens=1, detokenize=False,
-                                skip_reading_prefix_cache=not read)  # lm-eval's, and the flag
-        outs = llm.generate([TokensPrompt(prompt_token_ids=seqs[i]) for i in indices], params, use_tqdm=False,
-                            lora_request=lora_request)
+        params = SamplingParams(
+            temperature=0, prompt_logprobs=1, max_tokens=1, detokenize=False, skip_reading_prefix_cache=not read
+        )  # lm-eval's, and the flag
+        outs = llm.generate(
+            [TokensPrompt(prompt_token_ids=seqs[i]) for i in indices], params, use_tqdm=False, lora_request=lora_request
+        )
         for out in outs:  # the engine's own count (log stats on: RequestOutput.metrics)
             out.preempted = bool(getattr(getattr(out, "metrics", None), "num_preemptions", 0))
         return outs
 
     def send_first(asks: list[tuple[tuple[int, ...], list[int]]]) -> list[FirstRow]:
         prompts = [TokensPrompt(prompt_token_ids=list(context)) for context, _ in asks]
-        params = [SamplingParams(temperature=0, max_tokens=1, detokenize=False, logprob_token_ids=tokens,
-                                 skip_reading_prefix_cache=False) for _, tokens in asks]
+        params = [
+            SamplingParams(
+                temperature=0, max_tokens=1, detokenize=False, logprob_token_ids=tokens, skip_reading_prefix_cache=False
+            )
+            for _, tokens in asks
+        ]
         outs = llm.generate(prompts, params, use_tqdm=False, lora_request=lora_request)
-        return [FirstRow(o.outputs[0].token_ids[0], {t: lp.logprob for t, lp in o.outputs[0].logprobs[0].items()},
-                         o.num_cached_tokens) for o in outs]
+        return [
+            FirstRow(
+                o.outputs[0].token_ids[0],
+                {t: lp.logprob for t, lp in o.outputs[0].logprobs[0].items()},
+                o.num_cached_tokens,
+            )
+            for o in outs
+        ]
 
-    return run_passes(send, seqs, ctxlens, counts, block_size=int(cache.block_size),
-                      capacity_tokens=int(blocks) * int(cache.block_size) if blocks else None, send_first=send_first)
+    return run_passes(
+        send,
+        seqs,
+        ctxlens,
+        counts,
+        block_size=int(cache.block_size),
+        capacity_tokens=int(blocks) * int(cache.block_size) if blocks else None,
+        send_first=send_first,
+    )
 
 
 class VLLMSharedPrefixLM(VLLM):
@@ -84,8 +103,10 @@ class VLLMSharedPrefixLM(VLLM):
         self.cache_counts = CacheCounts()
         self._passes_on = kwargs.get("enable_prefix_caching", True) not in (False, "False", "false", 0)
         if not self._passes_on:
-            log.warning("vllm-shared: enable_prefix_caching=False, so log-likelihoods are computed as lm-eval's "
-                        "vllm computes them (no cache read)")
+            log.warning(
+                "vllm-shared: enable_prefix_caching=False, so log-likelihoods are computed as lm-eval's "
+                "vllm computes them (no cache read)"
+            )
 
     def get_model_info(self) -> dict:
         """lm-eval writes this into the results JSON's ``config``: the passes' counts of the run."""
@@ -120,8 +141,14 @@ class VLLMSharedPrefixLM(VLLM):
         else:
             outs = engine_passes(self.model, inputs, ctxlens, self.cache_counts, lora_request=self.lora_request)
         c = self.cache_counts
-        log.info("vllm-shared: %d requests, %d prompt tokens, %d computed (distinct: %d), %d recomputed without the "
-                 "cache", c.requests, c.prompt_tokens, c.computed_tokens, c.distinct_tokens, c.recomputed)
+        log.info(
+            "vllm-shared: %d requests, %d prompt tokens, %d computed (distinct: %d), %d recomputed without the cache",
+            c.requests,
+            c.prompt_tokens,
+            c.computed_tokens,
+            c.distinct_tokens,
+            c.recomputed,
+        )
         return outs, inputs, ctxlens
 
     def _replicated(self, inputs: list[list[int]], ctxlens: list[int]) -> list[Any]:
@@ -137,8 +164,10 @@ class VLLMSharedPrefixLM(VLLM):
             min(shares, key=lambda s: sum(len(inputs[i]) for i in s)).extend(idx)  # balance the tokens
         shares = [s for s in shares if s]
         replica = ray.remote(num_gpus=self.tensor_parallel_size if not self._on_cpu else 0)(_replica_passes)
-        refs = [replica.remote(self.model_args, [inputs[i] for i in s], [ctxlens[i] for i in s], self.lora_request)
-                for s in shares]
+        refs = [
+            replica.remote(self.model_args, [inputs[i] for i in s], [ctxlens[i] for i in s], self.lora_request)
+            for s in shares
+        ]
         results = ray.get(refs)
         ray.shutdown()
         outs: list[Any] = [None] * len(inputs)
@@ -185,8 +214,9 @@ class VLLMSharedPrefixLM(VLLM):
         results = []
         for req, out, inp, ctxlen in zip(requests, outs, inputs, ctxlens, strict=True):
             rows = out.prompt_logprobs[ctxlen:]
-            results.append([float(getattr(row[tok], "logprob", row[tok])) for tok, row in zip(inp[ctxlen:], rows,
-                                                                                              strict=True)])
+            results.append(
+                [float(getattr(row[tok], "logprob", row[tok])) for tok, row in zip(inp[ctxlen:], rows, strict=True)]
+            )
             self.cache_hook.add_partial(PER_TOKEN_LOGLIKELIHOOD, req.args, results[-1])
         return results
 
@@ -207,8 +237,12 @@ def _replica_generate(model_args: dict, prompts: list[list[int]], sampling_param
     from vllm import LLM
 
     llm = LLM(**_replica_args(model_args))
-    return llm.generate([TokensPrompt(prompt_token_ids=p) for p in prompts], sampling_params=sampling_params,
-                        lora_request=lora_request, use_tqdm=False)
+    return llm.generate(
+        [TokensPrompt(prompt_token_ids=p) for p in prompts],
+        sampling_params=sampling_params,
+        lora_request=lora_request,
+        use_tqdm=False,
+    )
 
 
 def _replica_args(model_args: dict) -> dict:

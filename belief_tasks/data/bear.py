@@ -36,11 +36,11 @@ ROW_FIELDS = ("sub_id", "sub_label", "sub_aliases", "obj_id", "obj_label")
 
 #: Known defects of the published data, skipped with a warning and counted in
 #: ``FactSet.skipped`` (docs/data.md). Anything else malformed is an error.
-KNOWN_DEFECTS = {
-    ("P291", "Q631134"): "BEAR-big P291.jsonl row 41 has an empty sub_label upstream",
-}
+KNOWN_DEFECTS = {("P291", "Q631134"): "BEAR-big P291.jsonl row 41 has an empty sub_label upstream"}
 #: relations the published metadata declares without an instance file (BEAR-big lists P414)
-KNOWN_MISSING_FILES = {("bear_big", "P414"): "BEAR-big's metadata_relations.json declares P414, which has no P414.jsonl upstream"}
+KNOWN_MISSING_FILES = {
+    ("bear_big", "P414"): "BEAR-big's metadata_relations.json declares P414, which has no P414.jsonl upstream"
+}
 
 
 def _find_relation_info(folder: Path) -> dict:
@@ -63,8 +63,11 @@ def load_bear_folder(folder: str | Path, source: str = "bear") -> FactSet:
         if not rel_path.is_file():
             known = KNOWN_MISSING_FILES.get((source, rid))
             if known is None:
-                raise SchemaError(f"relation {rid} is declared here but its file {rel_path} does not exist",
-                                  file=str(meta_path), row=rid)
+                raise SchemaError(
+                    f"relation {rid} is declared here but its file {rel_path} does not exist",
+                    file=str(meta_path),
+                    row=rid,
+                )
             log.warning("skipping a known defect: %s", known)
             fs.skipped.append(f"{meta_path}:{rid}: {known}")
             continue
@@ -76,7 +79,9 @@ def load_bear_folder(folder: str | Path, source: str = "bear") -> FactSet:
     return validate_factset(fs, file=str(folder))
 
 
-def _load_relation(rid: str, rmeta: dict, rel_path: Path, file: str, info: dict, skipped: list) -> tuple[Relation, list[Fact]]:
+def _load_relation(
+    rid: str, rmeta: dict, rel_path: Path, file: str, info: dict, skipped: list
+) -> tuple[Relation, list[Fact]]:
     templates = []
     for i, text in enumerate(require(rmeta, "templates", file=file, lineno=rid)):
         check_template_text(text, file=file, row=rid, field=f"templates[{i}]")
@@ -88,11 +93,21 @@ def _load_relation(rid: str, rmeta: dict, rel_path: Path, file: str, info: dict,
     labels = {e.label for e in space}
     for f in facts:
         if f.object.label not in labels:
-            raise SchemaError(f"gold object {f.object.label!r} missing from the answer space", file=str(rel_path),
-                              row=f.id.rsplit("_", 1)[1], field="obj_label")
+            raise SchemaError(
+                f"gold object {f.object.label!r} missing from the answer space",
+                file=str(rel_path),
+                row=f.id.rsplit("_", 1)[1],
+                field="obj_label",
+            )
     one_to_one = len({f.object.label for f in facts}) == len(facts)
-    relation = Relation(id=rid, name=rid, cardinality="1:1" if one_to_one else "N:1", templates=tuple(templates),
-                        answer_space=space, domains=tuple((info.get(rid) or {}).get("domains", ())))
+    relation = Relation(
+        id=rid,
+        name=rid,
+        cardinality="1:1" if one_to_one else "N:1",
+        templates=tuple(templates),
+        answer_space=space,
+        domains=tuple((info.get(rid) or {}).get("domains", ())),
+    )
     return relation, facts
 
 
@@ -109,13 +124,19 @@ def _declared_answer_space(rid: str, rmeta: dict, file: str) -> tuple[Entity, ..
     dupes = sorted({label for label in labels if labels.count(label) > 1})
     if dupes:
         raise SchemaError(f"duplicated labels {dupes[:5]}", file=file, row=rid, field="answer_space_labels")
-    return tuple(Entity(check_label(label, file=file, row=rid, field="answer_space_labels"), (), i) for label, i in zip(labels, ids))
+    return tuple(
+        Entity(check_label(label, file=file, row=rid, field="answer_space_labels"), (), i)
+        for label, i in zip(labels, ids)
+    )
 
 
 def _read_instances(rid: str, rel_path: Path, space: tuple[Entity, ...] | None, skipped: list) -> list[Fact]:
     rfile, facts = str(rel_path), []
     # one instance per subject: real BEAR and BEAR-big repeat no sub_id (docs/data.md)
-    by_id, by_label = Repeats(rfile, "sub_id", "the same sub_id"), Repeats(rfile, "sub_label", "no sub_id, the same sub_label")
+    by_id, by_label = (
+        Repeats(rfile, "sub_id", "the same sub_id"),
+        Repeats(rfile, "sub_label", "no sub_id, the same sub_label"),
+    )
     for lineno, row in read_jsonl(rel_path):
         defect = KNOWN_DEFECTS.get((rid, row.get("sub_id")))
         if defect and not str(row.get("sub_label") or "").strip():
@@ -147,15 +168,28 @@ def _check_answer_index(row: dict, obj: Entity, space: tuple[Entity, ...], file:
     idx = row.get("answer_idx")
     if idx is not None:
         if not isinstance(idx, int) or isinstance(idx, bool) or not 0 <= idx < len(space):
-            raise SchemaError(f"{idx!r} is not an index into the {len(space)} answer options", file=file, row=lineno, field="answer_idx")
+            raise SchemaError(
+                f"{idx!r} is not an index into the {len(space)} answer options",
+                file=file,
+                row=lineno,
+                field="answer_idx",
+            )
         if space[idx].label != obj.label:
-            raise SchemaError(f"answer option {idx} is {space[idx].label!r} but obj_label is {obj.label!r}",
-                              file=file, row=lineno, field="answer_idx")
+            raise SchemaError(
+                f"answer option {idx} is {space[idx].label!r} but obj_label is {obj.label!r}",
+                file=file,
+                row=lineno,
+                field="answer_idx",
+            )
     by_label = {e.label: e for e in space}
     declared = by_label.get(obj.label)
     if obj.id is not None and declared is not None and declared.id is not None and declared.id != obj.id:
-        raise SchemaError(f"obj_id {obj.id!r} but the answer space gives {obj.label!r} the id {declared.id!r}",
-                          file=file, row=lineno, field="obj_id")
+        raise SchemaError(
+            f"obj_id {obj.id!r} but the answer space gives {obj.label!r} the id {declared.id!r}",
+            file=file,
+            row=lineno,
+            field="obj_id",
+        )
 
 
 def find_layout(root: Path, config: str) -> Path:

@@ -33,7 +33,9 @@ def load_relation_file(path: Path) -> tuple[Relation, list[Fact]]:
         check_template_text(t.get("text"), file=file, row=f"templates[{i}]", field="text")
         kind = t.get("kind", "statement")
         if kind not in ("statement", "question"):
-            raise SchemaError(f"kind must be statement or question, got {kind!r}", file=file, row=f"templates[{i}]", field="kind")
+            raise SchemaError(
+                f"kind must be statement or question, got {kind!r}", file=file, row=f"templates[{i}]", field="kind"
+            )
         templates.append(Template(t.get("id") or f"{rid}_t{i}", t["text"], kind, bool(t.get("manual", True))))
     frames = []
     for i, text in enumerate(data.get("frames", [])):
@@ -47,12 +49,18 @@ def load_relation_file(path: Path) -> tuple[Relation, list[Fact]]:
                 id=f.get("id") or f"{rid}_{i:03d}",
                 relation=rid,
                 subject=_entity(f.get("subject"), file=file, row=row, field="subject"),
-                objects=tuple(_entity(o, file=file, row=row, field="objects") for o in require(f, "objects", file=file, lineno=row)),
+                objects=tuple(
+                    _entity(o, file=file, row=row, field="objects")
+                    for o in require(f, "objects", file=file, lineno=row)
+                ),
                 negatives=tuple(_entity(n, file=file, row=row, field="negatives") for n in f.get("negatives", [])),
                 split=f.get("split"),
             )
         )
-    space = [_entity(a, file=file, row=f"answer_space[{i}]", field="answer_space") for i, a in enumerate(data.get("answer_space", []))]
+    space = [
+        _entity(a, file=file, row=f"answer_space[{i}]", field="answer_space")
+        for i, a in enumerate(data.get("answer_space", []))
+    ]
     if not space:  # default: the distinct objects, as BEAR-big does
         space = list({o.label: o for f in facts for o in f.objects}.values())
     relation = Relation(

@@ -22,16 +22,48 @@ from belief_tasks.schema import Entity, Fact, FactSet, Relation, SchemaError, Te
 REPO = "Vicky-Wil/MONITOR"
 COMMIT = "654674a409ce2120eafe0b54f9886806e0a6ecf6"  # 2024-05-16
 RELATION_IDS = (
-    "P101", "P103", "P108", "P127", "P1376", "P1412", "P159", "P17", "P176", "P178",
-    "P19", "P20", "P264", "P27", "P276", "P30", "P364", "P37", "P495", "P740",
+    "P101",
+    "P103",
+    "P108",
+    "P127",
+    "P1376",
+    "P1412",
+    "P159",
+    "P17",
+    "P176",
+    "P178",
+    "P19",
+    "P20",
+    "P264",
+    "P27",
+    "P276",
+    "P30",
+    "P364",
+    "P37",
+    "P495",
+    "P740",
 )
 RELATION_NAMES = {
-    "P101": "field of work", "P103": "native language", "P108": "employer", "P127": "owned by",
-    "P1376": "capital of", "P1412": "languages spoken, written or signed", "P159": "headquarters location",
-    "P17": "country", "P176": "manufacturer", "P178": "developer", "P19": "place of birth",
-    "P20": "place of death", "P264": "record label", "P27": "country of citizenship", "P276": "location",
-    "P30": "continent", "P364": "original language of film or TV show", "P37": "official language",
-    "P495": "country of origin", "P740": "location of formation",
+    "P101": "field of work",
+    "P103": "native language",
+    "P108": "employer",
+    "P127": "owned by",
+    "P1376": "capital of",
+    "P1412": "languages spoken, written or signed",
+    "P159": "headquarters location",
+    "P17": "country",
+    "P176": "manufacturer",
+    "P178": "developer",
+    "P19": "place of birth",
+    "P20": "place of death",
+    "P264": "record label",
+    "P27": "country of citizenship",
+    "P276": "location",
+    "P30": "continent",
+    "P364": "original language of film or TV show",
+    "P37": "official language",
+    "P495": "country of origin",
+    "P740": "location of formation",
 }
 #: FKTC's documented shape: 5 negatives per fact, 7 question prompts (6 for P264 and P276)
 NEGATIVES = 5
@@ -54,10 +86,16 @@ def load_relation_file(path: Path) -> tuple[Relation, list[Fact]]:
         lineno, header = next(rows)
     except StopIteration:
         raise SchemaError("empty file", file=file) from None
-    prompts = parse_list(require(header, "relations", file=file, lineno=lineno), file=file, row=lineno, field="relations")
+    prompts = parse_list(
+        require(header, "relations", file=file, lineno=lineno), file=file, row=lineno, field="relations"
+    )
     if len(prompts) > MAX_PROMPTS:
-        raise SchemaError(f"{len(prompts):,} prompts, but FKTC's documented shape has at most {MAX_PROMPTS} (6 for P264 "
-                          "and P276)", file=file, row=lineno, field="relations")
+        raise SchemaError(
+            f"{len(prompts):,} prompts, but FKTC's documented shape has at most {MAX_PROMPTS} (6 for P264 and P276)",
+            file=file,
+            row=lineno,
+            field="relations",
+        )
     frames = []
     for i, p in enumerate(prompts):
         check_template_text(p, file=file, row=lineno, field=f"relations[{i}]", need_object=False)
@@ -78,11 +116,15 @@ def load_relation_file(path: Path) -> tuple[Relation, list[Fact]]:
         for n in negs:
             if n.strip().casefold() == obj.casefold():
                 raise SchemaError(f"negative entity {n!r} equals the object", file=file, row=lineno, field="taxonomy")
-        facts.append(Fact(f"{rid}_{lineno}", rid, Entity(sub), (Entity(obj),), tuple(Entity(n) for n in negs), split="test"))
+        facts.append(
+            Fact(f"{rid}_{lineno}", rid, Entity(sub), (Entity(obj),), tuple(Entity(n) for n in negs), split="test")
+        )
     if not facts:
         raise SchemaError("no facts after the prompt line", file=file)
     space = tuple({f.object.label: f.object for f in facts}.values())
-    rel = Relation(rid, RELATION_NAMES.get(rid, rid), "N:1", templates=tuple(frames), frames=tuple(frames), answer_space=space)
+    rel = Relation(
+        rid, RELATION_NAMES.get(rid, rid), "N:1", templates=tuple(frames), frames=tuple(frames), answer_space=space
+    )
     return rel, facts
 
 
@@ -111,8 +153,11 @@ def check_sha256(path: Path, expected: str) -> None:
 
     digest = hashlib.sha256(path.read_bytes()).hexdigest()
     if digest != expected:
-        raise SchemaError(f"SHA-256 {digest} is not FKTC's at commit {COMMIT} ({expected}): the copy is corrupt or "
-                          "from another version; delete it to download it again", file=str(path))
+        raise SchemaError(
+            f"SHA-256 {digest} is not FKTC's at commit {COMMIT} ({expected}): the copy is corrupt or "
+            "from another version; delete it to download it again",
+            file=str(path),
+        )
 
 
 def download(commit: str = COMMIT) -> Path:

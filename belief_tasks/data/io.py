@@ -49,7 +49,11 @@ def require(row: dict, field: str, *, file: str, lineno) -> Any:
     if field not in row:
         raise SchemaError("missing column", file=file, row=lineno, field=field)
     value = row[field]
-    if value is None or (isinstance(value, str) and not value.strip()) or (isinstance(value, (list, tuple)) and not value):
+    if (
+        value is None
+        or (isinstance(value, str) and not value.strip())
+        or (isinstance(value, (list, tuple)) and not value)
+    ):
         raise SchemaError("empty value", file=file, row=lineno, field=field)
     return value
 
@@ -83,7 +87,9 @@ class Repeats:
 
     A repeated instance would be scored twice, and every mean over facts would count it twice."""
 
-    def __init__(self, file: str, field: str, what: str, why: str = "each instance may appear once, or it is scored twice"):
+    def __init__(
+        self, file: str, field: str, what: str, why: str = "each instance may appear once, or it is scored twice"
+    ):
         self.file, self.field, self.what, self.why = file, field, what, why
         self.first: dict[Any, Any] = {}
 
@@ -91,15 +97,23 @@ class Repeats:
         first = self.first.setdefault(key, row)
         if first != row:
             shown = repr(key) if shown is None else shown
-            raise SchemaError(f"repeats row {first} ({self.what} {shown}): {self.why}; remove one of the two rows",
-                              file=self.file, row=row, field=self.field)
+            raise SchemaError(
+                f"repeats row {first} ({self.what} {shown}): {self.why}; remove one of the two rows",
+                file=self.file,
+                row=row,
+                field=self.field,
+            )
 
 
 def check_size(items: list, want: int, *, file: str, row, field: str, what: str) -> None:
     """A field of a documented length (FKTC: 5 negatives): anything else is refused before any work."""
     if len(items) != want:
-        raise SchemaError(f"{len(items):,} {what}, but the dataset's documented shape has exactly {want}",
-                          file=file, row=row, field=field)
+        raise SchemaError(
+            f"{len(items):,} {what}, but the dataset's documented shape has exactly {want}",
+            file=file,
+            row=row,
+            field=field,
+        )
 
 
 def load_relation_files(files: list[Path], load_one, source: str) -> FactSet:

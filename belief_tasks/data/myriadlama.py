@@ -65,16 +65,26 @@ def _objects(r: dict, file: str, i: int) -> tuple[Entity, ...]:
     if not objs:
         raise SchemaError("no object", file=file, row=i, field="obj_ents")
     aliases = r.get("obj_aliases")
-    aliases = list(aliases) if aliases is not None and not isinstance(aliases, str) else parse_list(aliases or "[]", file=file, row=i, field="obj_aliases")
+    aliases = (
+        list(aliases)
+        if aliases is not None and not isinstance(aliases, str)
+        else parse_list(aliases or "[]", file=file, row=i, field="obj_aliases")
+    )
     # obj_aliases: one list per object, or one flat list for a single object.
     if aliases and not isinstance(aliases[0], (list, tuple)) and not hasattr(aliases[0], "tolist"):
         aliases = [aliases] + [[]] * (len(objs) - 1)
     ids = r.get("obj_uris")
-    ids = list(ids) if ids is not None and not isinstance(ids, str) else parse_list(ids or "[]", file=file, row=i, field="obj_uris")
+    ids = (
+        list(ids)
+        if ids is not None and not isinstance(ids, str)
+        else parse_list(ids or "[]", file=file, row=i, field="obj_uris")
+    )
     return tuple(
-        Entity(check_label(o, file=file, row=i, field="obj_ents"),
-               tuple(str(a) for a in (list(aliases[k]) if k < len(aliases) else []) if str(a).strip()),
-               ids[k] if k < len(ids) else None)
+        Entity(
+            check_label(o, file=file, row=i, field="obj_ents"),
+            tuple(str(a) for a in (list(aliases[k]) if k < len(aliases) else []) if str(a).strip()),
+            ids[k] if k < len(ids) else None,
+        )
         for k, o in enumerate(objs)
     )
 
@@ -83,8 +93,12 @@ def rows_to_factset(rows: Iterable[dict], file: str) -> FactSet:
     """The fact set of MyriadLAMA rows; ``rows`` may be a stream (each row is read once)."""
     templates: dict[str, dict[str, Template]] = {}
     pairs: dict[str, dict] = {}
-    repeats = Repeats(file, "template", "the same uuid and template",
-                      "MyriadLAMA's layout has one row per subject-relation pair and template")
+    repeats = Repeats(
+        file,
+        "template",
+        "the same uuid and template",
+        "MyriadLAMA's layout has one row per subject-relation pair and template",
+    )
     if hasattr(rows, "__len__") and len(rows) >= PROGRESS_ROWS:  # the real 2.46 M rows: tens of seconds
         from tqdm import tqdm
 
@@ -102,23 +116,45 @@ def rows_to_factset(rows: Iterable[dict], file: str) -> FactSet:
         repeats.check((uuid, text), i, f"{uuid!r} with {text!r}")
         pair = pairs.get(uuid)
         if pair is not None and pair["relation"] != rid:  # the pair's later rows would be read as its first
-            raise SchemaError(f"uuid {uuid!r} is relation {pair['relation']!r} in row {pair['row']}, {rid!r} here",
-                              file=file, row=i, field="rel_uri")
+            raise SchemaError(
+                f"uuid {uuid!r} is relation {pair['relation']!r} in row {pair['row']}, {rid!r} here",
+                file=file,
+                row=i,
+                field="rel_uri",
+            )
         if pair is None:
             objects = _objects(r, file, i)
-            pair = pairs[uuid] = {"relation": rid, "row": i, "forms": [], "objects": objects, "subject_id": _subject_id(r)}
+            pair = pairs[uuid] = {
+                "relation": rid,
+                "row": i,
+                "forms": [],
+                "objects": objects,
+                "subject_id": _subject_id(r),
+            }
         for form in _subject_forms(r.get("sub_ent"), file=file, row=i):
             if form not in pair["forms"]:
                 pair["forms"].append(form)
     if not pairs:
         require_columns([], COLUMNS, file)  # "no rows"
     relations = {
-        rid: Relation(rid, rid, "N:1", templates=tuple(ts.values()), frames=tuple(t for t in ts.values() if t.kind == "question"),
-                      answer_space=())
+        rid: Relation(
+            rid,
+            rid,
+            "N:1",
+            templates=tuple(ts.values()),
+            frames=tuple(t for t in ts.values() if t.kind == "question"),
+            answer_space=(),
+        )
         for rid, ts in templates.items()
     }
     facts = [
-        Fact(uuid, p["relation"], Entity(p["forms"][0], tuple(p["forms"][1:]), p["subject_id"]), p["objects"], split="train")
+        Fact(
+            uuid,
+            p["relation"],
+            Entity(p["forms"][0], tuple(p["forms"][1:]), p["subject_id"]),
+            p["objects"],
+            split="train",
+        )
         for uuid, p in pairs.items()
     ]
     space: dict[str, dict[str, Entity]] = {}
@@ -126,7 +162,9 @@ def rows_to_factset(rows: Iterable[dict], file: str) -> FactSet:
         for o in f.objects:
             space.setdefault(f.relation, {}).setdefault(o.label, o)
     for rid, rel in relations.items():
-        relations[rid] = Relation(rel.id, rel.name, rel.cardinality, rel.templates, rel.frames, tuple(space.get(rid, {}).values()))
+        relations[rid] = Relation(
+            rel.id, rel.name, rel.cardinality, rel.templates, rel.frames, tuple(space.get(rid, {}).values())
+        )
     return validate_factset(FactSet("myriadlama", relations, facts), file=file)
 
 

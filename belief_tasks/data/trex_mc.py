@@ -29,19 +29,55 @@ MAX_CHOICES = 100
 #: (arXiv 2404.12957) that are property labels, and the two the dataset card quotes ("country",
 #: "member of sports team"). "screen writer" is the paper's spelling of "screenwriter".
 PROPERTY_IDS = {
-    "date of birth": "P569", "date of death": "P570", "director": "P57", "father": "P22", "mother": "P25",
-    "spouse": "P26", "child": "P40", "sibling": "P3373", "composer": "P86", "student of": "P1066",
-    "instance of": "P31", "cast member": "P161", "genre": "P136",
-    "contains the administrative territorial entity": "P150", "educated at": "P69", "parent taxon": "P171",
-    "screenwriter": "P58", "screen writer": "P58", "performer": "P175", "capital": "P36", "producer": "P162",
-    "named after": "P138", "developer": "P178", "publisher": "P123", "founded by": "P112", "drafted by": "P647",
-    "part of the series": "P179", "manufacturer": "P176", "production company": "P272", "cause of death": "P509",
-    "has subsidiary": "P355", "point in time": "P585", "inception": "P571", "publication date": "P577",
-    "languages spoken, written or signed": "P1412", "original language of film or TV show": "P364",
-    "official language": "P37", "native language": "P103", "position played on team / speciality": "P413",
-    "original broadcaster": "P449", "record label": "P264", "author": "P50", "discoverer or inventor": "P61",
-    "characters": "P674", "lyrics by": "P676", "distributed by": "P750", "home venue": "P115",
-    "country": "P17", "member of sports team": "P54",
+    "date of birth": "P569",
+    "date of death": "P570",
+    "director": "P57",
+    "father": "P22",
+    "mother": "P25",
+    "spouse": "P26",
+    "child": "P40",
+    "sibling": "P3373",
+    "composer": "P86",
+    "student of": "P1066",
+    "instance of": "P31",
+    "cast member": "P161",
+    "genre": "P136",
+    "contains the administrative territorial entity": "P150",
+    "educated at": "P69",
+    "parent taxon": "P171",
+    "screenwriter": "P58",
+    "screen writer": "P58",
+    "performer": "P175",
+    "capital": "P36",
+    "producer": "P162",
+    "named after": "P138",
+    "developer": "P178",
+    "publisher": "P123",
+    "founded by": "P112",
+    "drafted by": "P647",
+    "part of the series": "P179",
+    "manufacturer": "P176",
+    "production company": "P272",
+    "cause of death": "P509",
+    "has subsidiary": "P355",
+    "point in time": "P585",
+    "inception": "P571",
+    "publication date": "P577",
+    "languages spoken, written or signed": "P1412",
+    "original language of film or TV show": "P364",
+    "official language": "P37",
+    "native language": "P103",
+    "position played on team / speciality": "P413",
+    "original broadcaster": "P449",
+    "record label": "P264",
+    "author": "P50",
+    "discoverer or inventor": "P61",
+    "characters": "P674",
+    "lyrics by": "P676",
+    "distributed by": "P750",
+    "home venue": "P115",
+    "country": "P17",
+    "member of sports team": "P54",
 }
 _PROPERTY = re.compile(r"^P\d+$")
 _BY_NAME = {" ".join(k.casefold().split()): v for k, v in PROPERTY_IDS.items()}
@@ -71,8 +107,13 @@ def rows_to_facts(rows: list[dict], split: str, file: str) -> tuple[dict[str, st
         if not choices:
             raise SchemaError("empty choice list", file=file, row=i, field="Multiple Choices")
         if len(choices) > MAX_CHOICES:
-            raise SchemaError(f"{len(choices):,} choices, but T-REx-MC's documented shape has at most {MAX_CHOICES} (the "
-                              "gold object and 99 alternatives)", file=file, row=i, field="Multiple Choices")
+            raise SchemaError(
+                f"{len(choices):,} choices, but T-REx-MC's documented shape has at most {MAX_CHOICES} (the "
+                "gold object and 99 alternatives)",
+                file=file,
+                row=i,
+                field="Multiple Choices",
+            )
         repeats.check((rid, sub, obj), i, f"{rid} {sub!r} -> {obj!r}")
         if len(set(choices)) != len(choices):
             dup = sorted({c for c in choices if choices.count(c) > 1})
@@ -94,6 +135,8 @@ def load_trex_mc(source: Source) -> FactSet:
     space: dict[str, dict[str, Entity]] = {}
     for f in facts:
         space.setdefault(f.relation, {}).setdefault(f.object.label, f.object)
-    relations = {rid: Relation(rid, name, "N:1", answer_space=tuple(space[rid].values()), property_id=property_id(rid, name))
-                 for rid, name in names.items()}
+    relations = {
+        rid: Relation(rid, name, "N:1", answer_space=tuple(space[rid].values()), property_id=property_id(rid, name))
+        for rid, name in names.items()
+    }
     return validate_factset(FactSet("trex_mc", relations, facts), file=" + ".join(dict.fromkeys(files)))

@@ -44,8 +44,14 @@ def agreement_table(a: Sequence[bool], b: Sequence[bool]) -> dict[str, float]:
     x, y = _pair(a, b)
     n = x.size
     if n == 0:
-        return {"agreement": float("nan"), "both": float("nan"), "only_a": float("nan"),
-                "only_b": float("nan"), "neither": float("nan"), "n": 0}
+        return {
+            "agreement": float("nan"),
+            "both": float("nan"),
+            "only_a": float("nan"),
+            "only_b": float("nan"),
+            "neither": float("nan"),
+            "n": 0,
+        }
     return {
         "agreement": float(np.mean(x == y)),
         "both": float(np.mean(x & y)),
@@ -56,8 +62,9 @@ def agreement_table(a: Sequence[bool], b: Sequence[bool]) -> dict[str, float]:
     }
 
 
-def kappa_interval(a: Sequence[bool], b: Sequence[bool], *, iters: int = 1000, level: float = 0.95,
-                   seed: int = 0) -> tuple[float, float]:
+def kappa_interval(
+    a: Sequence[bool], b: Sequence[bool], *, iters: int = 1000, level: float = 0.95, seed: int = 0
+) -> tuple[float, float]:
     """Percentile bootstrap interval of κ over facts (resampled with replacement, seeded).
 
     Resamples where κ is undefined are left out; (NaN, NaN) when none is defined."""

@@ -54,7 +54,9 @@ class PromptTable:
     any_correct: np.ndarray  # (P, T) bool: some subject expression is right
 
     @classmethod
-    def build(cls, fact_ids: Sequence, relation_ids: Sequence, template_ids: Sequence, correct: Sequence) -> "PromptTable":
+    def build(
+        cls, fact_ids: Sequence, relation_ids: Sequence, template_ids: Sequence, correct: Sequence
+    ) -> "PromptTable":
         if not (len(fact_ids) == len(relation_ids) == len(template_ids) == len(correct)):
             raise ValueError("fact_ids, relation_ids, template_ids and correct differ in length")
         if len(fact_ids) == 0:

@@ -81,8 +81,9 @@ def _table(fact_ids: Sequence, relation_ids: Sequence, template_ids: Sequence, v
     return table
 
 
-def fact_expectations(fact_ids: Sequence, relation_ids: Sequence, template_ids: Sequence,
-                      values: Sequence[float]) -> np.ndarray:
+def fact_expectations(
+    fact_ids: Sequence, relation_ids: Sequence, template_ids: Sequence, values: Sequence[float]
+) -> np.ndarray:
     """Each fact's expected per-prompt ``values`` when one of its prompts is drawn the BELIEF way
     (v1 section 3.2, v3 section 2.2): E over draws of v1 eq. 1's (Acc@K) or eq. 2's (MRR) summand.
 
@@ -102,8 +103,9 @@ def fact_expectations(fact_ids: Sequence, relation_ids: Sequence, template_ids: 
     return np.array(out, dtype=float)
 
 
-def expected_mrr(fact_ids: Sequence, relation_ids: Sequence, template_ids: Sequence,
-                 ranks: Iterable[float | None]) -> float:
+def expected_mrr(
+    fact_ids: Sequence, relation_ids: Sequence, template_ids: Sequence, ranks: Iterable[float | None]
+) -> float:
     """MRR = 1/|P| Σ_t 1 / rank(a_t, O_t) (v1 eq. 2) of one prompt per pair, in expectation over
     the draws (``fact_expectations`` of the reciprocal ranks): what the mean of V_MRR estimates."""
     return float(fact_expectations(fact_ids, relation_ids, template_ids, [reciprocal(r) for r in ranks]).mean())
@@ -171,8 +173,9 @@ def _ensemble(dists: Sequence[Mapping[str, float]]) -> dict[str, float]:
     return dict(zip(shared, rows.mean(axis=0)))
 
 
-def template_distributions(relation_ids: Sequence, template_ids: Sequence,
-                           candidate_probs: Sequence[Mapping]) -> dict[tuple[str, str], dict[str, float]]:
+def template_distributions(
+    relation_ids: Sequence, template_ids: Sequence, candidate_probs: Sequence[Mapping]
+) -> dict[tuple[str, str], dict[str, float]]:
     """(relation, template) -> {candidate: probability}, ensembled over the content-free subjects:
     the distribution whose entropy v3 eq. 3 measures.
 

@@ -58,7 +58,9 @@ class Design:
     def __post_init__(self):
         n_h = self.sizes
         if np.any(n_h > self.population):
-            raise ValueError(f"more facts drawn than a relation holds: n_h {n_h.tolist()} vs N_h {self.population.tolist()}")
+            raise ValueError(
+                f"more facts drawn than a relation holds: n_h {n_h.tolist()} vs N_h {self.population.tolist()}"
+            )
 
     @classmethod
     def of(cls, labels: Sequence[str], population: Mapping[str, int]) -> tuple["Design", list[str]]:
@@ -98,7 +100,7 @@ class Totals:
 
     def prefixed(self, prefix: str) -> "Totals":
         """The columns named ``prefix`` + name, under their names (one run of ``paired`` units)."""
-        return Totals(self.values, {c[len(prefix):]: j for c, j in self.columns.items() if c.startswith(prefix)})
+        return Totals(self.values, {c[len(prefix) :]: j for c, j in self.columns.items() if c.startswith(prefix)})
 
     def block(self, prefix: str) -> np.ndarray:
         """The (..., H, m) block of the columns named ``prefix`` + an integer, by that integer."""
@@ -107,8 +109,8 @@ class Totals:
 
 def numbered(columns, prefix: str) -> list[str]:
     """Column names ``prefix`` + an integer, sorted by the integer."""
-    found = [c for c in columns if c.startswith(prefix) and c[len(prefix):].isdigit()]
-    return sorted(found, key=lambda c: int(c[len(prefix):]))
+    found = [c for c in columns if c.startswith(prefix) and c[len(prefix) :].isdigit()]
+    return sorted(found, key=lambda c: int(c[len(prefix) :]))
 
 
 #: a metric as a function of stratum totals, vectorised over leading replicate axes
@@ -164,8 +166,9 @@ class Units:
         names = list(columns)
         if len(set(ids)) != len(ids):
             raise ValueError("a fact appears twice among the units")
-        values = (np.column_stack([np.asarray(columns[c], dtype=float) for c in names]) if names
-                  else np.zeros((len(ids), 0)))
+        values = (
+            np.column_stack([np.asarray(columns[c], dtype=float) for c in names]) if names else np.zeros((len(ids), 0))
+        )
         return cls(list(ids), list(relations), values, {c: j for j, c in enumerate(names)})
 
     def take(self, rows: np.ndarray) -> "Units":
@@ -181,8 +184,10 @@ def paired(a: Units, b: Units) -> Units:
         raise ValueError(f"the runs differ in their facts (e.g. {only}): a paired difference needs the same facts")
     order = {f: i for i, f in enumerate(b.ids)}
     rows = np.array([order[f] for f in a.ids], dtype=np.int64)
-    columns = {**{f"a:{c}": j for c, j in a.columns.items()},
-               **{f"b:{c}": len(a.columns) + j for c, j in b.columns.items()}}
+    columns = {
+        **{f"a:{c}": j for c, j in a.columns.items()},
+        **{f"b:{c}": len(a.columns) + j for c, j in b.columns.items()},
+    }
     return Units(a.ids, a.relations, np.hstack([a.values, b.values[rows]]), columns)
 
 
@@ -274,8 +279,9 @@ def bootstrap_totals(design: Design, units: Units, reps: int = 1000, seed: int =
 PARTNERS = 20
 
 
-def bootstrap_moments(design: Design, units: Units, stats: Mapping[str, StatisticFn], reps: int = 1000,
-                      seed: int = 0) -> dict[str, tuple[float, float]]:
+def bootstrap_moments(
+    design: Design, units: Units, stats: Mapping[str, StatisticFn], reps: int = 1000, seed: int = 0
+) -> dict[str, tuple[float, float]]:
     """(mean, SD) of each statistic over the bootstrap replicates (undefined ones left out). For a
     ``selecting`` statistic the SD is that of the bias-corrected estimate (``corrected_replicates``)."""
     totals_b = bootstrap_totals(design, units, reps, seed)
@@ -288,13 +294,13 @@ def bootstrap_moments(design: Design, units: Units, stats: Mapping[str, Statisti
         if marks(stat).selects:
             spread = corrected_replicates(stat, totals_b, base, units.columns, values, seed)
         ok = np.isfinite(values) & np.isfinite(spread)
-        out[name] = ((float(values[ok].mean()), float(spread[ok].std(ddof=1))) if ok.sum() > 1
-                     else (float("nan"),) * 2)
+        out[name] = (float(values[ok].mean()), float(spread[ok].std(ddof=1))) if ok.sum() > 1 else (float("nan"),) * 2
     return out
 
 
-def corrected_replicates(stat: StatisticFn, totals_b: np.ndarray, base: np.ndarray, columns, values: np.ndarray,
-                         seed: int) -> np.ndarray:
+def corrected_replicates(
+    stat: StatisticFn, totals_b: np.ndarray, base: np.ndarray, columns, values: np.ndarray, seed: int
+) -> np.ndarray:
     """Each replicate's own bias-corrected value, 2 g(T*_b) - mean_j g(T*_b + T*_j - T^), so that their SD is
     the standard error of the corrected estimate (which varies more than g(T^): the correction is itself
     estimated). The second level reuses ``PARTNERS`` other replicates' deviations as draws around T*_b
@@ -364,8 +370,15 @@ class Interval:
     level: float = LEVEL
 
 
-def intervals(design: Design, units: Units, stats: Mapping[str, StatisticFn], method: str = "bootstrap",
-              level: float = LEVEL, reps: int = 1000, seed: int = 0) -> dict[str, Interval]:
+def intervals(
+    design: Design,
+    units: Units,
+    stats: Mapping[str, StatisticFn],
+    method: str = "bootstrap",
+    level: float = LEVEL,
+    reps: int = 1000,
+    seed: int = 0,
+) -> dict[str, Interval]:
     """Each statistic's estimate, its standard error by ``method`` and estimate +- t * se.
 
     The estimate is g(T^), except for a ``selecting`` statistic under the bootstrap, whose estimate is
@@ -379,13 +392,19 @@ def intervals(design: Design, units: Units, stats: Mapping[str, StatisticFn], me
         centre, ses = plain, jackknife_se(design, units, stats)
     else:
         moments = bootstrap_moments(design, units, stats, reps, seed)
-        centre = {name: 2 * plain[name] - moments[name][0] if marks(stat).selects and design.df else plain[name]
-                  for name, stat in stats.items()}
+        centre = {
+            name: 2 * plain[name] - moments[name][0] if marks(stat).selects and design.df else plain[name]
+            for name, stat in stats.items()
+        }
         ses = {name: moments[name][1] for name in stats}
     t = t_quantile(design.df, level)
     sampled = int(design.sizes[design.fpc > 0].sum())  # drawn facts of relations not drawn whole
-    return {name: Interval(centre[name], ses[name], *bounded_interval(stat, centre[name], ses[name], t, sampled),
-                           method, level) for name, stat in stats.items()}
+    return {
+        name: Interval(
+            centre[name], ses[name], *bounded_interval(stat, centre[name], ses[name], t, sampled), method, level
+        )
+        for name, stat in stats.items()
+    }
 
 
 def interval(design: Design, units: Units, stat: StatisticFn, method: str = "bootstrap", **kwargs) -> Interval:

@@ -99,8 +99,12 @@ def interference_relevance_degree(primary, negatives: Sequence) -> float:
     return float(np.abs(_foreign(p, negatives) - p).mean(axis=1).mean())
 
 
-def monitor_score(pfd: Iterable[float], ird: Iterable[float], primary_probability: Iterable[float],
-                  alpha: Sequence[float] = DEFAULT_ALPHA) -> float:
+def monitor_score(
+    pfd: Iterable[float],
+    ird: Iterable[float],
+    primary_probability: Iterable[float],
+    alpha: Sequence[float] = DEFAULT_ALPHA,
+) -> float:
     """MONITOR, eq. 3, over the S facts of a fact dataset (lower is better).
 
     MONITOR = sum_c sqrt(a1 PFD_c^2 + a2 IRD_c^2 + a3 PFD_c IRD_c)
@@ -119,8 +123,12 @@ def monitor_score(pfd: Iterable[float], ird: Iterable[float], primary_probabilit
     return float(np.sqrt(a1 * pfd**2 + a2 * ird**2 + a3 * pfd * ird).sum() / denominator)
 
 
-def monitor_from_anchors(primaries: Sequence, frames: Sequence[Sequence], negatives: Sequence[Sequence],
-                         alpha: Sequence[float] = DEFAULT_ALPHA) -> float:
+def monitor_from_anchors(
+    primaries: Sequence,
+    frames: Sequence[Sequence],
+    negatives: Sequence[Sequence],
+    alpha: Sequence[float] = DEFAULT_ALPHA,
+) -> float:
     """MONITOR (eq. 3) straight from each fact's anchors: per-fact PFD (eq. 1), IRD (eq. 2), then eq. 3."""
     pfd = [prompt_framing_degree(p, f) for p, f in zip(primaries, frames, strict=True)]
     ird = [interference_relevance_degree(p, n) for p, n in zip(primaries, negatives, strict=True)]
@@ -139,7 +147,9 @@ def combination_accuracies(correct) -> np.ndarray:
     except ValueError:
         raise ValueError("every fact of a relation needs the same prompt combinations (frames x negatives)") from None
     if c.ndim not in (2, 3) or c.size == 0:
-        raise ValueError(f"expected a non-empty (facts x frames) or (facts x frames x negatives) array, got shape {c.shape}")
+        raise ValueError(
+            f"expected a non-empty (facts x frames) or (facts x frames x negatives) array, got shape {c.shape}"
+        )
     return c.mean(axis=0)
 
 
@@ -191,8 +201,13 @@ def mean_over_relations(relations: Sequence[str], values: Sequence[float]) -> fl
     return mean_over_groups(relation_means(relations, values))
 
 
-def monitor_over_relations(relations: Sequence[str], pfd: Sequence[float], ird: Sequence[float],
-                           primary_probability: Sequence[float], alpha: Sequence[float] = DEFAULT_ALPHA) -> float:
+def monitor_over_relations(
+    relations: Sequence[str],
+    pfd: Sequence[float],
+    ird: Sequence[float],
+    primary_probability: Sequence[float],
+    alpha: Sequence[float] = DEFAULT_ALPHA,
+) -> float:
     """MONITOR of Table 4: eq. 3 on each relation's facts, then the unweighted mean over relations,
     (1/G) sum_g [sum_{c in g} sqrt(a1 PFD_c^2 + a2 IRD_c^2 + a3 PFD_c IRD_c)
                  / sum_{c in g} (1/L_c) sum_l P(o_c|s_c,r,i+)_l]."""

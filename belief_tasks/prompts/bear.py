@@ -77,7 +77,7 @@ def option_requests(template: str, subject: str, options: Sequence[str], scoring
     if not sep:
         raise ValueError(f"template {template!r} has no {OBJECT_SLOT} slot")
     context = before.rstrip()
-    space = before[len(context):]
+    space = before[len(context) :]
     if not context:  # the answer opens the sentence: it takes the capital letter
         conts = [capitalize(space + a) for a in options]
     else:

@@ -31,18 +31,10 @@ from belief_tasks import seeding
 from belief_tasks.requests import MASK
 from belief_tasks.schema import Fact, Relation, Template
 
-INSTRUCTIONS = {
-    "mp": "Predict the [MASK] in each sentence in one word.",
-    "qa": "Answer each question in one word.",
-}
+INSTRUCTIONS = {"mp": "Predict the [MASK] in each sentence in one word.", "qa": "Answer each question in one word."}
 STYLES = tuple(INSTRUCTIONS)
 #: context name -> (number of demonstrations, where they come from)
-CONTEXTS = {
-    "zeroshot": (0, None),
-    "4random": (4, "random"),
-    "4relation": (4, "relation"),
-    "4template": (4, "template"),
-}
+CONTEXTS = {"zeroshot": (0, None), "4random": (4, "random"), "4relation": (4, "relation"), "4template": (4, "template")}
 
 
 def query(template: Template, subject: str, style: str) -> str:

@@ -86,8 +86,9 @@ def subject_keys(fact: Fact) -> set[str]:
     return {e.casefold() for e in fact.subject.expressions}
 
 
-def split_relation(facts: Sequence[Fact], seed: int, train_size: int,
-                   drawn_last: Callable[[Sequence[Fact]], list[int]] | None = None) -> tuple[list[Fact], list[Fact]]:
+def split_relation(
+    facts: Sequence[Fact], seed: int, train_size: int, drawn_last: Callable[[Sequence[Fact]], list[int]] | None = None
+) -> tuple[list[Fact], list[Fact]]:
     """(train, test) facts of one relation.
 
     A dataset split (``Fact.split == "train"`` on some facts) is used as is. Otherwise
@@ -104,7 +105,7 @@ def split_relation(facts: Sequence[Fact], seed: int, train_size: int,
     n_train = min(train_size, len(facts) // 2)
     if drawn_last is not None:
         order = drawn_last(facts)
-        train_ids = {facts[i].id for i in order[len(facts) - n_train:]}
+        train_ids = {facts[i].id for i in order[len(facts) - n_train :]}
     else:
         train_ids = {f.id for f in seeding.sample(facts, n_train, seed, "iclke-split", facts[0].relation)}
     return [f for f in facts if f.id in train_ids], [f for f in facts if f.id not in train_ids]
@@ -173,9 +174,7 @@ def eic_group_size(n_train: int, params: Params) -> tuple[int, int]:
     return lead, max(1, ceil((n_train - lead) / params.eic_every))
 
 
-def eic_groups(
-    relation: Relation, train: Sequence[Fact], test: Sequence[Fact], params: Params
-) -> list[list[EICSlot]]:
+def eic_groups(relation: Relation, train: Sequence[Fact], test: Sequence[Fact], params: Params) -> list[list[EICSlot]]:
     """Test facts of one relation, grouped into shared sequences of training facts.
 
     All training facts in one seeded order (minus any sharing a subject with a test

@@ -60,7 +60,9 @@ def answer_format(value: str | None) -> str:
     """A named format (``qa``, ``bare``) or a custom string holding ``{prompt}``."""
     fmt = ANSWER_FORMATS.get(value or DEFAULT_ANSWER_FORMAT, value)
     if "{prompt}" not in fmt:
-        raise ValueError(f"answer_format must be one of {sorted(ANSWER_FORMATS)} or contain '{{prompt}}', got {value!r}")
+        raise ValueError(
+            f"answer_format must be one of {sorted(ANSWER_FORMATS)} or contain '{{prompt}}', got {value!r}"
+        )
     if fmt != fmt.rstrip():
         raise ValueError("answer_format must not end in whitespace: the answer is attached as ' ' + object")
     return fmt
@@ -88,7 +90,10 @@ def anchor_prompts(fact: Fact, relation: Relation, fmt: str = ANSWER_FORMATS["qa
     subject = fact.subject.label
     base = question(relation, 0, subject)
     out = [AnchorPrompt("positive", "positive", in_context(fmt, fact.object.label, base))]
-    out += [AnchorPrompt(f.id, "frame", fmt.format(prompt=question(relation, j, subject))) for j, f in enumerate(relation.frames)]
+    out += [
+        AnchorPrompt(f.id, "frame", fmt.format(prompt=question(relation, j, subject)))
+        for j, f in enumerate(relation.frames)
+    ]
     out += [AnchorPrompt(f"neg{m}", "negative", in_context(fmt, n.label, base)) for m, n in enumerate(fact.negatives)]
     return out
 
@@ -100,8 +105,11 @@ def interference_prompts(fact: Fact, relation: Relation, fmt: str = ANSWER_FORMA
     expanded frame). For j = 1 these are the negative anchors' prompts."""
     _check(fact, relation)
     subject = fact.subject.label
-    return [InterferencePrompt(f.id, m, in_context(fmt, n.label, question(relation, j, subject)))
-            for j, f in enumerate(relation.frames) for m, n in enumerate(fact.negatives)]
+    return [
+        InterferencePrompt(f.id, m, in_context(fmt, n.label, question(relation, j, subject)))
+        for j, f in enumerate(relation.frames)
+        for m, n in enumerate(fact.negatives)
+    ]
 
 
 def answer_text(fact: Fact) -> str:
@@ -124,7 +132,7 @@ def encode_pair(encode: Encode, context: str, continuation: str) -> tuple[list[i
     if n:
         context, continuation = context[:-n], context[-n:] + continuation
     whole, ctx = encode([context + continuation, context])
-    return ctx, whole[len(ctx):]
+    return ctx, whole[len(ctx) :]
 
 
 @dataclass(frozen=True)
@@ -154,7 +162,7 @@ def exact_cuts(encode: Encode, prompt: str, answer: str, candidates: Sequence[in
     strings = [prompt + answer[:b] for b in offsets]
     stripped = [s.rstrip() for s in strings]
     encoded = encode(strings + stripped)
-    plain, trimmed = encoded[: len(strings)], encoded[len(strings):]
+    plain, trimmed = encoded[: len(strings)], encoded[len(strings) :]
     exact, last = {}, 0
     for b, ids, ids_trim in zip(offsets, plain, trimmed):
         t = len(ids) - len(ctx)

@@ -44,8 +44,9 @@ def family_sections() -> dict:
     return {"belief_icl": belief_icl, "belief_mlm": belief_mlm, "bear": bear, "iclke": iclke, "monitor": monitor}
 
 
-def build_report(paths, out, title: str = "Knowledge report", x_pattern: str | None = None, split=None,
-                 pool: bool = True) -> Report:
+def build_report(
+    paths, out, title: str = "Knowledge report", x_pattern: str | None = None, split=None, pool: bool = True
+) -> Report:
     """``split``: a ``fact_split.FactSplit`` (trained / held-out facts), for the training curves per side.
     ``pool``: pool the shards of a run split by relation into one run (``report.shards``)."""
     import pandas as pd
@@ -85,24 +86,43 @@ def build_report(paths, out, title: str = "Knowledge report", x_pattern: str | N
     checked += len(pooled)
     mismatched += [what for what, ok in pooled if not ok]
 
-    md = [f"# {title}\n",
-          f"Made by `belief-report` from {len(runs)} model run{'s' if len(runs) != 1 else ''}. "
-          "Every number is recomputed "
-          "from the per-sample records (`--log_samples`) with the tasks' own aggregation functions and "
-          "`belief_tasks.metrics`.\n"]
+    md = [
+        f"# {title}\n",
+        f"Made by `belief-report` from {len(runs)} model run{'s' if len(runs) != 1 else ''}. "
+        "Every number is recomputed "
+        "from the per-sample records (`--log_samples`) with the tasks' own aggregation functions and "
+        "`belief_tasks.metrics`.\n",
+    ]
     if checked:
-        md.append(f"**Check:** {checked - len(mismatched)} of {checked} recomputed numbers equal the harness's results JSON"
-                  + ("." if not mismatched else f"; differing: {', '.join(mismatched[:20])}.") + "\n")
-    runs_df = pd.DataFrame([{"Model": r.name, "lm-eval model name": home_relative(r.model_name), "Backend": r.backend,
-                             "Limit": "–" if r.limit is None else f"{r.limit:g}", "Tasks": len(r.tasks),
-                             "Per-sample files": sum(t.has_records for t in r.tasks.values()),
-                             "Run": r.date, "Folder": "/".join(r.folder.parts[-2:])} for r in runs])
+        md.append(
+            f"**Check:** {checked - len(mismatched)} of {checked} recomputed numbers equal the harness's results JSON"
+            + ("." if not mismatched else f"; differing: {', '.join(mismatched[:20])}.")
+            + "\n"
+        )
+    runs_df = pd.DataFrame(
+        [
+            {
+                "Model": r.name,
+                "lm-eval model name": home_relative(r.model_name),
+                "Backend": r.backend,
+                "Limit": "–" if r.limit is None else f"{r.limit:g}",
+                "Tasks": len(r.tasks),
+                "Per-sample files": sum(t.has_records for t in r.tasks.values()),
+                "Run": r.date,
+                "Folder": "/".join(r.folder.parts[-2:]),
+            }
+            for r in runs
+        ]
+    )
     md.append("## Runs\n")
     md.append(markdown_table(runs_df) + "\n")
     md += [f"- **{r.name}**: {note}.\n" for r in runs for note in (limit_note(r), shards.note(r)) if note]
     md.append(truncation.markdown(runs))
     md.append("## Contents\n")
-    md.append("\n".join(["- [Knowledge cards](#knowledge-cards)"] + [f"- [{s.title}](#{_anchor(s.title)})" for s in sections]) + "\n")
+    md.append(
+        "\n".join(["- [Knowledge cards](#knowledge-cards)"] + [f"- [{s.title}](#{_anchor(s.title)})" for s in sections])
+        + "\n"
+    )
     md.append("## Knowledge cards\n")
     for run in runs:
         entries = [e for s in sections for e in s.card.get(run.name, [])]
@@ -114,8 +134,10 @@ def build_report(paths, out, title: str = "Knowledge report", x_pattern: str | N
     summary = [f"belief-report: {len(runs)} model run(s), {len(sections)} section(s) -> {path}"]
     summary += [f"{r.name}: {note}" for r in runs for note in (limit_note(r), shards.note(r)) if note]
     if checked:
-        summary.append(f"check: {checked - len(mismatched)}/{checked} recomputed numbers equal the results JSON"
-                       + ("" if not mismatched else f" (differing: {', '.join(mismatched[:10])})"))
+        summary.append(
+            f"check: {checked - len(mismatched)}/{checked} recomputed numbers equal the results JSON"
+            + ("" if not mismatched else f" (differing: {', '.join(mismatched[:10])})")
+        )
     summary += [f"truncated: {line}" for line in truncation.notes(runs)]
     for s in sections:
         if s.summary:

@@ -54,8 +54,9 @@ def probes_of(run) -> list[Probe]:
         records = [r for r in task.records() if isinstance(r, dict) and r.get("fact_id") is not None]
         if records:
             keys = {r["fact_id"]: FactKey.from_record(r["fact_key"]) for r in records if r.get("fact_key")}
-            out.append(Probe(name, task.dataset, family.known(records), {r["fact_id"]: r["relation"] for r in records},
-                             keys))
+            out.append(
+                Probe(name, task.dataset, family.known(records), {r["fact_id"]: r["relation"] for r in records}, keys)
+            )
     return out
 
 
@@ -66,7 +67,9 @@ def join(a: Probe, b: Probe) -> Join | None:
         return join_same_dataset(a.known, b.known)
     if not a.keys or not b.keys:
         return None
-    return join_keys({f: k for f, k in a.keys.items() if f in a.known}, {f: k for f, k in b.keys.items() if f in b.known})
+    return join_keys(
+        {f: k for f, k in a.keys.items() if f in a.known}, {f: k for f, k in b.keys.items() if f in b.known}
+    )
 
 
 def _rules(j: Join) -> str:
@@ -81,9 +84,19 @@ def compare(a: Probe, b: Probe, j: Join, seed: int = 0) -> dict:
     lo, hi = kappa_interval(x, y, iters=BOOTSTRAP_ITERS, seed=seed)
     datasets = a.dataset if a.dataset == b.dataset else f"{a.dataset} / {b.dataset}"
     table = agreement_table(x, y)
-    return {"probe_a": a.task, "probe_b": b.task, "datasets": datasets, "kappa": cohen_kappa(x, y),
-            "kappa_lo": lo, "kappa_hi": hi, "known_a": table["both"] + table["only_a"],
-            "known_b": table["both"] + table["only_b"], **table, "joined_by": _rules(j), **j.counts()}
+    return {
+        "probe_a": a.task,
+        "probe_b": b.task,
+        "datasets": datasets,
+        "kappa": cohen_kappa(x, y),
+        "kappa_lo": lo,
+        "kappa_hi": hi,
+        "known_a": table["both"] + table["only_a"],
+        "known_b": table["both"] + table["only_b"],
+        **table,
+        "joined_by": _rules(j),
+        **j.counts(),
+    }
 
 
 def per_relation(a: Probe, b: Probe, j: Join) -> list[dict]:
@@ -92,8 +105,9 @@ def per_relation(a: Probe, b: Probe, j: Join) -> list[dict]:
     for r in sorted(set(rel.values())):
         matches = [m for m in j.joined if rel[m] == r]
         x, y = [a.known[m.a] for m in matches], [b.known[m.b] for m in matches]
-        rows.append({"probe_a": a.task, "probe_b": b.task, "relation": r, "kappa": cohen_kappa(x, y),
-                     **agreement_table(x, y)})
+        rows.append(
+            {"probe_a": a.task, "probe_b": b.task, "relation": r, "kappa": cohen_kappa(x, y), **agreement_table(x, y)}
+        )
     return rows
 
 
@@ -127,22 +141,36 @@ def fact_table(probes: list[Probe], joins: dict[tuple[int, int], Join]) -> pd.Da
             row[p.task] = "; ".join(KNOWN if p.known[x] else NOT_KNOWN for x in mine) or NOT_PROBED
             row[f"{p.task} fact_id"] = "; ".join(mine)
         rows.append(row)
-    return pd.DataFrame(rows).sort_values(["relation", "fact_key"] + [f"{p.task} fact_id" for p in probes],
-                                          kind="stable", ignore_index=True)
+    return pd.DataFrame(rows).sort_values(
+        ["relation", "fact_key"] + [f"{p.task} fact_id" for p in probes], kind="stable", ignore_index=True
+    )
 
 
 def conflict_table(probes: list[Probe], joins: dict[tuple[int, int], Join]) -> pd.DataFrame:
     """Facts that two datasets give different objects: same relation and subject, objects disagree."""
-    rows = [{"probe_a": probes[i].task, "fact_a": m.a, "probe_b": probes[k].task, "fact_b": m.b,
-             "subject_by": m.rule, "key_a": probes[i].key_text(m.a), "key_b": probes[k].key_text(m.b),
-             "objects_a": " | ".join(probes[i].keys[m.a].objects), "objects_b": " | ".join(probes[k].keys[m.b].objects)}
-            for (i, k), j in joins.items() for m in j.conflicts]
-    return pd.DataFrame(rows, columns=["probe_a", "fact_a", "probe_b", "fact_b", "subject_by", "key_a", "key_b",
-                                       "objects_a", "objects_b"])
+    rows = [
+        {
+            "probe_a": probes[i].task,
+            "fact_a": m.a,
+            "probe_b": probes[k].task,
+            "fact_b": m.b,
+            "subject_by": m.rule,
+            "key_a": probes[i].key_text(m.a),
+            "key_b": probes[k].key_text(m.b),
+            "objects_a": " | ".join(probes[i].keys[m.a].objects),
+            "objects_b": " | ".join(probes[k].keys[m.b].objects),
+        }
+        for (i, k), j in joins.items()
+        for m in j.conflicts
+    ]
+    return pd.DataFrame(
+        rows,
+        columns=["probe_a", "fact_a", "probe_b", "fact_b", "subject_by", "key_a", "key_b", "objects_a", "objects_b"],
+    )
 
 
 def summary_line(pairs: list[dict]) -> str | None:
-    """"probes agree on 71% of shared facts (mean κ 0.42)": agreement pooled over pairs, κ averaged."""
+    """ "probes agree on 71% of shared facts (mean κ 0.42)": agreement pooled over pairs, κ averaged."""
     pairs = [p for p in pairs if p["n"]]
     if not pairs:
         return None
@@ -165,22 +193,42 @@ def _kappa_matrix(probes: list[Probe], pairs: list[dict]) -> pd.DataFrame:
 
 def _unjoined(probes: list[Probe], joins: dict[tuple[int, int], Join]) -> list[str]:
     """Pairs of probes on different datasets that cannot be joined: a probe's records carry no fact keys."""
-    return [f"{a.task} (`{a.dataset}`) and {b.task} (`{b.dataset}`): "
-            f"{', '.join(p.task for p in (a, b) if not p.keys)} logged no fact keys"
-            for (i, a), (k, b) in itertools.combinations(enumerate(probes), 2) if (i, k) not in joins]
+    return [
+        f"{a.task} (`{a.dataset}`) and {b.task} (`{b.dataset}`): "
+        f"{', '.join(p.task for p in (a, b) if not p.keys)} logged no fact keys"
+        for (i, a), (k, b) in itertools.combinations(enumerate(probes), 2)
+        if (i, k) not in joins
+    ]
 
 
 def _joins(probes: list[Probe]) -> dict[tuple[int, int], Join]:
-    return {(i, k): j for (i, a), (k, b) in itertools.combinations(enumerate(probes), 2) if (j := join(a, b)) is not None}
+    return {
+        (i, k): j for (i, a), (k, b) in itertools.combinations(enumerate(probes), 2) if (j := join(a, b)) is not None
+    }
 
 
 def _pair_table(pairs: list[dict]) -> pd.DataFrame:
-    return pd.DataFrame([{"Probe A": p["probe_a"], "Probe B": p["probe_b"], "Datasets": p["datasets"], "Facts": p["n"],
-                          "Joined by": p["joined_by"], "Conflicts": p["conflicts"],
-                          "κ [95% CI]": f"{fmt(p['kappa'], 2)} [{fmt(p['kappa_lo'], 2)}, {fmt(p['kappa_hi'], 2)}]",
-                          "A knows": fmt(p["known_a"], 3), "B knows": fmt(p["known_b"], 3),
-                          "Agreement": fmt(p["agreement"], 3), "Both": fmt(p["both"], 3), "A only": fmt(p["only_a"], 3),
-                          "B only": fmt(p["only_b"], 3), "Neither": fmt(p["neither"], 3)} for p in pairs])
+    return pd.DataFrame(
+        [
+            {
+                "Probe A": p["probe_a"],
+                "Probe B": p["probe_b"],
+                "Datasets": p["datasets"],
+                "Facts": p["n"],
+                "Joined by": p["joined_by"],
+                "Conflicts": p["conflicts"],
+                "κ [95% CI]": f"{fmt(p['kappa'], 2)} [{fmt(p['kappa_lo'], 2)}, {fmt(p['kappa_hi'], 2)}]",
+                "A knows": fmt(p["known_a"], 3),
+                "B knows": fmt(p["known_b"], 3),
+                "Agreement": fmt(p["agreement"], 3),
+                "Both": fmt(p["both"], 3),
+                "A only": fmt(p["only_a"], 3),
+                "B only": fmt(p["only_b"], 3),
+                "Neither": fmt(p["neither"], 3),
+            }
+            for p in pairs
+        ]
+    )
 
 
 def _per_fact_files(ctx: Context, run, probes: list[Probe], joins: dict[tuple[int, int], Join]) -> list[str]:
@@ -188,13 +236,17 @@ def _per_fact_files(ctx: Context, run, probes: list[Probe], joins: dict[tuple[in
     out, name = ctx.writer.out / "tables", slug(run.name)
     facts = fact_table(probes, joins)
     facts.to_csv(out / f"agreement_facts_{name}.csv", index=False)
-    md = [f"Per fact: `tables/agreement_facts_{name}.csv` ({len(facts)} facts x {len(probes)} probes: each probe's "
-          "known / not known / not probed and its own fact id, with the fact's cross-dataset key).\n"]
+    md = [
+        f"Per fact: `tables/agreement_facts_{name}.csv` ({len(facts)} facts x {len(probes)} probes: each probe's "
+        "known / not known / not probed and its own fact id, with the fact's cross-dataset key).\n"
+    ]
     conflicts = conflict_table(probes, joins)
     if len(conflicts):
         conflicts.to_csv(out / f"agreement_conflicts_{name}.csv", index=False)
-        md.append(f"Conflicts (same relation and subject, objects disagree; not compared): "
-                  f"`tables/agreement_conflicts_{name}.csv` ({len(conflicts)}).\n")
+        md.append(
+            f"Conflicts (same relation and subject, objects disagree; not compared): "
+            f"`tables/agreement_conflicts_{name}.csv` ({len(conflicts)}).\n"
+        )
     return md
 
 
@@ -207,32 +259,46 @@ def _run_section(ctx: Context, run, probes: list[Probe]) -> tuple[list[str], lis
     if not any(p["n"] for p in pairs):
         md.append("*No two probes of this run share facts.*\n")
         return md, pairs, rels
-    md.append(w.table(_pair_table(pairs), f"agreement_pairs_{slug(run.name)}",
-                      "Every pair of probes on their joined facts (Joined by: the rule that joined them).",
-                      csv=pd.DataFrame(pairs)))
+    md.append(
+        w.table(
+            _pair_table(pairs),
+            f"agreement_pairs_{slug(run.name)}",
+            "Every pair of probes on their joined facts (Joined by: the rule that joined them).",
+            csv=pd.DataFrame(pairs),
+        )
+    )
     md.append(w.table(pd.DataFrame(rels), f"agreement_relations_{slug(run.name)}", "Per relation.", digits=3))
     if len(probes) > 2 or len(pairs) > 1:
-        fig = heatmap(_kappa_matrix(probes, pairs), f"Cohen's κ between probes: {run.name}", "probe", "probe", "κ",
-                      vmin=-1.0, vmax=1.0)
+        fig = heatmap(
+            _kappa_matrix(probes, pairs),
+            f"Cohen's κ between probes: {run.name}",
+            "probe",
+            "probe",
+            "κ",
+            vmin=-1.0,
+            vmax=1.0,
+        )
         md.append(w.figure(fig, f"agreement_kappa_{slug(run.name)}", "Cohen's κ between probes"))
     return md, pairs, rels
 
 
 def build(ctx: Context) -> Section | None:
-    md = [f"## {TITLE}\n",
-          "Whether the probes agree on *which* facts a model knows, fact by fact, where two probes probed the same "
-          "facts. Known, per family: BELIEF-ICL and encoder BELIEF, right (any subject expression) under most of "
-          "the fact's templates (v3 section 6.4's covered facts); BEAR, the gold option first under most templates; "
-          "IC-LKE, φ(θ, F); MONITOR, the primary anchor's answer right. Two probes of one dataset are joined by "
-          f"fact id (rule *{BY_FACT_ID}*); probes of different datasets by the fact key their records carry: the "
-          f"same relation, the same subject by Wikidata id (rule *{BY_ID}*) or else by label or alias, with gold "
-          f"objects that agree (rule *{BY_LABEL}*). Where the datasets give one subject different objects, the "
-          "fact is a conflict, counted and not compared. κ is Cohen's, with a percentile bootstrap interval over "
-          f"the joined facts ({BOOTSTRAP_ITERS} resamples) at a nominal 95%: measured by simulation, it holds the "
-          "true κ in 93-95% of samples of 24 to 156 facts that each probe knows 32-71% of, but in about 85% with 40 "
-          "facts that each probe knows 15% of (docs/report.md). A knows, B knows: each probe's share of the joined "
-          "facts it knows (κ's margins). The probes differ in data, difficulty and in what \"known\" "
-          "means, so agreement measures how far they pick out the same facts, not which probe is right.\n"]
+    md = [
+        f"## {TITLE}\n",
+        "Whether the probes agree on *which* facts a model knows, fact by fact, where two probes probed the same "
+        "facts. Known, per family: BELIEF-ICL and encoder BELIEF, right (any subject expression) under most of "
+        "the fact's templates (v3 section 6.4's covered facts); BEAR, the gold option first under most templates; "
+        "IC-LKE, φ(θ, F); MONITOR, the primary anchor's answer right. Two probes of one dataset are joined by "
+        f"fact id (rule *{BY_FACT_ID}*); probes of different datasets by the fact key their records carry: the "
+        f"same relation, the same subject by Wikidata id (rule *{BY_ID}*) or else by label or alias, with gold "
+        f"objects that agree (rule *{BY_LABEL}*). Where the datasets give one subject different objects, the "
+        "fact is a conflict, counted and not compared. κ is Cohen's, with a percentile bootstrap interval over "
+        f"the joined facts ({BOOTSTRAP_ITERS} resamples) at a nominal 95%: measured by simulation, it holds the "
+        "true κ in 93-95% of samples of 24 to 156 facts that each probe knows 32-71% of, but in about 85% with 40 "
+        "facts that each probe knows 15% of (docs/report.md). A knows, B knows: each probe's share of the joined "
+        'facts it knows (κ\'s margins). The probes differ in data, difficulty and in what "known" '
+        "means, so agreement measures how far they pick out the same facts, not which probe is right.\n",
+    ]
     card, summary, found = {}, [], False
     for run in ctx.runs:
         probes = probes_of(run)

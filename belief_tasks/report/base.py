@@ -54,8 +54,12 @@ class Context:
         """(run, task) for every task of ours whose probe (``TaskRun.probe``: the task that defines its
         data) fully matches ``pattern``; runs in order, tasks by name."""
         pat = re.compile(pattern)
-        return [(run, task) for run in self.runs for _, task in sorted(run.tasks.items())
-                if task.family and pat.fullmatch(task.probe)]
+        return [
+            (run, task)
+            for run in self.runs
+            for _, task in sorted(run.tasks.items())
+            if task.family and pat.fullmatch(task.probe)
+        ]
 
 
 def value(numbers: dict[str, Number], metric: str) -> float:

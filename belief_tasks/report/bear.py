@@ -39,14 +39,20 @@ def stderr_note(found) -> str:
     """What the ± of the BEAR scores is in these runs (Table 3's spread across templates, a budgeted run's
     bootstrap standard error, or none with one template), and a --limit that cuts them."""
     budgeted = sorted(t.name for _, t in found if t.budget_design)
-    one_template = sorted(t.name for _, t in found if t.has_records and not t.budget_design
-                          and len(set(templates_of(t.records()))) == 1)
+    one_template = sorted(
+        t.name for _, t in found if t.has_records and not t.budget_design and len(set(templates_of(t.records()))) == 1
+    )
     notes = []
     if len(budgeted) + len(one_template) < len(found):
-        notes.append("± is the standard error across templates (Table 3)" + (" in the other tasks" if budgeted or one_template else ""))
+        notes.append(
+            "± is the standard error across templates (Table 3)"
+            + (" in the other tasks" if budgeted or one_template else "")
+        )
     if budgeted:
-        notes.append(f"{', '.join(budgeted)}: a budgeted run; values estimate the full run and ± is the bootstrap standard "
-                     "error over the drawn facts (the 95 % interval: `<metric>_ci95` in the results JSON)")
+        notes.append(
+            f"{', '.join(budgeted)}: a budgeted run; values estimate the full run and ± is the bootstrap standard "
+            "error over the drawn facts (the 95 % interval: `<metric>_ci95` in the results JSON)"
+        )
     if one_template:
         notes.append(f"{', '.join(one_template)}: one template, so no spread across templates and no ±")
     limited = sorted({limit_note(r) for r, _ in found if limit_note(r)})
@@ -59,10 +65,12 @@ def build(ctx: Context) -> Section | None:
         return None
     w = ctx.writer
     many_tasks = len({t.name for _, t in found}) > 1
-    md = [f"## {FAMILY}\n",
-          "Ranking-based probe (Wiland et al., 2024): each fact's statement is scored with every answer option "
-          "(summed log-likelihood); P@1 = the true object ranks first. The BEAR score is P@1 per template, "
-          f"averaged over templates. {stderr_note(found)}\n"]
+    md = [
+        f"## {FAMILY}\n",
+        "Ranking-based probe (Wiland et al., 2024): each fact's statement is scored with every answer option "
+        "(summed log-likelihood); P@1 = the true object ranks first. The BEAR score is P@1 per template, "
+        f"averaged over templates. {stderr_note(found)}\n",
+    ]
 
     # ---- Table 3
     shown, raw = [], []
@@ -70,8 +78,13 @@ def build(ctx: Context) -> Section | None:
         n = ctx.numbers(run, task.name)
         row = {"Model": run.name, "Task": task.name}
         raw_row = dict(row)
-        for m, head in (("bear", "BEAR ↑"), ("bear_1to1", "BEAR 1:1 ↑"), ("bear_1toN", "BEAR 1:N ↑"),
-                        ("p_at_5", "P@5 ↑"), ("p_at_10", "P@10 ↑")):
+        for m, head in (
+            ("bear", "BEAR ↑"),
+            ("bear_1to1", "BEAR 1:1 ↑"),
+            ("bear_1toN", "BEAR 1:N ↑"),
+            ("p_at_5", "P@5 ↑"),
+            ("p_at_10", "P@10 ↑"),
+        ):
             row[head] = pm(value(n, m), stderr(n, m))
             raw_row[m], raw_row[f"{m}_stderr"] = value(n, m), stderr(n, m)
         recs = task.records()
@@ -83,7 +96,9 @@ def build(ctx: Context) -> Section | None:
 
     with_records = [(r, t) for r, t in found if t.has_records]
     if not with_records:
-        md.append("*Per-template, per-relation and per-domain breakdowns need the per-sample files (`--log_samples`).*\n")
+        md.append(
+            "*Per-template, per-relation and per-domain breakdowns need the per-sample files (`--log_samples`).*\n"
+        )
         return Section(FAMILY, "\n".join(md), _summary(ctx, found), _card(ctx, found))
 
     # ---- per template
@@ -92,19 +107,31 @@ def build(ctx: Context) -> Section | None:
         ranks, templates = ranks_of(task.records()), templates_of(task.records())
         for t, scores in bear_metrics.template_scores(ranks, templates).items():
             correct = [int(rank == 0) for rank, ti in zip(ranks, templates) if ti == t]
-            rows.append({"Model": run.name, "Task": task.name, "Template": t, "P@1": scores,
-                         "stderr": bear_metrics.mean_stderr(correct), "n": len(correct)})
+            rows.append(
+                {
+                    "Model": run.name,
+                    "Task": task.name,
+                    "Template": t,
+                    "P@1": scores,
+                    "stderr": bear_metrics.mean_stderr(correct),
+                    "n": len(correct),
+                }
+            )
     per_t = pd.DataFrame(rows)
     shown = per_t.assign(**{"P@1": [pm(a, b) for a, b in zip(per_t["P@1"], per_t["stderr"])]}).drop(columns="stderr")
     md.append("### Per-template scores\n")
-    md.append("P@1 of each template index over all relations (± standard error over instances). The spread across "
-              "templates is BEAR's sensitivity to the wording.\n")
+    md.append(
+        "P@1 of each template index over all relations (± standard error over instances). The spread across "
+        "templates is BEAR's sensitivity to the wording.\n"
+    )
     md.append(w.table(shown, "bear_templates", csv=per_t))
 
     # ---- per relation
     rel = {}
     for run, task in with_records:
-        rel[_label(run, task, many_tasks)] = bear_metrics.accuracy_by(ranks_of(task.records()), [r["relation"] for r in task.records()])
+        rel[_label(run, task, many_tasks)] = bear_metrics.accuracy_by(
+            ranks_of(task.records()), [r["relation"] for r in task.records()]
+        )
     rel_df = pd.DataFrame(rel)
     rel_df.index.name = "relation"
     fig = grouped_bars(rel_df, None, "BEAR accuracy per relation (all templates pooled)", "relation", "P@1", "model")
@@ -115,7 +142,9 @@ def build(ctx: Context) -> Section | None:
     # ---- per domain
     dom = {}
     for run, task in with_records:
-        dom[_label(run, task, many_tasks)] = bear_metrics.accuracy_by(ranks_of(task.records()), [r["domains"] for r in task.records()])
+        dom[_label(run, task, many_tasks)] = bear_metrics.accuracy_by(
+            ranks_of(task.records()), [r["domains"] for r in task.records()]
+        )
     dom_df = pd.DataFrame(dom)
     dom_df.index.name = "domain"
     md.append("### Per domain\n")
@@ -139,11 +168,13 @@ def _confidence(ctx: Context, found, md: list[str]) -> None:
     if all(pd.isna(x["confidence"]) for x in raw):
         return
     md.append("### Confidence and calibration (lm-pub-quiz's confidence metrics)\n")
-    md.append("Over the softmax of each instance's option scores (its answer space): confidence = the top option's "
-              "probability, margin = its gap to the runner-up, uncertainty = entropy / log2 of the relation's distinct "
-              "answers, Brier = mean squared gap to the one-hot answer, averaged over options. Each relation alone, then "
-              "weighted by its instances (lm-pub-quiz 0.3.3); `_correct` / `_incorrect`: over the instances the top "
-              "option gets right / wrong. A calibrated model is confident when right and unsure when wrong.\n")
+    md.append(
+        "Over the softmax of each instance's option scores (its answer space): confidence = the top option's "
+        "probability, margin = its gap to the runner-up, uncertainty = entropy / log2 of the relation's distinct "
+        "answers, Brier = mean squared gap to the one-hot answer, averaged over options. Each relation alone, then "
+        "weighted by its instances (lm-pub-quiz 0.3.3); `_correct` / `_incorrect`: over the instances the top "
+        "option gets right / wrong. A calibrated model is confident when right and unsure when wrong.\n"
+    )
     md.append(ctx.writer.table(pd.DataFrame(rows), "bear_confidence", csv=pd.DataFrame(raw)))
 
 
@@ -155,14 +186,36 @@ def _calibration(ctx: Context, with_records, many_tasks: bool, md: list[str]) ->
     for run, task in with_records:
         label = _label(run, task, many_tasks)
         for rel, v in confidence_by_relation(task.records()).items():
-            per_rel.append({"model": label, "relation": rel, "support": v["support"], "brier": v["brier_score"],
-                            **{f"{k}_{sub}": v[metric][sub] for k, metric in (("confidence", "confidence_score"),
-                               ("margin", "margin_of_confidence"), ("uncertainty", "uncertainty_score"))
-                               for sub in bear_metrics.CONFIDENCE_SUBSETS}})
+            per_rel.append(
+                {
+                    "model": label,
+                    "relation": rel,
+                    "support": v["support"],
+                    "brier": v["brier_score"],
+                    **{
+                        f"{k}_{sub}": v[metric][sub]
+                        for k, metric in (
+                            ("confidence", "confidence_score"),
+                            ("margin", "margin_of_confidence"),
+                            ("uncertainty", "uncertainty_score"),
+                        )
+                        for sub in bear_metrics.CONFIDENCE_SUBSETS
+                    },
+                }
+            )
             for i, p in enumerate(v["avg_softmax"]["all"]):
-                softmax_rows.append({"model": label, "relation": rel, "option": i, "all": p,
-                                     **{sub: None if v["avg_softmax"][sub] is None else v["avg_softmax"][sub][i]
-                                        for sub in ("correct", "incorrect")}})
+                softmax_rows.append(
+                    {
+                        "model": label,
+                        "relation": rel,
+                        "option": i,
+                        "all": p,
+                        **{
+                            sub: None if v["avg_softmax"][sub] is None else v["avg_softmax"][sub][i]
+                            for sub in ("correct", "incorrect")
+                        },
+                    }
+                )
         conf, correct = [], []
         for scores, golds in scores_by_relation(task.records()).values():
             terms = bear_metrics.instance_confidences(scores, golds)
@@ -173,14 +226,28 @@ def _calibration(ctx: Context, with_records, many_tasks: bool, md: list[str]) ->
         bins_rows += [{"model": label, "bin": i, **b} for i, b in enumerate(bins, 1)]
     if not series:
         return
-    fig = line_plot(series, "BEAR calibration (top option's softmax probability)", "confidence", "P@1 of the bin",
-                    "model", diagonal=True)
+    fig = line_plot(
+        series,
+        "BEAR calibration (top option's softmax probability)",
+        "confidence",
+        "P@1 of the bin",
+        "model",
+        diagonal=True,
+    )
     md.append(w.figure(fig, "bear_calibration", "BEAR calibration"))
-    md.append(w.table(pd.DataFrame(bins_rows), "bear_calibration_bins", "Reliability bins (equal size, by descending confidence)."))
-    md.append(w.table(pd.DataFrame(per_rel), "bear_confidence_relations", "lm-pub-quiz's confidence metrics per relation."))
+    md.append(
+        w.table(
+            pd.DataFrame(bins_rows), "bear_calibration_bins", "Reliability bins (equal size, by descending confidence)."
+        )
+    )
+    md.append(
+        w.table(pd.DataFrame(per_rel), "bear_confidence_relations", "lm-pub-quiz's confidence metrics per relation.")
+    )
     w.table(pd.DataFrame(softmax_rows), "bear_avg_softmax")  # CSV only: one row per (relation, option)
-    md.append("*Average softmax per answer option (lm-pub-quiz's `avg_softmax`, all / correct / incorrect): "
-              "[tables/bear_avg_softmax.csv](tables/bear_avg_softmax.csv)*\n")
+    md.append(
+        "*Average softmax per answer option (lm-pub-quiz's `avg_softmax`, all / correct / incorrect): "
+        "[tables/bear_avg_softmax.csv](tables/bear_avg_softmax.csv)*\n"
+    )
 
 
 def _card(ctx: Context, found) -> dict[str, list[CardEntry]]:
@@ -194,7 +261,11 @@ def _card(ctx: Context, found) -> dict[str, list[CardEntry]]:
             scores = list(bear_metrics.template_scores(ranks_of(task.records()), templates_of(task.records())).values())
             if len(scores) > 1:
                 rng, sd = fluctuation(scores)
-                entries.append(CardEntry("robustness", FAMILY, f"template range / SD{tag}", f"{fmt(rng, 3)} / {fmt(sd, 3)}", "lower"))
+                entries.append(
+                    CardEntry(
+                        "robustness", FAMILY, f"template range / SD{tag}", f"{fmt(rng, 3)} / {fmt(sd, 3)}", "lower"
+                    )
+                )
         entries.append(CardEntry("coverage", FAMILY, f"P@10{tag}", fmt(value(n, "p_at_10"), 3)))
     return card
 
@@ -203,6 +274,8 @@ def _summary(ctx: Context, found) -> list[str]:
     out = []
     for run, task in found:
         n = ctx.numbers(run, task.name)
-        out.append(f"{run.name:<28} {task.name:<22} BEAR {pm(value(n, 'bear'), stderr(n, 'bear'))}  "
-                   f"1:1 {fmt(value(n, 'bear_1to1'))}  1:N {fmt(value(n, 'bear_1toN'))}")
+        out.append(
+            f"{run.name:<28} {task.name:<22} BEAR {pm(value(n, 'bear'), stderr(n, 'bear'))}  "
+            f"1:1 {fmt(value(n, 'bear_1to1'))}  1:N {fmt(value(n, 'bear_1toN'))}"
+        )
     return out

@@ -16,10 +16,12 @@ from belief_tasks.report.loading import ModelRun, home_relative, limit_note
 from belief_tasks.report.output import ReportWriter, markdown_table, slug
 
 ARROW = {"higher": "↑", "lower": "↓", "closer to 0": "→0"}
-HOW_TO_READ = ("↑ higher is better, ↓ lower is better, →0 closer to zero is better; *facts*: how many facts each "
-               "family's numbers come from (BELIEF: subject-relation pairs). Families differ in data and scale: "
-               "compare within a row's family, not across. How to read each row: `python -m belief_tasks docs report` "
-               "(docs/report.md of belief-tasks).")
+HOW_TO_READ = (
+    "↑ higher is better, ↓ lower is better, →0 closer to zero is better; *facts*: how many facts each "
+    "family's numbers come from (BELIEF: subject-relation pairs). Families differ in data and scale: "
+    "compare within a row's family, not across. How to read each row: `python -m belief_tasks docs report` "
+    "(docs/report.md of belief-tasks)."
+)
 
 
 def facts_row(run: ModelRun, families: list[str], column: dict[str, str]) -> dict[str, str]:
@@ -34,7 +36,9 @@ def facts_row(run: ModelRun, families: list[str], column: dict[str, str]) -> dic
         elif len(set(known.values())) == 1 and len(known) == len(counts):
             row[fam] = f"{next(iter(known.values()))}" + (f" per task ({len(counts)} tasks)" if len(counts) > 1 else "")
         else:
-            row[fam] = "<br>".join(f"{n}: {c if c is not None else '? (no samples file)'}" for n, c in sorted(counts.items()))
+            row[fam] = "<br>".join(
+                f"{n}: {c if c is not None else '? (no samples file)'}" for n, c in sorted(counts.items())
+            )
     return row
 
 
@@ -46,13 +50,19 @@ def _facts_of(task):
     return task.fact_count()
 
 
-def card_matrix(entries: list[CardEntry], run: ModelRun | None = None, column: dict[str, str] | None = None) -> pd.DataFrame:
+def card_matrix(
+    entries: list[CardEntry], run: ModelRun | None = None, column: dict[str, str] | None = None
+) -> pd.DataFrame:
     families = list(dict.fromkeys(e.family for e in entries))
     rows = [facts_row(run, families, column)] if run is not None and column is not None else []
     for dim in DIMENSIONS:
         row = {"": dim}
         for fam in families:
-            cell = [f"{e.measure} {ARROW.get(e.better, '')}: {e.text}" for e in entries if e.dimension == dim and e.family == fam]
+            cell = [
+                f"{e.measure} {ARROW.get(e.better, '')}: {e.text}"
+                for e in entries
+                if e.dimension == dim and e.family == fam
+            ]
             row[fam] = "<br>".join(cell) if cell else "–"
         rows.append(row)
     return pd.DataFrame(rows)
@@ -64,16 +74,25 @@ def budget_lines(run: ModelRun) -> list[str]:
     for name, task in sorted(run.tasks.items()):
         d = task.budget_design
         if d:
-            out.append(f"`{name}`: estimated from {d['facts_drawn']:,} of {d['facts_in_population']:,} facts "
-                       f"(budget {d['budget']:g}, seed {d['seed']}).")
+            out.append(
+                f"`{name}`: estimated from {d['facts_drawn']:,} of {d['facts_in_population']:,} facts "
+                f"(budget {d['budget']:g}, seed {d['seed']})."
+            )
     if out:
-        out.append("Values are estimates of the full run, ± their standard error (bootstrap over the drawn facts); "
-                   "each metric's 95 % interval is `<metric>_ci95` in the results JSON.")
+        out.append(
+            "Values are estimates of the full run, ± their standard error (bootstrap over the drawn facts); "
+            "each metric's 95 % interval is `<metric>_ci95` in the results JSON."
+        )
     return [("Budgeted run. " if out else "") + " ".join(out) + "\n"] if out else []
 
 
-def render(run: ModelRun, entries: list[CardEntry], writer: ReportWriter, heading: str = "##",
-           column: dict[str, str] | None = None) -> str:
+def render(
+    run: ModelRun,
+    entries: list[CardEntry],
+    writer: ReportWriter,
+    heading: str = "##",
+    column: dict[str, str] | None = None,
+) -> str:
     """The card's Markdown; also writes ``cards/<model>.md`` and ``tables/card_<model>.csv``. ``column``
     (a family column's title -> its family name) adds the *facts* row."""
     info = run.info
@@ -95,12 +114,27 @@ def render(run: ModelRun, entries: list[CardEntry], writer: ReportWriter, headin
     if entries:
         lines.append(markdown_table(card_matrix(entries, run, column)))
         lines.append("\n" + HOW_TO_READ + "\n")
-        long = pd.DataFrame([{"model": run.name, "dimension": e.dimension, "family": e.family, "measure": e.measure,
-                              "value": e.text, "better": e.better} for e in entries])
+        long = pd.DataFrame(
+            [
+                {
+                    "model": run.name,
+                    "dimension": e.dimension,
+                    "family": e.family,
+                    "measure": e.measure,
+                    "value": e.text,
+                    "better": e.better,
+                }
+                for e in entries
+            ]
+        )
         long.to_csv(writer.out / "tables" / f"card_{slug(run.name)}.csv", index=False)
     else:
         lines.append("*No task of a known family in this run.*\n")
     text = "\n".join(lines)
-    writer.write(f"cards/{slug(run.name)}.md", text.replace(heading + " ", "# ", 1)
-                 .replace("](figures/", "](../figures/").replace("](tables/", "](../tables/"))
+    writer.write(
+        f"cards/{slug(run.name)}.md",
+        text.replace(heading + " ", "# ", 1)
+        .replace("](figures/", "](../figures/")
+        .replace("](tables/", "](../tables/"),
+    )
     return text

@@ -28,10 +28,12 @@ def build(ctx: Context) -> Section | None:
         return None
     w = ctx.writer
     task_names = sorted({t.name for _, t in found})
-    md = [f"## {FAMILY}\n",
-          "In-context latent knowledge estimation (Wu et al.): examples of a relation as `subject object` pairs, then "
-          "the test subject; the prediction is the option with the highest probability. Average accuracy = the mean of "
-          "per-relation accuracies.\n"]
+    md = [
+        f"## {FAMILY}\n",
+        "In-context latent knowledge estimation (Wu et al.): examples of a relation as `subject object` pairs, then "
+        "the test subject; the prediction is the option with the highest probability. Average accuracy = the mean of "
+        "per-relation accuracies.\n",
+    ]
 
     for tname in task_names:
         runs = [(r, t) for r, t in found if t.name == tname]
@@ -41,16 +43,33 @@ def build(ctx: Context) -> Section | None:
         rows, raw = [], []
         for run, task in runs:
             n = ctx.numbers(run, tname)
-            rows.append({"Model": run.name, "Average accuracy ↑": pm(value(n, "acc_macro"), stderr(n, "acc_macro")),
-                         "Accuracy (pooled) ↑": pm(value(n, "acc"), stderr(n, "acc")),
-                         "Gold probability ↑": pm(value(n, "gold_prob"), stderr(n, "gold_prob")),
-                         "Facts": len(task.records()) if task.has_records else task.n_samples.get("effective")})
-            raw.append({"model": run.name, "task": tname, **{m: value(n, m) for m in ("acc_macro", "acc", "gold_prob")},
-                        **{f"{m}_stderr": stderr(n, m) for m in ("acc_macro", "acc", "gold_prob")}})
+            rows.append(
+                {
+                    "Model": run.name,
+                    "Average accuracy ↑": pm(value(n, "acc_macro"), stderr(n, "acc_macro")),
+                    "Accuracy (pooled) ↑": pm(value(n, "acc"), stderr(n, "acc")),
+                    "Gold probability ↑": pm(value(n, "gold_prob"), stderr(n, "gold_prob")),
+                    "Facts": len(task.records()) if task.has_records else task.n_samples.get("effective"),
+                }
+            )
+            raw.append(
+                {
+                    "model": run.name,
+                    "task": tname,
+                    **{m: value(n, m) for m in ("acc_macro", "acc", "gold_prob")},
+                    **{f"{m}_stderr": stderr(n, m) for m in ("acc_macro", "acc", "gold_prob")},
+                }
+            )
         order = sorted(range(len(rows)), key=lambda i: -_nan_low(raw[i]["acc_macro"]))
         ranked = pd.DataFrame([{"Rank": k + 1, **rows[i]} for k, i in enumerate(order)])
         md.append("#### Model ranking (cf. Table 7)\n")
-        md.append(w.table(ranked, f"iclke_ranking_{tname}", csv=pd.DataFrame([{"rank": k + 1, **raw[i]} for k, i in enumerate(order)])))
+        md.append(
+            w.table(
+                ranked,
+                f"iclke_ranking_{tname}",
+                csv=pd.DataFrame([{"rank": k + 1, **raw[i]} for k, i in enumerate(order)]),
+            )
+        )
 
         with_records = [(r, t) for r, t in runs if t.has_records]
         if not with_records:
@@ -58,7 +77,9 @@ def build(ctx: Context) -> Section | None:
             continue
 
         # ---- per-relation heatmap (Figure 5)
-        per_rel = pd.DataFrame({r.name: iclke_metrics.per_relation_accuracy(*columns(t.records())) for r, t in with_records})
+        per_rel = pd.DataFrame(
+            {r.name: iclke_metrics.per_relation_accuracy(*columns(t.records())) for r, t in with_records}
+        )
         per_rel.index.name = "relation"
         per_rel = per_rel.loc[per_rel.mean(axis=1).sort_values(ascending=False).index]  # best-known relations first
         md.append("#### Accuracy per relation (cf. Figure 5)\n")
@@ -70,10 +91,14 @@ def build(ctx: Context) -> Section | None:
         if len(with_records) > 1:
             known = {r.name: known_by_relation(t.records()) for r, t in with_records}
             names = list(known)
-            eta = pd.DataFrame([[mean_subsumption_rate(known[a], known[b]) for b in names] for a in names], index=names, columns=names)
+            eta = pd.DataFrame(
+                [[mean_subsumption_rate(known[a], known[b]) for b in names] for a in names], index=names, columns=names
+            )
             md.append("#### Subsumption rate η (cf. section 4.2.2, Tables 1 and 10)\n")
-            md.append("η(row | column): of the facts the row model knows, the share the column model knows too, "
-                      "averaged over relations. η ≈ 1: the column model's knowledge contains the row model's.\n")
+            md.append(
+                "η(row | column): of the facts the row model knows, the share the column model knows too, "
+                "averaged over relations. η ≈ 1: the column model's knowledge contains the row model's.\n"
+            )
             fig = heatmap(eta, f"Subsumption rate η ({tname})", "θ2: also known by", "θ1: known by", "η(θ1 | θ2)")
             md.append(w.figure(fig, f"iclke_subsumption_{tname}", "Subsumption rate"))
             md.append(w.table(eta.reset_index(names="known by"), f"iclke_subsumption_{tname}", "η per model pair."))
@@ -86,11 +111,18 @@ def build(ctx: Context) -> Section | None:
             accs = [iclke_metrics.accuracy_at_confidence(lps, gold, k) for k in ks]
             covs = [iclke_metrics.coverage_at_confidence(lps, k) for k in ks]
             series.append((run.name, ks, accs))
-            rows += [{"model": run.name, "K": f"{k:.1f}", "accuracy@K": a, "share with confidence ≥ K": c} for k, a, c in zip(ks, accs, covs)]
+            rows += [
+                {"model": run.name, "K": f"{k:.1f}", "accuracy@K": a, "share with confidence ≥ K": c}
+                for k, a, c in zip(ks, accs, covs)
+            ]
         md.append("#### Accuracy@K (cf. Figure 8)\n")
-        md.append("Accuracy on the facts whose predicted option has normalised probability ≥ K; the table gives the "
-                  "share of facts kept. A calibrated model's curve rises with K.\n")
-        fig = line_plot(series, f"Accuracy@K ({tname})", "confidence threshold K", "accuracy on facts with confidence ≥ K", "model")
+        md.append(
+            "Accuracy on the facts whose predicted option has normalised probability ≥ K; the table gives the "
+            "share of facts kept. A calibrated model's curve rises with K.\n"
+        )
+        fig = line_plot(
+            series, f"Accuracy@K ({tname})", "confidence threshold K", "accuracy on facts with confidence ≥ K", "model"
+        )
         md.append(w.figure(fig, f"iclke_acc_at_k_{tname}", "Accuracy at K"))
         md.append(w.table(pd.DataFrame(rows), f"iclke_acc_at_k_{tname}", "Accuracy@K and the share of facts kept."))
 
@@ -106,7 +138,14 @@ def _card(ctx: Context, found) -> dict[str, list[CardEntry]]:
     for run, task in found:
         n = ctx.numbers(run, task.name)
         entries = card.setdefault(run.name, [])
-        entries.append(CardEntry("accuracy", FAMILY, f"average accuracy [{task.name}]", pm(value(n, "acc_macro"), stderr(n, "acc_macro"), 3)))
+        entries.append(
+            CardEntry(
+                "accuracy",
+                FAMILY,
+                f"average accuracy [{task.name}]",
+                pm(value(n, "acc_macro"), stderr(n, "acc_macro"), 3),
+            )
+        )
         entries.append(CardEntry("reliability", FAMILY, f"accuracy@0.5 [{task.name}]", fmt(value(n, "acc@0.5"), 3)))
     return card
 
@@ -115,6 +154,8 @@ def _summary(ctx: Context, found) -> list[str]:
     out = []
     for run, task in found:
         n = ctx.numbers(run, task.name)
-        out.append(f"{run.name:<28} {task.name:<22} avg acc {pm(value(n, 'acc_macro'), stderr(n, 'acc_macro'))}  "
-                   f"acc {fmt(value(n, 'acc'))}")
+        out.append(
+            f"{run.name:<28} {task.name:<22} avg acc {pm(value(n, 'acc_macro'), stderr(n, 'acc_macro'))}  "
+            f"acc {fmt(value(n, 'acc'))}"
+        )
     return out

@@ -123,8 +123,10 @@ class TaskRun:
         # a metric may skip docs (MONITOR's acc_frame_6 on 6-frame relations): the fullest one counts them all
         most = max((len(v) for v in (self._records or {}).values()), default=0)
         if effective is not None and most and most != int(effective):
-            raise ReportInputError(f"{self.samples_path}: {most} records, but its results JSON "
-                                   f"counts {effective} samples of {self.name}: the two files come from different runs")
+            raise ReportInputError(
+                f"{self.samples_path}: {most} records, but its results JSON "
+                f"counts {effective} samples of {self.name}: the two files come from different runs"
+            )
 
     def fact_count(self) -> int | None:
         """How many facts the task's records cover (distinct ``fact_id``: a subject-relation pair for
@@ -180,8 +182,10 @@ def limit_note(run: ModelRun) -> str:
         return ""
     n = float(run.limit)
     share = f"{n:.0%} of its documents" if n < 1 else f"its first {int(n)} document{'s' if int(n) != 1 else ''}"
-    return (f"--limit {n:g}: each task scored only {share}, so these numbers are not the tasks' values "
-            "(lm-eval: 'only for testing')")
+    return (
+        f"--limit {n:g}: each task scored only {share}, so these numbers are not the tasks' values "
+        "(lm-eval: 'only for testing')"
+    )
 
 
 # --------------------------------------------------------------------------- discovery
@@ -230,8 +234,13 @@ def _samples_file(folder: Path, task: str, date_id: str) -> tuple[Path | None, s
         return exact, ""
     others = sorted(folder.glob(f"samples_{task}_*.jsonl"))
     if others:
-        log.warning("%s: no samples file of run %s for %s (only %s): its breakdowns are left out",
-                    folder, date_id, task, ", ".join(p.name for p in others))
+        log.warning(
+            "%s: no samples file of run %s for %s (only %s): its breakdowns are left out",
+            folder,
+            date_id,
+            task,
+            ", ".join(p.name for p in others),
+        )
         return None, f"no samples file of run {date_id} (only {', '.join(p.name for p in others)}: other runs)"
     return None, "no samples file (run without --log_samples?)"
 
@@ -255,7 +264,23 @@ def load_runs(paths: Iterable[str | os.PathLike]) -> list[ModelRun]:
             if not isinstance(data, dict) or "results" not in data:
                 raise ReportInputError(f"{f}: no 'results' key; is this an lm-eval results file?")
             date_id = _date_id(f)
-            info = {k: v for k, v in data.items() if k not in ("results", "configs", "samples", "n-samples", "groups", "group_subtasks", "higher_is_better", "versions", "task_hashes", "n-shot")}
+            info = {
+                k: v
+                for k, v in data.items()
+                if k
+                not in (
+                    "results",
+                    "configs",
+                    "samples",
+                    "n-samples",
+                    "groups",
+                    "group_subtasks",
+                    "higher_is_better",
+                    "versions",
+                    "task_hashes",
+                    "n-shot",
+                )
+            }
             info["results_file"] = str(f)
             group_names = set(data.get("group_subtasks", {})) | set(data.get("groups", {}))
             for task, res in data["results"].items():
@@ -273,7 +298,16 @@ def load_runs(paths: Iterable[str | os.PathLike]) -> list[ModelRun]:
                     samples_missing=missing,
                 )
         model_name = str(info.get("model_name") or folder.name)
-        runs.append(ModelRun(name=short_name(model_name, folder), model_name=model_name, folder=folder, tasks=tasks, groups=groups, info=info))
+        runs.append(
+            ModelRun(
+                name=short_name(model_name, folder),
+                model_name=model_name,
+                folder=folder,
+                tasks=tasks,
+                groups=groups,
+                info=info,
+            )
+        )
     make_names_unique(runs)
     return runs
 
@@ -303,8 +337,14 @@ def make_names_unique(runs: list[ModelRun]) -> None:
 def iter_samples(path: Path, desc: str | None = None) -> Iterator[dict]:
     """Lines of a samples JSONL file; a progress bar (bytes read) on large files."""
     size = path.stat().st_size
-    bar = tqdm(total=size, unit="B", unit_scale=True, desc=desc or path.name, leave=False,
-               disable=size < PROGRESS_BYTES or None)
+    bar = tqdm(
+        total=size,
+        unit="B",
+        unit_scale=True,
+        desc=desc or path.name,
+        leave=False,
+        disable=size < PROGRESS_BYTES or None,
+    )
     with path.open("rb") as fh:
         for line_no, line in enumerate(fh, 1):
             bar.update(len(line))

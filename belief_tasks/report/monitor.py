@@ -27,12 +27,23 @@ from belief_tasks.scoring.monitor import has_paper_accuracy, per_relation
 FAMILY = "MONITOR"
 TASK_RE = r"belief_monitor\w*"
 PROBES = (TASK_RE,)
-TABLE4 = (("monitor", "MONITOR ↓"), ("acc_paper_avg", "avg acc (R×M) ↑"), ("acc_paper_max", "max acc (R×M) ↑"),
-          ("acc_paper_min", "min acc (R×M) ↑"), ("primary_prob", "probs ↑"), ("pfd", "PFD ↓"), ("ird", "IRD ↓"),
-          ("acc_avg", "avg acc (frames) ↑"), ("acc_max", "max acc (frames) ↑"), ("acc_min", "min acc (frames) ↑"))
+TABLE4 = (
+    ("monitor", "MONITOR ↓"),
+    ("acc_paper_avg", "avg acc (R×M) ↑"),
+    ("acc_paper_max", "max acc (R×M) ↑"),
+    ("acc_paper_min", "min acc (R×M) ↑"),
+    ("primary_prob", "probs ↑"),
+    ("pfd", "PFD ↓"),
+    ("ird", "IRD ↓"),
+    ("acc_avg", "avg acc (frames) ↑"),
+    ("acc_max", "max acc (frames) ↑"),
+    ("acc_min", "min acc (frames) ↑"),
+)
 #: the two average accuracies, as the tables name them
-ACCURACY_LABEL = {"acc_paper_avg": "avg acc over R×M frame-interference answers (section 4.3)",
-                  "acc_avg": "avg acc over the frames without interference (not the paper's)"}
+ACCURACY_LABEL = {
+    "acc_paper_avg": "avg acc over R×M frame-interference answers (section 4.3)",
+    "acc_avg": "avg acc over the frames without interference (not the paper's)",
+}
 
 
 def accuracy_metric(record_sets: list[list[dict]]) -> str:
@@ -54,13 +65,15 @@ def build(ctx: Context) -> Section | None:
         if ctx.tasks(TASK_RE):
             return Section(FAMILY, f"## {FAMILY}\n\n*MONITOR results need the per-sample files (`--log_samples`).*\n")
         return None
-    md = [f"## {FAMILY}\n",
-          "Factual reliability (Wang et al., 2024): how far the gold object's subword probabilities move under other "
-          "prompt frames (PFD) and under misleading contexts (IRD), per unit of probability under the positive context. "
-          "Lower MONITOR is better. Accuracy (R×M): the paper's, greedy answers under every prompt frame behind every "
-          "negative context (section 4.3; `monitor_accuracy: paper`), avg over the R×M combinations and its range "
-          "[min, max], each relation alone, then averaged over relations; accuracy (frames): the same over the frames "
-          "without interference; probs: mean primary-anchor probability.\n"]
+    md = [
+        f"## {FAMILY}\n",
+        "Factual reliability (Wang et al., 2024): how far the gold object's subword probabilities move under other "
+        "prompt frames (PFD) and under misleading contexts (IRD), per unit of probability under the positive context. "
+        "Lower MONITOR is better. Accuracy (R×M): the paper's, greedy answers under every prompt frame behind every "
+        "negative context (section 4.3; `monitor_accuracy: paper`), avg over the R×M combinations and its range "
+        "[min, max], each relation alone, then averaged over relations; accuracy (frames): the same over the frames "
+        "without interference; probs: mean primary-anchor probability.\n",
+    ]
     rows = []
     for tname in sorted({t.name for _, t in found}):
         runs = [(run, t) for run, t in found if t.name == tname]
@@ -89,16 +102,24 @@ def _table4(ctx: Context, tname: str, runs: list, md: list[str]) -> list[dict]:
     # a run without the R x M answers (monitor_accuracy frames / none) shows no empty R x M columns
     unasked = [head for m, head in TABLE4 if all(pd.isna(x[m]) for x in raw)]
     md.append("#### Summary (cf. Table 4)\n")
-    md.append(ctx.writer.table(pd.DataFrame(shown).drop(columns=unasked), f"monitor_table4_{tname}",
-                               "± = bootstrap standard error over facts; max / min: each relation's best and worst "
-                               "prompt combination, averaged over relations.", csv=pd.DataFrame(raw)))
+    md.append(
+        ctx.writer.table(
+            pd.DataFrame(shown).drop(columns=unasked),
+            f"monitor_table4_{tname}",
+            "± = bootstrap standard error over facts; max / min: each relation's best and worst "
+            "prompt combination, averaged over relations.",
+            csv=pd.DataFrame(raw),
+        )
+    )
     acc = accuracy_metric([task.records("monitor") for _, task in runs])
     for x in raw:
         x["accuracy"] = acc
     if len(raw) >= 3:
         r, p, k = correlation([x["monitor"] for x in raw], [x[acc] for x in raw])
-        md.append(f"Pearson r(MONITOR, avg acc) = **{fmt(r, 3)}** (p = {fmt(p, 3)}, n = {k} models). "
-                  f"Accuracy: {ACCURACY_LABEL[acc]}; Table 4 reports -0.846 over 12 models.\n")
+        md.append(
+            f"Pearson r(MONITOR, avg acc) = **{fmt(r, 3)}** (p = {fmt(p, 3)}, n = {k} models). "
+            f"Accuracy: {ACCURACY_LABEL[acc]}; Table 4 reports -0.846 over 12 models.\n"
+        )
     elif len(raw) == 2:
         md.append("*r(MONITOR, avg acc) across models needs at least three models.*\n")
     return raw
@@ -107,7 +128,9 @@ def _table4(ctx: Context, tname: str, runs: list, md: list[str]) -> list[dict]:
 def _relation_table(records: dict[str, list[dict]], metric: str, relations: list[str]) -> pd.DataFrame:
     """``metric`` per relation (rows) and model (columns); NaN where a model has no record of a relation."""
     values = {m: per_relation(recs, metric) for m, recs in records.items()}
-    df = pd.DataFrame({m: {rel: v.get(rel, float("nan")) for rel in relations} for m, v in values.items()}).loc[relations]
+    df = pd.DataFrame({m: {rel: v.get(rel, float("nan")) for rel in relations} for m, v in values.items()}).loc[
+        relations
+    ]
     df.index.name = "relation"
     return df
 
@@ -122,10 +145,16 @@ def _per_relation(ctx: Context, tname: str, runs: list, md: list[str]) -> None:
     mon, acc = _relation_table(records, "monitor", relations), _relation_table(records, acc_metric, relations)
     md.append("#### MONITOR per relation (cf. Table 11)\n")
     vmax = max(1.0, float(pd.to_numeric(mon.stack(), errors="coerce").max() if mon.size else 1.0))
-    fig = heatmap(mon, f"MONITOR per relation ({tname}); lower is better", "model", "relation", "MONITOR", vmin=0.0, vmax=vmax)
+    fig = heatmap(
+        mon, f"MONITOR per relation ({tname}); lower is better", "model", "relation", "MONITOR", vmin=0.0, vmax=vmax
+    )
     md.append(w.figure(fig, f"monitor_relations_{tname}", "MONITOR per relation"))
     both = mon.add_suffix(" MONITOR").join(acc.add_suffix(" avg acc"))
-    md.append(w.table(both.reset_index(), f"monitor_table11_{tname}", f"MONITOR and {ACCURACY_LABEL[acc_metric]}, per relation."))
+    md.append(
+        w.table(
+            both.reset_index(), f"monitor_table11_{tname}", f"MONITOR and {ACCURACY_LABEL[acc_metric]}, per relation."
+        )
+    )
     _across_relations(w, tname, mon, acc, acc_metric, md)
     if len(runs) >= 3:
         rows = []
@@ -144,8 +173,13 @@ def _across_relations(w, tname: str, mon: pd.DataFrame, acc: pd.DataFrame, acc_m
         r, p, n = correlation(mon[model].to_numpy(), acc[model].to_numpy())
         rows.append({"model": model, "Pearson r": r, "p-value": p, "relations": n})
     md.append("#### r(MONITOR, avg acc) across relations, per model\n")
-    md.append(w.table(pd.DataFrame(rows), f"monitor_relation_correlation_{tname}",
-                      f"Accuracy: {ACCURACY_LABEL[acc_metric]}. Needs three relations or more (NaN otherwise)."))
+    md.append(
+        w.table(
+            pd.DataFrame(rows),
+            f"monitor_relation_correlation_{tname}",
+            f"Accuracy: {ACCURACY_LABEL[acc_metric]}. Needs three relations or more (NaN otherwise).",
+        )
+    )
 
 
 def _cost(ctx: Context, tname: str, runs: list, md: list[str]) -> None:
@@ -164,25 +198,39 @@ def _cost(ctx: Context, tname: str, runs: list, md: list[str]) -> None:
     if all(pd.isna(r["anchors requests"]) for r in rows):
         return
     md.append("#### Cost: anchors vs the R×M accuracy answers (cf. Table 8)\n")
-    md.append(ctx.writer.table(pd.DataFrame(rows), f"monitor_cost_{tname}",
-                               "Requests and tokens (prompt and scored answer, plus generated) per request group, "
-                               "summed over facts; Table 8 reports 2.97x fewer GPU hours for MONITOR on P1412."))
+    md.append(
+        ctx.writer.table(
+            pd.DataFrame(rows),
+            f"monitor_cost_{tname}",
+            "Requests and tokens (prompt and scored answer, plus generated) per request group, "
+            "summed over facts; Table 8 reports 2.97x fewer GPU hours for MONITOR on P1412.",
+        )
+    )
 
 
 def _card(rows: list[dict]) -> dict[str, list[CardEntry]]:
     card: dict[str, list[CardEntry]] = {}
     for x in rows:
         tag = "" if sum(y["model"] == x["model"] for y in rows) == 1 else f" [{x['suite']}]"
-        card.setdefault(x["model"], []).extend([
-            CardEntry("accuracy", FAMILY, ("avg accuracy (R×M)" if x["accuracy"] == "acc_paper_avg" else
-                                            "avg accuracy over frames") + tag, fmt(x[x["accuracy"]], 3)),
-            CardEntry("robustness", FAMILY, f"PFD / IRD{tag}", f"{fmt(x['pfd'], 3)} / {fmt(x['ird'], 3)}", "lower"),
-            CardEntry("reliability", FAMILY, f"MONITOR{tag}", fmt(x["monitor"], 3), "lower"),
-        ])
+        card.setdefault(x["model"], []).extend(
+            [
+                CardEntry(
+                    "accuracy",
+                    FAMILY,
+                    ("avg accuracy (R×M)" if x["accuracy"] == "acc_paper_avg" else "avg accuracy over frames") + tag,
+                    fmt(x[x["accuracy"]], 3),
+                ),
+                CardEntry("robustness", FAMILY, f"PFD / IRD{tag}", f"{fmt(x['pfd'], 3)} / {fmt(x['ird'], 3)}", "lower"),
+                CardEntry("reliability", FAMILY, f"MONITOR{tag}", fmt(x["monitor"], 3), "lower"),
+            ]
+        )
     return card
 
 
 def _summary(rows: list[dict]) -> list[str]:
-    return [f"{x['model']:<28} {x['suite']:<22} MONITOR {fmt(x['monitor'])}  "
-            f"avg acc{' (R×M)' if x['accuracy'] == 'acc_paper_avg' else ''} {fmt(x[x['accuracy']])}  "
-            f"probs {fmt(x['primary_prob'])}" for x in rows]
+    return [
+        f"{x['model']:<28} {x['suite']:<22} MONITOR {fmt(x['monitor'])}  "
+        f"avg acc{' (R×M)' if x['accuracy'] == 'acc_paper_avg' else ''} {fmt(x[x['accuracy']])}  "
+        f"probs {fmt(x['primary_prob'])}"
+        for x in rows
+    ]

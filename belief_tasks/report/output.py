@@ -77,7 +77,9 @@ class ReportWriter:
         (self.out / "figures").mkdir(parents=True, exist_ok=True)
         self.files: list[Path] = []
 
-    def table(self, df: pd.DataFrame, name: str, caption: str = "", digits: int = 4, csv: pd.DataFrame | None = None) -> str:
+    def table(
+        self, df: pd.DataFrame, name: str, caption: str = "", digits: int = 4, csv: pd.DataFrame | None = None
+    ) -> str:
         """Write ``tables/<name>.csv`` (``csv`` if given: the unformatted numbers) and return the Markdown table."""
         path = self.out / "tables" / f"{slug(name)}.csv"
         (df if csv is None else csv).to_csv(path, index=False)
@@ -110,8 +112,17 @@ def new_figure(width: float = 6.4, height: float = 4.2):
     return fig, ax
 
 
-def heatmap(matrix: pd.DataFrame, title: str, xlabel: str, ylabel: str, cbar_label: str,
-            vmin: float = 0.0, vmax: float = 1.0, annotate: bool | None = None, digits: int = 2):
+def heatmap(
+    matrix: pd.DataFrame,
+    title: str,
+    xlabel: str,
+    ylabel: str,
+    cbar_label: str,
+    vmin: float = 0.0,
+    vmax: float = 1.0,
+    annotate: bool | None = None,
+    digits: int = 2,
+):
     """A labelled heatmap (rows = ``matrix.index``, columns = ``matrix.columns``), values written in the cells."""
     import numpy as np
 
@@ -121,7 +132,9 @@ def heatmap(matrix: pd.DataFrame, title: str, xlabel: str, ylabel: str, cbar_lab
     im = ax.imshow(np.ma.masked_invalid(data), cmap=HEATMAP_CMAP, vmin=vmin, vmax=vmax, aspect="auto")
     xlabels = [str(c) for c in matrix.columns]
     tilt = cols > 2 or max(len(x) for x in xlabels) > 10
-    ax.set_xticks(range(cols), xlabels, rotation=35 if tilt else 0, ha="right" if tilt else "center", rotation_mode="anchor")
+    ax.set_xticks(
+        range(cols), xlabels, rotation=35 if tilt else 0, ha="right" if tilt else "center", rotation_mode="anchor"
+    )
     ax.set_yticks(range(rows), [str(r) for r in matrix.index])
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
@@ -139,12 +152,21 @@ def heatmap(matrix: pd.DataFrame, title: str, xlabel: str, ylabel: str, cbar_lab
                     ax.text(j, i, "–", ha="center", va="center", fontsize=8, color="grey")
                     continue
                 light = (v - vmin) / span > 0.6  # cividis is light at the top
-                ax.text(j, i, f"{v:.{digits}f}", ha="center", va="center", fontsize=8, color="black" if light else "white")
+                ax.text(
+                    j, i, f"{v:.{digits}f}", ha="center", va="center", fontsize=8, color="black" if light else "white"
+                )
     return fig
 
 
-def grouped_bars(values: pd.DataFrame, errors: pd.DataFrame | None, title: str, xlabel: str, ylabel: str,
-                 legend_title: str, ylim: tuple[float, float] | None = (0.0, 1.0)):
+def grouped_bars(
+    values: pd.DataFrame,
+    errors: pd.DataFrame | None,
+    title: str,
+    xlabel: str,
+    ylabel: str,
+    legend_title: str,
+    ylim: tuple[float, float] | None = (0.0, 1.0),
+):
     """Bars per row of ``values`` (x), one colour per column (series), optional error bars."""
     import numpy as np
 
@@ -154,9 +176,20 @@ def grouped_bars(values: pd.DataFrame, errors: pd.DataFrame | None, title: str, 
     x = np.arange(n_groups)
     for j, col in enumerate(values.columns):
         err = None if errors is None else errors[col].to_numpy(dtype=float)
-        ax.bar(x + (j - (n_series - 1) / 2) * width, values[col].to_numpy(dtype=float), width, yerr=err,
-               color=colour(j), label=str(col), capsize=2, edgecolor="white", linewidth=0.5)
-    ax.set_xticks(x, [str(i) for i in values.index], rotation=45 if n_groups > 4 else 0, ha="right" if n_groups > 4 else "center")
+        ax.bar(
+            x + (j - (n_series - 1) / 2) * width,
+            values[col].to_numpy(dtype=float),
+            width,
+            yerr=err,
+            color=colour(j),
+            label=str(col),
+            capsize=2,
+            edgecolor="white",
+            linewidth=0.5,
+        )
+    ax.set_xticks(
+        x, [str(i) for i in values.index], rotation=45 if n_groups > 4 else 0, ha="right" if n_groups > 4 else "center"
+    )
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     ax.set_title(title)
@@ -166,8 +199,17 @@ def grouped_bars(values: pd.DataFrame, errors: pd.DataFrame | None, title: str, 
     return fig
 
 
-def line_plot(series: Sequence[tuple[str, Sequence[float], Sequence[float]]], title: str, xlabel: str, ylabel: str,
-              legend_title: str, diagonal: bool = False, xlim=(-0.03, 1.03), ylim=(-0.03, 1.03), bands=None):
+def line_plot(
+    series: Sequence[tuple[str, Sequence[float], Sequence[float]]],
+    title: str,
+    xlabel: str,
+    ylabel: str,
+    legend_title: str,
+    diagonal: bool = False,
+    xlim=(-0.03, 1.03),
+    ylim=(-0.03, 1.03),
+    bands=None,
+):
     """One line per ``(label, x, y)``; ``diagonal`` adds y = x (perfect calibration); ``bands``, one
     ``(low, high)`` per series (NaN where a point has none), shades each line's interval."""
     fig, ax = new_figure(5.6, 4.6)
@@ -186,4 +228,3 @@ def line_plot(series: Sequence[tuple[str, Sequence[float], Sequence[float]]], ti
         ax.set_ylim(*ylim)
     ax.legend(title=legend_title, fontsize=8, title_fontsize=8, loc="best")
     return fig
-

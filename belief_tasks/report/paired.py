@@ -55,10 +55,23 @@ def _rows(ctx: Context, family: str, a, b, notes: list[str]) -> list[dict]:
         return []
     budgeted = is_budgeted(records_behind(task_a.records()))
     na, nb = ctx.numbers(run_a, task_a.name), ctx.numbers(run_b, task_b.name)
-    return [{"task": task_a.name, "metric": m, "A": run_a.name, "B": run_b.name, "value A": value(na, m),
-             "value B": value(nb, m), "A − B": difference_text(iv, budgeted), "difference": iv.estimate,
-             "low": iv.low if budgeted else iv.estimate, "high": iv.high if budgeted else iv.estimate,
-             "budgeted": budgeted} for m, iv in diffs.items() if not (pd.isna(value(na, m)) and pd.isna(value(nb, m)))]
+    return [
+        {
+            "task": task_a.name,
+            "metric": m,
+            "A": run_a.name,
+            "B": run_b.name,
+            "value A": value(na, m),
+            "value B": value(nb, m),
+            "A − B": difference_text(iv, budgeted),
+            "difference": iv.estimate,
+            "low": iv.low if budgeted else iv.estimate,
+            "high": iv.high if budgeted else iv.estimate,
+            "budgeted": budgeted,
+        }
+        for m, iv in diffs.items()
+        if not (pd.isna(value(na, m)) and pd.isna(value(nb, m)))
+    ]
 
 
 def build(ctx: Context) -> Section | None:
@@ -73,16 +86,18 @@ def build(ctx: Context) -> Section | None:
     if not rows and not notes:
         return None
     df = pd.DataFrame(rows)
-    md = [f"## {TITLE}\n",
-          "Each metric of one run minus another's on the same facts. Budgeted runs: the difference of the two "
-          "estimates of the full-data values with its paired 95 % interval (a fact's values in both runs form one "
-          "unit of the stratified bootstrap); an interval that excludes 0 says the runs differ on the full data. "
-          "Full runs: the exact difference on their facts.\n", *[f"*{n}*\n" for n in notes]]
+    md = [
+        f"## {TITLE}\n",
+        "Each metric of one run minus another's on the same facts. Budgeted runs: the difference of the two "
+        "estimates of the full-data values with its paired 95 % interval (a fact's values in both runs form one "
+        "unit of the stratified bootstrap); an interval that excludes 0 says the runs differ on the full data. "
+        "Full runs: the exact difference on their facts.\n",
+        *[f"*{n}*\n" for n in notes],
+    ]
     summary = []
     if rows:
         shown = df[["task", "A", "B", "metric", "value A", "value B", "A − B"]]
-        md.append(ctx.writer.table(shown, "paired_differences", "A − B per metric.",
-                                   csv=df.drop(columns=["A − B"])))
+        md.append(ctx.writer.table(shown, "paired_differences", "A − B per metric.", csv=df.drop(columns=["A − B"])))
         headline = df.groupby(["task", "A", "B"], sort=False).head(1)
         summary = [f"{r['task']} {r['metric']}: {r['A']} − {r['B']}: {r['A − B']}" for _, r in headline.iterrows()]
     return Section(TITLE, "\n".join(md), summary=summary)

@@ -96,8 +96,9 @@ def recompute(task: TaskRun, metrics: list[str] | None = None) -> dict[str, Numb
             except Exception as e:  # noqa: BLE001  a stderr that cannot be computed is reported as such
                 log.warning("%s %s: stderr failed (%s)", task.name, m, e)
         found = agg.interval(records)
-        out[m] = Number(value, se, None if harness is None else float(harness),
-                        None if found is None else (found.low, found.high))
+        out[m] = Number(
+            value, se, None if harness is None else float(harness), None if found is None else (found.low, found.high)
+        )
     return out
 
 

@@ -54,8 +54,19 @@ FREE = frozenset({"relations", "confidence_prompts", "budget_design", "truncatio
 #: ``metadata`` entries that say where a task's YAML was read, not what it computes
 WHERE = frozenset({"config_source"})
 #: run-level fields of the results JSON that say when and where a run ran, not what it computed
-WHEN_AND_WHERE = frozenset({"date", "start_time", "end_time", "total_evaluation_time_seconds", "pretty_env_info",
-                            "results_file", "git_hash", "upper_git_hash", "config"})
+WHEN_AND_WHERE = frozenset(
+    {
+        "date",
+        "start_time",
+        "end_time",
+        "total_evaluation_time_seconds",
+        "pretty_env_info",
+        "results_file",
+        "git_hash",
+        "upper_git_hash",
+        "config",
+    }
+)
 #: lm-eval's ``config`` entries that place or batch the work (``limit`` is checked on its own)
 PLACING = frozenset({"batch_size", "batch_sizes", "device", "use_cache", "limit", "model_args"})
 
@@ -149,7 +160,7 @@ def pool(runs: list[ModelRun]) -> list[ModelRun]:
             blocks += [[r] for r in cluster]
             continue
         for i, a in enumerate(cluster):
-            for b, other in zip(cluster[i + 1:], sets[i + 1:]):
+            for b, other in zip(cluster[i + 1 :], sets[i + 1 :]):
                 common = sets[i] & other
                 if common:
                     raise ShardError(
@@ -157,7 +168,8 @@ def pool(runs: list[ModelRun]) -> list[ModelRun]:
                         f"({', '.join(sorted(common))}), so they are neither shards of one run (pooled, the facts of "
                         "those relations would count twice) nor runs to compare (they evaluate different facts). "
                         "Shards take disjoint blocks of relations (docs/scale.md); give --no-pool to report each "
-                        "folder as its own run.")
+                        "folder as its own run."
+                    )
         blocks.append(cluster)
     _refuse_misfits(blocks)
     pooled = {id(b[0]): _pooled(b) for b in blocks if len(b) > 1}
@@ -175,7 +187,7 @@ def _refuse_misfits(blocks: list[list[ModelRun]]) -> None:
     """Two groups of runs on disjoint relations that differ in their signature: a shard of another setting."""
     unions = [set().union(*(relations_of(r) or () for r in b)) for b in blocks]
     for i, a in enumerate(blocks):
-        for b, relations in zip(blocks[i + 1:], unions[i + 1:]):
+        for b, relations in zip(blocks[i + 1 :], unions[i + 1 :]):
             if unions[i] & relations:
                 continue
             diff = differences(signature(a[0]), signature(b[0]))
@@ -186,54 +198,81 @@ def _refuse_misfits(blocks: list[list[ModelRun]]) -> None:
                 f"{'; ...' if len(diff) > 4 else ''}. Pooled, their records would mix two settings; side by side, "
                 "they would compare different facts. Shards must come from one command that differs only in the "
                 "relations knob (and confidence_prompts; docs/scale.md); give --no-pool to report each folder as its "
-                "own run.")
+                "own run."
+            )
 
 
 def _pooled(shards: list[ModelRun]) -> ModelRun:
     for run in shards:
         if run.limit is not None:
-            raise ShardError(f"{_where(run)} ran with --limit {run.limit:g}, so it scored only part of its relations' "
-                             "documents and its records do not pool into a run: run the shard again without --limit, "
-                             "or give --no-pool to report each folder as its own run.")
+            raise ShardError(
+                f"{_where(run)} ran with --limit {run.limit:g}, so it scored only part of its relations' "
+                "documents and its records do not pool into a run: run the shard again without --limit, "
+                "or give --no-pool to report each folder as its own run."
+            )
         for name, task in sorted(run.tasks.items()):
             if not task.family:
-                raise ShardError(f"{_where(run)}: task {name} is not one of ours, so the relations knob does not split "
-                                 "it and every shard holds all of it: run it once, apart from the shards, or give "
-                                 "--no-pool to report each folder as its own run.")
+                raise ShardError(
+                    f"{_where(run)}: task {name} is not one of ours, so the relations knob does not split "
+                    "it and every shard holds all of it: run it once, apart from the shards, or give "
+                    "--no-pool to report each folder as its own run."
+                )
             if not task.has_records:
-                raise ShardError(f"{_where(run)}: task {name} has {task.samples_missing}, and pooling recomputes every "
-                                 "number from the shards' records: run the shard with --log_samples and keep its "
-                                 "samples files beside its results JSON.")
+                raise ShardError(
+                    f"{_where(run)}: task {name} has {task.samples_missing}, and pooling recomputes every "
+                    "number from the shards' records: run the shard with --log_samples and keep its "
+                    "samples files beside its results JSON."
+                )
     first = shards[0]
     tasks: dict[str, TaskRun] = {name: _pooled_task([run.tasks[name] for run in shards]) for name in first.tasks}
     folders = [run.folder for run in shards]
-    return ModelRun(name="", model_name=first.model_name, folder=Path(os.path.commonpath(folders)),
-                    tasks=tasks, groups={}, info=dict(first.info), shards=folders)
+    return ModelRun(
+        name="",
+        model_name=first.model_name,
+        folder=Path(os.path.commonpath(folders)),
+        tasks=tasks,
+        groups={},
+        info=dict(first.info),
+        shards=folders,
+    )
 
 
 def _pooled_task(parts: list[TaskRun]) -> PooledTask:
     first = parts[0]
     config = json.loads(json.dumps(first.config, default=str))
     meta = config.setdefault("metadata", {})
-    meta["relations"] = ",".join(dict.fromkeys(
-        r.strip() for p in parts for r in str((p.config.get("metadata") or {}).get("relations", "")).split(",")
-        if r.strip()))
+    meta["relations"] = ",".join(
+        dict.fromkeys(
+            r.strip()
+            for p in parts
+            for r in str((p.config.get("metadata") or {}).get("relations", "")).split(",")
+            if r.strip()
+        )
+    )
     designs: list[Any] = [(p.config.get("metadata") or {}).get("budget_design") for p in parts]
     if all(designs):
         meta["budget_design"] = {
-            "budget": designs[0]["budget"], "seed": designs[0]["seed"],
+            "budget": designs[0]["budget"],
+            "seed": designs[0]["seed"],
             "facts_drawn": sum(d["facts_drawn"] for d in designs),
             "facts_in_population": sum(d["facts_in_population"] for d in designs),
-            "relations": {r: v for d in designs for r, v in d["relations"].items()}}
+            "relations": {r: v for d in designs for r, v in d["relations"].items()},
+        }
     cuts = [c for p in parts if isinstance(c := (p.config.get("metadata") or {}).get("truncation"), dict)]
     if cuts:
         meta["truncation"] = _pooled_truncation(cuts)
     n = lambda key: sum(int(p.n_samples.get(key) or 0) for p in parts)  # noqa: E731
     # the metric names in the results JSON's order, without values: a pooled run has no results JSON of its own
     results = {k: (None if "," in k else v) for k, v in first.results.items()}
-    return PooledTask(name=first.name, results=results,
-                      config=config, n_samples={"original": n("original"), "effective": n("effective")},
-                      samples_path=first.samples_path, date_id=max(p.date_id for p in parts), parts=parts)
+    return PooledTask(
+        name=first.name,
+        results=results,
+        config=config,
+        n_samples={"original": n("original"), "effective": n("effective")},
+        samples_path=first.samples_path,
+        date_id=max(p.date_id for p in parts),
+        parts=parts,
+    )
 
 
 def _pooled_truncation(cuts: list[dict]) -> dict:
@@ -265,8 +304,10 @@ def note(run: ModelRun) -> str:
     """What a pooled run is made of ("" for a run of one folder)."""
     if not run.shards:
         return ""
-    return (f"pooled from {len(run.shards)} shards ({', '.join(_where_path(f) for f in run.shards)}): every number is "
-            "recomputed from their records together")
+    return (
+        f"pooled from {len(run.shards)} shards ({', '.join(_where_path(f) for f in run.shards)}): every number is "
+        "recomputed from their records together"
+    )
 
 
 def _where(run: ModelRun) -> str:

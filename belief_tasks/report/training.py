@@ -53,7 +53,9 @@ def checkpoint(run, x_pattern: str | None = None) -> Checkpoint | None:
     text = ",".join(f"{k}={v}" for k, v in sorted(args.items()))
     if x_pattern:
         m = re.search(x_pattern, text)
-        return Checkpoint(text[: m.start(1)] + "{x}" + text[m.end(1):], float(m.group(1))) if m and m.groups() else None
+        return (
+            Checkpoint(text[: m.start(1)] + "{x}" + text[m.end(1) :], float(m.group(1))) if m and m.groups() else None
+        )
     revision = args.get("revision", "")
     if (m := STEP.search(revision)) or revision.isdigit():
         step = float(m.group(1)) if m else float(revision)
@@ -64,7 +66,7 @@ def checkpoint(run, x_pattern: str | None = None) -> Checkpoint | None:
     if not matches:
         return None
     m = matches[-1]
-    series = {**args, "pretrained": name[: m.start(1)] + "{step}" + name[m.end(1):]}
+    series = {**args, "pretrained": name[: m.start(1)] + "{step}" + name[m.end(1) :]}
     return Checkpoint(",".join(f"{k}={v}" for k, v in sorted(series.items())), float(m.group(1)))
 
 
@@ -89,8 +91,17 @@ def curve_table(ctx: Context, points: list[tuple[float, object]]) -> pd.DataFram
             metric = family.headline
             number = ctx.numbers(run, name).get(metric)
             low, high = number.interval if number is not None and number.interval else (float("nan"),) * 2
-            rows.append({"step": step, "model": run.name, "task": name, "metric": metric,
-                         "value": value(ctx.numbers(run, name), metric), "low": low, "high": high})
+            rows.append(
+                {
+                    "step": step,
+                    "model": run.name,
+                    "task": name,
+                    "metric": metric,
+                    "value": value(ctx.numbers(run, name), metric),
+                    "low": low,
+                    "high": high,
+                }
+            )
     return pd.DataFrame(rows)
 
 
@@ -113,8 +124,18 @@ def split_table(points: list[tuple[float, object]], split: FactSplit) -> pd.Data
                 found = subset_estimates(family.budgeted, task.records(), _on(split, side)).get(family.headline)
                 if found is not None:
                     n = len({r["fact_id"] for r in task.records() if split.of_record(r) == side})
-                    rows.append({"step": step, "task": name, "metric": family.headline, "facts": side, "n facts": n,
-                                 "value": found.estimate, "low": found.low, "high": found.high})
+                    rows.append(
+                        {
+                            "step": step,
+                            "task": name,
+                            "metric": family.headline,
+                            "facts": side,
+                            "n facts": n,
+                            "value": found.estimate,
+                            "low": found.low,
+                            "high": found.high,
+                        }
+                    )
     return pd.DataFrame(rows)
 
 
@@ -135,9 +156,19 @@ def split_differences(points: list[tuple[float, object]], split: FactSplit) -> p
                 found = paired_subset_estimates(family.budgeted, tb.records(), ta.records(), _on(split, side))
                 iv = found.get(family.headline)
                 if iv is not None:
-                    rows.append({"task": name, "metric": family.headline, "facts": side, "from": step_a, "to": step_b,
-                                 "difference": iv.estimate, "low": iv.low, "high": iv.high,
-                                 "beyond its interval": bool(iv.low > 0 or iv.high < 0)})
+                    rows.append(
+                        {
+                            "task": name,
+                            "metric": family.headline,
+                            "facts": side,
+                            "from": step_a,
+                            "to": step_b,
+                            "difference": iv.estimate,
+                            "low": iv.low,
+                            "high": iv.high,
+                            "beyond its interval": bool(iv.low > 0 or iv.high < 0),
+                        }
+                    )
     return pd.DataFrame(rows)
 
 
@@ -150,7 +181,7 @@ def split_agreement(points: list[tuple[float, object]], split: FactSplit) -> pd.
     for step, run in points:
         probes = probes_of(run)
         for i, a in enumerate(probes):
-            for b in probes[i + 1:]:
+            for b in probes[i + 1 :]:
                 if a.dataset != b.dataset:
                     continue
                 for side in SIDES:
@@ -159,9 +190,17 @@ def split_agreement(points: list[tuple[float, object]], split: FactSplit) -> pd.
                         continue
                     x, y = [a.known[f] for f in facts], [b.known[f] for f in facts]
                     table = agreement_table(x, y)
-                    rows.append({"step": step, "probes": f"{a.task} / {b.task}", "facts": side, "n facts": len(facts),
-                                 "kappa": cohen_kappa(x, y), "agreement": table["agreement"],
-                                 "both known": table["both"]})
+                    rows.append(
+                        {
+                            "step": step,
+                            "probes": f"{a.task} / {b.task}",
+                            "facts": side,
+                            "n facts": len(facts),
+                            "kappa": cohen_kappa(x, y),
+                            "agreement": table["agreement"],
+                            "both known": table["both"],
+                        }
+                    )
     return pd.DataFrame(rows)
 
 
@@ -171,27 +210,45 @@ def split_markdown(ctx: Context, i: int, series: str, points, split: FactSplit) 
     if table.empty:
         return md
     name = f"training_{i}_split"
-    md.append(f"#### Trained and held-out facts (split seed {split.seed}, {len(split.trained)} trained and "
-              f"{len(split.held_out)} held-out facts in the split)\n")
-    md.append("The headline metric on each side of the split, with a 95 % interval over facts (the stratified "
-              "bootstrap, facts of each side taken as a sample of facts like them; `scoring.subsets`).\n")
+    md.append(
+        f"#### Trained and held-out facts (split seed {split.seed}, {len(split.trained)} trained and "
+        f"{len(split.held_out)} held-out facts in the split)\n"
+    )
+    md.append(
+        "The headline metric on each side of the split, with a 95 % interval over facts (the stratified "
+        "bootstrap, facts of each side taken as a sample of facts like them; `scoring.subsets`).\n"
+    )
     md.append(w.table(table, name, "Headline metric per checkpoint and side of the split.", digits=4))
     groups = list(table.groupby(["task", "facts"], sort=True))
-    lines = [(f"{task}, {side} ({grp['metric'].iloc[0]})", list(grp["step"]), list(grp["value"]))
-             for (task, side), grp in groups]
+    lines = [
+        (f"{task}, {side} ({grp['metric'].iloc[0]})", list(grp["step"]), list(grp["value"]))
+        for (task, side), grp in groups
+    ]
     bands = [(list(grp["low"]), list(grp["high"])) for _, grp in groups]
-    fig = line_plot(lines, "Trained vs held-out facts", "training step", "headline metric", "task, facts",
-                    xlim=None, ylim=None, bands=bands)
+    fig = line_plot(
+        lines,
+        "Trained vs held-out facts",
+        "training step",
+        "headline metric",
+        "task, facts",
+        xlim=None,
+        ylim=None,
+        bands=bands,
+    )
     md.append(w.figure(fig, name, "headline metric on the trained and the held-out facts, 95 % bands"))
     diffs = split_differences(points, split)
     if not diffs.empty:
-        md.append("Paired differences on the same facts (later minus earlier checkpoint; the last row per task "
-                  "and side: last minus first), with their paired 95 % intervals.\n")
+        md.append(
+            "Paired differences on the same facts (later minus earlier checkpoint; the last row per task "
+            "and side: last minus first), with their paired 95 % intervals.\n"
+        )
         md.append(w.table(diffs, f"{name}_differences", "Paired differences between checkpoints per side.", digits=4))
     agree = split_agreement(points, split)
     if not agree.empty:
-        md.append("Do the probes agree more as the facts are learnt? Per checkpoint and side: Cohen's κ and the "
-                  "share of facts on which two probes' known-fact rules agree.\n")
+        md.append(
+            "Do the probes agree more as the facts are learnt? Per checkpoint and side: Cohen's κ and the "
+            "share of facts on which two probes' known-fact rules agree.\n"
+        )
         md.append(w.table(agree, f"{name}_agreement", "Agreement between probes per checkpoint and side.", digits=4))
     return md
 
@@ -201,9 +258,12 @@ def build(ctx: Context, x_pattern: str | None = None, split: FactSplit | None = 
     if not found:
         return None
     w = ctx.writer
-    md = [f"## {TITLE}\n", "Each headline metric against the training step, for runs whose model arguments differ only "
-          "by the checkpoint (`revision=stepN`, a step in the model folder's name, or `belief-report --x`). Budgeted "
-          "runs are drawn with their 95 % intervals as bands (columns `low`, `high`).\n"]
+    md = [
+        f"## {TITLE}\n",
+        "Each headline metric against the training step, for runs whose model arguments differ only "
+        "by the checkpoint (`revision=stepN`, a step in the model folder's name, or `belief-report --x`). Budgeted "
+        "runs are drawn with their 95 % intervals as bands (columns `low`, `high`).\n",
+    ]
     drawn = 0
     for i, (series, points) in enumerate(found.items()):
         table = curve_table(ctx, points)
@@ -217,8 +277,16 @@ def build(ctx: Context, x_pattern: str | None = None, split: FactSplit | None = 
         lines = [(f"{task} ({grp['metric'].iloc[0]})", list(grp["step"]), list(grp["value"])) for task, grp in groups]
         # budgeted runs: their 95 % intervals as bands
         bands = [(list(grp["low"]), list(grp["high"])) if grp["low"].notna().any() else None for _, grp in groups]
-        fig = line_plot(lines, "Knowledge over training", "training step", "headline metric", "task", xlim=None,
-                        ylim=None, bands=bands)
+        fig = line_plot(
+            lines,
+            "Knowledge over training",
+            "training step",
+            "headline metric",
+            "task",
+            xlim=None,
+            ylim=None,
+            bands=bands,
+        )
         md.append(w.figure(fig, f"training_{i}_{slug(shown)[:40]}", "headline metrics against the training step"))
         if split is not None:
             md += split_markdown(ctx, i, series, points, split)

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-HEADING = ("**Requests cut to the model's context.** These tasks sent requests longer than the model's "
-           "`max_length`, which the backend cut from the left (it scored what remained), or ran where the "
-           "context length could not be known:\n")
+HEADING = (
+    "**Requests cut to the model's context.** These tasks sent requests longer than the model's "
+    "`max_length`, which the backend cut from the left (it scored what remained), or ran where the "
+    "context length could not be known:\n"
+)
 
 
 def notes(runs) -> list[str]:
@@ -18,9 +20,11 @@ def notes(runs) -> list[str]:
             if cut.get("context_length") == "unknown":  # the backend's requests could not be measured
                 lines.append(f"{run.name} / {name}: {cut['requests']} requests not measured: {cut['reason']}")
                 continue
-            line = (f"{run.name} / {name}: {cut['truncated_requests']} of {cut['requests']} requests longer than "
-                    f"max_length {cut['max_length']} (longest {cut['longest_request_tokens']} tokens); up to "
-                    f"{cut['max_tokens_cut']} tokens cut from one request, {cut['total_tokens_cut']} in all")
+            line = (
+                f"{run.name} / {name}: {cut['truncated_requests']} of {cut['requests']} requests longer than "
+                f"max_length {cut['max_length']} (longest {cut['longest_request_tokens']} tokens); up to "
+                f"{cut['max_tokens_cut']} tokens cut from one request, {cut['total_tokens_cut']} in all"
+            )
             if cut.get("needs_whole_context") and cut["truncated_requests"]:
                 line += "; this probe needs its whole context and ran only because allow_truncation was set"
             if cut.get("server_max_model_len") == "unknown":

@@ -140,9 +140,11 @@ def _p_at_k_agg(k: int, template: int | None):
 
 
 (agg_bear_t0, bear_t0_stderr), (agg_bear_t1, bear_t1_stderr), (agg_bear_t2, bear_t2_stderr) = (
-    _p_at_k_agg(1, t) for t in TEMPLATE_METRICS)
+    _p_at_k_agg(1, t) for t in TEMPLATE_METRICS
+)
 (agg_p_at_1, p_at_1_stderr), (agg_p_at_5, p_at_5_stderr), (agg_p_at_10, p_at_10_stderr) = (
-    _p_at_k_agg(k, None) for k in PRECISION_KS)
+    _p_at_k_agg(k, None) for k in PRECISION_KS
+)
 
 
 # --- confidence (lm-pub-quiz 0.3.3's metrics/confidence.py, ``metrics.bear.relation_confidence``) ----------
@@ -170,7 +172,9 @@ def confidence_by_relation(records: Sequence[Mapping]) -> dict[str, dict]:
 
 def instance_values(records: Sequence[Mapping], key: str) -> list[float]:
     """A per-instance term (``metrics.bear.instance_confidences``) of every record, relation by relation."""
-    return [float(v) for s, g in scores_by_relation(records).values() for v in bear_metrics.instance_confidences(s, g)[key]]
+    return [
+        float(v) for s, g in scores_by_relation(records).values() for v in bear_metrics.instance_confidences(s, g)[key]
+    ]
 
 
 def subset_values(records: Sequence[Mapping], term: str, subset: str | None) -> tuple[list[float], list[float]]:
@@ -214,9 +218,11 @@ def _confidence_agg(name: str):
     that of a weighted mean with the weights held fixed (``metrics.stats.weighted_mean_stderr``)."""
     metric, subset, term = CONFIDENCE_METRICS[name]
     if subset in ("all", None):
+
         def stderr(rs):
             return bear_metrics.mean_stderr(subset_values(rs, term, None)[0])
     else:
+
         def stderr(rs):
             return weighted_mean_stderr(*subset_values(rs, term, subset))
 
@@ -230,23 +236,41 @@ def _confidence_agg(name: str):
 
 #: confidence metric -> (its aggregation, its standard error)
 CONFIDENCE_AGGS = {name: _confidence_agg(name) for name in CONFIDENCE_METRICS}
-(agg_confidence, agg_confidence_correct, agg_confidence_incorrect, agg_margin, agg_margin_correct,
- agg_margin_incorrect, agg_uncertainty, agg_uncertainty_correct, agg_uncertainty_incorrect,
- agg_brier) = (agg for agg, _ in CONFIDENCE_AGGS.values())
+(
+    agg_confidence,
+    agg_confidence_correct,
+    agg_confidence_incorrect,
+    agg_margin,
+    agg_margin_correct,
+    agg_margin_incorrect,
+    agg_uncertainty,
+    agg_uncertainty_correct,
+    agg_uncertainty_incorrect,
+    agg_brier,
+) = (agg for agg, _ in CONFIDENCE_AGGS.values())
+
 
 def budget_units(records: Sequence[Mapping]) -> Units:
     """A budgeted run's per-fact columns (``metrics.budgeted.bear``: its estimates of the full run)."""
-    return budgeted.units([r["fact_id"] for r in records], [r["relation"] for r in records], templates_of(records),
-                          ranks_of(records), [r["cardinality"] == "1:1" for r in records], doc_confidences(records))
+    return budgeted.units(
+        [r["fact_id"] for r in records],
+        [r["relation"] for r in records],
+        templates_of(records),
+        ranks_of(records),
+        [r["cardinality"] == "1:1" for r in records],
+        doc_confidences(records),
+    )
 
 
 def instance_order(records: Sequence[Mapping]) -> list[int]:
     """Record positions by (relation, fact, template, subject form): the order ``scores_by_relation``
     groups them in, so sums over instances do not depend on the order records were gathered in (ranks
     of a multi-process run arrive rank by rank; float addition is not associative)."""
+
     def key(i: int) -> tuple:
         r = records[i]
         return tuple(str(r.get(f)) for f in ("relation", "fact_id", "template_index", "template_id", "subject_form"))
+
     return sorted(range(len(records)), key=key)
 
 
@@ -266,8 +290,11 @@ def doc_confidences(records: Sequence[Mapping]) -> dict[str, list[float]]:
 
 
 #: lm-pub-quiz's uncertainty divides each entropy by log2 of the relation's distinct answers (``metrics.budgeted.bear``)
-UNCERTAINTY = NotEstimable("its entropies are divided by log2 of the number of distinct answers among the relation's "
-                           "instances, which a sample of facts does not show")
+UNCERTAINTY = NotEstimable(
+    "its entropies are divided by log2 of the number of distinct answers among the relation's "
+    "instances, which a sample of facts does not show"
+)
+
 
 def _confidence(name: str, higher_is_better: bool, budgeted_statistic) -> Metric:
     agg, stderr = CONFIDENCE_AGGS[name]
@@ -288,8 +315,9 @@ METRICS = {
     "p_at_10": Metric(agg_p_at_10, p_at_10_stderr, True, budgeted.p_at(10)),
     "confidence": _confidence("confidence", True, budgeted.support_weighted("confidence", "all")),
     "confidence_correct": _confidence("confidence_correct", True, budgeted.support_weighted("confidence", "correct")),
-    "confidence_incorrect": _confidence("confidence_incorrect", False,
-                                        budgeted.support_weighted("confidence", "incorrect")),
+    "confidence_incorrect": _confidence(
+        "confidence_incorrect", False, budgeted.support_weighted("confidence", "incorrect")
+    ),
     "margin": _confidence("margin", True, budgeted.support_weighted("margin", "all")),
     "margin_correct": _confidence("margin_correct", True, budgeted.support_weighted("margin", "correct")),
     "margin_incorrect": _confidence("margin_incorrect", False, budgeted.support_weighted("margin", "incorrect")),

@@ -127,8 +127,9 @@ def covered(records: Iterable[dict]) -> set[tuple[str, str]]:
 
 def known(records: Iterable[dict]) -> dict[str, bool]:
     """fact -> known: covered (above) under most of its templates."""
-    prompts = [{"fact_id": r["fact_id"], "template_id": t, "correct": c}
-               for r in records for t, _, _, c in record_prompts(r)]
+    prompts = [
+        {"fact_id": r["fact_id"], "template_id": t, "correct": c} for r in records for t, _, _, c in record_prompts(r)
+    ]
     return most_templates(prompts, lambda p: p["correct"])
 
 
@@ -153,8 +154,13 @@ def _answers(items: list) -> list:
 def accuracy_values(items: list):
     """V_Acc@1: the N draws' accuracies (same records, same numbers)."""
     n_draws, seed = _setting(items, "draws"), _setting(items, "seed")
-    return once(records_of(items), ("belief_icl", "draws", n_draws, seed), lambda: belief_metrics.accuracy_draws(
-        *_columns(items), n_draws=n_draws, seed=seeding.derive_seed(seed, "belief_icl", "accuracy_draws")))
+    return once(
+        records_of(items),
+        ("belief_icl", "draws", n_draws, seed),
+        lambda: belief_metrics.accuracy_draws(
+            *_columns(items), n_draws=n_draws, seed=seeding.derive_seed(seed, "belief_icl", "accuracy_draws")
+        ),
+    )
 
 
 def _once(name: str, fn, items: list):
@@ -198,8 +204,16 @@ def agg_ovconf(items: list) -> float:
     bins = _setting(items, "bins")
     first = records_of(items[:1])[0]
     for i, b in enumerate(belief_metrics.calibration_bins(conf, correct, bins), start=1):  # the report tabulates them
-        log.debug("belief %s/%s calibration bin %d/%d: n=%d confidence=%.4f acc=%.4f",
-                  first["style"], first["context"], i, bins, b["size"], b["confidence"], b["accuracy"])
+        log.debug(
+            "belief %s/%s calibration bin %d/%d: n=%d confidence=%.4f acc=%.4f",
+            first["style"],
+            first["context"],
+            i,
+            bins,
+            b["size"],
+            b["confidence"],
+            b["accuracy"],
+        )
     return belief_metrics.overconfidence(conf, correct, bins)
 
 
@@ -219,8 +233,12 @@ def agg_empty_answer_rate(items: list) -> float:
     answers = _answers(items)
     rate = belief_metrics.empty_answer_rate(answers)
     if rate:
-        log.warning("%s: %d of %d greedy answers are empty or punctuation only; they are scored wrong, not dropped",
-                    records_of(items[:1])[0]["style"], round(rate * len(answers)), len(answers))
+        log.warning(
+            "%s: %d of %d greedy answers are empty or punctuation only; they are scored wrong, not dropped",
+            records_of(items[:1])[0]["style"],
+            round(rate * len(answers)),
+            len(answers),
+        )
     return rate
 
 
@@ -236,14 +254,21 @@ def _coverage(key: str):
     return agg, stderr
 
 
-(agg_coverage_average, coverage_average_stderr), (agg_coverage_maximum, coverage_maximum_stderr), \
-    (agg_coverage_oracle, coverage_oracle_stderr) = (_coverage(k) for k in ("average", "maximum", "oracle"))
+(
+    (agg_coverage_average, coverage_average_stderr),
+    (agg_coverage_maximum, coverage_maximum_stderr),
+    (agg_coverage_oracle, coverage_oracle_stderr),
+) = (_coverage(k) for k in ("average", "maximum", "oracle"))
+
 
 def budget_units(items: list) -> Units:
     """A budgeted run's per-pair columns (``metrics.budgeted.belief``: its estimates of the full run)."""
     p = _prompts(items)
-    sampled = {r["fact_id"]: (r["confidence"], bool(r["correct"][r["sampled"]] if "answers" in r else r["correct"]))
-               for r in records_of(items) if r.get("confidence") is not None}
+    sampled = {
+        r["fact_id"]: (r["confidence"], bool(r["correct"][r["sampled"]] if "answers" in r else r["correct"]))
+        for r in records_of(items)
+        if r.get("confidence") is not None
+    }
     return budgeted.units(p.fact_ids, p.relations, p.template_ids, p.correct, p.answers, sampled)
 
 

@@ -68,17 +68,25 @@ def hits(records: Sequence[Mapping], k: int = 1) -> list[bool]:
 
 def draw_columns(records: Sequence[Mapping], k: int) -> tuple[tuple, tuple, tuple, tuple]:
     """(pair ids, relations, templates, Acc@k hits): the arrays ``metrics.belief``'s draws take."""
-    return once(records, ("belief_mlm", "draw_columns", k), lambda: (
-        tuple(f"{r['relation']}\x1f{r['fact_id']}" for r in records),
-        tuple(r["relation"] for r in records),
-        tuple(r["template_id"] for r in records),
-        tuple(hits(records, k)),
-    ))
+    return once(
+        records,
+        ("belief_mlm", "draw_columns", k),
+        lambda: (
+            tuple(f"{r['relation']}\x1f{r['fact_id']}" for r in records),
+            tuple(r["relation"] for r in records),
+            tuple(r["template_id"] for r in records),
+            tuple(hits(records, k)),
+        ),
+    )
 
 
 def bias_columns(records: Sequence[Mapping]) -> tuple[list, list, list]:
     """(relation ids, template ids, candidate probabilities) of content-free records."""
-    return [r["relation"] for r in records], [r["template_id"] for r in records], [r["candidate_probs"] for r in records]
+    return (
+        [r["relation"] for r in records],
+        [r["template_id"] for r in records],
+        [r["candidate_probs"] for r in records],
+    )
 
 
 # --- which facts a model knows -------------------------------------------------------------------------
@@ -106,8 +114,15 @@ def known(records: Iterable[Mapping]) -> dict[str, bool]:
 def accuracy_values(records: list, k: int = 1):
     """V_Acc@k: the accuracies of the N draws of one prompt per pair (``accuracy_draws`` knob, default 50,000)."""
     n_draws, seed = int(records[0]["draws"]), int(records[0]["seed"])
-    return once(records, ("belief_mlm", "draws", k, n_draws, seed), lambda: belief_metrics.accuracy_draws(
-        *draw_columns(records, k), n_draws=n_draws, seed=seeding.derive_seed(seed, "belief_mlm", "accuracy_draws", k)))
+    return once(
+        records,
+        ("belief_mlm", "draws", k, n_draws, seed),
+        lambda: belief_metrics.accuracy_draws(
+            *draw_columns(records, k),
+            n_draws=n_draws,
+            seed=seeding.derive_seed(seed, "belief_mlm", "accuracy_draws", k),
+        ),
+    )
 
 
 def _acc(k: int):
@@ -175,9 +190,11 @@ def _overconf(k: int, confidence: str):
 # Overconf@10, two readings of v1 (docs/mlm.md): the text takes the maximum probability as the confidence for
 # every K, which forces Overconf@10 <= Overconf@1; v1 Table 3 has Overconf@10 > Overconf@1 for every BERT, which
 # the probability mass of the top 10 tokens (the default) can give. At K = 1 the two readings are one.
-(overconf_at_1, overconf_at_1_stderr), (overconf_at_10, overconf_at_10_stderr), \
-    (overconf_at_10_maxprob, overconf_at_10_maxprob_stderr) = (
-        _overconf(1, "confidence"), _overconf(10, "confidence_top10"), _overconf(10, "confidence"))
+(
+    (overconf_at_1, overconf_at_1_stderr),
+    (overconf_at_10, overconf_at_10_stderr),
+    (overconf_at_10_maxprob, overconf_at_10_maxprob_stderr),
+) = (_overconf(1, "confidence"), _overconf(10, "confidence_top10"), _overconf(10, "confidence"))
 
 
 def _relation_counts(records: list, key: str) -> float:

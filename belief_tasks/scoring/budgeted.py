@@ -74,8 +74,10 @@ def design_of(records: Sequence[dict], relations: Sequence[str]) -> Design:
     design, names = Design.of(relations, population)
     for h, rel in enumerate(names):
         if design.sizes[h] != drawn[rel]:
-            raise BudgetError(f"relation {rel}: the records hold {int(design.sizes[h])} of the {drawn[rel]} facts the "
-                              "budget drew; a budgeted run must evaluate every drawn fact (no --limit)")
+            raise BudgetError(
+                f"relation {rel}: the records hold {int(design.sizes[h])} of the {drawn[rel]} facts the "
+                "budget drew; a budgeted run must evaluate every drawn fact (no --limit)"
+            )
     return design
 
 

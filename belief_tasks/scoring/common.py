@@ -99,7 +99,7 @@ class Memo:
                 return found
         values: dict = {}
         self._runs.insert(0, (list(records), values))
-        del self._runs[self.RUNS:]
+        del self._runs[self.RUNS :]
         return values
 
 

@@ -48,8 +48,15 @@ class IclkeRecord(TypedDict, total=False):
 
 def columns(records: Sequence[Mapping]) -> tuple[list[list[float]], list[int], list[str]]:
     """(option log-probabilities per fact, gold indices, relations): the arrays ``metrics.iclke`` takes."""
-    return once(records, ("iclke", "columns"), lambda: (
-        [r["logprobs"] for r in records], [int(r["gold_index"]) for r in records], [r["relation"] for r in records]))
+    return once(
+        records,
+        ("iclke", "columns"),
+        lambda: (
+            [r["logprobs"] for r in records],
+            [int(r["gold_index"]) for r in records],
+            [r["relation"] for r in records],
+        ),
+    )
 
 
 def _lp_gold(records) -> tuple[list[list[float]], list[int]]:
@@ -124,7 +131,9 @@ def _acc_at(k: float):
 #: Accuracy@K's (aggregation, standard error) per threshold K
 _ACC_AT = tuple(_acc_at(k) for k in iclke_metrics.THRESHOLDS)
 acc_at_10, acc_at_20, acc_at_30, acc_at_40, acc_at_50, acc_at_60, acc_at_70, acc_at_80, acc_at_90 = (
-    agg for agg, _ in _ACC_AT)
+    agg for agg, _ in _ACC_AT
+)
+
 
 def budget_units(records: Sequence[Mapping]) -> Units:
     """A budgeted run's per-fact columns (``metrics.budgeted.iclke``: its estimates of the full run)."""
@@ -137,6 +146,8 @@ METRICS = {
     "acc": Metric(acc, acc_stderr, True, budgeted.accuracy),
     "acc_macro": Metric(acc_macro, acc_macro_stderr, True, budgeted.macro_accuracy),
     "gold_prob": Metric(gold_prob, gold_prob_stderr, True, budgeted.gold_prob),
-    **{f"acc@{k}": Metric(agg, stderr, True, budgeted.accuracy_at(k))
-       for k, (agg, stderr) in zip(iclke_metrics.THRESHOLDS, _ACC_AT)},
+    **{
+        f"acc@{k}": Metric(agg, stderr, True, budgeted.accuracy_at(k))
+        for k, (agg, stderr) in zip(iclke_metrics.THRESHOLDS, _ACC_AT)
+    },
 }

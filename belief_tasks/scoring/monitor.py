@@ -70,15 +70,22 @@ def facts_of(records: Sequence[Mapping]) -> list[dict]:
     """Per-fact quantities of eqs. 1-3 (``monitor_metrics.fact_quantities``) with what the statistics group by, once
     per run's records: every metric (the anchors' and accuracies, each with a bootstrap) reads them, and computing
     them takes seconds on all of FKTC."""
-    return once(records, ("monitor", "facts"), lambda: [{
-        **monitor_metrics.fact_quantities(r["primary"], r["frames"], r["negatives"]),
-        "relation": r["relation"],
-        "correct": r["correct"],
-        "positive_correct": r["positive_correct"],
-        "interference_correct": r.get("interference_correct"),  # absent in records before monitor_accuracy
-        "scored": (not r.get("only_correct_primary")) or bool(r["positive_correct"]),
-        "alpha": tuple(r.get("alpha") or monitor_metrics.DEFAULT_ALPHA),
-    } for r in records])
+    return once(
+        records,
+        ("monitor", "facts"),
+        lambda: [
+            {
+                **monitor_metrics.fact_quantities(r["primary"], r["frames"], r["negatives"]),
+                "relation": r["relation"],
+                "correct": r["correct"],
+                "positive_correct": r["positive_correct"],
+                "interference_correct": r.get("interference_correct"),  # absent in records before monitor_accuracy
+                "scored": (not r.get("only_correct_primary")) or bool(r["positive_correct"]),
+                "alpha": tuple(r.get("alpha") or monitor_metrics.DEFAULT_ALPHA),
+            }
+            for r in records
+        ],
+    )
 
 
 def _column(facts: list[dict], key: str, anchors: bool = False) -> tuple[list, list]:
@@ -228,24 +235,43 @@ def _cost_aggregation(group: str, field: str):
 
 
 #: cost metric -> (request group in ``MonitorRecord.cost``, field)
-COST_METRICS = {f"cost_{short}_{field}": (group, field) for short, group in
-                (("anchor", "anchors"), ("answer", "answers"), ("paper", "interference")) for field in ("requests", "tokens")}
+COST_METRICS = {
+    f"cost_{short}_{field}": (group, field)
+    for short, group in (("anchor", "anchors"), ("answer", "answers"), ("paper", "interference"))
+    for field in ("requests", "tokens")
+}
 _COST_AGGS = {name: _cost_aggregation(*where) for name, where in COST_METRICS.items()}
 #: a run's cost is a count of what it asked, exact
 COST_STDERR = NoStderr("a total of the requests or tokens the run asked for, exact")
-(agg_cost_anchor_requests, agg_cost_anchor_tokens, agg_cost_answer_requests, agg_cost_answer_tokens,
- agg_cost_paper_requests, agg_cost_paper_tokens) = _COST_AGGS.values()
+(
+    agg_cost_anchor_requests,
+    agg_cost_anchor_tokens,
+    agg_cost_answer_requests,
+    agg_cost_answer_tokens,
+    agg_cost_paper_requests,
+    agg_cost_paper_tokens,
+) = _COST_AGGS.values()
 
 
 def budget_units(records: Sequence[Mapping]) -> Units:
     """A budgeted run's per-fact columns (``metrics.budgeted.monitor``: its estimates of the full run)."""
     facts = facts_of(records)
-    costs = {name: [r["cost"][group][field] if r.get("cost") else float("nan") for r in records]
-             for name, (group, field) in COST_METRICS.items()}
-    return budgeted.units([r["fact_id"] for r in records], [f["relation"] for f in facts], facts,
-                          [f["correct"] for f in facts], [f["positive_correct"] for f in facts],
-                          [f["scored"] for f in facts], _alpha(facts), MAX_FRAMES,
-                          [f["interference_correct"] or [] for f in facts], costs)
+    costs = {
+        name: [r["cost"][group][field] if r.get("cost") else float("nan") for r in records]
+        for name, (group, field) in COST_METRICS.items()
+    }
+    return budgeted.units(
+        [r["fact_id"] for r in records],
+        [f["relation"] for f in facts],
+        facts,
+        [f["correct"] for f in facts],
+        [f["positive_correct"] for f in facts],
+        [f["scored"] for f in facts],
+        _alpha(facts),
+        MAX_FRAMES,
+        [f["interference_correct"] or [] for f in facts],
+        costs,
+    )
 
 
 def _metric(name: str, higher_is_better: bool, budgeted_statistic) -> Metric:
@@ -272,13 +298,24 @@ METRICS = {
     "acc_paper_avg": _metric("acc_paper_avg", True, budgeted.per_relation("avg", "grid", "ingrid")),
     "acc_paper_max": _metric("acc_paper_max", True, budgeted.per_relation("max", "grid", "ingrid")),
     "acc_paper_min": _metric("acc_paper_min", True, budgeted.per_relation("min", "grid", "ingrid")),
-    "acc_paper_relation_max": _metric("acc_paper_relation_max", True, budgeted.across_relations("max", "grid", "ingrid")),
-    "acc_paper_relation_min": _metric("acc_paper_relation_min", True, budgeted.across_relations("min", "grid", "ingrid")),
+    "acc_paper_relation_max": _metric(
+        "acc_paper_relation_max", True, budgeted.across_relations("max", "grid", "ingrid")
+    ),
+    "acc_paper_relation_min": _metric(
+        "acc_paper_relation_min", True, budgeted.across_relations("min", "grid", "ingrid")
+    ),
     **{name: Metric(agg, COST_STDERR, False, budgeted.cost(name)) for name, agg in _COST_AGGS.items()},
 }
 #: metrics of the greedy answers under the positive context and the frames (none with ``monitor_accuracy: none``)
-FRAME_ACCURACY_METRICS = ("acc_avg", "acc_max", "acc_min", "acc_positive", "acc_relation_max", "acc_relation_min",
-                          *FRAME_METRICS)
+FRAME_ACCURACY_METRICS = (
+    "acc_avg",
+    "acc_max",
+    "acc_min",
+    "acc_positive",
+    "acc_relation_max",
+    "acc_relation_min",
+    *FRAME_METRICS,
+)
 #: section 4.3's R x M accuracies (``monitor_accuracy: paper`` only)
 PAPER_ACCURACY_METRICS = tuple(name for name in METRICS if name.startswith("acc_paper_"))
 
@@ -288,7 +325,7 @@ def metrics_of(record: Mapping) -> list[str]:
     has no frame R (P264, P276: 6): its facts skip acc_frame_R.. rather than count as wrong, and a run of
     6-frame relations reports no acc_frame_6. Without greedy answers (``none``) no accuracy is reported;
     the R x M accuracies only with ``paper``."""
-    skip = set(FRAME_METRICS[len(record["frame_ids"]):])
+    skip = set(FRAME_METRICS[len(record["frame_ids"]) :])
     mode = record.get("accuracy", "frames")
     if mode == "none":
         skip |= set(FRAME_ACCURACY_METRICS)

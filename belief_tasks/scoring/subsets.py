@@ -47,8 +47,9 @@ def subset_estimates(est: Estimators, records: Sequence, keep: Callable[[Mapping
     return intervals(_design(chosen, units), units, est.statistics, METHOD, reps=REPS, seed=SEED)
 
 
-def paired_subset_estimates(est: Estimators, records_a: Sequence, records_b: Sequence,
-                            keep: Callable[[Mapping], bool]) -> dict[str, Interval]:
+def paired_subset_estimates(
+    est: Estimators, records_a: Sequence, records_b: Sequence, keep: Callable[[Mapping], bool]
+) -> dict[str, Interval]:
     """Run A minus run B per statistic, on the selected facts (both runs must hold the same facts)."""
     a = [r for r in records_behind(records_a) if keep(r)]
     b = [r for r in records_behind(records_b) if keep(r)]

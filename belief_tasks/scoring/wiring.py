@@ -123,18 +123,26 @@ def aggregations(family: str, metrics: Mapping[str, Metric], estimators: Estimat
     return {name: Aggregation(name, m, estimators, family) for name, m in metrics.items()}
 
 
-def metric_list(family: str, metrics: Mapping[str, Metric], estimators: Estimators | None,
-                budgeted: bool) -> list[dict[str, Any]]:
+def metric_list(
+    family: str, metrics: Mapping[str, Metric], estimators: Estimators | None, budgeted: bool
+) -> list[dict[str, Any]]:
     """lm-eval's ``metric_list`` of a task reporting ``metrics``: one entry per metric (``Aggregation``) and, on a
     ``budgeted`` run of a family with ``estimators``, one ``<metric>_ci95`` per metric with a statistic
     (``IntervalOf``, in the same order, after them)."""
     entries: list[dict[str, Any]] = [
         {"metric": name, "aggregation": agg, "higher_is_better": agg.metric.higher_is_better}
-        for name, agg in aggregations(family, metrics, estimators).items()]
+        for name, agg in aggregations(family, metrics, estimators).items()
+    ]
     if budgeted and estimators is not None:
-        entries += [{"metric": name + INTERVAL_SUFFIX, "aggregation": IntervalOf(name, estimators, family),
-                     "higher_is_better": m.higher_is_better}
-                    for name, m in metrics.items() if name in estimators.statistics]
+        entries += [
+            {
+                "metric": name + INTERVAL_SUFFIX,
+                "aggregation": IntervalOf(name, estimators, family),
+                "higher_is_better": m.higher_is_better,
+            }
+            for name, m in metrics.items()
+            if name in estimators.statistics
+        ]
     return entries
 
 

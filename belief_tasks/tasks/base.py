@@ -85,8 +85,9 @@ class BeliefTask(ConfigurableTask, Generic[OptionsT]):
             self.unknown_key = unknown_key(cfg.get("metadata"), self.OPTIONS)
             cfg["metadata"] = {**(cfg.get("metadata") or {}), **stamp(cfg, self.FAMILY)}
             # the family's METRICS wire the task (no YAML repeats them), with a budgeted run's intervals
-            cfg["metric_list"] = wiring.metric_list(self.FAMILY, self.metric_table(cfg), budget_estimators(self.FAMILY),
-                                                    self._options.budget is not None)
+            cfg["metric_list"] = wiring.metric_list(
+                self.FAMILY, self.metric_table(cfg), budget_estimators(self.FAMILY), self._options.budget is not None
+            )
             self._intervals = wiring.intervals_of(cfg["metric_list"])
             if self.SCORES_ITSELF:
                 cfg["process_results"] = _scored_by_task
@@ -140,8 +141,12 @@ class BeliefTask(ConfigurableTask, Generic[OptionsT]):
         any of them (``belief_tasks.truncation``); on a server or engine, one probe request of each kind
         (``belief_tasks.preflight``)."""
         if self.unknown_key is not None:
-            log.warning("%s: %s (ignored: under a bare lm_eval a model argument cannot be told from a misspelt knob; "
-                        "belief-eval refuses it)", self.config.task, self.unknown_key)
+            log.warning(
+                "%s: %s (ignored: under a bare lm_eval a model argument cannot be told from a misspelt knob; "
+                "belief-eval refuses it)",
+                self.config.task,
+                self.unknown_key,
+            )
         with progress.building():
             super().build_all_requests(*args, **kwargs)
             truncation.check(self, harness.evaluated_model())
@@ -178,8 +183,12 @@ def building(task: str | None) -> Iterator[None]:
         raise
 
 
-def check_metadata(metadata: Mapping[str, Any] | None, knobs: type[Options], task: str | None = None,
-                   model_args: Iterable[str] | None = None) -> KnobError | None:
+def check_metadata(
+    metadata: Mapping[str, Any] | None,
+    knobs: type[Options],
+    task: str | None = None,
+    model_args: Iterable[str] | None = None,
+) -> KnobError | None:
     """Every knob of ``knobs`` (a family's ``Options`` class) parses (type, range; ``read_options``), and no key is
     unknown (``unknown_key``), before any data is read."""
     read_options(metadata, knobs)
@@ -201,8 +210,9 @@ def read_options(metadata: Mapping[str, Any] | None, knobs: type[OptionsT], fami
     return opts
 
 
-def unknown_key(metadata: Mapping[str, Any] | None, knobs: type[Options],
-                model_args: Iterable[str] | None = None) -> KnobError | None:
+def unknown_key(
+    metadata: Mapping[str, Any] | None, knobs: type[Options], model_args: Iterable[str] | None = None
+) -> KnobError | None:
     """A key of ``metadata`` that is neither a knob nor lm-eval's own nor a model argument, as an error.
 
     One ``--metadata`` serves every task of a command, so a knob of any family of ours is a known key
@@ -223,7 +233,7 @@ def unknown_key(metadata: Mapping[str, Any] | None, knobs: type[Options],
 
 
 def yaml_set(metadata: Mapping[str, Any] | None, table: Sequence[Knob]) -> str:
-    """"; max_facts_per_relation = 2 is set by this task's own YAML (...yaml), ..." for the knobs whose
+    """ "; max_facts_per_relation = 2 is set by this task's own YAML (...yaml), ..." for the knobs whose
     value is the one the task's YAML file sets (lm-eval records that file as ``config_source``), with the
     value that lifts each; "" when none is."""
     md = metadata or {}
@@ -241,13 +251,16 @@ def yaml_set(metadata: Mapping[str, Any] | None, table: Sequence[Knob]) -> str:
         if knob.name in own and md.get(knob.name) == own[knob.name]:
             lift = next((u for u in reversed(knob.unset) if isinstance(u, str) and u), None)
             how = f'; lift it with --metadata \'{{"{knob.name}": "{lift}"}}\'' if lift else ""
-            found.append(f"{knob.name} = {own[knob.name]!r} is set by this task's own YAML ({Path(source).name}), not by the "
-                         f"command{how}")
+            found.append(
+                f"{knob.name} = {own[knob.name]!r} is set by this task's own YAML ({Path(source).name}), not by the "
+                f"command{how}"
+            )
     return "".join(f"; {f}" for f in found)
 
 
-def check_budget(opts: Options, family: str | None = None, *, limit: float | None = None,
-                 task: str | None = None) -> None:
+def check_budget(
+    opts: Options, family: str | None = None, *, limit: float | None = None, task: str | None = None
+) -> None:
     """The one home of the ``budget`` knob's rules, beyond its value (its ``Knob`` row in ``options.COMMON``
     parses it: a fraction in (0, 1]). Nothing to check without a budget. With one:
 
@@ -264,21 +277,33 @@ def check_budget(opts: Options, family: str | None = None, *, limit: float | Non
     if opts.budget is None:
         return
     if opts.max_facts_per_relation is not None:
-        raise KnobError("budget", "cannot be combined with max_facts_per_relation: the budget draws each relation's "
-                        "facts itself (use one of the two)")
+        raise KnobError(
+            "budget",
+            "cannot be combined with max_facts_per_relation: the budget draws each relation's "
+            "facts itself (use one of the two)",
+        )
     if family is not None:
         est = budget_estimators(family)
         if est is None:
             which = sorted(name for name, f in FAMILIES.items() if f.budgeted is not None)
-            raise KnobError("budget", f"is not available for the {family} tasks yet (their metrics have no budgeted "
-                            f"estimators); it is for {', '.join(which)}")
+            raise KnobError(
+                "budget",
+                f"is not available for the {family} tasks yet (their metrics have no budgeted "
+                f"estimators); it is for {', '.join(which)}",
+            )
         lacking = missing(est, FAMILIES[family].metrics)
         if lacking:
-            raise KnobError("budget", f"{family}: metrics {lacking} declare no budgeted statistic (Metric.budgeted in "
-                            "scoring/); a budgeted run could not estimate them")
+            raise KnobError(
+                "budget",
+                f"{family}: metrics {lacking} declare no budgeted statistic (Metric.budgeted in "
+                "scoring/); a budgeted run could not estimate them",
+            )
     if limit is not None:
-        raise KnobError("budget", f"task {task}: a budget cannot be combined with --limit {limit:g}: a budgeted "
-                        "run evaluates every fact the budget draws (the budget is the way to run fewer)")
+        raise KnobError(
+            "budget",
+            f"task {task}: a budget cannot be combined with --limit {limit:g}: a budgeted "
+            "run evaluates every fact the budget draws (the budget is the way to run fewer)",
+        )
 
 
 class Probe:
@@ -378,8 +403,11 @@ def select_facts(fs: FactSet, opts: Options) -> Selection:
     so probes on two datasets keep the facts they share alike wherever they keep the same share of a
     relation (docs/data.md, "One fact across datasets")."""
     check_relations(fs, opts.relations)
-    by_relation = {rid: facts for rid, facts in budget.group_by_relation(fs.facts).items()
-                   if opts.relations is None or rid in opts.relations}
+    by_relation = {
+        rid: facts
+        for rid, facts in budget.group_by_relation(fs.facts).items()
+        if opts.relations is None or rid in opts.relations
+    }
     by_relation = {rid: by_relation[rid] for rid in fs.relations if rid in by_relation}
     population = [f for facts in by_relation.values() for f in facts]
     key = lambda f: sampling_key(f, fs.relations[f.relation])  # noqa: E731

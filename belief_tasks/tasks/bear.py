@@ -70,7 +70,9 @@ def build_docs(fs: FactSet, opts: BearOptions) -> DocList:
         rel = fs.relations[fact.relation]
         for t_index, template in enumerate(rel.templates_of("statement")):
             if opts.templates is None or t_index in opts.templates:
-                docs.append({**_doc(fs, rel, fact, t_index, template.id, template.text, opts), **selection.design(fact)})
+                docs.append(
+                    {**_doc(fs, rel, fact, t_index, template.id, template.text, opts), **selection.design(fact)}
+                )
     if opts.templates is not None and not docs:
         raise KnobError("templates", f"no template with index in {list(opts.templates)}")
     if opts.reduction == "mean":
@@ -82,7 +84,12 @@ def _doc(fs: FactSet, rel: Relation, fact: Fact, t_index: int, template_id: str,
     options = [e.label for e in rel.answer_space]
     gold = [options.index(o.label) for o in fact.objects if o.label in options]
     if not gold:
-        raise SchemaError(f"no correct object of {fact.id} in the answer space of {rel.id}", file=fs.source, row=fact.id, field="objects")
+        raise SchemaError(
+            f"no correct object of {fact.id} in the answer space of {rel.id}",
+            file=fs.source,
+            row=fact.id,
+            field="objects",
+        )
     return {
         "doc_id": f"{fact.id}/{template_id}",
         "relation": rel.id,
@@ -103,6 +110,7 @@ def _doc(fs: FactSet, rel: Relation, fact: Fact, t_index: int, template_id: str,
 
 def token_counts(tokenizer, context: str, continuations: list[str]) -> list[int]:
     """Scored tokens per continuation, split as lm-eval's ``_encode_pair`` splits context and continuation."""
+
     def n(texts: list[str]) -> list[int]:
         return [len(ids) for ids in tokenizer(texts, add_special_tokens=False)["input_ids"]]
 
@@ -136,6 +144,7 @@ def bear_big_dataset(opts: BearOptions):
 # --- what lm-eval asks of a multiple_choice doc --------------------------------
 # Statements are rebuilt from (template, subject, options) on demand rather than stored:
 # BEAR-big would otherwise hold 8.4 M statement strings in the dataset.
+
 
 def requests_of(doc) -> OptionRequests:
     return option_requests(doc["template"], doc["subject"], unpack(doc, "options"), doc["scoring"])

@@ -97,8 +97,16 @@ class PromptSet:
     selection: Selection  # what select_facts chose (its budget design)
 
     def demonstrations(self, fact: Fact, template: Template) -> list[belief_prompts.Demonstration]:
-        return belief_prompts.demonstrations(self.context, self.style, fact, template, facts_by_relation=self.by_relation,
-                                all_facts=self.pool, templates=self.templates, seed=self.opts.seed)
+        return belief_prompts.demonstrations(
+            self.context,
+            self.style,
+            fact,
+            template,
+            facts_by_relation=self.by_relation,
+            all_facts=self.pool,
+            templates=self.templates,
+            seed=self.opts.seed,
+        )
 
     def render(self, fact: Fact, as_turns: bool = False) -> list:
         """The pair's prompt texts templates first (or, ``as_turns``, each as chat turns:
@@ -108,7 +116,10 @@ class PromptSet:
         out = []
         for template in self.templates[fact.relation]:
             demos = self.demonstrations(fact, template)
-            out += [build(self.style, demos, belief_prompts.query(template, s, self.style)) for s in fact.subject.expressions]
+            out += [
+                build(self.style, demos, belief_prompts.query(template, s, self.style))
+                for s in fact.subject.expressions
+            ]
         return out
 
     def sampled_prompt(self, fact: Fact) -> int | None:
@@ -145,7 +156,9 @@ def _prompt_set(style: str, context: str, opts: BeliefICLOptions, fs) -> PromptS
     selection = select_facts(fs, opts)
     facts = tuple(f for f in selection if f.relation in usable)
     if not facts:
-        raise SchemaError(f"no facts with {style.upper()} templates in the selected relations", file=fs.source, field="templates")
+        raise SchemaError(
+            f"no facts with {style.upper()} templates in the selected relations", file=fs.source, field="templates"
+        )
     by_relation: dict[str, list] = {}
     for f in fs.facts:  # demonstrations come from every fact, not only the evaluated ones
         if f.relation in usable:
@@ -153,10 +166,24 @@ def _prompt_set(style: str, context: str, opts: BeliefICLOptions, fs) -> PromptS
     pool = [f for rid in by_relation for f in by_relation[rid]]
     # drawn from the facts a run could evaluate, so a budgeted run samples the same pairs as the full run
     population = [f.id for f in selection.population if f.relation in usable]
-    sampled = frozenset(seeding.sample(population, opts.confidence_prompts, opts.seed, "belief_icl", "confidence")
-                        if opts.confidence_samples else ())
-    return PromptSet(style, context, opts, facts, {f.id: f for f in facts}, templates, by_relation, pool, sampled,
-                     data_positions(fs), selection)
+    sampled = frozenset(
+        seeding.sample(population, opts.confidence_prompts, opts.seed, "belief_icl", "confidence")
+        if opts.confidence_samples
+        else ()
+    )
+    return PromptSet(
+        style,
+        context,
+        opts,
+        facts,
+        {f.id: f for f in facts},
+        templates,
+        by_relation,
+        pool,
+        sampled,
+        data_positions(fs),
+        selection,
+    )
 
 
 def data_positions(fs) -> dict[str, tuple[int, int]]:
@@ -182,32 +209,39 @@ def build_docs(style: str, context: str, opts: BeliefICLOptions) -> DocList:
     docs = []
     for fact in ps.facts:
         sampled = ps.sampled_prompt(fact)
-        docs.append({
-            "fact_id": fact.id,
-            "relation": fact.relation,
-            "fact_key": fact_key(fact).as_record(),  # BELIEF's datasets use Wikidata relation ids
-            "style": style,
-            "context": context,
-            "templates": [t.id for t in ps.templates[fact.relation]],
-            "subjects": list(fact.subject.expressions),
-            "target": fact.object.label,
-            "objects": list(fact.object_expressions),
-            "sampled": sampled,
-            "n_samples": opts.confidence_samples if sampled is not None else 0,
-            "seed": opts.seed,
-            "draws": opts.accuracy_draws,
-            "bins": opts.calibration_bins,
-            "order": list(ps.position[fact.id]),
-            **ps.selection.design(fact),
-        })
+        docs.append(
+            {
+                "fact_id": fact.id,
+                "relation": fact.relation,
+                "fact_key": fact_key(fact).as_record(),  # BELIEF's datasets use Wikidata relation ids
+                "style": style,
+                "context": context,
+                "templates": [t.id for t in ps.templates[fact.relation]],
+                "subjects": list(fact.subject.expressions),
+                "target": fact.object.label,
+                "objects": list(fact.object_expressions),
+                "sampled": sampled,
+                "n_samples": opts.confidence_samples if sampled is not None else 0,
+                "seed": opts.seed,
+                "draws": opts.accuracy_draws,
+                "bins": opts.calibration_bins,
+                "order": list(ps.position[fact.id]),
+                **ps.selection.design(fact),
+            }
+        )
     return DocList(docs, ps.selection.draw)
 
 
 def prompt_ids(doc: Mapping[str, Any], j: int) -> dict:
     """The ids of prompt ``j`` of a pair document (grid order: templates first)."""
     subjects = unpack(doc, "subjects")
-    return {"seed": doc["seed"], "fact_id": doc["fact_id"], "style": doc["style"],
-            "template_id": unpack(doc, "templates")[j // len(subjects)], "subject_form": subjects[j % len(subjects)]}
+    return {
+        "seed": doc["seed"],
+        "fact_id": doc["fact_id"],
+        "style": doc["style"],
+        "template_id": unpack(doc, "templates")[j // len(subjects)],
+        "subject_form": subjects[j % len(subjects)],
+    }
 
 
 def prompts_of(doc: Mapping[str, Any], opts: BeliefICLOptions) -> list[dict]:
@@ -217,9 +251,15 @@ def prompts_of(doc: Mapping[str, Any], opts: BeliefICLOptions) -> list[dict]:
     fact = ps.by_id[doc["fact_id"]]
     demo_ids = [[d.fact_id for d in ps.demonstrations(fact, t)] for t in ps.templates[fact.relation]]
     n = len(fact.subject.expressions)
-    return [{**prompt_ids(doc, j), "prompt": text, "demo_ids": demo_ids[j // n],
-             "n_samples": doc["n_samples"] if j == doc["sampled"] else 0}
-            for j, text in enumerate(ps.render(fact))]
+    return [
+        {
+            **prompt_ids(doc, j),
+            "prompt": text,
+            "demo_ids": demo_ids[j // n],
+            "n_samples": doc["n_samples"] if j == doc["sampled"] else 0,
+        }
+        for j, text in enumerate(ps.render(fact))
+    ]
 
 
 def prompt_slot(doc: Mapping[str, Any]) -> str:
@@ -284,8 +324,16 @@ def _sample_stops(until: tuple, i: int) -> list:
 def sample_seed(doc: Mapping[str, Any], i: int) -> int:
     """Sample ``i``'s seed: from the run's seed and the prompt's ids (``prompt_ids``), never from
     its rank or batch; below 2**63, as every engine takes it (``seeding.request_seed``)."""
-    return seeding.request_seed(int(doc["seed"]), "belief_icl", "sample", doc["fact_id"], doc["template_id"],
-                                doc["subject_form"], doc["style"], i)
+    return seeding.request_seed(
+        int(doc["seed"]),
+        "belief_icl",
+        "sample",
+        doc["fact_id"],
+        doc["template_id"],
+        doc["subject_form"],
+        doc["style"],
+        i,
+    )
 
 
 class BeliefICLTask(BeliefTask[BeliefICLOptions]):
@@ -298,14 +346,23 @@ class BeliefICLTask(BeliefTask[BeliefICLOptions]):
 
     _multiturn: tuple | None = None  # (chat template, system instruction) under --fewshot_as_multiturn
 
-    def fewshot_context(self, doc, num_fewshot, system_instruction=None, apply_chat_template=False,
-                        fewshot_as_multiturn=False, chat_template=None, gen_prefix=None):
+    def fewshot_context(
+        self,
+        doc,
+        num_fewshot,
+        system_instruction=None,
+        apply_chat_template=False,
+        fewshot_as_multiturn=False,
+        chat_template=None,
+        gen_prefix=None,
+    ):
         """lm-eval's context (one slot for the prompt); with ``--apply_chat_template --fewshot_as_multiturn``
         the demonstrations become turns instead (``construct_requests``, ``belief_prompts.chat_turns``)."""
         multiturn = apply_chat_template and fewshot_as_multiturn and chat_template is not None
         self._multiturn = (chat_template, system_instruction) if multiturn else None
-        return super().fewshot_context(doc, num_fewshot, system_instruction, apply_chat_template,
-                                       fewshot_as_multiturn, chat_template, gen_prefix)
+        return super().fewshot_context(
+            doc, num_fewshot, system_instruction, apply_chat_template, fewshot_as_multiturn, chat_template, gen_prefix
+        )
 
     def _texts(self, ps: PromptSet, fact: Fact, ctx: str) -> list[str]:
         if self._multiturn is not None:
@@ -316,8 +373,10 @@ class BeliefICLTask(BeliefTask[BeliefICLOptions]):
 
     def construct_requests(self, doc: dict, ctx: str, **kwargs) -> list:
         if not isinstance(ctx, str) or ctx.count(PROMPT_SLOT) != 1:
-            raise ValueError(f"{self.config.task}: the context lm-eval built does not hold the prompt slot once "
-                             "(doc_to_text must be utils.prompt_slot; a chat template must keep the user text)")
+            raise ValueError(
+                f"{self.config.task}: the context lm-eval built does not hold the prompt slot once "
+                "(doc_to_text must be utils.prompt_slot; a chat template must keep the user text)"
+            )
         ps = prompt_set(doc["style"], doc["context"], self.options)
         greedy = deepcopy(self.config.generation_kwargs)  # one dict for the pair's greedy requests (backends copy it)
         out: list = []
@@ -353,8 +412,10 @@ def make_record(doc: Mapping[str, Any], greedy: list[str], samples: list[str]) -
     # template ids repeat in every pair of a relation: one string each, not one per record
     templates, subjects = [sys.intern(t) for t in unpack(doc, "templates")], unpack(doc, "subjects")
     if len(answers) != len(templates) * len(subjects):
-        raise ValueError(f"pair {doc['fact_id']}: {len(answers)} answers for {len(templates)} templates x "
-                         f"{len(subjects)} subject expressions")
+        raise ValueError(
+            f"pair {doc['fact_id']}: {len(answers)} answers for {len(templates)} templates x "
+            f"{len(subjects)} subject expressions"
+        )
     j = doc["sampled"] if samples else None
     return {
         "fact_id": doc["fact_id"],
@@ -368,8 +429,11 @@ def make_record(doc: Mapping[str, Any], greedy: list[str], samples: list[str]) -
         "answers": answers,
         "correct": [judged[a] for a in answers],
         "sampled": j,
-        "confidence": (belief_metrics.sampled_confidence(answers[j], [extract_answer(s) for s in samples])
-                       if samples and j is not None else None),
+        "confidence": (
+            belief_metrics.sampled_confidence(answers[j], [extract_answer(s) for s in samples])
+            if samples and j is not None
+            else None
+        ),
         "n_samples": len(samples),
         "seed": int(doc["seed"]),
         "draws": int(doc["draws"]),

@@ -59,8 +59,11 @@ def mlm_tokenizer(metadata: Mapping[str, Any] | None):
     """The evaluated masked LM's tokenizer (``model_tokenizer``), which must have a mask token."""
     tok = model_tokenizer(metadata, needed_for="belief_mlm tasks (they keep prompts with single-token objects)")
     if tok.mask_token is None:
-        raise KnobError("pretrained", f"tokenizer {tok.name_or_path} has no mask token: belief_mlm tasks need a "
-                        "masked LM (run with --model hf-mlm)")
+        raise KnobError(
+            "pretrained",
+            f"tokenizer {tok.name_or_path} has no mask token: belief_mlm tasks need a "
+            "masked LM (run with --model hf-mlm)",
+        )
     return tok
 
 
@@ -102,24 +105,44 @@ def prompt_docs(dataset: str, opts: BeliefMLMOptions) -> tuple[DocList, dict[str
                 c["dropped"] += 1
                 continue
             c["kept"] += 1
-            docs.append({
-                "relation": p.relation, "fact_id": p.fact_id, "fact_key": key, "template_id": p.template_id,
-                "subject_form": p.subject_form, "subject": p.subject, "prompt": p.text,
-                "object": fact.object.label, "accepted": accepted[p.template_id],
-                "seed": opts.seed, "draws": opts.accuracy_draws, **selection.design(fact),
-            })
+            docs.append(
+                {
+                    "relation": p.relation,
+                    "fact_id": p.fact_id,
+                    "fact_key": key,
+                    "template_id": p.template_id,
+                    "subject_form": p.subject_form,
+                    "subject": p.subject,
+                    "prompt": p.text,
+                    "object": fact.object.label,
+                    "accepted": accepted[p.template_id],
+                    "seed": opts.seed,
+                    "draws": opts.accuracy_draws,
+                    **selection.design(fact),
+                }
+            )
         c["facts_kept" if len(docs) > n_before else "facts_dropped"] += 1
     for doc in docs:
-        doc["relation_kept"], doc["relation_dropped"] = counts[doc["relation"]]["kept"], counts[doc["relation"]]["dropped"]
+        doc["relation_kept"], doc["relation_dropped"] = (
+            counts[doc["relation"]]["kept"],
+            counts[doc["relation"]]["dropped"],
+        )
     _log_counts(dataset, tok, counts)
     return DocList(docs, selection.draw), counts
 
 
 def _log_counts(dataset: str, tok, counts: dict[str, dict[str, int]]) -> None:
     total = {k: sum(c[k] for c in counts.values()) for k in ("kept", "dropped", "facts_kept", "facts_dropped")}
-    log.warning("belief_mlm_%s: kept %d prompts, dropped %d whose objects are not single tokens for %s "
-                "(facts kept %d, dropped %d)", dataset, total["kept"], total["dropped"], tok.name_or_path,
-                total["facts_kept"], total["facts_dropped"])
+    log.warning(
+        "belief_mlm_%s: kept %d prompts, dropped %d whose objects are not single tokens for %s "
+        "(facts kept %d, dropped %d)",
+        dataset,
+        total["kept"],
+        total["dropped"],
+        tok.name_or_path,
+        total["facts_kept"],
+        total["facts_dropped"],
+    )
 
 
 def bias_docs(dataset: str, opts: BeliefMLMOptions) -> list[dict]:
@@ -132,8 +155,11 @@ def bias_docs(dataset: str, opts: BeliefMLMOptions) -> list[dict]:
         if opts.relations is None or rid in opts.relations:
             docs += _bias_docs_of(fs, rel, tok, opts.mlm_templates)
     if not docs:
-        raise SchemaError(f"belief_mlm_bias_{dataset}: no template has two single-token candidate objects for "
-                          f"{tok.name_or_path}", file=fs.source, field="answer_space")
+        raise SchemaError(
+            f"belief_mlm_bias_{dataset}: no template has two single-token candidate objects for {tok.name_or_path}",
+            file=fs.source,
+            field="answer_space",
+        )
     return docs
 
 
@@ -148,9 +174,19 @@ def _bias_docs_of(fs: FactSet, rel: Relation, tok, which: str) -> list[dict]:
                 by_token.setdefault(tid, label)  # first label per token: one candidate per token
         if len(by_token) < 2:
             continue
-        docs.append({"relation": rel.id, "fact_id": None, "template_id": p.template_id, "subject_form": p.subject_form,
-                     "subject": p.subject, "prompt": p.text, "object": "", "candidates": list(by_token.values()),
-                     "n_answer_space": len(labels)})
+        docs.append(
+            {
+                "relation": rel.id,
+                "fact_id": None,
+                "template_id": p.template_id,
+                "subject_form": p.subject_form,
+                "subject": p.subject,
+                "prompt": p.text,
+                "object": "",
+                "candidates": list(by_token.values()),
+                "n_answer_space": len(labels),
+            }
+        )
     return docs
 
 
@@ -209,11 +245,22 @@ def process_prompt(doc: dict, results: list) -> dict:
     ranked = [(t["rank"], t["token"]) for expr in unpack(doc, "accepted") if (t := resp["targets"].get(expr))]
     gold_rank, gold = min(ranked) if ranked else (None, None)
     record = {
-        "relation": doc["relation"], "fact_id": doc["fact_id"], "fact_key": unpack(doc, "fact_key"),
-        "template_id": doc["template_id"], "subject_form": doc["subject_form"], "pred": resp["tokens"][0], "confidence": math.exp(resp["logprobs"][0]),
+        "relation": doc["relation"],
+        "fact_id": doc["fact_id"],
+        "fact_key": unpack(doc, "fact_key"),
+        "template_id": doc["template_id"],
+        "subject_form": doc["subject_form"],
+        "pred": resp["tokens"][0],
+        "confidence": math.exp(resp["logprobs"][0]),
         "confidence_top10": sum(math.exp(lp) for lp in resp["logprobs"][:10]),
-        "gold": gold, "gold_rank": gold_rank, "top": resp["tokens"], "seed": doc["seed"], "draws": doc["draws"],
-        "relation_kept": doc["relation_kept"], "relation_dropped": doc["relation_dropped"], **record_design(doc),
+        "gold": gold,
+        "gold_rank": gold_rank,
+        "top": resp["tokens"],
+        "seed": doc["seed"],
+        "draws": doc["draws"],
+        "relation_kept": doc["relation_kept"],
+        "relation_dropped": doc["relation_dropped"],
+        **record_design(doc),
     }
     return {m: record for m in PROMPT_METRICS}
 
@@ -222,6 +269,10 @@ def process_content_free(doc: dict, results: list) -> dict:
     """One ``MlmBiasRecord`` per content-free prompt, under every bias metric name."""
     resp = results[0]
     probs = {str(t["token_id"]): math.exp(t["logprob"]) for t in resp["targets"].values() if t is not None}
-    record = {"relation": doc["relation"], "template_id": doc["template_id"], "subject_form": doc["subject_form"],
-              "candidate_probs": probs}
+    record = {
+        "relation": doc["relation"],
+        "template_id": doc["template_id"],
+        "subject_form": doc["subject_form"],
+        "candidate_probs": probs,
+    }
     return {m: record for m in BIAS_METRICS}

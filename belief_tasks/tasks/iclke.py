@@ -49,8 +49,14 @@ OPTIONS = IclkeOptions
 
 def params(opts: IclkeOptions) -> iclke_prompts.Params:
     """The prompt layer's parameters from the parsed knobs."""
-    return iclke_prompts.Params(seed=opts.seed, n_examples=opts.n_examples, max_options=opts.max_options, demos=opts.demos,
-                    eic_lead=opts.eic_lead, eic_every=opts.eic_every)
+    return iclke_prompts.Params(
+        seed=opts.seed,
+        n_examples=opts.n_examples,
+        max_options=opts.max_options,
+        demos=opts.demos,
+        eic_lead=opts.eic_lead,
+        eic_every=opts.eic_every,
+    )
 
 
 # ---------------------------------------------------------------- docs
@@ -70,8 +76,9 @@ def _splits(fs: FactSet, opts: IclkeOptions) -> tuple[list[tuple], Selection]:
     for rid, rel in fs.relations.items():
         if opts.relations is not None and rid not in opts.relations:
             continue
-        train, test = iclke_prompts.split_relation(fs.facts_of(rid), opts.seed, opts.train_size,
-                                                   _drawn_order(rel, opts) if opts.train_split == "key" else None)
+        train, test = iclke_prompts.split_relation(
+            fs.facts_of(rid), opts.seed, opts.train_size, _drawn_order(rel, opts) if opts.train_split == "key" else None
+        )
         if opts.reference:
             test = iclke_prompts.reference_tests(test, opts.reference_rows)
         if not train or not test:
@@ -110,8 +117,12 @@ def iclke_docs(fs: FactSet, opts: IclkeOptions) -> DocList:
             examples = iclke_prompts.choose_examples(fact, train, par)
             options, gold = iclke_prompts.option_set(fact, rel, opts.seed, opts.max_options)
             doc = _base_doc(fact, rel, options, gold, opts, "iclke")
-            doc.update(context=fmt.render(iclke_prompts.as_pairs(examples), fact.subject.label), n_examples=len(examples),
-                       example_ids=[f.id for f in examples], **selection.design(fact))
+            doc.update(
+                context=fmt.render(iclke_prompts.as_pairs(examples), fact.subject.label),
+                n_examples=len(examples),
+                example_ids=[f.id for f in examples],
+                **selection.design(fact),
+            )
             docs.append(doc)
     return DocList(docs, selection.draw)
 
@@ -121,21 +132,33 @@ def check_reference(fs: FactSet, opts: IclkeOptions, method: str) -> None:
     if not opts.reference:
         return
     if method == "eiclke":
-        raise KnobError("reference", "EIC-LKE has no reference code (the authors' repository runs IC-LKE only); "
-                        "belief_eiclke follows the paper's appendix C.2 and F (docs/iclke.md). Drop reference for it")
+        raise KnobError(
+            "reference",
+            "EIC-LKE has no reference code (the authors' repository runs IC-LKE only); "
+            "belief_eiclke follows the paper's appendix C.2 and F (docs/iclke.md). Drop reference for it",
+        )
     if opts.format is not None:
-        raise KnobError("format", "cannot be combined with reference: true, which writes the reference's own string "
-                        "(docs/iclke.md, \"The reference code\")")
+        raise KnobError(
+            "format",
+            "cannot be combined with reference: true, which writes the reference's own string "
+            '(docs/iclke.md, "The reference code")',
+        )
     if opts.demos != "relation":
-        raise KnobError("demos", "cannot be 'fact' with reference: true: the reference draws its examples once per "
-                        "relation (docs/iclke.md)")
+        raise KnobError(
+            "demos",
+            "cannot be 'fact' with reference: true: the reference draws its examples once per relation (docs/iclke.md)",
+        )
     if opts.reference_seed > 2**32 - 1:
-        raise KnobError("reference_seed", f"{opts.reference_seed} is above 2**32 - 1, the largest random_state pandas "
-                        "takes")
+        raise KnobError(
+            "reference_seed", f"{opts.reference_seed} is above 2**32 - 1, the largest random_state pandas takes"
+        )
     if not any(f.split == "train" for f in fs.facts) or not all(f.choices for f in fs.facts):
-        raise KnobError("reference", f"needs T-REx-MC (belief_iclke): the reference reads its train split and its "
-                        f"'Multiple Choices', and the data read here ({fs.source}) has no train split or no "
-                        "'Multiple Choices'")
+        raise KnobError(
+            "reference",
+            f"needs T-REx-MC (belief_iclke): the reference reads its train split and its "
+            f"'Multiple Choices', and the data read here ({fs.source}) has no train split or no "
+            "'Multiple Choices'",
+        )
 
 
 def reference_docs(fs: FactSet, opts: IclkeOptions) -> DocList:
@@ -151,14 +174,22 @@ def reference_docs(fs: FactSet, opts: IclkeOptions) -> DocList:
         for fact in test:
             options, gold = iclke_prompts.reference_options(fact)
             if len(options) > opts.max_options:
-                raise SchemaError(f"{len(options) - 1} choices besides the gold object make {len(options)} options, "
-                                  f"above max_options {opts.max_options}: reference: true keeps every one (the "
-                                  "reference never cuts them); raise max_options", file=where, row=fact.id,
-                                  field="Multiple Choices")
+                raise SchemaError(
+                    f"{len(options) - 1} choices besides the gold object make {len(options)} options, "
+                    f"above max_options {opts.max_options}: reference: true keeps every one (the "
+                    "reference never cuts them); raise max_options",
+                    file=where,
+                    row=fact.id,
+                    field="Multiple Choices",
+                )
             doc = _base_doc(fact, rel, options, gold, opts, "iclke")
-            doc.update(format=iclke_prompts.REFERENCE, n_examples=len(examples), example_ids=[f.id for f in examples],
-                       context=iclke_prompts.reference_context(iclke_prompts.as_pairs(examples), fact.subject.label),
-                       **selection.design(fact))
+            doc.update(
+                format=iclke_prompts.REFERENCE,
+                n_examples=len(examples),
+                example_ids=[f.id for f in examples],
+                context=iclke_prompts.reference_context(iclke_prompts.as_pairs(examples), fact.subject.label),
+                **selection.design(fact),
+            )
             docs.append(doc)
     return DocList(docs, selection.draw)
 
@@ -174,7 +205,7 @@ def reference_requests(context: str, options: list[str]) -> list[tuple[str, str]
     stripped = context.rstrip()
     requests = [(context, iclke_prompts.reference_continuation(o)) for o in options]
     if stripped != context:
-        requests.append((stripped, context[len(stripped):]))
+        requests.append((stripped, context[len(stripped) :]))
     return requests
 
 
@@ -192,9 +223,14 @@ def eiclke_docs(fs: FactSet, opts: IclkeOptions) -> DocList:
         for group in iclke_prompts.eic_groups(rel, train, population, params(opts)):
             for slot in (s for s in group if s.fact.id in drawn):
                 doc = _base_doc(slot.fact, rel, slot.options, slot.gold_index, opts, "eiclke")
-                doc.update(group=slot.group, slot=slot.index, examples=slot.examples,
-                           prior=[list(p) for p in slot.prior], n_examples=len(slot.examples) + len(slot.prior),
-                           **selection.design(slot.fact))
+                doc.update(
+                    group=slot.group,
+                    slot=slot.index,
+                    examples=slot.examples,
+                    prior=[list(p) for p in slot.prior],
+                    n_examples=len(slot.examples) + len(slot.prior),
+                    **selection.design(slot.fact),
+                )
                 docs.append(doc)
     return DocList(docs, selection.draw)
 
@@ -259,8 +295,10 @@ class IclkeTask(BeliefTask[IclkeOptions]):
         (``reference_requests``)."""
         if doc.get("format") != iclke_prompts.REFERENCE:
             return super().construct_requests(doc, ctx, **kwargs)
-        return [self.instance("loglikelihood", doc, args, i, kwargs)
-                for i, args in enumerate(reference_requests(ctx, doc_to_choice(doc)))]
+        return [
+            self.instance("loglikelihood", doc, args, i, kwargs)
+            for i, args in enumerate(reference_requests(ctx, doc_to_choice(doc)))
+        ]
 
 
 class EICLKETask(IclkeTask):
@@ -268,8 +306,12 @@ class EICLKETask(IclkeTask):
     group (appendix F). Requests stay plain ``loglikelihood`` ones, so every backend runs them."""
 
     def construct_requests(self, doc, ctx, **kwargs):
-        return [self.instance("loglikelihood", doc, (eic_context(doc, k), iclke_prompts.TARGET_DELIMITER + option), k, kwargs)
-                for k, option in enumerate(doc_to_choice(doc))]
+        return [
+            self.instance(
+                "loglikelihood", doc, (eic_context(doc, k), iclke_prompts.TARGET_DELIMITER + option), k, kwargs
+            )
+            for k, option in enumerate(doc_to_choice(doc))
+        ]
 
 
 # ---------------------------------------------------------------- records

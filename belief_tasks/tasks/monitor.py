@@ -43,11 +43,17 @@ OPTIONS = MonitorOptions
 def check_options(opts: MonitorOptions) -> None:
     """Knob combinations that cannot run, refused before any model time."""
     if opts.monitor_accuracy == "none" and opts.only_correct_primary:
-        raise KnobError("only_correct_primary", "needs the positive-context greedy answers, which monitor_accuracy: none "
-                        "does not ask for (use monitor_accuracy: frames or paper)")
+        raise KnobError(
+            "only_correct_primary",
+            "needs the positive-context greedy answers, which monitor_accuracy: none "
+            "does not ask for (use monitor_accuracy: frames or paper)",
+        )
     if opts.monitor_accuracy == "none" and opts.monitor_match != "contains":
-        raise KnobError("monitor_match", "grades greedy answers, which monitor_accuracy: none does not ask for "
-                        "(use monitor_accuracy: frames or paper)")
+        raise KnobError(
+            "monitor_match",
+            "grades greedy answers, which monitor_accuracy: none does not ask for "
+            "(use monitor_accuracy: frames or paper)",
+        )
 
 
 def answer_format(opts: MonitorOptions) -> str:
@@ -70,21 +76,36 @@ def build_docs(fs: FactSet, opts: MonitorOptions) -> DocList:
     for fact in selection:
         rel = fs.relations[fact.relation]
         if len(rel.frames) > MAX_FRAMES:
-            raise SchemaError(f"{len(rel.frames)} frames; MONITOR reports at most {MAX_FRAMES}", row=rel.id, field="frames")
-        docs.append({
-            "fact_id": fact.id,
-            "relation": fact.relation,
-            "fact_key": fact_key(fact, rel).as_record(),
-            "template_id": rel.frames[0].id,  # the base question
-            "subject": fact.subject.label,
-            "object": fact.object.label,
-            "accepted": list(fact.object_expressions),
-            "negatives": [n.label for n in fact.negatives],
-            "anchors": [{"key": a.key, "kind": a.kind, "text": a.text} for a in monitor_prompts.anchor_prompts(fact, rel, fmt)],
-            **({"interference": [{"frame": q.frame, "negative": q.negative, "text": q.text}
-                                 for q in monitor_prompts.interference_prompts(fact, rel, fmt)]} if opts.monitor_accuracy == "paper" else {}),
-            **selection.design(fact),
-        })
+            raise SchemaError(
+                f"{len(rel.frames)} frames; MONITOR reports at most {MAX_FRAMES}", row=rel.id, field="frames"
+            )
+        docs.append(
+            {
+                "fact_id": fact.id,
+                "relation": fact.relation,
+                "fact_key": fact_key(fact, rel).as_record(),
+                "template_id": rel.frames[0].id,  # the base question
+                "subject": fact.subject.label,
+                "object": fact.object.label,
+                "accepted": list(fact.object_expressions),
+                "negatives": [n.label for n in fact.negatives],
+                "anchors": [
+                    {"key": a.key, "kind": a.kind, "text": a.text}
+                    for a in monitor_prompts.anchor_prompts(fact, rel, fmt)
+                ],
+                **(
+                    {
+                        "interference": [
+                            {"frame": q.frame, "negative": q.negative, "text": q.text}
+                            for q in monitor_prompts.interference_prompts(fact, rel, fmt)
+                        ]
+                    }
+                    if opts.monitor_accuracy == "paper"
+                    else {}
+                ),
+                **selection.design(fact),
+            }
+        )
     return DocList(docs, selection.draw)
 
 
@@ -131,12 +152,16 @@ def interference_of(doc, mode: str) -> list[dict]:
     return unpack(doc, "interference")
 
 
-def requests_of(pl: monitor_subwords.Plan, doc, opts: MonitorOptions, gen_kwargs: Mapping[str, Any]) -> list[tuple[str, tuple]]:
+def requests_of(
+    pl: monitor_subwords.Plan, doc, opts: MonitorOptions, gen_kwargs: Mapping[str, Any]
+) -> list[tuple[str, tuple]]:
     """(request type, arguments) in order: the anchors' scoring first, then the greedy answers under the
     positive context and the frames, then the R x M frame-interference answers."""
     mode = opts.monitor_accuracy
     texts = [a["text"] for a in answered_anchors(pl, mode)] + [q["text"] for q in interference_of(doc, mode)]
-    return monitor_subwords.scoring_requests(pl, opts.monitor_route) + [("generate_until", (t, dict(gen_kwargs))) for t in texts]
+    return monitor_subwords.scoring_requests(pl, opts.monitor_route) + [
+        ("generate_until", (t, dict(gen_kwargs))) for t in texts
+    ]
 
 
 class MonitorTask(BeliefTask[MonitorOptions]):
@@ -169,15 +194,18 @@ class MonitorTask(BeliefTask[MonitorOptions]):
         return {name: record for name in metrics_of(record)}
 
 
-def make_record(doc, results: list, opts: MonitorOptions, pl: monitor_subwords.Plan, codec: monitor_subwords.Codec) -> dict:
+def make_record(
+    doc, results: list, opts: MonitorOptions, pl: monitor_subwords.Plan, codec: monitor_subwords.Codec
+) -> dict:
     """The fact's record (``belief_tasks.scoring.monitor.MonitorRecord``) from its results in request order."""
     route, mode = opts.monitor_route, opts.monitor_accuracy
     n_score = monitor_subwords.n_scoring_requests(pl, route)
     probs = monitor_subwords.unit_probabilities(results[:n_score], pl, route)
     kinds = [a["kind"] for a in pl.anchors]
     frame_ids = [a["key"] for a in pl.anchors if a["kind"] == "frame"]
-    answers = answer_fields(doc, results[n_score:], answered_anchors(pl, mode), interference_of(doc, mode), frame_ids,
-                            opts.monitor_match)
+    answers = answer_fields(
+        doc, results[n_score:], answered_anchors(pl, mode), interference_of(doc, mode), frame_ids, opts.monitor_match
+    )
     return {
         "relation": doc["relation"],
         "fact_id": doc["fact_id"],
@@ -198,19 +226,24 @@ def make_record(doc, results: list, opts: MonitorOptions, pl: monitor_subwords.P
         "only_correct_primary": opts.only_correct_primary,
         "accuracy": mode,
         "match": opts.monitor_match,
-        "cost": request_cost(codec, pl, route, results[n_score:], answered_anchors(pl, mode), interference_of(doc, mode)),
+        "cost": request_cost(
+            codec, pl, route, results[n_score:], answered_anchors(pl, mode), interference_of(doc, mode)
+        ),
         **record_design(doc),
     }
 
 
-def answer_fields(doc, generated: list, answered: list[dict], grid: list[dict], frame_ids: list[str],
-                  match: str = "contains") -> dict:
+def answer_fields(
+    doc, generated: list, answered: list[dict], grid: list[dict], frame_ids: list[str], match: str = "contains"
+) -> dict:
     """The greedy answers' record fields: under the positive context and each frame (``None`` / [] when
     not asked), and the R x M grid ``interference_answers[j][m]`` (frame j behind negative m; [] unless paper).
     ``match`` (the ``monitor_match`` knob) decides which answers are right: ``contains`` the object or an alias,
     or ``exact``, the reference ``eval.py``'s test against the object label (``matching.eval_py_exact``)."""
     if len(generated) != len(answered) + len(grid):
-        raise RuntimeError(f"{doc['fact_id']}: {len(generated)} greedy answers for {len(answered) + len(grid)} requests")
+        raise RuntimeError(
+            f"{doc['fact_id']}: {len(generated)} greedy answers for {len(answered) + len(grid)} requests"
+        )
     accepted = unpack(doc, "accepted")
 
     def right(answer: str) -> bool:
@@ -218,7 +251,7 @@ def answer_fields(doc, generated: list, answered: list[dict], grid: list[dict], 
 
     answers = {a["key"]: monitor_prompts.first_line(r) for a, r in zip(answered, generated)}
     rows: dict[str, list[str]] = {f: [] for f in frame_ids} if grid else {}
-    for q, r in zip(grid, generated[len(answered):]):
+    for q, r in zip(grid, generated[len(answered) :]):
         rows[q["frame"]].append(monitor_prompts.first_line(r))
     positive = answers.get("positive")
     return {
@@ -231,16 +264,27 @@ def answer_fields(doc, generated: list, answered: list[dict], grid: list[dict], 
     }
 
 
-def request_cost(codec: monitor_subwords.Codec, pl: monitor_subwords.Plan, route: str, generated: list, answered: list[dict],
-                 grid: list[dict]) -> dict[str, dict[str, int]]:
+def request_cost(
+    codec: monitor_subwords.Codec,
+    pl: monitor_subwords.Plan,
+    route: str,
+    generated: list,
+    answered: list[dict],
+    grid: list[dict],
+) -> dict[str, dict[str, int]]:
     """Requests and tokens the fact cost, per group: ``anchors`` (MONITOR's R + 1 + M scored anchors),
     ``answers`` (greedy answers under the positive context and the R frames), ``interference`` (the R x M
     accuracy generations). Tokens: the prompt (and scored answer) tokens each request holds, plus the
     generated tokens of greedy requests (``monitor_subwords.Codec.generation_tokens``)."""
-    gen_answers, gen_grid = generated[:len(answered)], generated[len(answered):]
+    gen_answers, gen_grid = generated[: len(answered)], generated[len(answered) :]
     return {
-        "anchors": {"requests": monitor_subwords.n_scoring_requests(pl, route), "tokens": monitor_subwords.scoring_tokens(pl, route)},
-        "answers": {"requests": len(answered), "tokens": codec.generation_tokens([a["text"] for a in answered], gen_answers)},
+        "anchors": {
+            "requests": monitor_subwords.n_scoring_requests(pl, route),
+            "tokens": monitor_subwords.scoring_tokens(pl, route),
+        },
+        "answers": {
+            "requests": len(answered),
+            "tokens": codec.generation_tokens([a["text"] for a in answered], gen_answers),
+        },
         "interference": {"requests": len(grid), "tokens": codec.generation_tokens([q["text"] for q in grid], gen_grid)},
     }
-

@@ -80,10 +80,19 @@ def plan(doc: Mapping[str, Any], codec: Codec) -> Plan:
     """The subword units of a fact's answer, shared by all its anchors, and each anchor's token counts."""
     answer = " " + doc["object"]
     anchors = unpack(doc, "anchors")
-    pieces = [monitor_prompts.exact_cuts(codec.encode, a["text"], answer, codec.candidates(a["text"], answer)) for a in anchors]
+    pieces = [
+        monitor_prompts.exact_cuts(codec.encode, a["text"], answer, codec.candidates(a["text"], answer))
+        for a in anchors
+    ]
     cuts = monitor_prompts.subword_units(pieces, answer)
-    return Plan(answer, anchors, cuts, [monitor_prompts.unit_token_counts(p, cuts) for p in pieces],
-                [len(p.answer_ids) for p in pieces], [len(p.context_ids) for p in pieces])
+    return Plan(
+        answer,
+        anchors,
+        cuts,
+        [monitor_prompts.unit_token_counts(p, cuts) for p in pieces],
+        [len(p.answer_ids) for p in pieces],
+        [len(p.context_ids) for p in pieces],
+    )
 
 
 def scoring_requests(pl: Plan, route: str) -> list[tuple[str, tuple]]:
@@ -105,7 +114,9 @@ def scoring_tokens(pl: Plan, route: str) -> int:
     """Tokens the scoring requests hold (context + continuation, as the backend pairs them): per ``prefix``
     request the prompt and the answer up to its unit; per ``per_token`` request the prompt and the answer."""
     if route == "prefix":
-        return sum(ctx + sum(counts[:k + 1]) for ctx, counts in zip(pl.context_tokens, pl.counts) for k in range(len(counts)))
+        return sum(
+            ctx + sum(counts[: k + 1]) for ctx, counts in zip(pl.context_tokens, pl.counts) for k in range(len(counts))
+        )
     return sum(ctx + n for ctx, n in zip(pl.context_tokens, pl.n_tokens))
 
 
@@ -114,7 +125,7 @@ def unit_probabilities(results: list, pl: Plan, route: str) -> list[list[float]]
     probs, i = [], 0
     for counts, n_tokens in zip(pl.counts, pl.n_tokens):
         if route == "prefix":
-            lls = [float(r[0]) for r in results[i:i + len(counts)]]
+            lls = [float(r[0]) for r in results[i : i + len(counts)]]
             i += len(counts)
         else:
             tokens = [float(x) for x in results[i]]
@@ -125,6 +136,6 @@ def unit_probabilities(results: list, pl: Plan, route: str) -> list[list[float]]
                     f"splits into {n_tokens} tokens: the backend tokenises differently from tokenizer=/pretrained="
                 )
             starts = [sum(counts[:k]) for k in range(len(counts))]
-            lls = [sum(tokens[s:s + c]) for s, c in zip(starts, counts)]
+            lls = [sum(tokens[s : s + c]) for s, c in zip(starts, counts)]
         probs.append([math.exp(x) for x in lls])
     return probs

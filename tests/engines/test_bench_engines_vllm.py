@@ -19,18 +19,50 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "scripts"))
 import bench_engines  # noqa: E402  (its module level needs neither torch nor vLLM)
 
-SMALL = ["--facts", "1", "--options", "5", "--instances", "2", "--prompts", "2", "--samples", "3",
-         "--monitor_limit", "1"]
+SMALL = [
+    "--facts",
+    "1",
+    "--options",
+    "5",
+    "--instances",
+    "2",
+    "--prompts",
+    "2",
+    "--samples",
+    "3",
+    "--monitor_limit",
+    "1",
+]
 
 
 @pytest.mark.parametrize("arm", [a for a in bench_engines.ARMS if a.startswith("vllm")])
 def test_vllm_arm_runs_every_workload(arm, model_path, tmp_path):
     out = tmp_path / "bench.json"
     env = {**os.environ, **VLLM_CPU_ENV}
-    done = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench_engines.py"), "--arms", arm, "--vllm_python",
-                           sys.executable, "--hf_python", sys.executable, "--model", str(model_path), *SMALL,
-                           "--threads", "1", "--json", str(out)], capture_output=True, text=True, cwd=str(ROOT),
-                          env=env, timeout=1200)
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "scripts" / "bench_engines.py"),
+            "--arms",
+            arm,
+            "--vllm_python",
+            sys.executable,
+            "--hf_python",
+            sys.executable,
+            "--model",
+            str(model_path),
+            *SMALL,
+            "--threads",
+            "1",
+            "--json",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=str(ROOT),
+        env=env,
+        timeout=1200,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     rows = {r["workload"].split(":")[0]: r for r in json.loads(out.read_text())["rows"]}
     assert set(rows) == {"IC-LKE", "BEAR", "BELIEF-ICL", "MONITOR"}

@@ -35,15 +35,24 @@ def test_two_engines_give_one_engine_s_numbers(model_path, vllm_runs):
     lm = VLLMSharedPrefixLM(pretrained=str(model_path), batch_size="auto", data_parallel_size=2, **ENGINE_ARGS)
     meta = {"source": "sample"}
     tm = TaskManager(include_path=str(task_yamls_dir()), metadata={"pretrained": str(model_path), **meta})
-    run = simple_evaluate(model=lm, tasks=[FAMILIES["iclke"][0], FAMILIES["monitor"][0]], task_manager=tm, limit=1,
-                          log_samples=True, metadata=meta, bootstrap_iters=0)
+    run = simple_evaluate(
+        model=lm,
+        tasks=[FAMILIES["iclke"][0], FAMILIES["monitor"][0]],
+        task_manager=tm,
+        limit=1,
+        log_samples=True,
+        metadata=meta,
+        bootstrap_iters=0,
+    )
     ours = requests_of(run)
     one = {**requests_of(vllm_runs["iclke"]), **requests_of(vllm_runs["monitor"])}
     kinds = {kind for kind, _ in ours.values()}
     ll = [abs(value - one[key][1]) for key, (kind, value) in ours.items() if kind == "loglikelihood"]
     greedy = [key for key, (kind, value) in ours.items() if kind == "greedy" and value != one[key][1]]
-    print(f"\nvllm-shared on 2 engines vs vllm on one: {len(ll)} log-likelihoods, max gap {max(ll):.2e}; "
-          f"{sum(k == 'greedy' for k, _ in ours.values())} greedy texts, {len(greedy)} differ; {lm.cache_counts}")
+    print(
+        f"\nvllm-shared on 2 engines vs vllm on one: {len(ll)} log-likelihoods, max gap {max(ll):.2e}; "
+        f"{sum(k == 'greedy' for k, _ in ours.values())} greedy texts, {len(greedy)} differ; {lm.cache_counts}"
+    )
     assert kinds == {"loglikelihood", "greedy"} and ours.keys() <= one.keys()
     assert max(ll) == 0.0 and greedy == []
     assert lm.cache_counts.requests == len(ll) and lm.cache_counts.cache_reads > 0

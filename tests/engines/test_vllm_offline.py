@@ -24,17 +24,33 @@ def test_seeded_samples_repeat(family, vllm_runs):
     assert len(set(first)) > 1  # K distinct draws, not one text repeated
 
 
-@pytest.mark.parametrize("model, model_args", [
-    ("vllm", "pretrained={path},enforce_eager=True"),
-    ("vllm-shared", "pretrained={path},enforce_eager=True"),
-    ("local-completions", "model=smol,base_url=http://127.0.0.1:9/v1/completions,tokenizer={path}"),
-])
+@pytest.mark.parametrize(
+    "model, model_args",
+    [
+        ("vllm", "pretrained={path},enforce_eager=True"),
+        ("vllm-shared", "pretrained={path},enforce_eager=True"),
+        ("local-completions", "model=smol,base_url=http://127.0.0.1:9/v1/completions,tokenizer={path}"),
+    ],
+)
 def test_masked_lm_tasks_are_refused(model, model_args, model_path):
     """``belief_mlm_*`` sends our own ``mask_topk`` requests, which only ``hf-mlm`` serves: on these
     engines ``belief-eval`` refuses before it starts an engine or calls a server (no server listens here)."""
     from harness import run_cli
 
-    r = run_cli(["--model", model, "--model_args", model_args.format(path=model_path), "--tasks", "belief_mlm_bear",
-                 "--metadata", '{"source": "sample"}', "--limit", "1"], timeout=300)
+    r = run_cli(
+        [
+            "--model",
+            model,
+            "--model_args",
+            model_args.format(path=model_path),
+            "--tasks",
+            "belief_mlm_bear",
+            "--metadata",
+            '{"source": "sample"}',
+            "--limit",
+            "1",
+        ],
+        timeout=300,
+    )
     assert r.returncode == 2, r.stderr[-2000:]
     assert "masked LM" in r.stderr and "--model hf-mlm" in r.stderr and "Traceback" not in r.stderr

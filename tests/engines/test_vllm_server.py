@@ -39,13 +39,32 @@ def _free_port() -> int:
 
 
 def _serve_args(model_path, port: int) -> list[str]:
-    return [sys.executable, "-m", "vllm.entrypoints.cli.main", "serve", str(model_path),
-            "--host", "127.0.0.1", "--port", str(port), "--served-model-name", SERVED_NAME,
-            "--dtype", ENGINE_ARGS["dtype"], "--max-model-len", str(ENGINE_ARGS["max_model_len"]),
-            "--gpu-memory-utilization", str(ENGINE_ARGS["gpu_memory_utilization"]), "--enforce-eager",
-            "--no-enable-chunked-prefill",
-            # vllm-serve-shared's token endpoint and per-request cache hits; the CPU attention's smallest block
-            "--enable-scale-out", "--enable-prompt-tokens-details", "--block-size", "32"]
+    return [
+        sys.executable,
+        "-m",
+        "vllm.entrypoints.cli.main",
+        "serve",
+        str(model_path),
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--served-model-name",
+        SERVED_NAME,
+        "--dtype",
+        ENGINE_ARGS["dtype"],
+        "--max-model-len",
+        str(ENGINE_ARGS["max_model_len"]),
+        "--gpu-memory-utilization",
+        str(ENGINE_ARGS["gpu_memory_utilization"]),
+        "--enforce-eager",
+        "--no-enable-chunked-prefill",
+        # vllm-serve-shared's token endpoint and per-request cache hits; the CPU attention's smallest block
+        "--enable-scale-out",
+        "--enable-prompt-tokens-details",
+        "--block-size",
+        "32",
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -55,8 +74,13 @@ def server(model_path, tmp_path_factory):
     port = _free_port()
     log = tmp_path_factory.mktemp("vllm_serve") / "server.log"
     with open(log, "wb") as out:
-        proc = subprocess.Popen(_serve_args(model_path, port), stdout=out, stderr=subprocess.STDOUT, env=dict(os.environ),
-                                start_new_session=True)  # its own process group: the engine's processes stop with it
+        proc = subprocess.Popen(
+            _serve_args(model_path, port),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=dict(os.environ),
+            start_new_session=True,
+        )  # its own process group: the engine's processes stop with it
     try:
         deadline = time.monotonic() + START_TIMEOUT
         while True:
@@ -86,8 +110,15 @@ def api_lm(server, model_path):
     from lm_eval.models.openai_completions import LocalCompletionsAPI
 
     # the model's own tokenizer: lm-eval splits context and continuation by tokens (MONITOR needs it too)
-    return LocalCompletionsAPI(model=SERVED_NAME, base_url=server, tokenizer=str(model_path),
-                               tokenizer_backend="huggingface", num_concurrent=1, max_retries=1, batch_size=16)
+    return LocalCompletionsAPI(
+        model=SERVED_NAME,
+        base_url=server,
+        tokenizer=str(model_path),
+        tokenizer_backend="huggingface",
+        num_concurrent=1,
+        max_retries=1,
+        batch_size=16,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -114,8 +145,15 @@ def test_seeded_samples_repeat(family, api_lm, api_runs, model_path):
 def served_shared_lm(server, model_path):
     from belief_tasks.backends.vllm_served import VLLMServedSharedLM
 
-    return VLLMServedSharedLM(model=SERVED_NAME, base_url=server, tokenizer=str(model_path),
-                              tokenizer_backend="huggingface", num_concurrent=4, max_retries=1, batch_size=16)
+    return VLLMServedSharedLM(
+        model=SERVED_NAME,
+        base_url=server,
+        tokenizer=str(model_path),
+        tokenizer_backend="huggingface",
+        num_concurrent=4,
+        max_retries=1,
+        batch_size=16,
+    )
 
 
 @pytest.fixture(scope="module")

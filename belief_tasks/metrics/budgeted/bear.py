@@ -32,8 +32,14 @@ CONFIDENCE_TERMS = ("confidence", "margin", "brier")
 SUBSETS = ("all", "correct", "incorrect")
 
 
-def units(fact_ids: Sequence[str], relations: Sequence[str], template_index: Sequence[int], ranks: Sequence[int],
-          one_to_one: Sequence[bool], confidences: Mapping[str, Sequence[float]] | None = None) -> Units:
+def units(
+    fact_ids: Sequence[str],
+    relations: Sequence[str],
+    template_index: Sequence[int],
+    ranks: Sequence[int],
+    one_to_one: Sequence[bool],
+    confidences: Mapping[str, Sequence[float]] | None = None,
+) -> Units:
     """Per-fact columns from per-(fact, template) arrays: the gold option's 0-based rank (eq. 2); and from
     each doc's ``confidences`` (``CONFIDENCE_TERMS`` and ``correct``, ``metrics.bear.instance_confidences``)
     their sums over all, correct and incorrect docs (``<term>_<subset>``) and ``docs_correct``, ``docs_incorrect``."""
@@ -52,20 +58,29 @@ def units(fact_ids: Sequence[str], relations: Sequence[str], template_index: Seq
             top[k][i] += rank < k
         relation.setdefault(f, r)
         is_1to1.setdefault(f, bool(o))
-    columns = {"one": np.ones(len(facts)), "docs": asked.sum(1), "one_to_one": [is_1to1[f] for f in facts],
-               **{f"top{k}": top[k] for k in PRECISION_KS},
-               **{f"asked{t}": asked[:, col[t]] for t in templates}, **{f"first{t}": first[:, col[t]] for t in templates}}
+    columns = {
+        "one": np.ones(len(facts)),
+        "docs": asked.sum(1),
+        "one_to_one": [is_1to1[f] for f in facts],
+        **{f"top{k}": top[k] for k in PRECISION_KS},
+        **{f"asked{t}": asked[:, col[t]] for t in templates},
+        **{f"first{t}": first[:, col[t]] for t in templates},
+    }
     if confidences is not None:
         columns.update(_confidence_columns(np.asarray([row[f] for f in fact_ids]), len(facts), confidences))
     return Units.of(facts, [relation[f] for f in facts], columns)
 
 
-def _confidence_columns(fact_of: np.ndarray, n: int, confidences: Mapping[str, Sequence[float]]) -> dict[str, np.ndarray]:
+def _confidence_columns(
+    fact_of: np.ndarray, n: int, confidences: Mapping[str, Sequence[float]]
+) -> dict[str, np.ndarray]:
     """Per fact (``fact_of``: each doc's fact row) the sums of each term over its docs, by subset, and its
     counts of correct and incorrect docs."""
     hit = np.asarray(confidences["correct"], dtype=float) > 0
     masks = {"all": np.ones(len(hit), dtype=bool), "correct": hit, "incorrect": ~hit}
-    columns = {f"docs_{sub}": np.bincount(fact_of[masks[sub]], minlength=n).astype(float) for sub in ("correct", "incorrect")}
+    columns = {
+        f"docs_{sub}": np.bincount(fact_of[masks[sub]], minlength=n).astype(float) for sub in ("correct", "incorrect")
+    }
     for term in CONFIDENCE_TERMS:
         values = np.asarray(confidences[term], dtype=float)
         for sub, mask in masks.items():
@@ -109,7 +124,9 @@ def support_weighted(term: str, subset: str):
     ``subset`` (a ratio of totals), weighted by all the relation's docs, over the relations with a value
     (none: no doc of the subset, or a margin over one option)."""
     if term not in CONFIDENCE_TERMS or subset not in SUBSETS:
-        raise ValueError(f"no per-fact sums of {term!r} over {subset!r} docs (terms {CONFIDENCE_TERMS}, subsets {SUBSETS})")
+        raise ValueError(
+            f"no per-fact sums of {term!r} over {subset!r} docs (terms {CONFIDENCE_TERMS}, subsets {SUBSETS})"
+        )
     count = "docs" if subset == "all" else f"docs_{subset}"
 
     def stat(T: Totals) -> np.ndarray:

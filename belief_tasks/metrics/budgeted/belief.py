@@ -29,8 +29,14 @@ from belief_tasks.metrics.budgeted import pooled, ratio
 from belief_tasks.metrics.intervals import Totals, Units, selecting, share
 
 
-def units(fact_ids: Sequence, relation_ids: Sequence, template_ids: Sequence, correct: Sequence,
-          answers: Sequence[str], sampled: Mapping[str, tuple[float, bool]]) -> Units:
+def units(
+    fact_ids: Sequence,
+    relation_ids: Sequence,
+    template_ids: Sequence,
+    correct: Sequence,
+    answers: Sequence[str],
+    sampled: Mapping[str, tuple[float, bool]],
+) -> Units:
     """Per-pair columns from the per-prompt columns and ``sampled`` (pair -> (confidence, correct)
     of its sampled prompt; pairs without one are left out)."""
     table = PromptTable.build(fact_ids, relation_ids, template_ids, correct)

@@ -19,11 +19,16 @@ from belief_tasks.metrics.budgeted import pooled, relation_mean
 from belief_tasks.metrics.intervals import Units, share
 
 
-def units(fact_ids: Sequence[str], logprobs_list: Sequence[Sequence[float]], gold: Sequence[int],
-          relations: Sequence[str]) -> Units:
+def units(
+    fact_ids: Sequence[str], logprobs_list: Sequence[Sequence[float]], gold: Sequence[int], relations: Sequence[str]
+) -> Units:
     correct = np.array([iclke_metrics.is_correct(lp, g) for lp, g in zip(logprobs_list, gold)], dtype=float)
     confidence = np.array([iclke_metrics.prediction_confidence(lp) for lp in logprobs_list])
-    columns = {"one": np.ones(len(correct)), "correct": correct, "gold_prob": iclke_metrics.gold_confidences(logprobs_list, gold)}
+    columns = {
+        "one": np.ones(len(correct)),
+        "correct": correct,
+        "gold_prob": iclke_metrics.gold_confidences(logprobs_list, gold),
+    }
     for i, k in enumerate(iclke_metrics.THRESHOLDS):
         columns[f"confident{i}"] = confidence >= k
         columns[f"confident_correct{i}"] = (confidence >= k) * correct

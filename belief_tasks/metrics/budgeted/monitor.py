@@ -28,9 +28,18 @@ ANCHOR_MEANS = ("pfd", "ird", "primary_prob", "frame_prob", "negative_prob")
 COSTS = tuple(f"cost_{group}_{unit}" for group in ("anchor", "answer", "paper") for unit in ("requests", "tokens"))
 
 
-def units(fact_ids: Sequence[str], relations: Sequence[str], quantities: Sequence[dict], correct: Sequence[Sequence[int]],
-          positive_correct: Sequence[int], scored: Sequence[bool], alpha: Sequence[float], frames: int,
-          grids: Sequence[Sequence[Sequence[int]]] | None = None, costs: Mapping[str, Sequence[float]] | None = None) -> Units:
+def units(
+    fact_ids: Sequence[str],
+    relations: Sequence[str],
+    quantities: Sequence[dict],
+    correct: Sequence[Sequence[int]],
+    positive_correct: Sequence[int],
+    scored: Sequence[bool],
+    alpha: Sequence[float],
+    frames: int,
+    grids: Sequence[Sequence[Sequence[int]]] | None = None,
+    costs: Mapping[str, Sequence[float]] | None = None,
+) -> Units:
     """Per-fact columns: ``quantities`` as ``metrics.monitor.fact_quantities`` gives them, ``correct`` the
     per-frame 0/1 answers (a fact's relation may have fewer than ``frames`` frames); ``grids`` each fact's
     R x M 0/1 frame-interference answers ([] without them), ``costs`` per-fact counts by ``COSTS`` name."""
@@ -38,8 +47,13 @@ def units(fact_ids: Sequence[str], relations: Sequence[str], quantities: Sequenc
     q = {k: np.array([x[k] for x in quantities], dtype=float) for k in ANCHOR_MEANS}
     a1, a2, a3 = (float(a) for a in alpha)
     numerator = np.sqrt(a1 * q["pfd"] ** 2 + a2 * q["ird"] ** 2 + a3 * q["pfd"] * q["ird"])
-    columns = {"one": np.ones(len(s)), "scored": s, "monitor_numerator": numerator * s,
-               **{k: q[k] * s for k in ANCHOR_MEANS}, "positive_correct": np.asarray(positive_correct, dtype=float)}
+    columns = {
+        "one": np.ones(len(s)),
+        "scored": s,
+        "monitor_numerator": numerator * s,
+        **{k: q[k] * s for k in ANCHOR_MEANS},
+        "positive_correct": np.asarray(positive_correct, dtype=float),
+    }
     for j in range(frames):
         columns[f"has{j}"] = [len(c) > j for c in correct]
         columns[f"frame{j}"] = [c[j] if len(c) > j else 0 for c in correct]
