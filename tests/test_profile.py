@@ -7,9 +7,9 @@ from __future__ import annotations
 import importlib.util
 import json
 
-from conftest import ROOT
-
 from belief_tasks.cost import TaskCost, shared_facts, task_facts
+
+from harness import ROOT
 
 PROFILE = [
     "belief_profile_mp",
