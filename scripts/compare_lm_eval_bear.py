@@ -83,7 +83,7 @@ def selected_facts(metadata: dict):
     from belief_tasks.tasks.base import select_facts
 
     fs = load_facts("bear", metadata)
-    return fs, list(select_facts(fs, parse_options(BEAR.knobs, metadata)))
+    return fs, list(select_facts(fs, parse_options(BEAR.options, metadata)))
 
 
 def write_lm_pub_quiz_folder(fs, facts, out: Path, source_folder: Path | None) -> dict[tuple[str, int], str]:
