@@ -40,18 +40,9 @@ def main(argv: list[str] | None = None, report: bool = False) -> None:
         from belief_tasks.sweep import main as sweep
 
         raise SystemExit(sweep(args[1:]))
-    args, flags = estimate_flags(args)
-    from belief_tasks import command_checks
-
-    try:
-        command_checks.check_json_arguments(args)
-        command_checks.check_cache_identity(args)
-    except command_checks.CommandError as e:
-        refuse(e)
-    from belief_tasks.cache_identity import with_answer_cache
-
-    args = with_answer_cache(args)  # every answer kept in the output path: the same command again resumes
+    args, flags = checked_args(args)
     import belief_tasks
+    from belief_tasks import command_checks
 
     belief_tasks.install()  # our backends and hooks
     from lm_eval.__main__ import cli_evaluate
@@ -95,6 +86,23 @@ def main(argv: list[str] | None = None, report: bool = False) -> None:
             print(section())
     if not report:
         finish_run()
+
+
+def checked_args(args: list[str]) -> tuple[list[str], dict]:
+    """The command checked before lm-eval sees it (refused in one paragraph, exit 2), without the estimate's own
+    flags and with the answer cache added; and those flags."""
+    args, flags = estimate_flags(args)
+    from belief_tasks import command_checks
+
+    try:
+        command_checks.check_json_arguments(args)
+        command_checks.check_cache_identity(args)
+    except command_checks.CommandError as e:
+        refuse(e)
+    from belief_tasks.cache_identity import with_answer_cache
+
+    args = with_answer_cache(args)  # every answer kept in the output path: the same command again resumes
+    return args, flags
 
 
 def estimate_only(args: list[str], flags: dict, report: bool) -> None:

@@ -45,20 +45,9 @@ def _wrapped(label: str, text: str, width: int = 100, indent: int = 22) -> str:
     )
 
 
-def section() -> str:
-    """The part of ``belief-eval --help`` that lm-eval's help does not have."""
-    fill = lambda text: textwrap.fill(text, width=100, break_on_hyphens=False)  # noqa: E731
-    lines = [
-        "",
-        fill(
-            "belief-tasks: belief-eval is the lm-eval command line above (shown as 'lm-eval'), with "
-            "our backends registered and every input checked before the model loads."
-        ),
-        "",
-        "backends (--model):",
-    ]
-    lines += [_wrapped(name, text) for name, text in BACKEND_LINES.items()]
-    lines += [
+def _our_tasks_lines() -> list[str]:
+    """The help's "our tasks" paragraph: the listing, the main job and the profile."""
+    return [
         "",
         "our tasks:",
         _wrapped("list", "belief-eval ls belief: our tasks and groups, one line each"),
@@ -73,7 +62,11 @@ def section() -> str:
             "then its report (docs/profile.md)",
         ),
     ]
-    lines += [
+
+
+def _cost_lines() -> list[str]:
+    """The help's "cost and progress" paragraph: ``--estimate`` and the run's progress lines."""
+    return [
         "",
         "cost and progress:",
         _wrapped(
@@ -89,6 +82,23 @@ def section() -> str:
             "phase runs far past its estimate (docs/profile.md)",
         ),
     ]
+
+
+def section() -> str:
+    """The part of ``belief-eval --help`` that lm-eval's help does not have."""
+    fill = lambda text: textwrap.fill(text, width=100, break_on_hyphens=False)  # noqa: E731
+    lines = [
+        "",
+        fill(
+            "belief-tasks: belief-eval is the lm-eval command line above (shown as 'lm-eval'), with "
+            "our backends registered and every input checked before the model loads."
+        ),
+        "",
+        "backends (--model):",
+    ]
+    lines += [_wrapped(name, text) for name, text in BACKEND_LINES.items()]
+    lines += _our_tasks_lines()
+    lines += _cost_lines()
     lines += [
         "",
         "answers:",

@@ -160,6 +160,44 @@ def refuse(error: BaseException) -> None:
     raise SystemExit(2)
 
 
+def _metadata(text: str) -> dict:
+    """The ``--metadata`` knobs: a JSON object (refused otherwise)."""
+    try:
+        metadata = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise SweepError(f"--metadata is not JSON ({e})") from e
+    if not isinstance(metadata, dict):
+        raise SweepError("--metadata must be a JSON object")
+    return metadata
+
+
+def _write_results(results: dict, out: Path, ck: Checkpoint) -> None:
+    """Write a checkpoint's results and samples to ``out/<label>``."""
+    from belief_tasks import checkpoint_eval
+
+    folder = out / ck.label
+    # written beside, then renamed: a sweep killed while writing leaves no results folder that looks finished
+    partial = out / f".{ck.label}.partial"
+    shutil.rmtree(partial, ignore_errors=True)
+    checkpoint_eval.write(results, partial, ck.model_args)
+    shutil.rmtree(folder, ignore_errors=True)
+    partial.rename(folder)
+
+
+def _report(args, checkpoints: list[Checkpoint], split) -> None:
+    """Build the sweep's report into ``OUT/report`` and print its summary."""
+    from belief_tasks.report import build_report
+
+    out = args.output_path
+    report = build_report(
+        [out / c.label for c in checkpoints],
+        out / "report",
+        title=args.title or f"Knowledge over training: {args.tasks}",
+        split=split,
+    )
+    print("\n".join(report.summary))
+
+
 def run(argv: list[str]) -> int:
     from belief_tasks import checkpoint_eval
     from belief_tasks.fact_split import FactSplit
@@ -169,12 +207,7 @@ def run(argv: list[str]) -> int:
 
     args = parser().parse_args(argv)
     try:
-        try:
-            metadata = json.loads(args.metadata)
-        except json.JSONDecodeError as e:
-            raise SweepError(f"--metadata is not JSON ({e})") from e
-        if not isinstance(metadata, dict):
-            raise SweepError("--metadata must be a JSON object")
+        metadata = _metadata(args.metadata)
         model_args = _model_args(args.model_args)
         checkpoints = plan(args.checkpoints, args.revisions, model_args)
         split_path = _split_path(args, checkpoints)
@@ -207,12 +240,7 @@ def run(argv: list[str]) -> int:
             cache=out / "cache" / ck.label,
             bootstrap_iters=args.bootstrap_iters,
         )
-        # written beside, then renamed: a sweep killed while writing leaves no results folder that looks finished
-        partial = out / f".{ck.label}.partial"
-        shutil.rmtree(partial, ignore_errors=True)
-        checkpoint_eval.write(results, partial, ck.model_args)
-        shutil.rmtree(folder, ignore_errors=True)
-        partial.rename(folder)
+        _write_results(results, out, ck)
         del lm, results
         gc.collect()
         seconds = time.monotonic() - start
@@ -220,15 +248,7 @@ def run(argv: list[str]) -> int:
         print(f"[{i + 1}/{len(checkpoints)}] {ck.label}: {seconds:.0f} s", flush=True)
     if timings:
         (out / "timings.json").write_text(json.dumps(timings, indent=1) + "\n", encoding="utf-8")
-    from belief_tasks.report import build_report
-
-    report = build_report(
-        [out / c.label for c in checkpoints],
-        out / "report",
-        title=args.title or f"Knowledge over training: {args.tasks}",
-        split=split,
-    )
-    print("\n".join(report.summary))
+    _report(args, checkpoints, split)
     return 0
 
 

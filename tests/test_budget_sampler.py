@@ -143,7 +143,10 @@ def test_every_metric_of_a_budgeted_family_has_an_estimator_or_is_marked():
     from belief_tasks.scoring.common import Metric
 
     bear = FAMILIES["bear"]
-    metrics = {**bear.metrics, "top_two": Metric(bear.metrics["p_at_1"].aggregation, bear.metrics["p_at_1"].stderr, True, None)}
+    metrics = {
+        **bear.metrics,
+        "top_two": Metric(bear.metrics["p_at_1"].aggregation, bear.metrics["p_at_1"].stderr, True, None),
+    }
     assert missing(Estimators.of(bear.budgeted.units, metrics), metrics) == ["top_two"]
 
 

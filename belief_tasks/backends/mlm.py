@@ -86,6 +86,34 @@ def _as_device(value) -> torch.device:
     return device
 
 
+def _load_masked_lm(pretrained: Any, revision: str | None, subfolder: str | None, dtype: Any, trust_remote_code: bool):
+    """The ``AutoModelForMaskedLM`` at ``pretrained`` (path or hub id), in ``dtype`` (checked first)."""
+    from transformers import AutoModelForMaskedLM
+
+    if isinstance(dtype, str) and dtype != "auto" and dtype not in _DTYPES:
+        raise ValueError(f"dtype must be auto or one of {sorted(_DTYPES)}, got {dtype!r}")
+    torch_dtype = _DTYPES.get(dtype, dtype) if isinstance(dtype, str) else dtype
+    extra = {"subfolder": subfolder} if subfolder else {}
+    return AutoModelForMaskedLM.from_pretrained(
+        str(pretrained), revision=revision or "main", dtype=torch_dtype, trust_remote_code=trust_remote_code, **extra
+    )
+
+
+def _load_tokenizer(
+    tokenizer: str | None, pretrained: Any, revision: str | None, subfolder: str | None, trust_remote_code: bool
+):
+    """The fast ``AutoTokenizer`` named ``tokenizer`` (default: the model's own, from its subfolder)."""
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(
+        str(tokenizer or pretrained),
+        revision=revision or "main",
+        trust_remote_code=trust_remote_code,
+        use_fast=True,
+        **({"subfolder": subfolder} if subfolder and tokenizer is None else {}),
+    )
+
+
 class HFMaskedLM(LM):
     """lm-eval model for ``AutoModelForMaskedLM`` checkpoints (BERT, RoBERTa, ALBERT, ...).
 
@@ -112,7 +140,7 @@ class HFMaskedLM(LM):
         **kwargs: Any,
     ) -> None:
         super().__init__()
-        from transformers import AutoModelForMaskedLM, AutoTokenizer, PreTrainedModel
+        from transformers import PreTrainedModel
 
         if kwargs:
             log.warning("hf-mlm: ignoring unknown model args %s", sorted(kwargs))
@@ -130,27 +158,11 @@ class HFMaskedLM(LM):
             if tokenizer is None:
                 tokenizer = pretrained.config.name_or_path
         else:
-            if isinstance(dtype, str) and dtype != "auto" and dtype not in _DTYPES:
-                raise ValueError(f"dtype must be auto or one of {sorted(_DTYPES)}, got {dtype!r}")
-            torch_dtype = _DTYPES.get(dtype, dtype) if isinstance(dtype, str) else dtype
-            extra = {"subfolder": subfolder} if subfolder else {}
-            self.model = AutoModelForMaskedLM.from_pretrained(
-                str(pretrained),
-                revision=revision or "main",
-                dtype=torch_dtype,
-                trust_remote_code=trust_remote_code,
-                **extra,
-            )
+            self.model = _load_masked_lm(pretrained, revision, subfolder, dtype, trust_remote_code)
         self._start_data_parallel()
         self.model.to(self._device).eval()
         if tokenizer is None or isinstance(tokenizer, str):
-            self.tokenizer = AutoTokenizer.from_pretrained(
-                str(tokenizer or pretrained),
-                revision=revision or "main",
-                trust_remote_code=trust_remote_code,
-                use_fast=True,
-                **({"subfolder": subfolder} if subfolder and tokenizer is None else {}),
-            )
+            self.tokenizer = _load_tokenizer(tokenizer, pretrained, revision, subfolder, trust_remote_code)
         else:
             self.tokenizer = tokenizer
         if not getattr(self.tokenizer, "is_fast", False):

@@ -676,19 +676,8 @@ class HFSharedPrefixLM(HFLM):
             until += [group.until] * len(group_rows)
             max_gen += [group.max_gen] * len(group_rows)
         part_of = [k for k, (_, group_rows) in enumerate(parts) for _ in group_rows]
-        steps = max(max_gen)
-        uniforms = torch.stack(
-            [
-                torch.rand(steps, generator=torch.Generator().manual_seed(row.seed % (2**63)))
-                if row.do_sample
-                else torch.zeros(steps)
-                for row in rows
-            ]
-        ).to(self.device)
-        eos_ids = self.model.generation_config.eos_token_id
-        eos_ids = set(
-            eos_ids if isinstance(eos_ids, list) else [eos_ids] if eos_ids is not None else [self.eot_token_id]
-        )
+        uniforms = self._row_uniforms(rows, max(max_gen))
+        eos_ids = self._eos_ids()
         tokens: list[list[int]] = [[] for _ in rows]
         active = list(range(len(rows)))
         logits = torch.cat(first) if len(first) > 1 else first[0]
@@ -723,6 +712,23 @@ class HFSharedPrefixLM(HFLM):
         # the floor of the decoding work: tokens each row has to feed back (the prompt is counted by the caller)
         self.stats["generated_tokens"] = self.stats.get("generated_tokens", 0) + needed
         return tokens
+
+    def _row_uniforms(self, rows: list[Row], steps: int) -> torch.Tensor:
+        """Each row's uniforms for ``steps`` steps, on the device: a sampled row's from its own seeded generator,
+        zeros for a greedy row."""
+        return torch.stack(
+            [
+                torch.rand(steps, generator=torch.Generator().manual_seed(row.seed % (2**63)))
+                if row.do_sample
+                else torch.zeros(steps)
+                for row in rows
+            ]
+        ).to(self.device)
+
+    def _eos_ids(self) -> set[int]:
+        """The token ids that end a row: the generation config's EOS ids, else the tokenizer's end of text."""
+        eos_ids = self.model.generation_config.eos_token_id
+        return set(eos_ids if isinstance(eos_ids, list) else [eos_ids] if eos_ids is not None else [self.eot_token_id])
 
     def _stopped(self, tokens: list[int], until: list[str]) -> bool:
         """Whether a stop string occurs in the row's text (decoded once)."""

@@ -89,6 +89,34 @@ def _objects(r: dict, file: str, i: int) -> tuple[Entity, ...]:
     )
 
 
+def _pair(pairs: dict[str, dict], uuid: str, rid: str, r: dict, file: str, i: int) -> dict:
+    """The record of row ``i``'s subject-relation pair: the one its first row made, or a new one from this row."""
+    pair = pairs.get(uuid)
+    if pair is not None and pair["relation"] != rid:  # the pair's later rows would be read as its first
+        raise SchemaError(
+            f"uuid {uuid!r} is relation {pair['relation']!r} in row {pair['row']}, {rid!r} here",
+            file=file,
+            row=i,
+            field="rel_uri",
+        )
+    if pair is None:
+        objects = _objects(r, file, i)
+        pair = pairs[uuid] = {"relation": rid, "row": i, "forms": [], "objects": objects, "subject_id": _subject_id(r)}
+    return pair
+
+
+def _add_answer_spaces(relations: dict[str, Relation], facts: list[Fact]) -> None:
+    """Give each relation its answer space: the distinct gold objects of its facts, in order of first appearance."""
+    space: dict[str, dict[str, Entity]] = {}
+    for f in facts:
+        for o in f.objects:
+            space.setdefault(f.relation, {}).setdefault(o.label, o)
+    for rid, rel in relations.items():
+        relations[rid] = Relation(
+            rel.id, rel.name, rel.cardinality, rel.templates, rel.frames, tuple(space.get(rid, {}).values())
+        )
+
+
 def rows_to_factset(rows: Iterable[dict], file: str) -> FactSet:
     """The fact set of MyriadLAMA rows; ``rows`` may be a stream (each row is read once)."""
     templates: dict[str, dict[str, Template]] = {}
@@ -114,23 +142,7 @@ def rows_to_factset(rows: Iterable[dict], file: str) -> FactSet:
             rel_t[text] = Template(f"{rid}_t{len(rel_t)}", text, template_kind(text), bool(r.get("is_manual", True)))
         uuid = check_label(str(r.get("uuid") or ""), file=file, row=i, field="uuid")
         repeats.check((uuid, text), i, f"{uuid!r} with {text!r}")
-        pair = pairs.get(uuid)
-        if pair is not None and pair["relation"] != rid:  # the pair's later rows would be read as its first
-            raise SchemaError(
-                f"uuid {uuid!r} is relation {pair['relation']!r} in row {pair['row']}, {rid!r} here",
-                file=file,
-                row=i,
-                field="rel_uri",
-            )
-        if pair is None:
-            objects = _objects(r, file, i)
-            pair = pairs[uuid] = {
-                "relation": rid,
-                "row": i,
-                "forms": [],
-                "objects": objects,
-                "subject_id": _subject_id(r),
-            }
+        pair = _pair(pairs, uuid, rid, r, file, i)
         for form in _subject_forms(r.get("sub_ent"), file=file, row=i):
             if form not in pair["forms"]:
                 pair["forms"].append(form)
@@ -157,14 +169,7 @@ def rows_to_factset(rows: Iterable[dict], file: str) -> FactSet:
         )
         for uuid, p in pairs.items()
     ]
-    space: dict[str, dict[str, Entity]] = {}
-    for f in facts:
-        for o in f.objects:
-            space.setdefault(f.relation, {}).setdefault(o.label, o)
-    for rid, rel in relations.items():
-        relations[rid] = Relation(
-            rel.id, rel.name, rel.cardinality, rel.templates, rel.frames, tuple(space.get(rid, {}).values())
-        )
+    _add_answer_spaces(relations, facts)
     return validate_factset(FactSet("myriadlama", relations, facts), file=file)
 
 

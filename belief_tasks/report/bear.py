@@ -185,37 +185,7 @@ def _calibration(ctx: Context, with_records, many_tasks: bool, md: list[str]) ->
     per_rel, softmax_rows, bins_rows, series = [], [], [], []
     for run, task in with_records:
         label = _label(run, task, many_tasks)
-        for rel, v in confidence_by_relation(task.records()).items():
-            per_rel.append(
-                {
-                    "model": label,
-                    "relation": rel,
-                    "support": v["support"],
-                    "brier": v["brier_score"],
-                    **{
-                        f"{k}_{sub}": v[metric][sub]
-                        for k, metric in (
-                            ("confidence", "confidence_score"),
-                            ("margin", "margin_of_confidence"),
-                            ("uncertainty", "uncertainty_score"),
-                        )
-                        for sub in bear_metrics.CONFIDENCE_SUBSETS
-                    },
-                }
-            )
-            for i, p in enumerate(v["avg_softmax"]["all"]):
-                softmax_rows.append(
-                    {
-                        "model": label,
-                        "relation": rel,
-                        "option": i,
-                        "all": p,
-                        **{
-                            sub: None if v["avg_softmax"][sub] is None else v["avg_softmax"][sub][i]
-                            for sub in ("correct", "incorrect")
-                        },
-                    }
-                )
+        _relation_confidence_rows(label, task, per_rel, softmax_rows)
         conf, correct = [], []
         for scores, golds in scores_by_relation(task.records()).values():
             terms = bear_metrics.instance_confidences(scores, golds)
@@ -248,6 +218,42 @@ def _calibration(ctx: Context, with_records, many_tasks: bool, md: list[str]) ->
         "*Average softmax per answer option (lm-pub-quiz's `avg_softmax`, all / correct / incorrect): "
         "[tables/bear_avg_softmax.csv](tables/bear_avg_softmax.csv)*\n"
     )
+
+
+def _relation_confidence_rows(label: str, task, per_rel: list[dict], softmax_rows: list[dict]) -> None:
+    """Append the task's confidence metrics per relation to ``per_rel`` and its average softmax per relation and
+    option to ``softmax_rows``."""
+    for rel, v in confidence_by_relation(task.records()).items():
+        per_rel.append(
+            {
+                "model": label,
+                "relation": rel,
+                "support": v["support"],
+                "brier": v["brier_score"],
+                **{
+                    f"{k}_{sub}": v[metric][sub]
+                    for k, metric in (
+                        ("confidence", "confidence_score"),
+                        ("margin", "margin_of_confidence"),
+                        ("uncertainty", "uncertainty_score"),
+                    )
+                    for sub in bear_metrics.CONFIDENCE_SUBSETS
+                },
+            }
+        )
+        for i, p in enumerate(v["avg_softmax"]["all"]):
+            softmax_rows.append(
+                {
+                    "model": label,
+                    "relation": rel,
+                    "option": i,
+                    "all": p,
+                    **{
+                        sub: None if v["avg_softmax"][sub] is None else v["avg_softmax"][sub][i]
+                        for sub in ("correct", "incorrect")
+                    },
+                }
+            )
 
 
 def _card(ctx: Context, found) -> dict[str, list[CardEntry]]:

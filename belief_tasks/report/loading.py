@@ -245,6 +245,40 @@ def _samples_file(folder: Path, task: str, date_id: str) -> tuple[Path | None, s
     return None, "no samples file (run without --log_samples?)"
 
 
+def _read_results(f: Path) -> dict:
+    """The parsed results JSON ``f`` (refused when unreadable or without a ``results`` key)."""
+    try:
+        data = json.loads(f.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as e:
+        raise ReportInputError(f"{f}: not a readable results JSON ({e})") from e
+    if not isinstance(data, dict) or "results" not in data:
+        raise ReportInputError(f"{f}: no 'results' key; is this an lm-eval results file?")
+    return data
+
+
+def _run_info(data: dict, f: Path) -> dict:
+    """The run's own entries of results JSON ``f`` (model, lm-eval's settings, ...: not per task) and its path."""
+    info = {
+        k: v
+        for k, v in data.items()
+        if k
+        not in (
+            "results",
+            "configs",
+            "samples",
+            "n-samples",
+            "groups",
+            "group_subtasks",
+            "higher_is_better",
+            "versions",
+            "task_hashes",
+            "n-shot",
+        )
+    }
+    info["results_file"] = str(f)
+    return info
+
+
 def load_runs(paths: Iterable[str | os.PathLike]) -> list[ModelRun]:
     """Every model run below ``paths`` (folders or results files), tasks merged per folder (the shards of a run split
     by relation pooled into one: ``report.shards.pool``)."""
@@ -257,31 +291,9 @@ def load_runs(paths: Iterable[str | os.PathLike]) -> list[ModelRun]:
         groups: dict[str, dict] = {}
         info: dict = {}
         for f in sorted(files, key=_date_id):  # newest last: it wins
-            try:
-                data = json.loads(f.read_text(encoding="utf-8"))
-            except (OSError, json.JSONDecodeError) as e:
-                raise ReportInputError(f"{f}: not a readable results JSON ({e})") from e
-            if not isinstance(data, dict) or "results" not in data:
-                raise ReportInputError(f"{f}: no 'results' key; is this an lm-eval results file?")
+            data = _read_results(f)
             date_id = _date_id(f)
-            info = {
-                k: v
-                for k, v in data.items()
-                if k
-                not in (
-                    "results",
-                    "configs",
-                    "samples",
-                    "n-samples",
-                    "groups",
-                    "group_subtasks",
-                    "higher_is_better",
-                    "versions",
-                    "task_hashes",
-                    "n-shot",
-                )
-            }
-            info["results_file"] = str(f)
+            info = _run_info(data, f)
             group_names = set(data.get("group_subtasks", {})) | set(data.get("groups", {}))
             for task, res in data["results"].items():
                 if task in group_names and task not in data.get("configs", {}):
