@@ -269,8 +269,35 @@ def with_answer_cache(args: list[str]) -> list[str]:
     model_args = parse_model_args(_option(args, "--model_args", "-a", several=True))
     ident = identity(backend, model_args, with_software=True)
     prefix = default_prefix(outputs[-1], backend, model_args, ident)
-    atexit.register(_record_identity, prefix, ident)
+    folder = Path(prefix).parent
+    existed = [p for p in (folder.parent, folder) if p.exists()]
+    atexit.register(_at_exit, prefix, ident, existed)
     return [*args, "--use_cache", prefix]
+
+
+def _answers(db: Path) -> int:
+    """Answers held by an lm-eval cache file (sqlitedict's table), 0 if it holds none or cannot be read."""
+    import sqlite3
+
+    try:
+        with sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=1) as con:
+            return con.execute("SELECT count(*) FROM unnamed").fetchone()[0]
+    except sqlite3.Error:
+        return 0
+
+
+def _at_exit(prefix: str, ident: dict[str, Any], existed: list[Path]) -> None:
+    """A run that kept no answer (refused after lm-eval opened the cache with the model, before any scoring)
+    leaves no file: its empty cache files go, then the folders this run made; else the identity is recorded."""
+    dbs = list(Path(prefix).parent.glob(Path(prefix).name + "_rank*.db"))
+    if dbs and not any(_answers(db) for db in dbs):
+        for db in dbs:
+            db.unlink(missing_ok=True)
+        for folder in (Path(prefix).parent, Path(prefix).parent.parent):
+            if folder not in existed and folder.is_dir() and not any(folder.iterdir()):
+                folder.rmdir()
+        return
+    _record_identity(prefix, ident)
 
 
 def _record_identity(prefix: str, ident: dict[str, Any]) -> None:

@@ -194,17 +194,27 @@ def test_the_code_that_computes_answers_is_part_of_the_identity(tmp_path, monkey
 
 
 def test_the_identity_file_is_written_once_answers_exist(tmp_path):
-    """At exit, beside a cache that exists: a command refused before the model loads leaves no file behind."""
+    """At exit, beside a cache that holds answers. A command refused before the model loads leaves no file behind,
+    and so does one refused after lm-eval opened its cache with the model (the truncation check), before any
+    answer: its empty cache file and the folders the run made go."""
     model = _model(tmp_path / "m")
     code = (
-        "import sys; from pathlib import Path; from belief_tasks import cache_identity as C; "
+        "import sys; from pathlib import Path; from sqlitedict import SqliteDict; "
+        "from belief_tasks import cache_identity as C; "
         f"a = C.with_answer_cache(['--model_args', 'pretrained={model}', '--output_path', {str(tmp_path / 'out')!r}]); "
         "print(a[-1]); db = Path(a[-1] + '_rank0.db'); "
-        "sys.argv[1:2] == ['db'] and (db.parent.mkdir(parents=True) or db.write_bytes(b''))"
+        "sys.argv[1:] and db.parent.mkdir(parents=True); "
+        "d = SqliteDict(str(db), autocommit=True) if sys.argv[1:] else None; "
+        "d is not None and sys.argv[1] == 'answer' and d.__setitem__('k', 1); d is not None and d.close()"
     )
-    refused = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
-    assert refused.returncode == 0 and not (tmp_path / "out").exists()
-    answered = subprocess.run([sys.executable, "-c", code, "db"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    for case in ([], ["empty"]):
+        refused = subprocess.run(
+            [sys.executable, "-c", code, *case], cwd=ROOT, capture_output=True, text=True, timeout=120
+        )
+        assert refused.returncode == 0 and not (tmp_path / "out").exists(), (case, refused.stderr)
+    answered = subprocess.run(
+        [sys.executable, "-c", code, "answer"], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
     assert answered.returncode == 0, answered.stderr
     prefix = answered.stdout.strip()
     recorded = json.loads(Path(prefix + C.SUFFIX).read_text())
