@@ -325,6 +325,8 @@ def cache_report(lm, by_type: dict) -> dict:
         for kind in ("loglikelihood", "per_token_loglikelihood")
         for i in by_type.get(kind, [])
     ]
+    if not pairs:  # a workload of generation only (BELIEF-ICL): nothing read the cache, no block size was set
+        return out
     seqs, ctxlens = [c + t for c, t in pairs], [len(c) for c, _ in pairs]
     for b in sorted({out["block_size"], 16}):
         out[f"simulated_{b}"] = vars(simulate(seqs, ctxlens, b))
