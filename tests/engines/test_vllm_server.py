@@ -215,8 +215,17 @@ def test_served_shared_reads_the_server_s_cache(served_shared_runs, served_share
     reference = TemplateAPI._loglikelihood_tokens(lm, tripping)  # local-completions' own, on /v1/completions
     got = {k: v - before[k] for k, v in counts_of(lm).items() if k in expected or k == "unknown"}
     print(f"boundary requests on vllm-serve-shared: {got}")
-    got["recomputed"] -= got.pop("unknown")  # answered 400: recomputed besides the cases built here
-    assert got == expected
+    unknown = got.pop("unknown")  # answered 400: recomputed, whatever the case built here would have met
+    got["recomputed"] -= unknown
+    if unknown == 0:
+        assert got == expected
+    else:  # each 400 takes one request out of its case: a first row, a recomputation or a plain read
+        assert {k: v for k, v in got.items() if k not in ("first_rows", "recomputed")} == {
+            k: v for k, v in expected.items() if k not in ("first_rows", "recomputed")
+        }
+        lost = (expected["first_rows"] - got["first_rows"]) + (expected["recomputed"] - got["recomputed"])
+        assert got["first_rows"] <= expected["first_rows"] and got["recomputed"] <= expected["recomputed"]
+        assert 0 <= lost <= unknown, (got, expected, unknown)
     assert [ll for ll, _ in ours] == [ll for ll, _ in reference]  # equal bits
 
 
