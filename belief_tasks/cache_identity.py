@@ -275,8 +275,9 @@ def with_answer_cache(args: list[str]) -> list[str]:
     return [*args, "--use_cache", prefix]
 
 
-def _answers(db: Path) -> int:
-    """Answers held by an lm-eval cache file (sqlitedict's table), 0 if it holds none or cannot be read."""
+def answers_held(db: Path) -> int:
+    """Answers held by an lm-eval cache file (sqlitedict's table), 0 if it holds none, is absent or cannot be read
+    (not created yet, or locked for a moment)."""
     import sqlite3
 
     try:
@@ -290,7 +291,7 @@ def _at_exit(prefix: str, ident: dict[str, Any], existed: list[Path]) -> None:
     """A run that kept no answer (refused after lm-eval opened the cache with the model, before any scoring)
     leaves no file: its empty cache files go, then the folders this run made; else the identity is recorded."""
     dbs = list(Path(prefix).parent.glob(Path(prefix).name + "_rank*.db"))
-    if dbs and not any(_answers(db) for db in dbs):
+    if dbs and not any(answers_held(db) for db in dbs):
         for db in dbs:
             db.unlink(missing_ok=True)
         for folder in (Path(prefix).parent, Path(prefix).parent.parent):

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sqlite3
 import statistics
 import sys
 import tempfile
@@ -45,6 +44,7 @@ def main(argv=None) -> None:
     from lm_eval.api.registry import get_model
     from lm_eval.tasks import TaskManager
 
+    from belief_tasks.cache_identity import answers_held
     from belief_tasks.model import default_model_path
     from belief_tasks.paths import task_yamls_dir
 
@@ -75,8 +75,7 @@ def main(argv=None) -> None:
             prefix = str(Path(tmp) / f"round{r}")
             times["cold"].append(run(prefix))
             times["warm"].append(run(prefix))
-            with sqlite3.connect(f"{prefix}_rank0.db") as con:
-                rows = con.execute("SELECT count(*) FROM unnamed").fetchone()[0]
+            rows = answers_held(Path(f"{prefix}_rank0.db"))
             print(f"round {r + 1}: " + ", ".join(f"{k} {v[-1]:.1f} s" for k, v in times.items()), flush=True)
     med = {k: statistics.median(v) for k, v in times.items()}
     print(
