@@ -19,16 +19,13 @@ and metrics equal the uninterrupted run's.
 from __future__ import annotations
 
 import json
-import os
 import re
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
-from test_scale_runs import assert_same_metrics, cache_rows, load_run
+from test_scale_runs import assert_same_metrics, cache_rows, kill_once_cached, load_run
 
 from harness import ROOT, env_with_checkout
 
@@ -87,24 +84,7 @@ def the_cache(out: Path) -> Path:
 
 def killed_halfway(cmd: list[str], out: Path, half: int) -> int:
     """Start ``cmd``, SIGKILL its process group once its default cache holds ``half`` answers; the answers kept."""
-    proc = subprocess.Popen(
-        cmd,
-        env=env_with_checkout(OMP_NUM_THREADS="1"),
-        cwd=str(ROOT),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
-    try:
-        deadline = time.time() + 1200
-        while proc.poll() is None and time.time() < deadline:
-            dbs = list((out / "cache").glob("*_rank0.db"))
-            if dbs and cache_rows(dbs[0]) >= half:
-                break
-            time.sleep(0.05)
-    finally:
-        os.killpg(proc.pid, signal.SIGKILL)  # the process group we started, nothing else
-        proc.wait()
+    kill_once_cached(cmd, lambda: next((out / "cache").glob("*_rank0.db"), None), half, seconds=1200, poll=0.05)
     assert not list(out.rglob("results_*.json")), "the run ended before the kill"
     return cache_rows(the_cache(out))
 

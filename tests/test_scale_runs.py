@@ -22,6 +22,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Callable
 
 import pytest
 
@@ -213,6 +214,29 @@ def cache_rows(db: Path) -> int:
     return answers_held(db)
 
 
+def kill_once_cached(cmd: list[str], db: Callable[[], Path | None], rows: int, seconds: float, poll: float) -> None:
+    """Start ``cmd`` (a ``belief-eval`` command line) and SIGKILL its process group once the cache file ``db()``
+    names holds ``rows`` answers, or when it ends, or after ``seconds``."""
+    proc = subprocess.Popen(
+        cmd,
+        env=env_with_checkout(OMP_NUM_THREADS="1"),
+        cwd=str(ROOT),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        deadline = time.time() + seconds
+        while proc.poll() is None and time.time() < deadline:
+            found = db()
+            if found is not None and cache_rows(found) >= rows:
+                break
+            time.sleep(poll)
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)  # the process group we started, nothing else
+        proc.wait()
+
+
 def cached_line(log: str) -> tuple[int, int]:
     """lm-eval's own count: 'Cached requests: N, Requests remaining: M' for loglikelihood."""
     for line in log.splitlines():
@@ -227,22 +251,7 @@ def test_sigkill_then_resume_recomputes_nothing_finished(model_path, reference, 
     cache = tmp_path / "cache" / "run"
     db = Path(f"{cache}_rank0.db")
     args = command(model_path, tmp_path / "killed", tasks="belief_bear", extra=["--use_cache", str(cache)])
-    cmd = [sys.executable, "-m", "belief_tasks.cli", *args]
-    proc = subprocess.Popen(
-        cmd,
-        env=env_with_checkout(OMP_NUM_THREADS="1"),
-        cwd=str(ROOT),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
-    try:
-        deadline = time.time() + 600
-        while cache_rows(db) < 20 and proc.poll() is None and time.time() < deadline:
-            time.sleep(0.1)
-    finally:
-        os.killpg(proc.pid, signal.SIGKILL)  # the process group we started, nothing else
-        proc.wait()
+    kill_once_cached([sys.executable, "-m", "belief_tasks.cli", *args], lambda: db, 20, seconds=600, poll=0.1)
     done = cache_rows(db)
     assert 20 <= done < BEAR_REQUESTS, f"kill came too late to test anything ({done} rows)"
     assert not list((tmp_path / "killed").rglob("results_*.json")), "a killed run left a results file"
