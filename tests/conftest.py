@@ -42,3 +42,20 @@ def one_torch_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(before)
+
+
+@pytest.fixture(autouse=True)
+def lm_eval_logs_reach_caplog():
+    """An in-process ``simple_evaluate(verbosity=...)`` runs lm-eval's ``setup_logging``, which sets
+    the ``lm_eval`` logger's level and stops it propagating, so after such a test ``caplog`` sees no
+    lm-eval record: a test's outcome would depend on which tests ran before it in the same process.
+    Each test starts with the logger as a fresh process has it (its own handler is kept)."""
+    import logging
+
+    logger = logging.getLogger("lm_eval")
+    before = logger.level, logger.propagate
+    logger.setLevel(logging.NOTSET)
+    logger.propagate = True
+    yield
+    logger.setLevel(before[0])
+    logger.propagate = before[1]
