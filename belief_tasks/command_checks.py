@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import difflib
 import glob
+import importlib.util
 import json
 import sys
 from pathlib import Path
@@ -98,12 +99,24 @@ def check_cache_identity(args: list[str]) -> None:
 # --- backend and task names (before the tasks are built) --------------------------------------------
 
 
+#: backends that import vLLM when they are built (lm-eval's and ours): refused before the tasks are built where it
+#: is missing, rather than an import traceback after them
+NEEDS_VLLM = ("vllm", "vllm-vlm", "vllm-shared")
+
+
 def check_backend(name: str | None) -> None:
     from lm_eval.api.registry import model_registry
 
     from belief_tasks.harness import BACKENDS
 
     if (name or "hf") in model_registry:
+        if name in NEEDS_VLLM and importlib.util.find_spec("vllm") is None:
+            raise CommandError(
+                f"--model {name}: this runs on vLLM's offline engine, and vLLM is not installed in this Python "
+                f"({sys.executable}); on a CPU `bash scripts/setup_vllm.sh` builds .venv-vllm with vLLM's CPU build "
+                "(run belief-eval there: .venv-vllm/bin/python -m belief_tasks.cli ...); on a GPU install vLLM "
+                "beside lm-eval (docs/backends_support.md)"
+            )
         return
     known = sorted(model_registry.keys())
     theirs = [k for k in known if k not in BACKENDS]

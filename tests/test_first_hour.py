@@ -7,6 +7,7 @@ exit status 2, no traceback.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import logging
 import subprocess
@@ -88,6 +89,28 @@ def test_misspelt_backend_gets_the_closest_names():
     )
     assert "--model hf-shard: no backend of that name; did you mean 'hf-shared'" in line
     assert "ours are hf-mlm, hf-shared" in line and "vllm" in line
+
+
+@pytest.mark.skipif(importlib.util.find_spec("vllm") is not None, reason="vLLM is installed in this Python")
+@pytest.mark.parametrize("backend", ["vllm", "vllm-shared"])
+def test_a_vllm_backend_without_vllm_is_refused_before_the_model(backend):
+    line = refused(
+        run_cli(
+            [
+                "--model",
+                backend,
+                "--model_args",
+                NO_MODEL,
+                "--tasks",
+                "belief_bear",
+                "--metadata",
+                '{"source": "sample"}',
+            ],
+            timeout=300,
+        )
+    )
+    assert f"--model {backend}: this runs on vLLM's offline engine, and vLLM is not installed in this Python" in line
+    assert "bash scripts/setup_vllm.sh" in line
 
 
 def test_a_knob_no_requested_task_reads_is_refused_naming_its_readers():
