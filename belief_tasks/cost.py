@@ -27,7 +27,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
 
-from belief_tasks.backends.prefix_tree import build_prefix_tree, tree_cost
+from belief_tasks.backends.prefix_tree import CPU_FORWARD_TOKENS, build_prefix_tree, tree_cost
 from belief_tasks.requests import is_seeded_sample
 
 LOGLIKELIHOOD = "loglikelihood"
@@ -40,8 +40,6 @@ KINDS = (LOGLIKELIHOOD, PER_TOKEN, GREEDY, SAMPLED)
 TAIL = 48
 #: rows up to this many tokens are planned as one tree (exactly hf-shared's plan); larger ones in two levels
 EXACT_TOKENS = 2_000_000
-#: hf-shared's default: a shared segment is forwarded on its own when it saves at least this many tokens
-MIN_SHARED_TOKENS = 8
 
 
 @dataclass
@@ -271,12 +269,12 @@ def shared_tokens(
     size = sum(len(ctx) * len(by_context[n]) + sum(map(len, by_context[n])) for ctx, n in zip(contexts, names))
     if size <= EXACT_TOKENS:
         rows = [ctx + rest for ctx, n in zip(contexts, names) for rest in by_context[n]]
-        return tree_cost(build_prefix_tree(rows, min_saving=MIN_SHARED_TOKENS), rows)
-    top = tree_cost(build_prefix_tree(contexts, min_saving=MIN_SHARED_TOKENS), contexts) if any(contexts) else 0
+        return tree_cost(build_prefix_tree(rows, min_saving=CPU_FORWARD_TOKENS), rows)
+    top = tree_cost(build_prefix_tree(contexts, min_saving=CPU_FORWARD_TOKENS), contexts) if any(contexts) else 0
     below = 0
     for name in names:
         rest = by_context[name]
-        below += tree_cost(build_prefix_tree(rest, min_saving=MIN_SHARED_TOKENS), rest)
+        below += tree_cost(build_prefix_tree(rest, min_saving=CPU_FORWARD_TOKENS), rest)
     return top + below
 
 

@@ -236,6 +236,7 @@ def load_backend(arm: str, args):
             batch_size="auto",
             max_batch_size=64,
             max_batch_tokens=args.max_batch_tokens,
+            min_shared_tokens=args.min_shared_tokens,
             **softmax,
         )
     if arm == "vllm-shared":  # our vllm backend: log-likelihoods read vLLM's prefix cache (its CPU block: 32)
@@ -468,6 +469,12 @@ def main(argv=None) -> None:
     )
     ap.add_argument("--hf_batch_size", default="16", help="stock hf's batch size (an int or auto)")
     ap.add_argument("--max_batch_tokens", type=int, default=4096, help="hf-shared's token budget per forward")
+    ap.add_argument(
+        "--min_shared_tokens",
+        default="auto",
+        help="hf-shared's worth of one more forward in tokens (auto: its device's default; 1028 is the bundled "
+        "model's on an accelerator, to count that plan on a CPU)",
+    )
     ap.add_argument("--requests", help="read the workloads from this file (written by --save_requests)")
     ap.add_argument("--save_requests", help="write the workloads to this file and stop (needs no model)")
     ap.add_argument("--json", help="also write the numbers here")
@@ -514,6 +521,7 @@ def main(argv=None) -> None:
             "dtype",
             "hf_batch_size",
             "max_batch_tokens",
+            "min_shared_tokens",
             "softmax_dtype",
         )
         if getattr(args, k) is not None

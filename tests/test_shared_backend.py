@@ -98,6 +98,27 @@ def test_prefix_tree_groups_shared_prefixes():
     assert tree_cost(flat, seqs) == sum(map(len, seqs))
 
 
+def test_a_level_worth_less_than_a_forward_is_dissolved_into_its_parent():
+    # every sequence starts with token 1 (a BOS); below it two templates of 5 tokens, each shared by 3 rows
+    seqs = [[1, *t, x] for t in ([2, 3, 4, 5, 6], [7, 8, 9, 10, 11]) for x in (20, 21, 22)]
+    kept = build_prefix_tree(seqs, min_saving=1)
+    assert [c.tokens for c in kept.children] == [[1]]  # BOS alone: a level of its own (a forward to wait for)
+    assert [g.tokens for g in kept.children[0].children] == [[2, 3, 4, 5, 6], [7, 8, 9, 10, 11]]
+    # at min_saving 8: repeating the BOS in the 2 rows below it costs (2 - 1) x 1 token < 8, so the BOS node
+    # gives its children to the root, its token in front of theirs; the templates (3 rows x 5 tokens: 10 more
+    # tokens than one forward of them) stay
+    root = build_prefix_tree(seqs, min_saving=8)
+    assert [c.tokens for c in root.children] == [[1, 2, 3, 4, 5, 6], [1, 7, 8, 9, 10, 11]]
+    assert [c.start for c in root.children] == [0, 0] and [sorted(c.leaves) for c in root.children] == [
+        [0, 1, 2],
+        [3, 4, 5],
+    ]
+    assert tree_cost(root, seqs) == tree_cost(kept, seqs) + 1
+    # at 11 the templates go too (each saves 10): one level, every row from the start
+    flat = build_prefix_tree(seqs, min_saving=11)
+    assert flat.children == [] and sorted(flat.leaves) == list(range(6))
+
+
 def test_distinct_tokens_is_the_trie_size():
     seqs = [[1, 2, 3], [1, 2, 4], [1, 5], [1, 2, 3], [6]]
     trie = {tuple(s[:n]) for s in seqs for n in range(1, len(s) + 1)}
@@ -159,10 +180,10 @@ def test_generation_plan_groups_prompts_rows_and_seeds():
 
 def _pool_items(lengths_by_parent, leaves=True, first_serial=0):
     from belief_tasks.backends.prefix_tree import PrefixNode
-    from belief_tasks.backends.shared import _Item, _Parent, _Pool
+    from belief_tasks.backends.shared import PAD_BUDGET, _Item, _Parent, _Pool
     from belief_tasks.backends.shared_attention import SharedPrefix
 
-    pool = _Pool(max_cached=100)
+    pool = _Pool(max_cached=100, pad_budget=PAD_BUDGET)
     parents = []
     for serial, lengths in enumerate(lengths_by_parent, start=first_serial):
         prefix = SharedPrefix([torch.zeros(1, 1, 10, 2)], [torch.zeros(1, 1, 10, 2)])  # 10 cached positions
@@ -185,6 +206,29 @@ def test_pool_batches_rows_of_one_length_across_parents():
     # (over the 32-token budget), so it starts the next batch, with the short rows of both parents
     assert batches == [[(0, 40), (0, 40), (1, 39), (1, 40)], [(0, 1), (0, 5), (1, 2)]]
     assert pool.cached == 0 and pool.waiting == {}
+
+
+def test_a_batch_of_segments_with_room_takes_leaf_rows_no_wider_than_its_own():
+    pool, parents = _pool_items([[6, 6]], leaves=False)  # two child segments of 6 tokens
+    leaves, _ = _pool_items([[9, 5, 4, 1]], first_serial=1)  # leaf rows of another node, waiting
+    pool.add(leaves.leaves[0].parent, leaves.leaves)
+    first = pool.take(lambda width: 4)  # 4 rows a forward
+    # the two segments and the two widest leaves that fit in 6 columns (5 and 4: 3 padding); the 9-token
+    # leaf would widen the batch, and the 4-row limit leaves no room for the 1-token one
+    assert [(it.is_node, len(it.tokens)) for it in first] == [(True, 6), (True, 6), (False, 4), (False, 5)]
+    assert [len(it.tokens) for it in pool.take(lambda width: 4)] == [1, 9]
+
+
+def test_the_last_rows_join_a_batch_when_their_padding_is_worth_less_than_a_forward():
+    pool, _ = _pool_items([[10, 10, 9, 3, 3, 3, 3, 3]])
+    # widest first: 10, 10, 9 and four 3s carry 1 + 4 x 7 = 29 tokens of padding, a fifth 3 would make it 36
+    # (over the 32-token budget); that last row would need a forward of its own for 7 tokens of padding,
+    # under a forward's worth (32): it comes along
+    assert [len(it.tokens) for it in pool.take(lambda width: 16)] == [3, 3, 3, 3, 3, 9, 10, 10]
+    assert not pool
+    pool, _ = _pool_items([[10, 10, 9, *[3] * 9]])  # five 3s left: 35 tokens of padding, more than a forward's worth
+    assert [len(it.tokens) for it in pool.take(lambda width: 16)] == [3, 3, 3, 3, 9, 10, 10]
+    assert [len(it.tokens) for it in pool.take(lambda width: 16)] == [3] * 5
 
 
 def test_pool_scores_leaves_before_caching_more_nodes():
@@ -282,6 +326,13 @@ def test_per_token_loglikelihood_sums_to_loglikelihood(shared, stock_ll):
 
 
 @pytest.mark.e2e
+def test_min_shared_tokens_auto_is_what_a_forward_is_worth_on_the_device(shared, monkeypatch):
+    assert shared.min_shared_tokens == 8  # the fixture's CPU
+    assert sum(p.numel() for p in shared.model.parameters()) == 134_515_008
+    monkeypatch.setattr(shared, "_device", torch.device("cuda"))
+    assert shared._forward_worth() == 1028  # 1,024 tokens at 135 M parameters, scaled: 1024 x 135e6 / 134,515,008
+
+
 def test_auto_batch_off_cuda_is_the_token_budget(shared, monkeypatch):
     """lm-eval's "auto" forwards max_batch_size rows of max_length and waits for CUDA's out-of-memory
     error; on a CPU that error never comes (the machine swaps). Our stock paths size "auto" by

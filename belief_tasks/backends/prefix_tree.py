@@ -8,13 +8,22 @@ Each node owns a segment of tokens (its edge label) at absolute positions
 ``seq[node.end:]`` are computed in a batch on that node's cached keys/values.
 Splitting off a child costs one more (batch-1 worth of) forward rows and saves
 re-encoding its segment for every sequence below it, so children that save fewer
-than ``min_saving`` tokens are folded back into their parent's leaves.
+than ``min_saving`` tokens are folded back into their parent's leaves. A node is also a
+level of the tree: its rows wait for its forward. A node whose segment, repeated in each
+row below it, would cost fewer than ``min_saving`` tokens is dissolved into its parent
+(its children and leaves move up, its segment in front of theirs): one forward less to
+wait for at the price of those tokens. ``min_saving`` is thus what one more forward is
+worth in tokens.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Sequence
+
+#: what one more forward is worth on a CPU, in tokens: ``min_shared_tokens``'s default there (hf-shared) and the
+#: plan ``belief-eval --estimate`` costs (cost.py)
+CPU_FORWARD_TOKENS = 8
 
 
 @dataclass
@@ -84,7 +93,7 @@ def tree_cost(node: PrefixNode, seqs: Sequence[Sequence[int]]) -> int:
     )
 
 
-def _prune(node: PrefixNode, seqs: Sequence[Sequence[int]], min_saving: int) -> None:
+def _prune(node: PrefixNode, seqs: Sequence[Sequence[int]], min_saving: float) -> None:
     kept = []
     for child in node.children:
         _prune(child, seqs, min_saving)
@@ -95,12 +104,32 @@ def _prune(node: PrefixNode, seqs: Sequence[Sequence[int]], min_saving: int) -> 
     node.children = kept
 
 
-def build_prefix_tree(seqs: Sequence[Sequence[int]], min_saving: int = 8) -> PrefixNode:
-    """The radix tree of ``seqs`` (the root has an empty segment), pruned to worthwhile splits."""
+def _dissolve(node: PrefixNode, min_saving: float) -> None:
+    """Top down: a child whose segment costs fewer than ``min_saving`` tokens when repeated in each of
+    its rows (children and leaves) gives them to ``node``, its segment prepended to theirs."""
+    kept: list[PrefixNode] = []
+    pending = list(node.children)
+    while pending:
+        child = pending.pop(0)
+        rows = len(child.children) + len(child.leaves)
+        if (rows - 1) * len(child.tokens) < min_saving:
+            node.leaves.extend(child.leaves)  # their rows now start at child.start
+            moved = [PrefixNode(child.start, child.tokens + g.tokens, g.children, g.leaves) for g in child.children]
+            pending[:0] = moved
+        else:
+            kept.append(child)
+    node.children = kept
+    for child in kept:
+        _dissolve(child, min_saving)
+
+
+def build_prefix_tree(seqs: Sequence[Sequence[int]], min_saving: float = 8) -> PrefixNode:
+    """The radix tree of ``seqs`` (the root has an empty segment), pruned to worthwhile splits and levels."""
     order = sorted(range(len(seqs)), key=lambda i: tuple(seqs[i]))
     root = PrefixNode(0, [])
     _build(seqs, order, 0, root)
     _prune(root, seqs, min_saving)
+    _dissolve(root, min_saving)
     return root
 
 

@@ -25,6 +25,7 @@ AttentionInterface, seq2seq) fall back to the stock methods.
 
 from __future__ import annotations
 
+import bisect
 import inspect
 import itertools
 import logging
@@ -39,7 +40,7 @@ from lm_eval.models.utils import normalize_gen_kwargs, postprocess_generated_tex
 from tqdm import tqdm
 
 from belief_tasks.backends.generation_plan import DecodeGroup, Row, SamplingDefaults, decode_batches, plan_generation
-from belief_tasks.backends.prefix_tree import PrefixNode, build_prefix_tree
+from belief_tasks.backends.prefix_tree import CPU_FORWARD_TOKENS, PrefixNode, build_prefix_tree
 from belief_tasks.backends.shared_attention import RowPrefixes, SharedPrefix, shared_prefix_mode
 from belief_tasks.harness import read_through, seeded_sample_of_ours
 from belief_tasks.requests import PER_TOKEN_LOGLIKELIHOOD
@@ -52,6 +53,15 @@ MIN_FORWARD_TOKENS = 8
 #: forward costs about as much as 30 tokens on CPU (it reads every weight once)
 PAD_BUDGET = 32
 PAD_SHARE = 16
+#: ``min_shared_tokens="auto"``: what one more forward is worth in tokens. On a CPU a forward's fixed cost is a
+#: few tokens' work (docs/benchmarks.md, "Work per request": ~4 ms outside forwards, ~3 ms per token for the
+#: bundled model). On an accelerator a small model's forward is bound by its fixed cost (kernel launches, host
+#: work): on the H200, stock hf's BEAR forwards at the 135M shape took ~40 ms each for ~6 ms of arithmetic
+#: (docs/benchmarks.md, "On a GPU"), thousands of tokens' worth; 1,024 at 135 M parameters is a conservative
+#: reading of that one measurement, scaled down with the parameters (a token's arithmetic grows with them, the
+#: fixed cost does not). Not tuned on a device: the knob is there to set it.
+SHARED_TOKENS_ACCELERATOR = 1024
+ACCELERATOR_REFERENCE_PARAMS = 135e6
 LOGPROB_CHUNK = 1024  # positions per log_softmax: bounds the memory beyond the batch's logits
 
 
@@ -141,9 +151,13 @@ class _Pool:
     Child segments go first (each unlocks the rows below it), as long as the caches held
     for waiting items stay under ``max_cached`` positions; then the leaf rows of every
     waiting node are forwarded together, widest first, so a batch holds rows of one length
-    from many nodes (BEAR: the answers of many facts): long forwards, next to no padding."""
+    from many nodes (BEAR: the answers of many facts): long forwards, next to no padding.
+    A batch of segments with room left takes waiting leaf rows no wider than its own rows: they
+    add no width, and a forward's fixed cost (its kernel launches, on an accelerator the larger
+    part of a small model's forward) is paid once for both."""
 
     max_cached: int
+    pad_budget: int  # padding a batch may carry whatever its size (PAD_BUDGET or min_shared_tokens)
     nodes: list[_Item] = field(default_factory=list)
     leaves: list[_Item] = field(default_factory=list)
     waiting: dict[int, int] = field(default_factory=dict)  # parent serial -> its items in the pool
@@ -161,21 +175,19 @@ class _Pool:
 
     def take(self, rows_for_width) -> list[_Item]:
         """The next batch, widest rows first: at most ``rows_for_width(width)`` rows and
-        ``max(PAD_BUDGET, tokens / PAD_SHARE)`` tokens of padding."""
+        ``max(pad_budget, tokens / PAD_SHARE)`` tokens of padding."""
         if self.unsorted:  # stable: equal lengths keep their order
             self.nodes.sort(key=lambda it: len(it.tokens))
             self.leaves.sort(key=lambda it: len(it.tokens))
             self.unsorted = False
         items = self.nodes if self.nodes and (self.cached < self.max_cached or not self.leaves) else self.leaves
         width = len(items[-1].tokens)
-        n, padding, limit = 0, 0, min(len(items), rows_for_width(width))
-        while n < limit:
-            extra = width - len(items[-1 - n].tokens)
-            if padding + extra > max(PAD_BUDGET, (n + 1) * width // PAD_SHARE):
-                break
-            n, padding = n + 1, padding + extra
-        batch = items[len(items) - n :]
-        del items[len(items) - n :]
+        limit = rows_for_width(width)
+        batch, padding = self._widest(items, len(items), width, limit, 0)
+        if items is self.nodes and len(batch) < limit and self.leaves:
+            fits = bisect.bisect_right(self.leaves, width, key=lambda it: len(it.tokens))
+            riders, _ = self._widest(self.leaves, fits, width, limit - len(batch), padding, len(batch))
+            batch += riders
         for item in batch:
             self.waiting[item.parent.serial] -= 1
             if not self.waiting[item.parent.serial]:  # its cache is no longer needed once this batch ran
@@ -183,6 +195,25 @@ class _Pool:
                 self.cached -= item.parent.prefix.length
         batch.sort(key=lambda it: it.parent.serial)  # stable: rows of one parent are contiguous
         return batch
+
+    def _widest(self, items: list[_Item], stop: int, width: int, limit: int, padding: int, rows: int = 0):
+        """Removes and returns the widest of ``items[:stop]`` (sorted by length) that a batch of ``width``
+        holding ``rows`` rows and ``padding`` padding can take, and the batch's padding after them. The last
+        rows of ``items[:stop]`` come along whatever the padding so far when theirs is under ``pad_budget``."""
+        n, room = 0, min(stop, limit)
+        while n < room:
+            extra = width - len(items[stop - 1 - n].tokens)
+            if padding + extra > max(self.pad_budget, (rows + n + 1) * width // PAD_SHARE):
+                break
+            n, padding = n + 1, padding + extra
+        left = stop - n  # rows that would need a forward of their own join when their padding is worth less
+        if 0 < left <= room - n:
+            tail = sum(width - len(it.tokens) for it in items[:left])
+            if tail <= self.pad_budget:
+                n, padding = stop, padding + tail
+        taken = items[stop - n : stop]
+        del items[stop - n : stop]
+        return taken, padding
 
     def __bool__(self) -> bool:
         return bool(self.nodes or self.leaves)
@@ -229,7 +260,9 @@ def _gather(req: _Request, parts: list[_Scores]) -> tuple[list[float], list[bool
 class HFSharedPrefixLM(HFLM):
     """HFLM (same model arguments) plus ``sample_seed`` (int, default 1234),
     ``max_batch_tokens`` (token budget of one forward when batch_size is "auto", default 4096),
-    ``min_shared_tokens`` (a prefix split must save this many tokens, default 8),
+    ``min_shared_tokens`` (what one more forward is worth in tokens: a prefix split must save this many, a
+    level of the prefix tree must save this many over repeating its segment, a batch takes this much padding
+    rather than one more forward; default "auto": 8 on CPU, 1024 on an accelerator),
     ``max_cached_tokens`` (prefix positions cached before their rows are scored, default 32768)
     and ``max_decode_rows`` (rows decoded together, of one or several prompts, default 256)."""
 
@@ -238,7 +271,7 @@ class HFSharedPrefixLM(HFLM):
         pretrained: Any,
         sample_seed: int = DEFAULT_SEED,
         max_batch_tokens: int = 4096,
-        min_shared_tokens: int = 8,
+        min_shared_tokens: int | str = "auto",
         max_cached_tokens: int = 32768,
         max_decode_rows: int = 256,
         **kwargs: Any,
@@ -246,7 +279,7 @@ class HFSharedPrefixLM(HFLM):
         super().__init__(pretrained, **kwargs)
         self.sample_seed = int(sample_seed)
         self.max_batch_tokens = int(max_batch_tokens)
-        self.min_shared_tokens = int(min_shared_tokens)
+        self.min_shared_tokens = self._forward_worth() if min_shared_tokens == "auto" else int(min_shared_tokens)
         self.max_cached_tokens = int(max_cached_tokens)
         self.max_decode_rows = int(max_decode_rows)
         self.shared_unsupported = unsupported_reason(self.model, self.backend)
@@ -260,6 +293,13 @@ class HFSharedPrefixLM(HFLM):
         self._stock_generation: list | None = None
         #: work counters, reset by the caller (the benchmark reads them)
         self.stats = {"tokens_forwarded": 0, "forward_calls": 0}
+
+    def _forward_worth(self) -> int:
+        """``min_shared_tokens="auto"`` (see SHARED_TOKENS_ACCELERATOR)."""
+        if self.device.type == "cpu":
+            return CPU_FORWARD_TOKENS
+        params = sum(p.numel() for p in self.model.parameters())
+        return max(CPU_FORWARD_TOKENS, round(SHARED_TOKENS_ACCELERATOR * ACCELERATOR_REFERENCE_PARAMS / params))
 
     # ------------------------------------------------------------ data parallel on CPU
 
@@ -384,7 +424,7 @@ class HFSharedPrefixLM(HFLM):
         }
         out: list[tuple[list[float], list[bool]] | None] = [None] * len(reqs)
         pbar = tqdm(total=len(reqs), disable=self.rank != 0 or not desc, desc=desc)
-        pool, serial = _Pool(self.max_cached_tokens), itertools.count()
+        pool, serial = _Pool(self.max_cached_tokens, max(PAD_BUDGET, self.min_shared_tokens)), itertools.count()
 
         def expand(parent: _Parent) -> None:
             node = parent.node
