@@ -316,6 +316,22 @@ def _encoded(lm):
 
 
 @pytest.mark.e2e
+def test_the_accelerator_plan_matches_stock_in_fewer_forwards(shared, stock_ll, monkeypatch):
+    """The plan ``min_shared_tokens=auto`` gives on an accelerator (a forward worth 1,028 tokens of the bundled
+    model), run on the CPU: the same numbers, fewer forwards than the CPU plan, more tokens."""
+    shared.batch_size_per_gpu = "auto"
+    runs = {}
+    for worth in (8, 1028):
+        monkeypatch.setattr(shared, "min_shared_tokens", worth)
+        shared.stats.update(tokens_forwarded=0, forward_calls=0)
+        got = shared.loglikelihood(instances("loglikelihood", LL_REQUESTS), disable_tqdm=True)
+        assert_same_ll(got, stock_ll)
+        runs[worth] = dict(shared.stats)
+    assert runs[1028]["forward_calls"] < runs[8]["forward_calls"]
+    assert runs[1028]["tokens_forwarded"] > runs[8]["tokens_forwarded"]
+
+
+@pytest.mark.e2e
 def test_per_token_loglikelihood_sums_to_loglikelihood(shared, stock_ll):
     shared.batch_size_per_gpu = 8
     per_token = shared.per_token_loglikelihood(instances("per_token_loglikelihood", LL_REQUESTS), disable_tqdm=True)
