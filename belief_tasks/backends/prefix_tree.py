@@ -108,14 +108,15 @@ def _dissolve(node: PrefixNode, min_saving: float) -> None:
     """Top down: a child whose segment costs fewer than ``min_saving`` tokens when repeated in each of
     its rows (children and leaves) gives them to ``node``, its segment prepended to theirs."""
     kept: list[PrefixNode] = []
-    pending = list(node.children)
+    pending = node.children[::-1]  # a stack, next child last: the children keep their order
     while pending:
-        child = pending.pop(0)
+        child = pending.pop()
         rows = len(child.children) + len(child.leaves)
         if (rows - 1) * len(child.tokens) < min_saving:
             node.leaves.extend(child.leaves)  # their rows now start at child.start
-            moved = [PrefixNode(child.start, child.tokens + g.tokens, g.children, g.leaves) for g in child.children]
-            pending[:0] = moved
+            pending.extend(
+                PrefixNode(child.start, child.tokens + g.tokens, g.children, g.leaves) for g in reversed(child.children)
+            )
         else:
             kept.append(child)
     node.children = kept
