@@ -71,22 +71,14 @@ def test_misspelt_task_gets_the_closest_names():
     assert "belief-eval ls belief" in line
 
 
+def refused_backend(name: str) -> str:
+    """The refusal of ``--model name`` on a sample task (the backend is checked before the tasks are built)."""
+    args = ["--model", name, "--model_args", NO_MODEL, "--tasks", "belief_bear", "--metadata", '{"source": "sample"}']
+    return refused(run_cli(args, timeout=300))
+
+
 def test_misspelt_backend_gets_the_closest_names():
-    line = refused(
-        run_cli(
-            [
-                "--model",
-                "hf-shard",
-                "--model_args",
-                NO_MODEL,
-                "--tasks",
-                "belief_bear",
-                "--metadata",
-                '{"source": "sample"}',
-            ],
-            timeout=300,
-        )
-    )
+    line = refused_backend("hf-shard")
     assert "--model hf-shard: no backend of that name; did you mean 'hf-shared'" in line
     assert "ours are hf-mlm, hf-shared" in line and "vllm" in line
 
@@ -94,21 +86,7 @@ def test_misspelt_backend_gets_the_closest_names():
 @pytest.mark.skipif(importlib.util.find_spec("vllm") is not None, reason="vLLM is installed in this Python")
 @pytest.mark.parametrize("backend", ["vllm", "vllm-shared"])
 def test_a_vllm_backend_without_vllm_is_refused_before_the_model(backend):
-    line = refused(
-        run_cli(
-            [
-                "--model",
-                backend,
-                "--model_args",
-                NO_MODEL,
-                "--tasks",
-                "belief_bear",
-                "--metadata",
-                '{"source": "sample"}',
-            ],
-            timeout=300,
-        )
-    )
+    line = refused_backend(backend)
     assert f"--model {backend}: this runs on vLLM's offline engine, and vLLM is not installed in this Python" in line
     assert "bash scripts/setup_vllm.sh" in line
 
