@@ -34,27 +34,27 @@ def main(argv: list[str] | None = None) -> int:
 
         print(task_yamls_dir())
     elif cmd == "model-path":
-        from belief_tasks.model import default_model_path
+        from belief_tasks.commands.default_model import default_model_path
 
         print(default_model_path())
     elif cmd == "fetch-model":
-        from belief_tasks.model import fetch_default_model
+        from belief_tasks.commands.default_model import fetch_default_model
 
         print(fetch_default_model(force="--force" in argv))
     elif cmd == "docs":
         return show_doc(argv[1] if len(argv) > 1 else None)
     elif cmd == "demo":
-        from belief_tasks.cli import demo
+        from belief_tasks.commands.belief_eval import demo
 
         return demo(argv[1:])
     elif cmd == "profile":
-        from belief_tasks.cli import profile
+        from belief_tasks.commands.belief_eval import profile
 
         return profile(argv[1:])
     elif cmd in ("help", "-h", "--help"):
         print(USAGE)
     else:
-        from belief_tasks.command_checks import did_you_mean
+        from belief_tasks.commands.checks import did_you_mean
 
         print(
             f"python -m belief_tasks: no command {cmd!r}; {did_you_mean(cmd, COMMANDS)}the commands are "
@@ -67,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def show_doc(page: str | None) -> int:
     """``python -m belief_tasks docs [PAGE]``: one page of docs/ (shipped in the wheel), or their list."""
-    from belief_tasks.command_checks import did_you_mean
+    from belief_tasks.commands.checks import did_you_mean
     from belief_tasks.paths import docs_dir
 
     pages = sorted(p.stem for p in docs_dir().glob("*.md"))

@@ -21,8 +21,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping, Sequence, TypeVar
 
-from belief_tasks.schema import SchemaError
-from belief_tasks.seeding import DEFAULT_SEED
+from belief_tasks.facts.schema import SchemaError
+from belief_tasks.facts.seeding import DEFAULT_SEED
 
 METADATA = "--metadata"
 

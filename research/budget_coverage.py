@@ -5,7 +5,7 @@ A research study, not part of the runtime package: ``belief_tasks`` never import
 A *population* is every fact of a full run as per-fact columns (``metrics.intervals.Units``) with the
 family's statistics (each metric's ``budgeted`` in ``scoring.<family>.METRICS``); its full-data values are the
 statistics on every fact. ``simulate`` draws budgeted samples of it again and again with the project's own sampler
-(``belief_tasks.budget``: seed s ranks each relation's facts by their seeded hash, a budget keeps each
+(``belief_tasks.facts.budget``: seed s ranks each relation's facts by their seeded hash, a budget keeps each
 relation's ``allocation`` first ones, so the budgets of one seed are nested as in real runs) and the
 project's own intervals, and reports per budget and metric how often the 95 % interval covers the
 full-data value, its mean half-width, the bias and the spread of the estimates.
@@ -23,7 +23,7 @@ from typing import Mapping
 
 import numpy as np
 
-from belief_tasks import budget
+from belief_tasks.facts import budget
 from belief_tasks.metrics.intervals import Design, StatisticFn, Totals, Units, intervals, t_quantile, totals
 from belief_tasks.scoring.common import Metric, budget_statistics, not_estimable
 

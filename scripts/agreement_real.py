@@ -26,8 +26,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the checkout's belief_tasks, as other scripts do
 
-from belief_tasks.fact_join import BY_FACT_ID, RULES, join_keys  # noqa: E402
-from belief_tasks.schema import FactKey  # noqa: E402
+from belief_tasks.facts.join import BY_FACT_ID, RULES, join_keys  # noqa: E402
+from belief_tasks.facts.schema import FactKey  # noqa: E402
 from belief_tasks.tasks.base import unpack  # noqa: E402
 
 #: task -> its --metadata: the relations where the three datasets share most facts (docs/report.md says why)
@@ -67,7 +67,7 @@ def task_keys(task: str, metadata: dict) -> dict[str, FactKey]:
 def relation_keys(dataset: str, relations: str) -> dict[str, FactKey]:
     """Fact id -> key of every fact of ``relations`` in ``dataset`` (IC-LKE's training facts included)."""
     from belief_tasks.data import load_facts
-    from belief_tasks.schema import fact_key
+    from belief_tasks.facts.schema import fact_key
 
     fs = load_facts(dataset)
     return {f.id: fact_key(f, fs.relations[f.relation]) for r in relations.split(",") for f in fs.facts_of(r)}
@@ -151,7 +151,7 @@ def main(argv: list[str] | None = None) -> int:
     args, extra = p.parse_known_args(argv)
     os.environ.update(data_env(args.data_dir))
     if args.model_args is None:
-        from belief_tasks.model import default_model_path
+        from belief_tasks.commands.default_model import default_model_path
 
         args.model_args = f"pretrained={default_model_path()},dtype=float32"
     facts, pairs = plan(args.model_args)

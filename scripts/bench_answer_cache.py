@@ -44,8 +44,8 @@ def main(argv=None) -> None:
     from lm_eval.api.registry import get_model
     from lm_eval.tasks import TaskManager
 
-    from belief_tasks.cache_identity import answers_held
-    from belief_tasks.model import default_model_path
+    from belief_tasks.commands.default_model import default_model_path
+    from belief_tasks.hooks.answer_cache import answers_held
     from belief_tasks.paths import task_yamls_dir
 
     model_args = {"pretrained": str(default_model_path()), "dtype": "float32"}

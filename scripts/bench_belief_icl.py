@@ -50,7 +50,7 @@ def main() -> None:
     from lm_eval.api.instance import Instance
     from lm_eval.models.huggingface import HFLM
 
-    from belief_tasks.model import default_model_path
+    from belief_tasks.commands.default_model import default_model_path
     from belief_tasks.options import parse_options
     from belief_tasks.tasks.belief_icl import OPTIONS, build_docs, prompts_of, sampling_kwargs
 

@@ -26,13 +26,13 @@ sys.path.insert(0, str(ROOT))
 
 
 def run(args, label: str, metadata: dict, out: Path) -> dict:
-    from belief_tasks.model import default_model_path
+    from belief_tasks.commands.default_model import default_model_path
 
     model_args = args.model_args or f"pretrained={default_model_path()},dtype=float32"
     cmd = [
         sys.executable,
         "-m",
-        "belief_tasks.cli",
+        "belief_tasks.commands.belief_eval",
         "--model",
         args.model,
         "--model_args",

@@ -79,8 +79,8 @@ def build_workloads(args) -> dict[str, dict]:
         return {k: v for k, v in saved.items() if k in args.workloads.split(",")}
     from bench_shared import bear_requests, belief_prompts, iclke_requests
 
-    from belief_tasks import seeding
     from belief_tasks.data import load_facts
+    from belief_tasks.facts import seeding
     from belief_tasks.tasks.belief_icl import sampling_kwargs
 
     factset = load_facts("bear", {"source": "sample"})
@@ -136,7 +136,7 @@ def task_requests(name: str, limit: int | None, knobs: dict | None = None) -> li
     """The requests task ``name`` builds (with ``knobs``) for its first ``limit`` documents (all: None), in order."""
     from lm_eval.tasks import TaskManager, get_task_dict
 
-    from belief_tasks.model import default_model_path
+    from belief_tasks.commands.default_model import default_model_path
     from belief_tasks.paths import task_yamls_dir
 
     manager = TaskManager(
@@ -490,7 +490,7 @@ def main(argv=None) -> None:
     if args.quick:
         args.facts, args.instances, args.prompts, args.samples, args.monitor_limit = 2, 10, 2, 4, 1
     if args.model is None:
-        from belief_tasks.model import default_model_path
+        from belief_tasks.commands.default_model import default_model_path
 
         args.model = str(default_model_path())
     if args.hf_batch_size != "auto":

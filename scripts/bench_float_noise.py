@@ -51,7 +51,7 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from belief_tasks.model import default_model_path
+    from belief_tasks.commands.default_model import default_model_path
 
     path = str(default_model_path())
     model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval()

@@ -82,8 +82,8 @@ def main() -> None:
     import torch
     from transformers import AutoTokenizer
 
+    from belief_tasks.commands.default_model import default_model_path
     from belief_tasks.data import load_facts
-    from belief_tasks.model import default_model_path
     from belief_tasks.options import parse_options
     from belief_tasks.tasks import iclke as iclke_task
 

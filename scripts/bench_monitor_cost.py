@@ -79,7 +79,7 @@ def run(args) -> dict:
     from lm_eval.api.registry import get_model
     from lm_eval.tasks import TaskManager
 
-    from belief_tasks.model import default_model_path
+    from belief_tasks.commands.default_model import default_model_path
     from belief_tasks.paths import task_yamls_dir
 
     if args.threads:

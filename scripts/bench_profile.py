@@ -103,7 +103,7 @@ def pairs(out: Path) -> list[dict]:
 
 
 def fmt_s(s: float | None) -> str:
-    from belief_tasks.progress import duration
+    from belief_tasks.planning.progress import duration
 
     return duration(s) if s is not None else "-"
 

@@ -7,7 +7,7 @@
    1.0, 2.635 subject expressions per pair on average, i.e. 6,492,800 prompts per context with
    ``mp_templates: all``. Lengths of subjects, objects and templates are those of real LAMA text.
    The copy is written once per (fraction, version) under ``--data-dir`` and reused.
-2. Runs the task through lm-eval in a child process (``python -m belief_tasks.cli``, the dummy
+2. Runs the task through lm-eval in a child process (``python -m belief_tasks.commands.belief_eval``, the dummy
    model unless ``--model`` says otherwise, ``myriadlama_path`` pointing at the copy) and reads the
    child's own peak RSS and CPU time from ``wait4``.
 3. Prints documents, requests (greedy / sampled), wall and CPU time, peak RSS, samples-file bytes,
@@ -21,7 +21,7 @@
         --model-args pretrained=/path/to/SmolLM2-135M-Instruct,dtype=float32 --log-samples
     python scripts/bench_scale.py --fraction 1.0 --log-samples --json full.json   # 6.49M prompts
 
-The child is ``python -m belief_tasks.cli`` of ``--python``'s environment, so the same script
+The child is ``python -m belief_tasks.commands.belief_eval`` of ``--python``'s environment, so the same script
 measures an older checkout installed in another virtual environment side by side.
 """
 
@@ -221,7 +221,7 @@ CHILD_FLAG = "--bench-child"
 
 def child_main(counts_file: str, cli_args: list[str]) -> None:
     """Inside the child: count each task's documents and requests (greedy / sampled), time the
-    phases and sample the resident memory in each, then run ``belief_tasks.cli`` unchanged."""
+    phases and sample the resident memory in each, then run ``belief_tasks.commands.belief_eval`` unchanged."""
     import atexit
     import threading
 
@@ -277,10 +277,10 @@ def child_main(counts_file: str, cli_args: list[str]) -> None:
     timed(evaluator, "_process_results", "aggregate")
     timed(EvaluationTracker, "save_results_samples", "write samples")
     atexit.register(lambda: Path(counts_file).write_text(json.dumps(stats)))
-    from belief_tasks import cache_identity
-    from belief_tasks.cli import main
+    from belief_tasks.commands.belief_eval import main
+    from belief_tasks.hooks import answer_cache
 
-    if not hasattr(cache_identity, "NO_ANSWER_CACHE"):  # an older checkout (--python) keeps no answers anyway
+    if not hasattr(answer_cache, "NO_ANSWER_CACHE"):  # an older checkout (--python) keeps no answers anyway
         cli_args = [a for a in cli_args if a != "--no_answer_cache"]
     main(cli_args)
 

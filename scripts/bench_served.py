@@ -121,7 +121,7 @@ def main(argv=None) -> None:
     ap.add_argument("--json", help="also write the numbers here")
     args = ap.parse_args(argv)
     import belief_tasks
-    from belief_tasks.model import default_model_path
+    from belief_tasks.commands.default_model import default_model_path
 
     belief_tasks.install()
     model = args.model or str(default_model_path())

@@ -28,9 +28,9 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import torch  # noqa: E402
 
-from belief_tasks import seeding  # noqa: E402
 from belief_tasks.backends.prefix_tree import distinct_tokens  # noqa: E402
 from belief_tasks.data import load_facts  # noqa: E402
+from belief_tasks.facts import seeding  # noqa: E402
 
 # ------------------------------------------------------------------ workloads
 
@@ -153,7 +153,7 @@ def bench_instance(kind: str, args, index: int, repeats: int = 1):
     """One request of a workload, as a task of ours would send it."""
     from lm_eval.api.instance import Instance
 
-    from belief_tasks import harness
+    from belief_tasks.hooks import harness
 
     harness.OUR_TASKS.add(BENCH_TASK)  # as BeliefTask adds its name when it is built
     return Instance(kind, {}, args, index, metadata=(BENCH_TASK, index, repeats))
@@ -194,7 +194,7 @@ def main() -> None:
     from lm_eval.models.huggingface import HFLM
 
     from belief_tasks.backends.shared import HFSharedPrefixLM
-    from belief_tasks.model import default_model_path
+    from belief_tasks.commands.default_model import default_model_path
     from belief_tasks.tasks.belief_icl import sampling_kwargs
 
     path = str(default_model_path())

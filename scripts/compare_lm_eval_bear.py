@@ -449,7 +449,7 @@ def main(argv=None) -> int:
 
     if args.threads:
         torch.set_num_threads(args.threads)
-    from belief_tasks.model import default_model_path
+    from belief_tasks.commands.default_model import default_model_path
 
     model_path = args.model or default_model_path()
     with tempfile.TemporaryDirectory(prefix="bear_lm_eval_") as tmp:

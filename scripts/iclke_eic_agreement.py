@@ -45,8 +45,8 @@ def main() -> None:
     ap.add_argument("--out", default=None)
     args = ap.parse_args()
 
+    from belief_tasks.commands.default_model import default_model_path
     from belief_tasks.metrics import iclke as iclke_metrics
-    from belief_tasks.model import default_model_path
     from belief_tasks.scoring.iclke import columns
 
     from harness import evaluate

@@ -356,7 +356,7 @@ def main(argv=None) -> int:
 
     if args.threads:
         torch.set_num_threads(args.threads)
-    from belief_tasks.model import default_model_path
+    from belief_tasks.commands.default_model import default_model_path
 
     work = Path(tempfile.mkdtemp(prefix="parity_bear_"))
     subset = make_subset(

@@ -129,7 +129,7 @@ def main(argv=None) -> None:
     belief_tasks.install()  # our backends and hooks
     from transformers import AutoTokenizer
 
-    from belief_tasks.model import default_model_path
+    from belief_tasks.commands.default_model import default_model_path
 
     model = str(default_model_path())
     tokenizer = AutoTokenizer.from_pretrained(model)

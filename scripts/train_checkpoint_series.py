@@ -1,7 +1,7 @@
 """A real checkpoint series, made offline: continue training the bundled model on half the sample's facts.
 
 The bundled sample's facts are split per relation by a seeded hash of their cross-dataset key
-(``belief_tasks.fact_split``): the statements of the trained half (every template of the relation, filled
+(``belief_tasks.facts.split``): the statements of the trained half (every template of the relation, filled
 with the fact's subject and gold object labels) are the training text, the other half is held out. The
 Hugging Face ``Trainer`` runs for ``--steps`` optimiser steps and saves a checkpoint every
 ``--steps / --checkpoints`` steps (weights only, no optimiser state), plus the split (``facts_split.json``)
@@ -34,9 +34,9 @@ from transformers import (
     TrainingArguments,
 )
 
+from belief_tasks.commands.default_model import default_model_path
 from belief_tasks.data.bundled import load_sample
-from belief_tasks.fact_split import TRAINED, facts_on, split_facts
-from belief_tasks.model import default_model_path
+from belief_tasks.facts.split import TRAINED, facts_on, split_facts
 from belief_tasks.paths import cache_dir
 
 

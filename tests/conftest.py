@@ -23,7 +23,7 @@ def shared_data() -> Path:
 @pytest.fixture(scope="session")
 def model_path() -> Path:
     """The bundled default model (created by the README's setup command)."""
-    from belief_tasks.model import default_model_path, is_ready
+    from belief_tasks.commands.default_model import default_model_path, is_ready
 
     path = default_model_path()
     if not is_ready(path):

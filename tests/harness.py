@@ -69,7 +69,7 @@ def run_cli(
 ) -> subprocess.CompletedProcess:
     """Run ``belief-eval`` / ``lm_eval`` / ``python -m belief_tasks`` as a subprocess."""
     if program == "belief-eval":
-        cmd = [sys.executable, "-m", "belief_tasks.cli", *args]
+        cmd = [sys.executable, "-m", "belief_tasks.commands.belief_eval", *args]
     elif program == "lm_eval":
         cmd = [sys.executable, "-m", "lm_eval", *args]
     elif program == "python_code":

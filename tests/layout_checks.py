@@ -98,9 +98,9 @@ def named(cells: list[str]) -> set[str]:
 
 
 def doc_tables(root: Path) -> list[str]:
+    from belief_tasks.data.sources import SOURCE_KNOBS
     from belief_tasks.families import FAMILIES
     from belief_tasks.options import COMMON
-    from belief_tasks.sources import SOURCE_KNOBS
 
     problems = []
     shared = {k.name for k in COMMON + SOURCE_KNOBS}

@@ -165,7 +165,7 @@ def test_probes_on_different_datasets_without_keys_are_not_joined(tmp_path):
 
 
 def _key(rid, label, sid=None, objects=("x",), oids=()):
-    from belief_tasks.schema import FactKey, fold_label
+    from belief_tasks.facts.schema import FactKey, fold_label
 
     return FactKey(rid, fold_label(label), sid, (fold_label(label),), tuple(objects), tuple(oids)).as_record()
 

@@ -15,9 +15,9 @@ from belief_tasks.data.bear import load_bear_folder
 from belief_tasks.data.bundled import load_folder
 from belief_tasks.data.fktc import load_fktc_folder
 from belief_tasks.data.myriadlama import rows_to_factset
+from belief_tasks.data.sources import Source
 from belief_tasks.data.trex_mc import load_trex_mc
-from belief_tasks.schema import SchemaError
-from belief_tasks.sources import Source
+from belief_tasks.facts.schema import SchemaError
 
 # ---------------------------------------------------------------- good fixtures
 
@@ -336,7 +336,7 @@ def fktc_checksum_mismatch(tmp: Path):
 
 def rows_or_choices_missing_gold(tmp: Path):
     # A fact whose explicit choices lack its gold object.
-    from belief_tasks.schema import Entity, Fact, FactSet, Relation, validate_factset
+    from belief_tasks.facts.schema import Entity, Fact, FactSet, Relation, validate_factset
 
     fs = FactSet(
         "s",
@@ -452,15 +452,15 @@ def test_a_misspelt_knob_is_refused_with_the_closest_name():
 
 
 def test_conflicting_sources_are_refused():
+    from belief_tasks.data.sources import resolve_source
     from belief_tasks.options import KnobError
-    from belief_tasks.sources import resolve_source
 
     with pytest.raises(KnobError, match="bear_path would be ignored"):
         resolve_source("bear", {"source": "sample", "bear_path": "/data/BEAR"})
 
 
 def test_hub_revision_is_part_of_the_source(monkeypatch):
-    from belief_tasks.sources import resolve_source
+    from belief_tasks.data.sources import resolve_source
 
     monkeypatch.delenv("BELIEF_SOURCE", raising=False)
     monkeypatch.delenv("BELIEF_MYRIADLAMA_PATH", raising=False)

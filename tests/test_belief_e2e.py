@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from belief_tasks.matching import contains_answer
+from belief_tasks.facts.matching import contains_answer
 from belief_tasks.scoring import belief_icl as SC
 
 from harness import evaluate

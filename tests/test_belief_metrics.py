@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from belief_tasks.matching import outputs_agree
+from belief_tasks.facts.matching import outputs_agree
 from belief_tasks.metrics import belief as M
 
 # ---------------------------------------------------------------- Acc@1 and its fluctuation

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from belief_tasks.facts.schema import Entity, Fact, SchemaError, Template
 from belief_tasks.options import parse_options
 from belief_tasks.prompts import belief as P
-from belief_tasks.schema import Entity, Fact, SchemaError, Template
 from belief_tasks.tasks.belief_icl import OPTIONS, build_docs, prompts_of
 
 # The appendix's P361-like relation ("part of") and its facts.

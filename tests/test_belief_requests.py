@@ -54,7 +54,7 @@ def test_sample_seeds_come_from_the_prompt_ids_only():
 
 @pytest.mark.e2e
 def test_seeded_samples_on_hf_do_not_depend_on_the_batch(model_path):
-    """The hf hook (belief_tasks.harness, 5.): the ``seed`` of a sample of ours never reaches HF's generate
+    """The hf hook (belief_tasks.hooks.harness, 5.): the ``seed`` of a sample of ours never reaches HF's generate
     (which would reject it) and fixes that request's sample, whatever else is in the run
     (batched seeded sampling: tests/test_hf_seeded_sampling.py)."""
     import belief_tasks
@@ -68,7 +68,7 @@ def test_seeded_samples_on_hf_do_not_depend_on_the_batch(model_path):
     prompts = ["Q: What is the capital of France?\nA:", "Q: Who wrote Hamlet?\nA:"]
     args = [(p, B.sampling_kwargs(greedy, i, 1000 + 10 * j + i)) for j, p in enumerate(prompts) for i in range(4)]
 
-    from belief_tasks import harness
+    from belief_tasks.hooks import harness
 
     harness.OUR_TASKS.add("belief_test_seeded_hf")  # as BeliefTask adds its name: the hook serves our tasks only
 
@@ -149,7 +149,7 @@ def test_one_task_emits_the_greedy_request_and_k_sampling_requests():
 
 def _pair(pair, templates, subject, greedy, objects, sampled=None, samples=(), relation="P36"):
     """A pair document and what the model answered, as ``process_results`` receives it."""
-    from belief_tasks.schema import Entity, Fact, fact_key
+    from belief_tasks.facts.schema import Entity, Fact, fact_key
 
     key = fact_key(Fact(pair, relation, Entity(subject), tuple(Entity(o) for o in objects))).as_record()
     doc = {

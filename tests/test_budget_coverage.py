@@ -9,7 +9,7 @@ import math
 import numpy as np
 import pytest
 
-from belief_tasks import budget
+from belief_tasks.facts import budget
 from research import budget_coverage as C
 
 DRAWS = 200

@@ -158,8 +158,8 @@ def test_a_budgeted_run_end_to_end_writes_estimates_intervals_and_the_draw(tmp_p
     assert f"|[{low:.4f},{high:.4f}]|" in row.replace(" ", ""), row
     report = build_report([tmp_path / "out"], tmp_path / "report")
     assert report.checked > 10 and not report.mismatched
-    from belief_tasks.budget import allocation
     from belief_tasks.data import load_facts
+    from belief_tasks.facts.budget import allocation
 
     fs = load_facts("bear", {"source": "sample"})
     drawn = sum(allocation(0.2, len(fs.facts_of(r))) for r in fs.relations)

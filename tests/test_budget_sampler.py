@@ -7,8 +7,8 @@ import math
 
 import pytest
 
-from belief_tasks import budget
 from belief_tasks.data import load_facts
+from belief_tasks.facts import budget
 from belief_tasks.options import KnobError, Options, parse_options
 from belief_tasks.tasks.base import check_budget, check_metadata, select_facts
 

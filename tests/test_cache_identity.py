@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from belief_tasks import cache_identity as C
+from belief_tasks.hooks import answer_cache as C
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -26,7 +26,11 @@ def _model(folder: Path, hidden: int = 8) -> Path:
 
 def _belief_eval(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "belief_tasks.cli", *args], cwd=ROOT, capture_output=True, text=True, timeout=120
+        [sys.executable, "-m", "belief_tasks.commands.belief_eval", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
 
 
@@ -200,7 +204,7 @@ def test_the_identity_file_is_written_once_answers_exist(tmp_path):
     model = _model(tmp_path / "m")
     code = (
         "import sys; from pathlib import Path; from sqlitedict import SqliteDict; "
-        "from belief_tasks import cache_identity as C; "
+        "from belief_tasks.hooks import answer_cache as C; "
         f"a = C.with_answer_cache(['--model_args', 'pretrained={model}', '--output_path', {str(tmp_path / 'out')!r}]); "
         "print(a[-1]); db = Path(a[-1] + '_rank0.db'); "
         "sys.argv[1:] and db.parent.mkdir(parents=True); "

@@ -16,9 +16,9 @@ from belief_tasks.data import load_facts
 from belief_tasks.data.bear import load_bear_folder
 from belief_tasks.data.fktc import load_fktc_folder
 from belief_tasks.data.myriadlama import rows_to_factset
+from belief_tasks.data.sources import Source
 from belief_tasks.data.trex_mc import load_trex_mc
-from belief_tasks.schema import SchemaError
-from belief_tasks.sources import Source
+from belief_tasks.facts.schema import SchemaError
 
 NEGS = ["Rome", "Berlin", "Madrid", "Vienna", "Lisbon"]
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from belief_tasks.catalog import entries
+from belief_tasks.commands.catalog import entries
 
 from harness import run_cli
 
@@ -107,7 +107,7 @@ def test_belief_eval_registers_backends_without_hiding_builtins():
 
 
 def test_module_cli_prints_paths():
-    from belief_tasks.model import default_model_path
+    from belief_tasks.commands.default_model import default_model_path
     from belief_tasks.paths import task_yamls_dir
 
     assert run_cli(["path"], program="belief_tasks").stdout.strip() == str(task_yamls_dir())

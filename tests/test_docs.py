@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from belief_tasks import truncation
+from belief_tasks.hooks import truncation
 
 ROOT = Path(__file__).resolve().parent.parent
 USER_DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
@@ -87,13 +87,13 @@ KNOB_ROW = re.compile(r"^\| `([a-z_]+)` \|", re.M)
 
 
 def known_names() -> set[str]:
-    from belief_tasks.catalog import entries
+    from belief_tasks.commands.catalog import entries
 
     return {e.name for e in entries()}
 
 
 def knob_names() -> set[str]:
-    from belief_tasks.command_checks import _our_knob_names
+    from belief_tasks.commands.checks import _our_knob_names
     from belief_tasks.options import MODEL_ARGS
 
     return _our_knob_names() | {k.name for k in MODEL_ARGS}

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from belief_tasks import seeding
+from belief_tasks.facts import seeding
 from belief_tasks.tasks import belief_icl as B
 
 INT64_MAX = 2**63 - 1

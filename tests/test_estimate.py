@@ -10,7 +10,7 @@ from collections import Counter
 import pytest
 
 from belief_tasks.backends.prefix_tree import build_prefix_tree, tree_cost
-from belief_tasks.cost import GREEDY, LOGLIKELIHOOD, SAMPLED, Encoder, count_task
+from belief_tasks.planning.cost import GREEDY, LOGLIKELIHOOD, SAMPLED, Encoder, count_task
 
 from harness import run_cli
 
@@ -102,7 +102,7 @@ def test_counts_equal_the_tokens_the_backend_computes(model_path, shared_lm):
 def test_the_two_level_plan_of_long_contexts_is_the_one_trees_within_a_percent(model_path, shared_lm, monkeypatch):
     """Above ``EXACT_TOKENS`` the tree is planned per context (IC-LKE's 50 demonstrations are held once, not once
     per option); on IC-LKE and MONITOR it stays within a percent of the exact plan."""
-    from belief_tasks import cost as cost_module
+    from belief_tasks.planning import cost as cost_module
 
     encoder = Encoder(shared_lm.tokenizer, shared_lm.max_length)
     tasks = built_tasks(model_path)

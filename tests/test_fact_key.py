@@ -11,10 +11,10 @@ import pytest
 from belief_tasks.data.bear import load_bear_folder
 from belief_tasks.data.fktc import load_fktc_folder
 from belief_tasks.data.myriadlama import load_myriadlama
+from belief_tasks.data.sources import Source
 from belief_tasks.data.trex_mc import load_trex_mc
-from belief_tasks.fact_join import BY_ID, BY_LABEL, join_keys, objects_agree, same_subject
-from belief_tasks.schema import Entity, Fact, FactKey, FactSet, Relation, fact_key, fold_label, sampling_key
-from belief_tasks.sources import Source
+from belief_tasks.facts.join import BY_ID, BY_LABEL, join_keys, objects_agree, same_subject
+from belief_tasks.facts.schema import Entity, Fact, FactKey, FactSet, Relation, fact_key, fold_label, sampling_key
 
 # ---------------------------------------------------------------- tiny files in the real layouts
 
@@ -332,7 +332,7 @@ def test_capped_draw_keeps_shared_facts_alike():
 
 
 def test_smallest_hashes_by_hand():
-    from belief_tasks import seeding
+    from belief_tasks.facts import seeding
 
     items = ["a", "b", "c", "d", "e"]
     hashes = {x: seeding.derive_seed(7, "t", x) for x in items}

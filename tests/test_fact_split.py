@@ -7,8 +7,8 @@ import json
 import pytest
 
 from belief_tasks.data.bundled import load_sample
-from belief_tasks.fact_split import HELD_OUT, TRAINED, FactSplit, facts_on, records_on, split_facts
-from belief_tasks.schema import FactSet, sampling_key
+from belief_tasks.facts.schema import FactSet, sampling_key
+from belief_tasks.facts.split import HELD_OUT, TRAINED, FactSplit, facts_on, records_on, split_facts
 
 
 def test_half_of_each_relation_seeded_and_disjoint():
@@ -56,7 +56,7 @@ def test_every_family_puts_a_fact_on_the_same_side(module, function):
         sampling_key(f, fs.relations[f.relation]): split.side(sampling_key(f, fs.relations[f.relation]))
         for f in fs.facts
     }
-    from belief_tasks.model import default_model_path, is_ready
+    from belief_tasks.commands.default_model import default_model_path, is_ready
 
     if function == "sample_dataset" and not is_ready():
         pytest.skip("MONITOR's documents need the bundled model's tokenizer (scripts/setup.sh)")

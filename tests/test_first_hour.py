@@ -41,7 +41,7 @@ def test_invalid_metadata_json_is_one_paragraph_with_where_and_an_example():
 
 
 def test_model_args_json_and_key_value_forms():
-    from belief_tasks.command_checks import CommandError, check_json_arguments
+    from belief_tasks.commands.checks import CommandError, check_json_arguments
 
     check_json_arguments(["--model_args", "pretrained=x,dtype=float32", "--metadata", '{"seed": 1}'])
     with pytest.raises(CommandError, match=r"--model_args is not valid JSON: expecting value at character 16"):
@@ -129,7 +129,7 @@ def demo_tasks(model_path):
 
 
 def test_knobs_read_by_a_group_count_every_family_and_dataset(demo_tasks):
-    from belief_tasks.command_checks import check_knobs_read
+    from belief_tasks.commands.checks import check_knobs_read
     from belief_tasks.options import KnobError
 
     assert len(demo_tasks) == 5
@@ -166,7 +166,7 @@ def test_knobs_read_by_a_group_count_every_family_and_dataset(demo_tasks):
 
 
 def test_belief_eval_help_adds_our_section_generated_from_the_knob_tables():
-    from belief_tasks.command_help import knob_groups
+    from belief_tasks.commands.help import knob_groups
 
     out = run_cli(["--help"], timeout=300)
     assert out.returncode == 0, out.stderr[-3000:]
@@ -191,10 +191,10 @@ def test_belief_eval_help_adds_our_section_generated_from_the_knob_tables():
 
 
 def test_ls_belief_lists_only_ours_without_importing_lm_eval():
-    from belief_tasks.catalog import entries
+    from belief_tasks.commands.catalog import entries
 
     code = (
-        "import sys; from belief_tasks.cli import main; main(['ls', 'belief']); "
+        "import sys; from belief_tasks.commands.belief_eval import main; main(['ls', 'belief']); "
         "print('lm_eval imported:', 'lm_eval' in sys.modules)"
     )
     out = run_cli(["-c", code], program="python_code", timeout=120)
@@ -208,8 +208,8 @@ def test_ls_belief_lists_only_ours_without_importing_lm_eval():
 
 
 def test_ls_knobs_lists_every_knob_with_what_it_accepts():
-    from belief_tasks.command_checks import _our_knob_names
-    from belief_tasks.command_help import knobs_listing
+    from belief_tasks.commands.checks import _our_knob_names
+    from belief_tasks.commands.help import knobs_listing
 
     text = knobs_listing()
     for name in _our_knob_names():

@@ -1,4 +1,4 @@
-"""Seeded samples on stock ``hf`` decoded together (belief_tasks.hf_sampling).
+"""Seeded samples on stock ``hf`` decoded together (belief_tasks.hooks.hf_sampling).
 
 The batched path must give every seeded sample the text the one-request path gives it
 (``BELIEF_HF_SEEDED_SAMPLING=one-by-one``: each sample alone under ``torch.manual_seed``), in any
@@ -15,8 +15,8 @@ from belief_tasks.tasks import belief_icl as B
 
 belief_tasks.install()  # our backends and hooks
 
-from belief_tasks import harness  # noqa: E402
-from belief_tasks import hf_sampling as S  # noqa: E402
+from belief_tasks.hooks import harness  # noqa: E402
+from belief_tasks.hooks import hf_sampling as S  # noqa: E402
 
 PROMPTS = [
     "Q: What is the capital of France?\nA:",

@@ -11,9 +11,9 @@ import json
 import pytest
 
 from belief_tasks.data import load_facts
+from belief_tasks.facts.schema import Entity, Fact, Relation
 from belief_tasks.options import KnobError, parse_options
 from belief_tasks.prompts import iclke as P
-from belief_tasks.schema import Entity, Fact, Relation
 from belief_tasks.tasks import iclke as T
 from belief_tasks.tasks.base import unpack
 

@@ -15,10 +15,10 @@ import warnings
 import numpy as np
 import pytest
 
+from belief_tasks.facts.schema import Entity, Fact, SchemaError
 from belief_tasks.metrics import iclke as M
 from belief_tasks.options import KnobError, parse_options
 from belief_tasks.prompts import iclke as P
-from belief_tasks.schema import Entity, Fact, SchemaError
 from belief_tasks.tasks import iclke as T
 from belief_tasks.tasks.base import unpack
 

@@ -9,9 +9,9 @@ import pytest
 from belief_tasks.data import load_facts
 from belief_tasks.data.bundled import load_sample
 from belief_tasks.data.myriadlama import rows_to_factset
+from belief_tasks.data.sources import DataSourceError, Source, resolve_source
 from belief_tasks.data.trex_mc import load_trex_mc
-from belief_tasks.schema import SchemaError
-from belief_tasks.sources import DataSourceError, Source, resolve_source
+from belief_tasks.facts.schema import SchemaError
 
 # ---------------------------------------------------------------- real data
 

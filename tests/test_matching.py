@@ -1,10 +1,10 @@
-"""Answer matching and word counting (belief_tasks/matching.py) against hand-worked cases."""
+"""Answer matching and word counting (belief_tasks/facts/matching.py) against hand-worked cases."""
 
 from __future__ import annotations
 
 import pytest
 
-from belief_tasks.matching import acronym, contains_answer, normalize, outputs_agree, word_count, words
+from belief_tasks.facts.matching import acronym, contains_answer, normalize, outputs_agree, word_count, words
 
 # ---------------------------------------------------------------- normalisation (v3 section 3.2)
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from belief_tasks import truncation
+from belief_tasks.hooks import truncation
 from belief_tasks.options import COMMON, TRUNCATION_RULE
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -98,7 +98,7 @@ def test_a_knob_from_the_tasks_own_yaml_is_named_with_the_way_to_lift_it(model_p
 
 def test_refusals_cite_a_page_that_ships_with_the_package(tmp_path):
     r = subprocess.run(
-        [sys.executable, "-m", "belief_tasks.cli", "--tasks", "x", "--metadata", "{bad"],
+        [sys.executable, "-m", "belief_tasks.commands.belief_eval", "--tasks", "x", "--metadata", "{bad"],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -126,7 +126,7 @@ def test_the_wheel_ships_the_pages():
 
 
 def test_knob_listing_points_to_shipped_pages():
-    from belief_tasks.command_help import knobs_listing
+    from belief_tasks.commands.help import knobs_listing
 
     listing = knobs_listing()
     assert "docs/" not in listing.replace("python -m belief_tasks docs", "")

@@ -12,7 +12,7 @@ import math
 
 import pytest
 
-from belief_tasks.matching import contains_answer, eval_py_exact
+from belief_tasks.facts.matching import contains_answer, eval_py_exact
 from belief_tasks.metrics import monitor as M
 from belief_tasks.options import KnobError, parse_options
 from belief_tasks.scoring import monitor as SC

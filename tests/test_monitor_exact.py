@@ -7,9 +7,9 @@ import math
 import pytest
 import torch
 
+from belief_tasks.facts.schema import Entity, Fact, Relation, Template
 from belief_tasks.prompts import monitor as P
 from belief_tasks.requests import PER_TOKEN_LOGLIKELIHOOD
-from belief_tasks.schema import Entity, Fact, Relation, Template
 from belief_tasks.tasks import monitor_subwords as S
 
 pytestmark = pytest.mark.e2e

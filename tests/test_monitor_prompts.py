@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from belief_tasks.facts.schema import Entity, Fact, Relation, SchemaError, Template
 from belief_tasks.prompts import monitor as P
-from belief_tasks.schema import Entity, Fact, Relation, SchemaError, Template
 
 REL = Relation(
     "P17",

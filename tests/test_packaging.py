@@ -108,7 +108,7 @@ def test_an_empty_leftover_task_folder_is_not_an_installed_one(tmp_path, monkeyp
     ``--include_path`` (it found no task at all when it trusted the folder)."""
     import lm_eval.tasks
 
-    from belief_tasks import cli
+    from belief_tasks.commands import belief_eval as cli
 
     monkeypatch.setattr(lm_eval.tasks, "__file__", str(tmp_path / "__init__.py"))
     (tmp_path / "belief" / "bear").mkdir(parents=True)
@@ -121,7 +121,7 @@ def test_pyproject_declares_the_lm_eval_releases_ci_tests():
     """``pip install .`` keeps a user's lm-eval where CI has tested it: the dependency is the range of the releases the
     hooks name (``harness.TESTED``), and no wider."""
     tomllib = pytest.importorskip("tomllib")  # Python 3.11+
-    from belief_tasks.harness import LM_EVAL_RANGE, TESTED
+    from belief_tasks.hooks.harness import LM_EVAL_RANGE, TESTED
 
     deps = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
     assert [d for d in deps if d.startswith("lm-eval")] == [f"lm-eval{LM_EVAL_RANGE}"]

@@ -7,7 +7,7 @@ from __future__ import annotations
 import importlib.util
 import json
 
-from belief_tasks.cost import TaskCost, shared_facts, task_facts
+from belief_tasks.planning.cost import TaskCost, shared_facts, task_facts
 
 from harness import ROOT
 
@@ -136,7 +136,7 @@ def test_the_group_builds_on_the_real_data(shared_data, model_path, tmp_path, mo
 
 
 def test_profile_command_fills_in_what_the_user_left_out(monkeypatch):
-    from belief_tasks.cli import profile_command
+    from belief_tasks.commands.belief_eval import profile_command
 
     monkeypatch.delenv("BELIEF_PROFILE_OUTPUT", raising=False)
     default = profile_command([])
@@ -184,8 +184,8 @@ def test_profile_estimate_runs_before_any_model(model_path, tmp_path):
 
 
 def test_train_split_key_trains_on_the_facts_a_budget_draws_last():
+    from belief_tasks.facts.schema import Entity, Fact
     from belief_tasks.prompts.iclke import split_relation
-    from belief_tasks.schema import Entity, Fact
 
     facts = [Fact(f"f{i}", "P1", Entity(f"s{i}"), (Entity("o"),)) for i in range(10)]
     order = [3, 1, 4, 0, 5, 9, 2, 6, 8, 7]  # the budget draws f3 first, f7 last

@@ -1,4 +1,4 @@
-"""A run's phases with their estimates, its ETA, and the line when a phase overruns (``belief_tasks.progress``).
+"""A run's phases with their estimates, its ETA, and the line when a phase overruns (``planning.progress``).
 
 Unit tests with a hand-driven clock (no model), then one real ``belief-eval`` run of the bundled model: its
 stderr shows every phase in order with the estimate the run planned, and the run's rates are stored for the next
@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import io
 
-from belief_tasks import progress
-from belief_tasks.progress import Progress, duration
+from belief_tasks.planning import progress
+from belief_tasks.planning.progress import Progress, duration
 
 
 class Clock:

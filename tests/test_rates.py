@@ -1,12 +1,12 @@
-"""The rate store (``belief_tasks.rates``): what a run and a calibration leave, how a shared machine's load
+"""The rate store (``belief_tasks.planning.rates``): what a run and a calibration leave, how a shared machine's load
 rescales them, and the units a backend computes. Pure: no model."""
 
 from __future__ import annotations
 
 import pytest
 
-from belief_tasks import rates
-from belief_tasks.rates import Store
+from belief_tasks.planning import rates
+from belief_tasks.planning.rates import Store
 
 
 def test_units_count_the_tokens_a_backend_computes():

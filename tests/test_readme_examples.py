@@ -34,9 +34,9 @@ def _value(argv: list[str], option: str) -> str | None:
 
 
 def test_every_example_names_tasks_and_knobs_that_exist():
-    from belief_tasks.catalog import entries
+    from belief_tasks.commands.catalog import entries
+    from belief_tasks.data.sources import SOURCE_KNOBS
     from belief_tasks.families import knob_names
-    from belief_tasks.sources import SOURCE_KNOBS
 
     ours = {e.name for e in entries()}
     knobs = knob_names() | {k.name for k in SOURCE_KNOBS}

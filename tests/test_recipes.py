@@ -322,7 +322,7 @@ TOY_FILES = {
     "belief_tasks/prompts/toy.py": '''
 """Toy prompts: "<subject> <separator> <relation name>:" and the relation's answer space as the options."""
 
-from belief_tasks.schema import Fact, Relation
+from belief_tasks.facts.schema import Fact, Relation
 
 
 def context(fact: Fact, relation: Relation, separator: str) -> str:

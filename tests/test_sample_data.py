@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 
 from belief_tasks.data.bundled import load_sample
-from belief_tasks.matching import contains_answer
+from belief_tasks.facts.matching import contains_answer
 
 SAMPLE = load_sample()
 
@@ -37,7 +37,7 @@ def test_no_wrong_answer_contains_a_gold_expression(rid):
 
 def test_the_check_catches_a_generic_alias():
     # the defect this file guards against, on a hand-made relation-sized case
-    from belief_tasks.schema import Entity, Fact
+    from belief_tasks.facts.schema import Entity, Fact
 
     usd = Entity("United States dollar", ("US dollar", "dollar"))
     fact = Fact("X_1", "P38", Entity("Ecuador"), (usd,), negatives=(Entity("Canadian dollar"),))

@@ -1,4 +1,4 @@
-"""``--use_cache`` serves our own request types and our seeded samples too (belief_tasks.harness.read_through).
+"""``--use_cache`` serves our own request types and our seeded samples too (belief_tasks.hooks.harness.read_through).
 
 lm-eval's CachingLM reads its sqlite cache only for loglikelihood, loglikelihood_rolling and greedy
 generate_until, and passes every other method through; it hands the model a ``CacheHook`` whose ``dbdict``
@@ -13,7 +13,7 @@ from __future__ import annotations
 import pytest
 
 import belief_tasks
-from belief_tasks import harness
+from belief_tasks.hooks import harness
 from belief_tasks.requests import CUSTOM_REQUEST_TYPES
 
 belief_tasks.install()  # our backends and hooks

@@ -150,9 +150,9 @@ def test_relation_shards_pooled_in_any_order_give_the_numbers_of_one_run():
     (records carry their place in the data). Answers are made up per prompt (no model): right for
     two thirds of the prompts."""
     from belief_tasks.data import load_facts
+    from belief_tasks.facts.seeding import derive_seed
     from belief_tasks.options import parse_options
     from belief_tasks.scoring import belief_icl as SC
-    from belief_tasks.seeding import derive_seed
     from belief_tasks.tasks import belief_icl as B
 
     base = {"source": "sample", "confidence_samples": 0, "accuracy_draws": 500, "mp_templates": "all"}

@@ -19,7 +19,7 @@ import logging
 
 import pytest
 
-from belief_tasks.matching import contains_answer, outputs_agree, word_count
+from belief_tasks.facts.matching import contains_answer, outputs_agree, word_count
 from belief_tasks.metrics.belief import consistency
 from belief_tasks.tasks.belief_icl import extract_answer, make_record
 
@@ -64,7 +64,7 @@ def test_empty_or_punctuation_answers_are_scored_wrong_and_kept(output):
 
 def normalize_free(answer: str) -> bool:
     """True when the extracted answer holds no word at all."""
-    from belief_tasks.matching import normalize
+    from belief_tasks.facts.matching import normalize
 
     return normalize(answer) == ()
 

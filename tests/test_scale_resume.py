@@ -1,5 +1,5 @@
 """A run that dies resumes by itself (docs/scale.md, "Interruptions"): ``belief-eval`` keeps every answer in a cache
-in its output path by default (``cache_identity.with_answer_cache``), so the same command run again after a SIGKILL
+in its output path by default (``answer_cache.with_answer_cache``), so the same command run again after a SIGKILL
 reads back what was answered and computes only the rest.
 
 Each run is the command a user types, killed with SIGKILL of its process group once its default cache holds about
@@ -49,7 +49,7 @@ def command(model: str, model_path: Path, out: Path, tasks: str, metadata: dict,
     return [
         sys.executable,
         "-m",
-        "belief_tasks.cli",
+        "belief_tasks.commands.belief_eval",
         "--model",
         model,
         "--model_args",

@@ -1,7 +1,7 @@
 """Scale and reliability of whole runs (issue 9): data parallelism, kill and resume, determinism.
 
 All runs are the command a user types (``belief-eval`` or ``accelerate launch -m
-belief_tasks.cli``) on the bundled model and sample, kept tiny:
+belief_tasks.commands.belief_eval``) on the bundled model and sample, kept tiny:
 
 * ``belief_bear`` on 2 facts of P1303 with one template: 2 docs x 42 options
   = 84 ``loglikelihood`` requests (corpus-level BEAR score over records);
@@ -73,7 +73,7 @@ def command(
 
 
 def cli(args: list[str], launcher: list[str] | None = None, timeout: int = 900, **env) -> subprocess.CompletedProcess:
-    cmd = [*(launcher or [sys.executable]), "-m", "belief_tasks.cli", *args]
+    cmd = [*(launcher or [sys.executable]), "-m", "belief_tasks.commands.belief_eval", *args]
     env = env_with_checkout(OMP_NUM_THREADS="1", **env)
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env, cwd=str(ROOT))
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-6000:]
@@ -209,7 +209,7 @@ def test_two_processes_give_the_numbers_of_one(model_path, tmp_path):
 
 
 def cache_rows(db: Path) -> int:
-    from belief_tasks.cache_identity import answers_held
+    from belief_tasks.hooks.answer_cache import answers_held
 
     return answers_held(db)
 
@@ -251,7 +251,9 @@ def test_sigkill_then_resume_recomputes_nothing_finished(model_path, reference, 
     cache = tmp_path / "cache" / "run"
     db = Path(f"{cache}_rank0.db")
     args = command(model_path, tmp_path / "killed", tasks="belief_bear", extra=["--use_cache", str(cache)])
-    kill_once_cached([sys.executable, "-m", "belief_tasks.cli", *args], lambda: db, 20, seconds=600, poll=0.1)
+    kill_once_cached(
+        [sys.executable, "-m", "belief_tasks.commands.belief_eval", *args], lambda: db, 20, seconds=600, poll=0.1
+    )
     done = cache_rows(db)
     assert 20 <= done < BEAR_REQUESTS, f"kill came too late to test anything ({done} rows)"
     assert not list((tmp_path / "killed").rglob("results_*.json")), "a killed run left a results file"
@@ -278,7 +280,7 @@ def test_sigkill_then_resume_recomputes_nothing_finished(model_path, reference, 
     ],
 )
 def test_limit_below_the_process_count_stops_before_model_time(monkeypatch, capsys, limit_args, world, fails):
-    from belief_tasks.cli import check_limit
+    from belief_tasks.commands.belief_eval import check_limit
 
     monkeypatch.setenv("WORLD_SIZE", world)
     args = ["--model", "hf", "--tasks", "belief_bear", *limit_args]

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from belief_tasks.schema import SchemaError
-from belief_tasks.sources import inside
+from belief_tasks.data.sources import inside
+from belief_tasks.facts.schema import SchemaError
 
 ROOT = Path(__file__).resolve().parent.parent
 CODE = [p for d in ("belief_tasks", "metrics", "scripts", "task_yamls") for p in sorted((ROOT / d).rglob("*.py"))]

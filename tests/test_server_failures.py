@@ -1,5 +1,5 @@
 """A server that cannot serve a request is named before the long run; under --use_cache nothing answered
-is asked again; requests are measured against an API model's context (``belief_tasks.truncation``).
+is asked again; requests are measured against an API model's context (``belief_tasks.hooks.truncation``).
 
 Every server here is a real HTTP server on 127.0.0.1 (``fake_server.FakeServer``), started and stopped by
 the test, spoken to by lm-eval's own ``local-completions`` backend; the model's tokenizer is the bundled one.
@@ -11,8 +11,8 @@ import json
 
 import pytest
 
-from belief_tasks import truncation
-from belief_tasks.preflight import PreflightError
+from belief_tasks.hooks import truncation
+from belief_tasks.hooks.preflight import PreflightError
 
 from fake_server import SEED_MESSAGE, FakeServer, closed_port_url
 

@@ -138,7 +138,7 @@ class Req:
 
 def test_generation_plan_groups_prompts_rows_and_seeds():
     from belief_tasks.backends.generation_plan import Row, SamplingDefaults, kwargs_key, plan_generation
-    from belief_tasks.seeding import derive_seed
+    from belief_tasks.facts.seeding import derive_seed
 
     greedy = {"until": ["\n"], "max_gen_toks": 10, "do_sample": False}
     sample = {"until": ["\n"], "max_gen_toks": 10, "do_sample": True, "temperature": 0.7, "top_p": 0.9}
@@ -497,7 +497,7 @@ def test_use_cache_serves_all_request_types(shared, stock_ll, tmp_path):
     # BELIEF's sampled requests: each carries its own seed, from a task of ours (lm-eval reads no sample back)
     from lm_eval.api.instance import Instance
 
-    from belief_tasks import harness
+    from belief_tasks.hooks import harness
 
     harness.OUR_TASKS.add("belief_test_shared_cache")
     seeded = [

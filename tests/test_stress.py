@@ -234,7 +234,7 @@ def broken_sample(tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("task,how", BROKEN)
 def test_broken_sample_stops_before_model_time(lm, model_path, broken_sample, task, how):
-    from belief_tasks.schema import SchemaError
+    from belief_tasks.facts.schema import SchemaError
 
     expect = _break(broken_sample, "P36", how)
     lm.calls.clear()
@@ -276,7 +276,7 @@ def test_broken_sample_leaves_no_output(model_path, tmp_path):
     from harness import ROOT, env_with_checkout
 
     proc = subprocess.run(
-        [sys.executable, "-m", "belief_tasks.cli", *args],
+        [sys.executable, "-m", "belief_tasks.commands.belief_eval", *args],
         capture_output=True,
         text=True,
         timeout=600,

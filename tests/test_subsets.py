@@ -4,7 +4,7 @@ import math
 
 import numpy as np
 
-from belief_tasks.fact_split import FactSplit
+from belief_tasks.facts.split import FactSplit
 from belief_tasks.families import FAMILIES
 from belief_tasks.scoring import bear
 from belief_tasks.scoring.subsets import paired_subset_estimates, subset_estimates

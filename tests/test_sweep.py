@@ -18,7 +18,7 @@ import pytest
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-from belief_tasks.model import default_model_path, is_ready  # noqa: E402
+from belief_tasks.commands.default_model import default_model_path, is_ready  # noqa: E402
 
 pytestmark = pytest.mark.skipif(
     not is_ready(), reason="the bundled model's tokenizer is not converted (scripts/setup.sh)"
@@ -77,7 +77,7 @@ def results_files(out: Path) -> dict[str, Path]:
 
 
 def test_plan_orders_by_step_and_refuses_ambiguity(tmp_path):
-    from belief_tasks.sweep import SweepError, plan
+    from belief_tasks.training.sweep import SweepError, plan
 
     for step in (200, 50, 1000):
         (tmp_path / "run" / f"checkpoint-{step}").mkdir(parents=True)
@@ -117,7 +117,7 @@ def test_plan_orders_by_step_and_refuses_ambiguity(tmp_path):
 
 def test_revision_reaches_the_model_loader(tmp_path, monkeypatch):
     """Offline, no hub: the revision each checkpoint names is the ``revision=`` HFLM receives."""
-    from belief_tasks import sweep
+    from belief_tasks.training import sweep
 
     seen = []
 
@@ -152,14 +152,14 @@ def test_revision_reaches_the_model_loader(tmp_path, monkeypatch):
 
 
 def test_sweep_runs_each_checkpoint_once_reports_and_resumes_after_a_kill(tmp_path, caplog):
-    from belief_tasks import sweep
+    from belief_tasks.training import sweep
 
     ckpts = make_checkpoints(tmp_path / "run")
     out = tmp_path / "out"
     # a sweep killed (SIGKILL) once its first checkpoint is written
     log = (tmp_path / "killed.log").open("w")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "belief_tasks.cli", "sweep", *sweep_args(ckpts, out)],
+        [sys.executable, "-m", "belief_tasks.commands.belief_eval", "sweep", *sweep_args(ckpts, out)],
         stdout=log,
         stderr=subprocess.STDOUT,
     )
@@ -199,7 +199,7 @@ def test_sweep_runs_each_checkpoint_once_reports_and_resumes_after_a_kill(tmp_pa
 
 
 def test_sweep_refuses_bad_input_before_any_model(tmp_path, capsys):
-    from belief_tasks import sweep
+    from belief_tasks.training import sweep
 
     ckpts = tmp_path / "none"
     ckpts.mkdir()

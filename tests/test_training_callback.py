@@ -12,7 +12,7 @@ import pytest
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-from belief_tasks.model import default_model_path, is_ready  # noqa: E402
+from belief_tasks.commands.default_model import default_model_path, is_ready  # noqa: E402
 
 pytestmark = pytest.mark.skipif(
     not is_ready(), reason="the bundled model's tokenizer is not converted (scripts/setup.sh)"
@@ -75,7 +75,7 @@ def test_callback_logs_writes_and_leaves_training_unchanged(tmp_path):
     from transformers import AutoTokenizer
 
     from belief_tasks.report import build_report
-    from belief_tasks.training_callback import KnowledgeCallback
+    from belief_tasks.training.callback import KnowledgeCallback
 
     tokenizer = AutoTokenizer.from_pretrained(default_model_path())
     tokenizer.pad_token = tokenizer.pad_token or tokenizer.eos_token
@@ -121,7 +121,7 @@ def test_overhead_cap_skips_evaluations_that_would_cost_too_much(tmp_path):
     last: every due evaluation after the first is skipped, and the losses still equal a plain run's."""
     from transformers import AutoTokenizer
 
-    from belief_tasks.training_callback import KnowledgeCallback
+    from belief_tasks.training.callback import KnowledgeCallback
 
     tokenizer = AutoTokenizer.from_pretrained(default_model_path())
     tokenizer.pad_token = tokenizer.pad_token or tokenizer.eos_token
@@ -133,7 +133,7 @@ def test_overhead_cap_skips_evaluations_that_would_cost_too_much(tmp_path):
 
 
 def test_callback_refuses_bad_settings():
-    from belief_tasks.training_callback import KnowledgeCallback
+    from belief_tasks.training.callback import KnowledgeCallback
 
     with pytest.raises(ValueError, match="every_n_steps"):
         KnowledgeCallback([TASK], every_n_steps=0)

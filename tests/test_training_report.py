@@ -7,9 +7,9 @@ import os
 import pytest
 from test_report_synthetic import icl_record, read_csv, write_run
 
-from belief_tasks.fact_split import FactSplit
+from belief_tasks.facts.schema import FactKey, fold_label
+from belief_tasks.facts.split import FactSplit
 from belief_tasks.report import build_report
-from belief_tasks.schema import FactKey, fold_label
 
 T, F = True, False
 TRAINED_FACTS, HELD_FACTS = ["Aa", "Bb", "Cc", "Dd"], ["Ee", "Ff", "Gg", "Hh"]

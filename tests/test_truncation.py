@@ -11,7 +11,7 @@ import json
 import pytest
 from test_mlm_tiny import tiny_dir  # noqa: F401  (fixture)
 
-from belief_tasks import truncation
+from belief_tasks.hooks import truncation
 from belief_tasks.options import KnobError, Options, parse_options
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -342,7 +342,12 @@ def test_processes_of_one_launch_record_and_refuse_together(model_path, tmp_path
     from harness import ROOT, env_with_checkout
 
     refused = subprocess.run(
-        [*accelerate_cpu(2), "-m", "belief_tasks.cli", *args(tmp_path / "iclke", "belief_demo_iclke", 96, allow=False)],
+        [
+            *accelerate_cpu(2),
+            "-m",
+            "belief_tasks.commands.belief_eval",
+            *args(tmp_path / "iclke", "belief_demo_iclke", 96, allow=False),
+        ],
         capture_output=True,
         text=True,
         timeout=600,

@@ -11,7 +11,7 @@ import os
 
 import pytest
 
-from belief_tasks import truncation
+from belief_tasks.hooks import truncation
 
 pytestmark = [
     pytest.mark.usefixtures("one_torch_thread"),

@@ -29,7 +29,7 @@ def test_belief_eval_says_it_builds_the_tasks_before_the_model():
         [
             sys.executable,
             "-m",
-            "belief_tasks.cli",
+            "belief_tasks.commands.belief_eval",
             "--model",
             "dummy",
             "--tasks",

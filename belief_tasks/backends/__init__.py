@@ -4,6 +4,6 @@ Importing one installs our harness hooks first (their cache reads, seeded sample
 parallelism are part of how the backends behave), as ``belief-eval`` does.
 """
 
-from belief_tasks import harness
+from belief_tasks.hooks import harness
 
 harness.install()

@@ -22,8 +22,8 @@ from typing import Any, Sequence
 
 from lm_eval.models.utils import handle_stop_sequences, normalize_gen_kwargs
 
+from belief_tasks.facts.seeding import derive_seed
 from belief_tasks.requests import effective_stops
-from belief_tasks.seeding import derive_seed
 
 #: generation kwargs our decoder implements; any other one sends its requests to stock generation.
 SAMPLING_KWARGS = frozenset({"do_sample", "temperature", "top_k", "top_p", "min_p"})

@@ -42,7 +42,7 @@ from lm_eval.api.model import LM
 from lm_eval.models.huggingface import HFLM
 from tqdm import tqdm
 
-from belief_tasks.harness import launch_world_size, read_through
+from belief_tasks.hooks.harness import launch_world_size, read_through
 from belief_tasks.requests import LOGLIKELIHOOD_SPAN, MASK, MASK_TOPK, object_token_id
 
 log = logging.getLogger(__name__)
@@ -211,7 +211,7 @@ class HFMaskedLM(LM):
 
     def request_tokens(self, request_type: str, args: list[tuple]) -> list[int | None]:
         """Per request, the tokens (specials included) of the text it puts in the model, which ``_fit``
-        cuts to ``max_length`` (``belief_tasks.truncation``); None for requests never cut."""
+        cuts to ``max_length`` (``belief_tasks.hooks.truncation``); None for requests never cut."""
         if request_type == "loglikelihood":
             texts = [a[0] + a[1] for a in args]
         elif request_type == LOGLIKELIHOOD_SPAN:

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Sequence
 
 #: what one more forward is worth on a CPU, in tokens: ``min_shared_tokens``'s default there (hf-shared) and the
-#: plan ``belief-eval --estimate`` costs (cost.py)
+#: plan ``belief-eval --estimate`` costs (planning/cost.py)
 CPU_FORWARD_TOKENS = 8
 
 

@@ -42,9 +42,9 @@ from tqdm import tqdm
 from belief_tasks.backends.generation_plan import DecodeGroup, Row, SamplingDefaults, decode_batches, plan_generation
 from belief_tasks.backends.prefix_tree import CPU_FORWARD_TOKENS, PrefixNode, build_prefix_tree
 from belief_tasks.backends.shared_attention import RowPrefixes, SharedPrefix, shared_prefix_mode
-from belief_tasks.harness import read_through, seeded_sample_of_ours
+from belief_tasks.facts.seeding import DEFAULT_SEED
+from belief_tasks.hooks.harness import read_through, seeded_sample_of_ours
 from belief_tasks.requests import PER_TOKEN_LOGLIKELIHOOD
-from belief_tasks.seeding import DEFAULT_SEED
 
 log = logging.getLogger(__name__)
 

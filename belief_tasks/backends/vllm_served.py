@@ -30,7 +30,7 @@ import requests as http
 from lm_eval.models.openai_completions import LocalCompletionsAPI
 
 from belief_tasks.backends.prefix_cache_plan import CacheCounts, FirstRow, encode_request, run_passes
-from belief_tasks.harness import read_through
+from belief_tasks.hooks.harness import read_through
 from belief_tasks.requests import PER_TOKEN_LOGLIKELIHOOD
 
 log = logging.getLogger(__name__)

@@ -36,7 +36,7 @@ from lm_eval.models.vllm_causallms import VLLM
 from vllm import SamplingParams, TokensPrompt
 
 from belief_tasks.backends.prefix_cache_plan import CacheCounts, FirstRow, encode_request, run_passes
-from belief_tasks.harness import read_through
+from belief_tasks.hooks.harness import read_through
 from belief_tasks.requests import PER_TOKEN_LOGLIKELIHOOD
 
 log = logging.getLogger(__name__)

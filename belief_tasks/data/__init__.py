@@ -1,7 +1,7 @@
 """Loaders: every source into the one fact schema, lazily, cached per process.
 
 ``load_facts(dataset, metadata)`` is the only entry point tasks use; which copy it
-reads is decided by ``belief_tasks.sources.resolve_source``.
+reads is decided by ``belief_tasks.data.sources.resolve_source``.
 """
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Mapping
 
-from belief_tasks.schema import FactSet
-from belief_tasks.sources import DATASETS, Source, hub_offline, resolve_source, unreachable
+from belief_tasks.data.sources import DATASETS, Source, hub_offline, resolve_source, unreachable
+from belief_tasks.facts.schema import FactSet
 
 
 @lru_cache(maxsize=16)

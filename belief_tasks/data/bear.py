@@ -17,7 +17,8 @@ import logging
 from pathlib import Path
 
 from belief_tasks.data.io import Repeats, read_json, read_jsonl, require
-from belief_tasks.schema import (
+from belief_tasks.data.sources import inside
+from belief_tasks.facts.schema import (
     Entity,
     Fact,
     FactSet,
@@ -28,7 +29,6 @@ from belief_tasks.schema import (
     check_template_text,
     validate_factset,
 )
-from belief_tasks.sources import inside
 
 log = logging.getLogger(__name__)
 

@@ -8,8 +8,17 @@ from __future__ import annotations
 from pathlib import Path
 
 from belief_tasks.data.io import load_relation_files, read_json, require
+from belief_tasks.facts.schema import (
+    Entity,
+    Fact,
+    FactSet,
+    Relation,
+    SchemaError,
+    Template,
+    check_label,
+    check_template_text,
+)
 from belief_tasks.paths import sample_data_dir
-from belief_tasks.schema import Entity, Fact, FactSet, Relation, SchemaError, Template, check_label, check_template_text
 
 
 def _entity(obj, *, file: str, row, field: str) -> Entity:

@@ -16,8 +16,17 @@ import urllib.request
 from pathlib import Path
 
 from belief_tasks.data.io import Repeats, check_size, load_relation_files, parse_list, read_jsonl, require
+from belief_tasks.facts.schema import (
+    Entity,
+    Fact,
+    FactSet,
+    Relation,
+    SchemaError,
+    Template,
+    check_label,
+    check_template_text,
+)
 from belief_tasks.paths import cache_dir
-from belief_tasks.schema import Entity, Fact, FactSet, Relation, SchemaError, Template, check_label, check_template_text
 
 REPO = "Vicky-Wil/MONITOR"
 COMMIT = "654674a409ce2120eafe0b54f9886806e0a6ecf6"  # 2024-05-16

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import Any, Iterator
 
-from belief_tasks.schema import FactSet, SchemaError, validate_factset
+from belief_tasks.facts.schema import FactSet, SchemaError, validate_factset
 
 
 def read_text(path: Path) -> str:

@@ -17,8 +17,9 @@ from __future__ import annotations
 from typing import Iterable
 
 from belief_tasks.data.io import Repeats, parse_list
+from belief_tasks.data.sources import Source
 from belief_tasks.data.tables import load_rows, require_columns
-from belief_tasks.schema import (
+from belief_tasks.facts.schema import (
     Entity,
     Fact,
     FactSet,
@@ -29,7 +30,6 @@ from belief_tasks.schema import (
     check_template_text,
     validate_factset,
 )
-from belief_tasks.sources import Source
 
 COLUMNS = ("uuid", "rel_uri", "sub_ent", "obj_ents", "template")
 #: rows from which reading them shows a progress bar

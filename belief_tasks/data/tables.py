@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from belief_tasks.schema import SchemaError
-from belief_tasks.sources import Source, hub_offline, unreachable
+from belief_tasks.data.sources import Source, hub_offline, unreachable
+from belief_tasks.facts.schema import SchemaError
 
 _FORMATS = {".parquet": "parquet", ".jsonl": "json", ".json": "json", ".csv": "csv"}
 

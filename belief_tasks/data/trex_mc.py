@@ -16,9 +16,9 @@ from __future__ import annotations
 import re
 
 from belief_tasks.data.io import Repeats, parse_list
+from belief_tasks.data.sources import Source
 from belief_tasks.data.tables import load_rows, require_columns
-from belief_tasks.schema import Entity, Fact, FactSet, Relation, SchemaError, check_label, validate_factset
-from belief_tasks.sources import Source
+from belief_tasks.facts.schema import Entity, Fact, FactSet, Relation, SchemaError, check_label, validate_factset
 
 COLUMNS = ("Relation_ID", "Subject", "Object", "Multiple Choices")
 SPLITS = ("train", "test")

@@ -12,7 +12,7 @@ template, subject expression). Nothing here knows the harness.
 * ``one_word_ratio``: share of greedy answers that are one word (v3 Table 4; word: ``matching.words``).
 * ``knowledge_coverage``: average / maximum / oracle coverage (v3 section 7, Table 8).
 
-Matching is ``belief_tasks.matching`` (the one implementation): accuracy is
+Matching is ``belief_tasks.facts.matching`` (the one implementation): accuracy is
 one-directional (``contains_answer``), consistency and confidence bidirectional
 (``outputs_agree``).
 """
@@ -25,7 +25,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from belief_tasks.matching import normalize, outputs_agree, word_count
+from belief_tasks.facts.matching import normalize, outputs_agree, word_count
 from belief_tasks.metrics.stats import mean_stderr as _sem
 
 DEFAULT_DRAWS = 50_000

@@ -1,6 +1,6 @@
 """Estimates and intervals of a budgeted run: a stratified sample of facts, strata = relations.
 
-The design (``belief_tasks.budget``): relation h holds N_h facts, n_h of them drawn by simple
+The design (``belief_tasks.facts.budget``): relation h holds N_h facts, n_h of them drawn by simple
 random sampling without replacement. The unit (cluster) is one fact with all its prompts.
 
 Every metric is written as a function g of the *stratum totals* of per-fact columns

@@ -30,7 +30,7 @@ import re
 from dataclasses import dataclass
 from typing import Sequence
 
-from belief_tasks.schema import OBJECT_SLOT, SUBJECT_SLOT
+from belief_tasks.facts.schema import OBJECT_SLOT, SUBJECT_SLOT
 
 SCORING_MODES = ("statement", "answer", "answer_to_end")
 _SLOTS = re.compile("(" + re.escape(SUBJECT_SLOT) + "|" + re.escape(OBJECT_SLOT) + ")")

@@ -17,7 +17,7 @@ Two styles, four contexts, exactly as the papers' appendix examples::
   with a random template), ``4template`` (facts of the target's relation with the
   target's template). The probed subject-relation pair is never a demonstration.
 
-Demonstrations are drawn with ``belief_tasks.seeding`` from (seed, style, context,
+Demonstrations are drawn with ``belief_tasks.facts.seeding`` from (seed, style, context,
 fact id, template id): every subject expression of a pair under one template gets
 the same demonstrations, and the same run always builds the same prompts.
 """
@@ -27,9 +27,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
-from belief_tasks import seeding
+from belief_tasks.facts import seeding
+from belief_tasks.facts.schema import Fact, Relation, Template
 from belief_tasks.requests import MASK
-from belief_tasks.schema import Fact, Relation, Template
 
 INSTRUCTIONS = {"mp": "Predict the [MASK] in each sentence in one word.", "qa": "Answer each question in one word."}
 STYLES = tuple(INSTRUCTIONS)

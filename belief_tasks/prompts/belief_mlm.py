@@ -17,8 +17,8 @@ import re
 from dataclasses import dataclass
 from typing import Iterator
 
+from belief_tasks.facts.schema import Fact, Relation, Template
 from belief_tasks.requests import MASK
-from belief_tasks.schema import Fact, Relation, Template
 
 #: Content-free subjects (v3 footnote 12) and the ids their records carry.
 CONTENT_FREE_SUBJECTS: dict[str, str] = {"na": "N/A", "empty": "", "qmark": "?"}

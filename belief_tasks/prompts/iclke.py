@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from math import ceil
 from typing import Callable, Sequence
 
-from belief_tasks import seeding
-from belief_tasks.schema import Fact, Relation
+from belief_tasks.facts import seeding
+from belief_tasks.facts.schema import Fact, Relation
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
-from belief_tasks.schema import SUBJECT_SLOT, Fact, Relation, SchemaError
+from belief_tasks.facts.schema import SUBJECT_SLOT, Fact, Relation, SchemaError
 
 #: ``{prompt}`` is the question, with or without its context sentence.
 ANSWER_FORMATS = {

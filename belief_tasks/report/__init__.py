@@ -47,7 +47,7 @@ def family_sections() -> dict:
 def build_report(
     paths, out, title: str = "Knowledge report", x_pattern: str | None = None, split=None, pool: bool = True
 ) -> Report:
-    """``split``: a ``fact_split.FactSplit`` (trained / held-out facts), for the training curves per side.
+    """``split``: a ``facts.split.FactSplit`` (trained / held-out facts), for the training curves per side.
     ``pool``: pool the shards of a run split by relation into one run (``report.shards``)."""
     import pandas as pd
 

@@ -6,7 +6,7 @@ be compared fact by fact wherever they probed the same facts.
 
 Facts are joined never by position: two probes of one dataset by fact id; probes of different datasets
 (BEAR and BEAR-big, FKTC, MyriadLAMA, T-REx-MC) by the cross-dataset key each record carries
-(``fact_key``; ``belief_tasks.fact_join``: Wikidata ids, else subject label or alias with agreeing
+(``fact_key``; ``belief_tasks.facts.join``: Wikidata ids, else subject label or alias with agreeing
 objects). Facts whose objects disagree between the datasets are conflicts, listed and not compared.
 """
 
@@ -18,12 +18,12 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from belief_tasks.fact_join import BY_FACT_ID, BY_ID, BY_LABEL, Join, join_keys, join_same_dataset
+from belief_tasks.facts.join import BY_FACT_ID, BY_ID, BY_LABEL, Join, join_keys, join_same_dataset
+from belief_tasks.facts.schema import FactKey
 from belief_tasks.families import FAMILIES
 from belief_tasks.metrics.agreement import agreement_table, cohen_kappa, kappa_interval
 from belief_tasks.report.base import CardEntry, Context, Section
 from belief_tasks.report.output import fmt, heatmap, slug
-from belief_tasks.schema import FactKey
 
 TITLE = "Agreement between probes"
 FAMILY = "across probes"

@@ -69,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         split = None
         if args.split:
-            from belief_tasks.fact_split import FactSplit
+            from belief_tasks.facts.split import FactSplit
 
             try:
                 split = FactSplit.load(args.split)

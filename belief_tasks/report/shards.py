@@ -24,7 +24,7 @@ them side by side would compare different facts:
 ``belief-report --no-pool`` reports every folder as its own run.
 
 Budgeted runs pool as they are: the draw is stratified by relation and each relation's draw depends on the seed and
-its own facts only (``belief_tasks.budget``), so the shards' records together are the unsharded run's, with its
+its own facts only (``belief_tasks.facts.budget``), so the shards' records together are the unsharded run's, with its
 design (every record carries its relation's population and drawn count).
 """
 
@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from belief_tasks.cache_identity import IGNORED, parse_model_args
+from belief_tasks.hooks.answer_cache import IGNORED, parse_model_args
 from belief_tasks.report.loading import (
     ModelRun,
     ReportInputError,

@@ -7,7 +7,7 @@ group, searched in the model arguments, is the x value. Runs whose model argumen
 checkpoint is taken out form one training run; one with two or more checkpoints gets a figure per task
 and a table.
 
-With a fact split (``belief_tasks.fact_split``: the facts a continued training saw, and the held-out
+With a fact split (``belief_tasks.facts.split``: the facts a continued training saw, and the held-out
 ones; ``belief-report --split``, ``belief-eval sweep``) each curve is drawn per side of the split, with an
 interval over facts (``scoring.subsets``), and followed by paired differences on the same facts between
 consecutive checkpoints and first against last, and by the probes' per-fact agreement at each step.
@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from belief_tasks.fact_split import HELD_OUT, TRAINED, FactSplit
+from belief_tasks.facts.split import HELD_OUT, TRAINED, FactSplit
 from belief_tasks.families import FAMILIES
 from belief_tasks.metrics.agreement import agreement_table, cohen_kappa
 from belief_tasks.report.base import Context, Section, value

@@ -1,4 +1,4 @@
-"""Requests the model's context cut, as the run recorded them (``belief_tasks.truncation``): one line per task."""
+"""Requests the model's context cut, as the run recorded them (``belief_tasks.hooks.truncation``): one line per task."""
 
 from __future__ import annotations
 

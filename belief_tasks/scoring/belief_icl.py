@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 from typing import Iterable, Iterator, NamedTuple, Optional, TypedDict
 
-from belief_tasks import seeding
+from belief_tasks.facts import seeding
 from belief_tasks.metrics import belief as belief_metrics
 from belief_tasks.metrics.budgeted import belief as budgeted
 from belief_tasks.metrics.intervals import Units

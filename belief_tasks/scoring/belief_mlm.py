@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Iterable, Mapping, Optional, Sequence, TypedDict
 
-from belief_tasks import seeding
+from belief_tasks.facts import seeding
 from belief_tasks.metrics import belief as belief_metrics
 from belief_tasks.metrics import belief_mlm as mlm_metrics
 from belief_tasks.metrics.stats import mean_stderr

@@ -1,6 +1,6 @@
 """A budgeted run's numbers, for every family: estimates of the full-data value with their intervals.
 
-A run with the ``budget`` knob evaluates a stratified sample of facts (``belief_tasks.budget``); its
+A run with the ``budget`` knob evaluates a stratified sample of facts (``belief_tasks.facts.budget``); its
 records carry the design (``budget``, ``population`` N_r and ``drawn`` n_r of their relation). On such
 records each of our aggregations returns, instead of its plain value over the drawn facts, the
 design-weighted estimate of the value the full run would give (``metrics.budgeted.<family>``), with a

@@ -7,7 +7,7 @@ lm-eval takes a task's metrics as ``metric_list`` entries, each with an ``aggreg
 from a metric table: each an ``Aggregation`` (the metric on the records behind the logged values; on a budgeted
 run's records the estimate of the full run's value, ``scoring.budgeted``) and, on a budgeted run, each
 estimated metric's 95 % interval as a metric of its own, ``<metric>_ci95`` (``IntervalOf``). Our
-``stderr_for_metric`` hook (``belief_tasks.harness``) hands lm-eval an ``Aggregation``'s ``stderr_function``
+``stderr_for_metric`` hook (``belief_tasks.hooks.harness``) hands lm-eval an ``Aggregation``'s ``stderr_function``
 (None: it has none, lm-eval prints "N/A"), and ``belief-report`` recomputes with the same objects
 (``aggregations``). Nothing is read from or set on a function.
 

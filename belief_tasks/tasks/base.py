@@ -27,15 +27,18 @@ from typing import Any, Callable, Generic, Iterable, Iterator, Mapping, Sequence
 from lm_eval.api.instance import Instance
 from lm_eval.api.task import ConfigurableTask
 
-from belief_tasks import budget, harness, options, preflight, progress, seeding, truncation
-from belief_tasks.budget import Draw
+from belief_tasks import options
+from belief_tasks.data.sources import SOURCE_KNOBS, DataSourceError
+from belief_tasks.facts import budget, seeding
+from belief_tasks.facts.budget import Draw
+from belief_tasks.facts.schema import Fact, FactSet, SchemaError, sampling_key
 from belief_tasks.families import FAMILIES, budget_estimators, knob_names
+from belief_tasks.hooks import harness, preflight, truncation
 from belief_tasks.options import Knob, KnobError, ModelArgs, Options, knob_rows, parse_options, parse_values
-from belief_tasks.schema import Fact, FactSet, SchemaError, sampling_key
+from belief_tasks.planning import progress
 from belief_tasks.scoring import wiring
 from belief_tasks.scoring.budgeted import missing
 from belief_tasks.scoring.common import Metric, logged_once
-from belief_tasks.sources import SOURCE_KNOBS, DataSourceError
 
 log = logging.getLogger(__name__)
 
@@ -138,8 +141,8 @@ class BeliefTask(ConfigurableTask, Generic[OptionsT]):
 
     def build_all_requests(self, *args: Any, **kwargs: Any) -> None:
         """lm-eval's, then the requests measured against the evaluated model's context, before it scores
-        any of them (``belief_tasks.truncation``); on a server or engine, one probe request of each kind
-        (``belief_tasks.preflight``)."""
+        any of them (``belief_tasks.hooks.truncation``); on a server or engine, one probe request of each kind
+        (``belief_tasks.hooks.preflight``)."""
         if self.unknown_key is not None:
             log.warning(
                 "%s: %s (ignored: under a bare lm_eval a model argument cannot be told from a misspelt knob; "
@@ -217,7 +220,7 @@ def unknown_key(
 
     One ``--metadata`` serves every task of a command, so a knob of any family of ours is a known key
     (only this family's are type-checked, by ``read_options``; ``belief-eval`` then refuses a knob that no task
-    of the command reads: ``command_checks.check_knobs_read``). An unknown key is refused when the run's model
+    of the command reads: ``commands.checks.check_knobs_read``). An unknown key is refused when the run's model
     arguments are known (``model_args``: ``belief-eval`` and the sweep pass them); under a bare ``lm_eval``
     (model args merged into the metadata, indistinguishable) it is returned, and the task warns of it
     (``BeliefTask.unknown_key``)."""
@@ -270,7 +273,7 @@ def check_budget(
       or a place among those a sample cannot estimate: elsewhere its numbers would be the drawn facts' plain
       values, not estimates of the full run;
     * never under ``--limit`` (``limit``, for ``task``): it would cut the drawn facts, and the estimates need
-      every one of them (``belief-eval`` asks, ``command_checks.check_budget_without_limit``).
+      every one of them (``belief-eval`` asks, ``commands.checks.check_budget_without_limit``).
 
     The records of a budgeted run are checked again where they are estimated (``scoring.budgeted.design_of``:
     every drawn fact has records), since ``belief-report`` reads runs that no such check saw."""
@@ -308,7 +311,7 @@ def check_budget(
 
 class Probe:
     """A ``custom_dataset`` function marked with the task it defines (``name``) and the dataset it reads
-    (``dataset``: a key of ``belief_tasks.sources.DATASETS``, or "sample" for a task that always reads the bundled
+    (``dataset``: a key of ``belief_tasks.data.sources.DATASETS``, or "sample" for a task that always reads the bundled
     sample); see ``BeliefTask``. Called as the function is; ``inspect.getsource`` reads the function's source
     through ``__wrapped__``, as lm-eval's results JSON records it."""
 
@@ -339,7 +342,7 @@ STAMPED = ("family", "probe", "dataset", "budget_design")
 def stamp(config: Mapping[str, Any], family: str) -> dict[str, Any]:
     """What the results JSON should say of this task: family, probe, and the dataset its fact ids come
     from ("sample" when the bundled sample stands in for the dataset)."""
-    from belief_tasks.sources import resolve_source
+    from belief_tasks.data.sources import resolve_source
 
     fn = config.get("custom_dataset")
     out = {"family": family, "probe": fn.name if isinstance(fn, Probe) else config.get("task")}
@@ -362,7 +365,7 @@ def _scored_by_task(doc, results):
 class Selection(list):
     """The facts a run evaluates (a list, in data order), with what a budgeted draw needs to say:
     ``population``, the facts it could have drawn (the selection itself when no budget is set), and
-    ``draw`` (``belief_tasks.budget.Draw``; None without a budget), which the documents function hands on
+    ``draw`` (``belief_tasks.facts.budget.Draw``; None without a budget), which the documents function hands on
     with its documents (``DocList``)."""
 
     population: list
@@ -397,7 +400,7 @@ def record_design(doc: Mapping[str, Any]) -> dict:
 
 def select_facts(fs: FactSet, opts: Options) -> Selection:
     """The facts this run evaluates: relation filter, then either a seeded per-relation cap or a
-    budget (``belief_tasks.budget``); facts keep their data order.
+    budget (``belief_tasks.facts.budget``); facts keep their data order.
 
     Both rank a relation's facts by a seeded hash of their cross-dataset key (``schema.sampling_key``),
     so probes on two datasets keep the facts they share alike wherever they keep the same share of a

@@ -18,11 +18,11 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from belief_tasks.data import load_facts
+from belief_tasks.facts.schema import Fact, FactSet, Relation, SchemaError, fact_key
 from belief_tasks.families import BEAR, BearOptions
 from belief_tasks.metrics import bear as bear_metrics
 from belief_tasks.options import KnobError
 from belief_tasks.prompts.bear import OptionRequests, option_requests
-from belief_tasks.schema import Fact, FactSet, Relation, SchemaError, fact_key
 from belief_tasks.scoring.bear import METRICS, record_scores
 from belief_tasks.tasks.base import (
     BeliefTask,

@@ -16,7 +16,7 @@ carry ids only and the prompts are rendered for this rank's documents alone, so 
 pair or per prompt, so the numbers do not depend on this layout.
 
 ``--metadata`` knobs: ``belief_tasks.families.BeliefICLOptions`` (the common ones plus the family's),
-and the data source's (``belief_tasks.sources``). Records, their scoring and the metric table:
+and the data source's (``belief_tasks.data.sources``). Records, their scoring and the metric table:
 ``belief_tasks.scoring.belief_icl``.
 
 Cache note: lm-eval's ``--use_cache`` keys a request by its arguments, so K
@@ -31,7 +31,7 @@ Seeds: sample ``i`` also carries ``seed = request_seed(seed, pair, template, sub
 style, i)`` (a signed 64-bit integer) in its generation kwargs, so its text depends on nothing else: not on the
 batch size, the order of requests or the number of processes (Ovconf of a 2-process run
 equals that of 1 process). vLLM's ``SamplingParams`` and OpenAI-style servers read the key
-natively; on ``hf`` our hook pops it and seeds the draw (``belief_tasks.harness``);
+natively; on ``hf`` our hook pops it and seeds the draw (``belief_tasks.hooks.harness``);
 ``hf-shared`` seeds the sample's own generator with it.
 """
 
@@ -45,13 +45,13 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Mapping
 
-from belief_tasks import seeding
 from belief_tasks.data import load_facts
+from belief_tasks.facts import seeding
+from belief_tasks.facts.matching import contains_answer
+from belief_tasks.facts.schema import Fact, SchemaError, Template, fact_key
 from belief_tasks.families import BELIEF_ICL, BeliefICLOptions
-from belief_tasks.matching import contains_answer
 from belief_tasks.metrics import belief as belief_metrics
 from belief_tasks.prompts import belief as belief_prompts
-from belief_tasks.schema import Fact, SchemaError, Template, fact_key
 from belief_tasks.scoring.belief_icl import METRICS, RECORD_METRIC
 from belief_tasks.scoring.common import SameRecord
 from belief_tasks.tasks.base import (

@@ -15,7 +15,7 @@ lm-eval's CLI merges into ``--metadata`` and so into the task's ``Options.metada
 (from Python, put ``pretrained`` in the TaskManager's metadata).
 
 ``--metadata`` knobs: ``belief_tasks.families.BeliefMLMOptions`` (the common ones plus
-``accuracy_draws`` and ``mlm_templates``), and the data source's (``belief_tasks.sources``).
+``accuracy_draws`` and ``mlm_templates``), and the data source's (``belief_tasks.data.sources``).
 
 Records, their scoring and the metric tables: ``belief_tasks.scoring.belief_mlm``.
 """
@@ -27,11 +27,11 @@ import math
 from typing import Any, Mapping
 
 from belief_tasks.data import load_facts
+from belief_tasks.facts.schema import Fact, FactSet, Relation, SchemaError, fact_key
 from belief_tasks.families import BELIEF_MLM, BeliefMLMOptions
 from belief_tasks.options import KnobError
 from belief_tasks.prompts.belief_mlm import content_free_prompts, fact_prompts, masked_prompt, mp_templates
 from belief_tasks.requests import MASK_TOPK, object_token_id
-from belief_tasks.schema import Fact, FactSet, Relation, SchemaError, fact_key
 from belief_tasks.scoring.belief_mlm import BIAS_METRICS, PROMPT_METRICS
 from belief_tasks.tasks.base import (
     BeliefTask,

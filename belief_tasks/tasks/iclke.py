@@ -12,7 +12,7 @@ Tasks (task_yamls/iclke/):
   (``reference_docs``, ``reference_requests``; docs/iclke.md, "The reference code").
 
 ``--metadata`` knobs: ``belief_tasks.families.IclkeOptions`` (the common ones, where ``max_facts_per_relation``
-caps *test* facts, plus the family's), and the data source's (``belief_tasks.sources``).
+caps *test* facts, plus the family's), and the data source's (``belief_tasks.data.sources``).
 
 Records, their scoring and the metric table: ``belief_tasks.scoring.iclke``.
 """
@@ -21,15 +21,15 @@ from __future__ import annotations
 
 import logging
 
-from belief_tasks.budget import group_by_relation, ranked
 from belief_tasks.data import load_facts
+from belief_tasks.data.sources import resolve_source
+from belief_tasks.facts.budget import group_by_relation, ranked
+from belief_tasks.facts.schema import FactSet, SchemaError, fact_key, sampling_key
 from belief_tasks.families import ICLKE, IclkeOptions
 from belief_tasks.metrics import iclke as iclke_metrics
 from belief_tasks.options import KnobError
 from belief_tasks.prompts import iclke as iclke_prompts
-from belief_tasks.schema import FactSet, SchemaError, fact_key, sampling_key
 from belief_tasks.scoring.iclke import METRICS
-from belief_tasks.sources import resolve_source
 from belief_tasks.tasks.base import (
     BeliefTask,
     DocList,

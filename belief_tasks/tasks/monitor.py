@@ -16,7 +16,7 @@ counts the requests and tokens of each group (``cost``), so a run measures what 
 compares: MONITOR's anchors against the R x M accuracy generations.
 
 ``--metadata`` knobs: ``belief_tasks.families.MonitorOptions`` (the common ones, e.g. ``relations``,
-plus the family's) and the data source's (``belief_tasks.sources``: ``source``, ``fktc_path``).
+plus the family's) and the data source's (``belief_tasks.data.sources``: ``source``, ``fktc_path``).
 Records, their scoring and the metric table: ``belief_tasks.scoring.monitor``.
 """
 
@@ -26,11 +26,11 @@ import logging
 from typing import Any, Mapping
 
 from belief_tasks.data import load_facts
+from belief_tasks.facts.matching import contains_answer, eval_py_exact
+from belief_tasks.facts.schema import FactSet, SchemaError, fact_key
 from belief_tasks.families import MONITOR, MonitorOptions
-from belief_tasks.matching import contains_answer, eval_py_exact
 from belief_tasks.options import KnobError
 from belief_tasks.prompts import monitor as monitor_prompts
-from belief_tasks.schema import FactSet, SchemaError, fact_key
 from belief_tasks.scoring.monitor import MAX_FRAMES, metrics_of
 from belief_tasks.tasks import monitor_subwords
 from belief_tasks.tasks.base import BeliefTask, DocList, as_split, probe, record_design, select_facts, unpack

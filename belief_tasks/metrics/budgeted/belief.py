@@ -23,7 +23,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from belief_tasks.matching import word_count
+from belief_tasks.facts.matching import word_count
 from belief_tasks.metrics.belief import PromptTable, pair_consistency
 from belief_tasks.metrics.budgeted import pooled, ratio
 from belief_tasks.metrics.intervals import Totals, Units, selecting, share

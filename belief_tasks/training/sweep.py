@@ -173,7 +173,7 @@ def _metadata(text: str) -> dict:
 
 def _write_results(results: dict, out: Path, ck: Checkpoint) -> None:
     """Write a checkpoint's results and samples to ``out/<label>``."""
-    from belief_tasks import checkpoint_eval
+    from belief_tasks.training import checkpoint_eval
 
     folder = out / ck.label
     # written beside, then renamed: a sweep killed while writing leaves no results folder that looks finished
@@ -199,11 +199,11 @@ def _report(args, checkpoints: list[Checkpoint], split) -> None:
 
 
 def run(argv: list[str]) -> int:
-    from belief_tasks import checkpoint_eval
-    from belief_tasks.fact_split import FactSplit
+    from belief_tasks.data.sources import DataSourceError
+    from belief_tasks.facts.schema import SchemaError
+    from belief_tasks.facts.split import FactSplit
     from belief_tasks.options import KnobError
-    from belief_tasks.schema import SchemaError
-    from belief_tasks.sources import DataSourceError
+    from belief_tasks.training import checkpoint_eval
 
     args = parser().parse_args(argv)
     try:

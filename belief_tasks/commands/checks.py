@@ -80,17 +80,17 @@ def bad_json(option: str, value: str, error: json.JSONDecodeError, example: str)
 
 
 def check_cache_identity(args: list[str]) -> None:
-    """``--use_cache PREFIX`` filled by another model, backend or setting is refused (``cache_identity``)."""
-    from belief_tasks import cache_identity
+    """``--use_cache PREFIX`` filled by another model, backend or setting is refused (``hooks.answer_cache``)."""
+    from belief_tasks.hooks import answer_cache
 
     prefixes = [*_values(args, "--use_cache"), *_values(args, "-c")]
     if not prefixes:
         return
     backend = next(iter(reversed(list(_values(args, "--model")))), None)
-    model_args = cache_identity.parse_model_args(_values(args, "--model_args"))
+    model_args = answer_cache.parse_model_args(_values(args, "--model_args"))
     try:
-        warning = cache_identity.check(prefixes[-1], backend, model_args)
-    except cache_identity.CacheIdentityError as e:
+        warning = answer_cache.check(prefixes[-1], backend, model_args)
+    except answer_cache.CacheIdentityError as e:
         raise CommandError(str(e)) from None
     if warning:
         print(warning, file=sys.stderr, flush=True)
@@ -107,15 +107,15 @@ NEEDS_VLLM = ("vllm", "vllm-vlm", "vllm-shared")
 def check_backend(name: str | None) -> None:
     from lm_eval.api.registry import model_registry
 
-    from belief_tasks.harness import BACKENDS
+    from belief_tasks.hooks.harness import BACKENDS
 
     if (name or "hf") in model_registry:
         if name in NEEDS_VLLM and importlib.util.find_spec("vllm") is None:
             raise CommandError(
                 f"--model {name}: this runs on vLLM's offline engine, and vLLM is not installed in this Python "
                 f"({sys.executable}); on a CPU `bash scripts/setup_vllm.sh` builds .venv-vllm with vLLM's CPU build "
-                "(run belief-eval there: .venv-vllm/bin/python -m belief_tasks.cli ...); on a GPU install vLLM "
-                "beside lm-eval (docs/backends_support.md)"
+                "(run belief-eval there: .venv-vllm/bin/belief-eval ...); on a GPU install vLLM beside"
+                " lm-eval (docs/backends_support.md)"
             )
         return
     known = sorted(model_registry.keys())
@@ -172,8 +172,8 @@ def _dataset_knobs(dataset: str) -> set[str]:
 
 
 def _our_knob_names() -> set[str]:
+    from belief_tasks.data.sources import SOURCE_KNOBS
     from belief_tasks.families import knob_names
-    from belief_tasks.sources import SOURCE_KNOBS
 
     return knob_names() | {k.name for k in SOURCE_KNOBS}
 
@@ -216,7 +216,7 @@ def check_knobs_read(metadata: Mapping[str, Any] | None, tasks: Iterable[Any], m
 
 def _env_hint(key: str) -> str:
     """For a data path: where to keep it for every command (the environment, read only where needed)."""
-    from belief_tasks.sources import DATASETS
+    from belief_tasks.data.sources import DATASETS
 
     info = next((i for i in DATASETS.values() if i.metadata_key == key), None)
     return (
@@ -230,7 +230,7 @@ def readers(key: str) -> str:
     """Which of our tasks read ``key``, for the error (the main job's fixed variants left out)."""
     from lm_eval.tasks._yaml_loader import load_yaml
 
-    from belief_tasks.catalog import entries
+    from belief_tasks.commands.catalog import entries
     from belief_tasks.families import FAMILIES
     from belief_tasks.tasks.base import Probe
 

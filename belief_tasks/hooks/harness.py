@@ -30,7 +30,7 @@ only (``OUR_TASKS``), or requests only ours can carry.
    BELIEF's sampled requests carry a ``seed`` in their generation kwargs (vLLM's ``SamplingParams``
    and OpenAI-style servers take it as is); stock ``hf`` has no per-request seed (its ``generate``
    refuses the kwarg) and batches identical kwargs only. ``generate_until`` hands the seeded samples of
-   our tasks (``seeded_sample_of_ours``), and only those, to ``belief_tasks.hf_sampling``: decoded in
+   our tasks (``seeded_sample_of_ours``), and only those, to ``belief_tasks.hooks.hf_sampling``: decoded in
    shared ``generate`` calls, each row drawing from its own generator seeded with its seed, or, where
    that path does not apply (other kwargs, seq2seq, a subclass's own ``_model_generate``,
    ``BELIEF_HF_SEEDED_SAMPLING=one-by-one``), alone through stock with the seed popped, under
@@ -39,10 +39,10 @@ only (``OUR_TASKS``), or requests only ours can carry.
    ours are read back (3.).
 6. (``belief-eval`` only) the tasks are built before the model: ``install_tasks_before_model``.
 7. The evaluated model, seen by the tasks while they build their requests (and, under ``belief-eval``, the
-   phases of its progress: ``belief_tasks.progress``): lm-eval's ``evaluate`` hands the model to no task,
+   phases of its progress: ``belief_tasks.planning.progress``): lm-eval's ``evaluate`` hands the model to no task,
    and ``hf`` / ``hf-shared`` cut a request longer than ``max_length`` from the left with only a log line.
    ``evaluated_model()`` is the model of the ``evaluate`` call in progress, so ``BeliefTask`` measures its
-   requests before any is scored (``belief_tasks.truncation``: recorded in the results JSON, or refused).
+   requests before any is scored (``belief_tasks.hooks.truncation``: recorded in the results JSON, or refused).
 """
 
 from __future__ import annotations
@@ -245,7 +245,7 @@ def install_generation_seed_hook() -> None:
             if not any(seeded_sample_of_ours(r) for r in requests):
                 return stock(requests)  # lm-eval's own code, with the requests as they came
 
-            from belief_tasks import hf_sampling  # at call time: it imports torch and transformers
+            from belief_tasks.hooks import hf_sampling  # at call time: it imports torch and transformers
 
             def compute(reqs):
                 return hf_sampling.generate_until(
@@ -269,19 +269,19 @@ def install_tasks_before_model(on_bad_input: Callable[[BaseException, str], None
     data file would surface after the model load. Here the tasks are built as soon as the task manager
     exists (before ``simple_evaluate``), bad input goes to ``on_bad_input``, and ``simple_evaluate``
     then receives the tasks already built (nothing is built twice). Around the build, the command's own
-    ``checks`` (the module ``belief_tasks.command_checks``, passed in by ``belief-eval``): the backend's
+    ``checks`` (the module ``belief_tasks.commands.checks``, passed in by ``belief-eval``): the backend's
     name, the task names (closest names for a typo), a metadata key that is neither a knob nor one of the
     run's ``--model_args`` keys (which the built tasks are then handed), and a knob of ours that no task of
     the command reads."""
     from lm_eval.config.evaluate_config import EvaluatorConfig
 
+    from belief_tasks.data.sources import DataSourceError
+    from belief_tasks.facts.schema import SchemaError
     from belief_tasks.options import KnobError
-    from belief_tasks.schema import SchemaError
-    from belief_tasks.sources import DataSourceError
 
     def make(original):
         def process_tasks(self, metadata=None):
-            from belief_tasks import progress
+            from belief_tasks.planning import progress
 
             progress.phase(progress.BUILDING_TASKS)  # belief-eval's progress
             requested = self.tasks.split(",") if isinstance(self.tasks, str) else list(self.tasks or [])
@@ -356,7 +356,7 @@ def install_evaluated_model_hook() -> None:
     def make(original):
         @functools.wraps(original)
         def evaluate(*args, **kwargs):
-            from belief_tasks import progress
+            from belief_tasks.planning import progress
 
             lm = kwargs["lm"] if "lm" in kwargs else args[0]
             _evaluating.append(lm)

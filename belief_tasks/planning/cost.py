@@ -19,7 +19,7 @@ once; each continuation is tokenised with the context's last words (``TAIL``), s
 counts as the whole string's would.
 
 ``shared_facts`` counts, from the documents alone, the facts two tasks can join for the report's agreement
-between probes (``fact_join``: the same fact id within one dataset, the cross-dataset key across datasets).
+between probes (``facts.join``: the same fact id within one dataset, the cross-dataset key across datasets).
 """
 
 from __future__ import annotations
@@ -309,9 +309,9 @@ def count_task(task, encoder: Encoder, family: str = "", shared: bool = True) ->
 
 def shared_facts(costs: Sequence[TaskCost]) -> list[tuple[str, str, int]]:
     """(task A, task B, facts they can join) for each pair of tasks whose documents carry fact keys: by fact id
-    within one dataset, on the cross-dataset key across datasets (``fact_join``), as the report joins them."""
-    from belief_tasks.fact_join import join_keys, join_same_dataset
-    from belief_tasks.schema import FactKey
+    within one dataset, on the cross-dataset key across datasets (``facts.join``), as the report joins them."""
+    from belief_tasks.facts.join import join_keys, join_same_dataset
+    from belief_tasks.facts.schema import FactKey
 
     keyed = [c for c in costs if c.keys and all(v is not None for v in c.keys.values())]
     as_keys = {c.task: {fid: FactKey.from_record(k) for fid, k in c.keys.items()} for c in keyed}

@@ -1,10 +1,10 @@
 """A command's cost before the model loads (``belief-eval --estimate``), and the plan a run's progress shows.
 
 ``belief-eval --estimate ARGS`` takes the arguments of a run. It builds the tasks and their requests exactly as
-the run would (bad input is refused the same way), counts them (``belief_tasks.cost``: per task the facts, the
+the run would (bad input is refused the same way), counts them (``belief_tasks.planning.cost``: per task the facts, the
 requests by kind, the tokens to compute with and without prefix sharing), projects the time of every phase,
 prints it and exits, before any model is loaded. The time of the model's phases comes from rates
-(``belief_tasks.rates``), in this order:
+(``belief_tasks.planning.rates``), in this order:
 
 1. rates stored for this model, backend and setting by an earlier run or calibration;
 2. ``--calibrate``: the model is loaded and a few seconds of the command's own requests (whole documents of
@@ -17,7 +17,7 @@ earlier runs on this machine, or defaults measured on the project's 2-core CPU (
 the tasks and their requests is measured as the estimate does it.
 
 A run (``belief-eval`` without ``--estimate``) makes the same projection once its requests are built
-(``plan_run``) and shows it phase by phase (``belief_tasks.progress``); at its end the measured phases are
+(``plan_run``) and shows it phase by phase (``belief_tasks.planning.progress``); at its end the measured phases are
 stored as rates (``record_run``).
 """
 
@@ -32,9 +32,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from belief_tasks import progress, rates
-from belief_tasks.cost import Encoder, TaskCost, by_kind_order, count_instances, count_task, shared_facts, totals
-from belief_tasks.progress import duration
+from belief_tasks.planning import progress, rates
+from belief_tasks.planning.cost import (
+    Encoder,
+    TaskCost,
+    by_kind_order,
+    count_instances,
+    count_task,
+    shared_facts,
+    totals,
+)
+from belief_tasks.planning.progress import duration
 
 #: lm-eval request type of each counted kind
 REQUEST_TYPE = {"generate_until (greedy)": "generate_until", "generate_until (sampled)": "generate_until"}
@@ -98,7 +106,7 @@ class Setting:
         return Path(name).name if os.sep in name else name
 
     def key(self) -> str:
-        from belief_tasks.cache_identity import identity
+        from belief_tasks.hooks.answer_cache import identity
 
         return rates.key(
             {
@@ -450,7 +458,7 @@ def _values(args: Sequence[str], option: str) -> list[str]:
 def setting_from_args(args: Sequence[str]) -> Setting:
     """The ``Setting`` of a ``belief-eval`` command line (read as lm-eval reads it: the last ``--model``,
     ``--batch_size`` and ``--device``; ``--model_args`` merged)."""
-    from belief_tasks.cache_identity import parse_model_args
+    from belief_tasks.hooks.answer_cache import parse_model_args
 
     def last(option: str) -> str | None:
         found = _values(args, option)
@@ -737,8 +745,8 @@ def plan_run(lm, tasks: Sequence[Any], setting: Setting, report: bool) -> None:
     run = progress.current()
     if run is None:
         return
+    from belief_tasks.hooks.truncation import model_behind_cache
     from belief_tasks.tasks.base import BeliefTask
-    from belief_tasks.truncation import model_behind_cache
 
     inner = model_behind_cache(lm)
     tokenizer = getattr(inner, "tokenizer", None)
@@ -753,7 +761,7 @@ def plan_run(lm, tasks: Sequence[Any], setting: Setting, report: bool) -> None:
     for task in tasks:
         family = task.FAMILY if isinstance(task, BeliefTask) else ""
         docs = list(task.eval_docs) if hasattr(task, "eval_docs") else []
-        from belief_tasks.cost import task_facts
+        from belief_tasks.planning.cost import task_facts
 
         facts, _ = task_facts(docs)
         costs.append(

@@ -1,6 +1,6 @@
 """One model state (a checkpoint on disk, or the model in memory) scored on tasks built once, written as lm-eval writes.
 
-The Trainer callback (``training_callback``) and ``belief-eval sweep`` (``sweep``) evaluate many states of one
+The Trainer callback (``training.callback``) and ``belief-eval sweep`` (``training.sweep``) evaluate many states of one
 model on the same tasks. Both go through lm-eval's public routes only:
 
 * ``build_tasks``: a ``TaskManager`` (our task folder on its include path) loads the tasks once; the built
@@ -35,20 +35,20 @@ def build_tasks(
     from lm_eval.tasks import TaskManager
 
     import belief_tasks
-    from belief_tasks import command_checks
+    from belief_tasks.commands import checks
     from belief_tasks.paths import task_yamls_dir
 
     belief_tasks.install()
     model_args = frozenset(model_args or {})
-    command_checks.check_unknown_keys(dict(metadata or {}), model_args)
+    checks.check_unknown_keys(dict(metadata or {}), model_args)
     import lm_eval.tasks
 
     installed = (Path(lm_eval.tasks.__file__).parent / "belief").is_dir()  # the wheel put them under lm-eval
     include = None if installed else str(task_yamls_dir())  # as belief-eval: our folder unless installed
     manager = TaskManager(include_path=include, metadata=dict(metadata or {}))
     loaded = manager.load(list(tasks))
-    command_checks.declare_model_args(loaded["tasks"].values(), model_args)
-    command_checks.check_knobs_read(dict(metadata or {}), loaded["tasks"].values(), model_args)
+    checks.declare_model_args(loaded["tasks"].values(), model_args)
+    checks.check_knobs_read(dict(metadata or {}), loaded["tasks"].values(), model_args)
     return manager, [*loaded["groups"].values(), *loaded["tasks"].values()]
 
 

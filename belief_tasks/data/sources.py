@@ -189,7 +189,7 @@ def hub_offline() -> bool:
 
 def inside(root: Path, relative: str, *, file: str, row, field: str) -> Path:
     """``root / relative``, refusing paths that escape ``root`` (configs may not point elsewhere)."""
-    from belief_tasks.schema import SchemaError
+    from belief_tasks.facts.schema import SchemaError
 
     root = root.resolve()
     path = (root / relative).resolve()

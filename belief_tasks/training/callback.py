@@ -1,6 +1,6 @@
 """Knowledge during training: a ``transformers.TrainerCallback`` that runs our tasks on the model in memory.
 
-    from belief_tasks.training_callback import KnowledgeCallback
+    from belief_tasks.training.callback import KnowledgeCallback
 
     trainer = Trainer(model=model, args=args, train_dataset=data, processing_class=tokenizer)
     KnowledgeCallback(["belief_bear"], metadata={"source": "sample", "budget": 0.1},
@@ -41,7 +41,7 @@ import numpy as np
 import torch
 from transformers import TrainerCallback
 
-from belief_tasks import checkpoint_eval
+from belief_tasks.training import checkpoint_eval
 
 log = logging.getLogger(__name__)
 

@@ -221,7 +221,7 @@ def fold_label(text: str) -> str:
     """A label as the datasets are compared on it: NFKC, case-folded, inner whitespace collapsed.
 
     No accent folding and no lemmatising: subjects are names, and "Zürich" / "Zurich" or "Jones" /
-    "Jone" may be different entities; the object check (``belief_tasks.fact_join``) is the looser one."""
+    "Jone" may be different entities; the object check (``belief_tasks.facts.join``) is the looser one."""
     return " ".join(unicodedata.normalize("NFKC", text).casefold().split())
 
 
@@ -233,7 +233,7 @@ class FactKey:
     Two facts are the same fact when their relations are equal, their subjects are the same
     (equal Wikidata ids where both have one, else a shared folded subject expression: label or
     alias) and their gold objects agree (equal Wikidata ids where both have them, else the answer
-    matching rules). ``belief_tasks.fact_join`` applies this; the key only carries what it needs.
+    matching rules). ``belief_tasks.facts.join`` applies this; the key only carries what it needs.
     """
 
     relation: str  # Wikidata property id (the dataset's own relation id where it has none)

@@ -1,4 +1,4 @@
-"""Joining the facts of two datasets on their cross-dataset keys (``belief_tasks.schema.FactKey``).
+"""Joining the facts of two datasets on their cross-dataset keys (``belief_tasks.facts.schema.FactKey``).
 
 A fact of one dataset joins a fact of another when
 
@@ -8,7 +8,7 @@ A fact of one dataset joins a fact of another when
    subject ids differ are different subjects even when their labels are equal (namesakes), and
 3. their gold objects agree: equal Wikidata ids where both have them, else any object expression
    of one agrees with one of the other under the answer matching rules
-   (``belief_tasks.matching.outputs_agree``: "Netherlands" / "the Netherlands", "Apple" / "Apple Inc.").
+   (``belief_tasks.facts.matching.outputs_agree``: "Netherlands" / "the Netherlands", "Apple" / "Apple Inc.").
 
 Where 1 and 2 hold and 3 does not, the datasets disagree on the fact: a *conflict*, reported and
 never joined, unless both facts joined other facts (a subject with several objects: FKTC's "Sweden,
@@ -26,8 +26,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Mapping
 
-from belief_tasks.matching import outputs_agree
-from belief_tasks.schema import FactKey
+from belief_tasks.facts.matching import outputs_agree
+from belief_tasks.facts.schema import FactKey
 
 BY_ID = "id"
 BY_LABEL = "label + object"

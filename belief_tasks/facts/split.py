@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Mapping
 
-from belief_tasks import seeding
-from belief_tasks.budget import group_by_relation
-from belief_tasks.schema import FactSet, sampling_key
+from belief_tasks.facts import seeding
+from belief_tasks.facts.budget import group_by_relation
+from belief_tasks.facts.schema import FactSet, sampling_key
 
 TRAINED, HELD_OUT = "trained", "held-out"
 TAG = "training split"

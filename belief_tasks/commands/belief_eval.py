@@ -3,8 +3,8 @@
 Our tasks are found without flags when the wheel installed them under
 ``lm_eval/tasks/belief``; from a source checkout ``belief-eval`` adds
 ``--include_path`` to our task folder itself. Added to lm-eval's command line: a section in
-``--help`` (``command_help``), ``ls belief`` and ``ls knobs``, and checks of the command before
-the model loads (``command_checks``, ``check_limit``), each refused in one paragraph, exit 2.
+``--help`` (``commands.help``), ``ls belief`` and ``ls knobs``, and checks of the command before
+the model loads (``commands.checks``, ``check_limit``), each refused in one paragraph, exit 2.
 """
 
 from __future__ import annotations
@@ -36,13 +36,13 @@ def main(argv: list[str] | None = None, report: bool = False) -> None:
     args = list(sys.argv[1:] if argv is None else argv)
     if args[:1] in (["ls"], ["list"]) and args[1:2] in (["belief"], ["knobs"]):
         return print_ours(args[1])  # fast: no lm-eval import
-    if args[:1] == ["sweep"]:  # one command over many checkpoints (belief_tasks.sweep)
-        from belief_tasks.sweep import main as sweep
+    if args[:1] == ["sweep"]:  # one command over many checkpoints (belief_tasks.training.sweep)
+        from belief_tasks.training.sweep import main as sweep
 
         raise SystemExit(sweep(args[1:]))
     args, flags = checked_args(args)
     import belief_tasks
-    from belief_tasks import command_checks
+    from belief_tasks.commands import checks
 
     belief_tasks.install()  # our backends and hooks
     from lm_eval.__main__ import cli_evaluate
@@ -53,16 +53,16 @@ def main(argv: list[str] | None = None, report: bool = False) -> None:
         args += ["--include_path", str(task_yamls_dir())]
     check_limit(args)
     estimate_only(args, flags, report)  # --estimate: the cost, then exit
-    from belief_tasks.harness import install_tasks_before_model
+    from belief_tasks.hooks.harness import install_tasks_before_model
 
     if not listing_or_help(args):  # 20-90 s of data, prompts and requests come before the model's first line
         print("Building the tasks (data, prompts, requests) before the model loads ...", file=sys.stderr, flush=True)
         start_run(args, report)
-    install_tasks_before_model(refuse, command_checks)
+    install_tasks_before_model(refuse, checks)
     sys.argv = ["belief-eval", *args]
     listing = args[:1] in (["ls"], ["list"]) and (len(args) < 2 or args[1] in ("tasks", "groups"))
-    from belief_tasks.preflight import PreflightError, failure_during_run, server_failures
-    from belief_tasks.truncation import ServerContextError, TruncationError
+    from belief_tasks.hooks.preflight import PreflightError, failure_during_run, server_failures
+    from belief_tasks.hooks.truncation import ServerContextError, TruncationError
 
     try:
         cli_evaluate()
@@ -81,7 +81,7 @@ def main(argv: list[str] | None = None, report: bool = False) -> None:
         if listing:  # lm-eval's table has no description column: add ours
             print_ours("tasks")
         elif wants_help(args):
-            from belief_tasks.command_help import section
+            from belief_tasks.commands.help import section
 
             print(section())
     if not report:
@@ -92,14 +92,14 @@ def checked_args(args: list[str]) -> tuple[list[str], dict]:
     """The command checked before lm-eval sees it (refused in one paragraph, exit 2), without the estimate's own
     flags and with the answer cache added; and those flags."""
     args, flags = estimate_flags(args)
-    from belief_tasks import command_checks
+    from belief_tasks.commands import checks
 
     try:
-        command_checks.check_json_arguments(args)
-        command_checks.check_cache_identity(args)
-    except command_checks.CommandError as e:
+        checks.check_json_arguments(args)
+        checks.check_cache_identity(args)
+    except checks.CommandError as e:
         refuse(e)
-    from belief_tasks.cache_identity import with_answer_cache
+    from belief_tasks.hooks.answer_cache import with_answer_cache
 
     args = with_answer_cache(args)  # every answer kept in the output path: the same command again resumes
     return args, flags
@@ -108,11 +108,11 @@ def checked_args(args: list[str]) -> tuple[list[str], dict]:
 def estimate_only(args: list[str], flags: dict, report: bool) -> None:
     """``--estimate``: the command's cost, before any model loads, then exit (its own flags without it: refused)."""
     if flags["estimate"]:
-        from belief_tasks import command_checks
-        from belief_tasks.estimate import run_estimate
-        from belief_tasks.harness import install_tasks_before_model
+        from belief_tasks.commands import checks
+        from belief_tasks.hooks.harness import install_tasks_before_model
+        from belief_tasks.planning.estimate import run_estimate
 
-        install_tasks_before_model(refuse, command_checks)
+        install_tasks_before_model(refuse, checks)
         raise SystemExit(run_estimate(args, flags, report=report))
     if flags["calibrate"] or flags["json"]:
         refuse(
@@ -124,7 +124,7 @@ def estimate_only(args: list[str], flags: dict, report: bool) -> None:
 
 
 def stop_quietly() -> None:
-    from belief_tasks import progress
+    from belief_tasks.planning import progress
 
     progress.stop_quietly()
 
@@ -151,9 +151,9 @@ def estimate_flags(args: list[str]) -> tuple[list[str], dict]:
 
 
 def start_run(args: list[str], report: bool) -> None:
-    """Open the run's progress (``belief_tasks.progress``): phases with estimates and an ETA, planned once the
+    """Open the run's progress (``belief_tasks.planning.progress``): phases with estimates and an ETA, planned once the
     requests are built (``estimate.begin_run``)."""
-    from belief_tasks import estimate
+    from belief_tasks.planning import estimate
 
     estimate.begin_run(args, report)
 
@@ -162,7 +162,7 @@ def finish_run() -> None:
     """Close the run's progress and keep its measured rates for the next estimate (``estimate.record_run``);
     ``BELIEF_PROGRESS_JSON=FILE``: also write what each phase took and was estimated to take there (for
     ``scripts/bench_profile.py``)."""
-    from belief_tasks import estimate, progress
+    from belief_tasks.planning import estimate, progress
 
     run = progress.current()
     measured = progress.stop()
@@ -189,11 +189,11 @@ def wants_help(args: list[str]) -> bool:
 def print_ours(what: str) -> None:
     """``belief-eval ls belief`` (our tasks and groups) or ``belief-eval ls knobs`` (every knob)."""
     if what == "knobs":
-        from belief_tasks.command_help import knobs_listing
+        from belief_tasks.commands.help import knobs_listing
 
         print(knobs_listing())
         return
-    from belief_tasks.catalog import table
+    from belief_tasks.commands.catalog import table
 
     print(table())
     print("\nEvery knob: belief-eval ls knobs. The main job: python -m belief_tasks demo.")
@@ -201,7 +201,7 @@ def print_ours(what: str) -> None:
 
 def refuse(error: BaseException, task: str = "", stage: str = "loading the model") -> None:
     """Bad input: one paragraph (what, where, how to fix), no traceback, exit code 2."""
-    from belief_tasks.command_checks import shipped_pages
+    from belief_tasks.commands.checks import shipped_pages
 
     where = f"task {task}: " if task else ""
     text = shipped_pages(str(error).rstrip())
@@ -232,7 +232,7 @@ def check_limit(args: list[str]) -> None:
     launch`` an integer ``--limit`` below the number of processes leaves a rank with no document, and
     lm-eval 0.4.13 then fails after the model time is spent (it reads ``task.instances[0]`` of an
     empty list, or pads with a request that does not exist)."""
-    from belief_tasks.harness import launch_world_size
+    from belief_tasks.hooks.harness import launch_world_size
 
     value = _limit_value(args)
     try:
@@ -252,7 +252,7 @@ def check_limit(args: list[str]) -> None:
 
 
 def demo_command(extra: list[str] | None = None) -> list[str]:
-    from belief_tasks.model import default_model_path
+    from belief_tasks.commands.default_model import default_model_path
 
     # hf-shared: the numbers of lm-eval's hf (within 1e-4 nats; Ovconf from its own seeded sampler)
     # in 4 minutes instead of 11 on a 2-core CPU (docs/benchmarks.md); `demo --model hf` for stock
@@ -276,7 +276,7 @@ def demo_command(extra: list[str] | None = None) -> list[str]:
 
 def demo(extra: list[str]) -> int:
     """The main job: every family on the bundled sample, then the knowledge report built from its outputs."""
-    from belief_tasks.model import fetch_default_model
+    from belief_tasks.commands.default_model import fetch_default_model
 
     fetch_default_model()
     args = demo_command(extra)
@@ -285,7 +285,7 @@ def demo(extra: list[str]) -> int:
     logging.getLogger("lm_eval.evaluator").addFilter(_RawPromptsChosen())
     main(args, report=True)
     output = Path(args[len(args) - 1 - args[::-1].index("--output_path") + 1])
-    from belief_tasks import progress
+    from belief_tasks.planning import progress
 
     progress.phase(progress.REPORT)
     print_report(build_demo_report(output), output)
@@ -296,7 +296,7 @@ def demo(extra: list[str]) -> int:
 def profile_command(extra: list[str] | None = None) -> list[str]:
     """``belief-eval`` arguments of the profile: ours for each option the user did not give (the bundled model on
     ``hf-shared`` unless ``--model_args`` names another), then the user's."""
-    from belief_tasks.model import default_model_path
+    from belief_tasks.commands.default_model import default_model_path
 
     extra = list(extra or [])
     given = {a.split("=", 1)[0] for a in extra if a.startswith("-")}
@@ -316,14 +316,14 @@ def profile(extra: list[str]) -> int:
     BELIEF-ICL MP and QA on MyriadLAMA, at a budget that draws the facts they share alike), then its report, as
     the main job ends in it; with ``--estimate``, only its cost."""
     if "--model_args" not in {a.split("=", 1)[0] for a in extra}:
-        from belief_tasks.model import fetch_default_model
+        from belief_tasks.commands.default_model import fetch_default_model
 
         fetch_default_model()
     args = profile_command(extra)
     print("belief-eval " + shlex.join(args), flush=True)
     main(args, report=True)
     output = Path(args[len(args) - 1 - args[::-1].index("--output_path") + 1])
-    from belief_tasks import progress
+    from belief_tasks.planning import progress
     from belief_tasks.report import build_report
 
     progress.phase(progress.REPORT)

@@ -26,7 +26,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping, Sequence, TypeVar
 
-from belief_tasks.seeding import derive_seed, hash_order
+from belief_tasks.facts.seeding import derive_seed, hash_order
 
 T = TypeVar("T")
 

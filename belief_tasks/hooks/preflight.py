@@ -26,8 +26,8 @@ import logging
 import math
 from typing import Any
 
-from belief_tasks import harness
-from belief_tasks.truncation import model_behind_cache
+from belief_tasks.hooks import harness
+from belief_tasks.hooks.truncation import model_behind_cache
 
 log = logging.getLogger(__name__)
 

@@ -1,8 +1,8 @@
 """Measured rates, kept between runs: how fast a model scores on a backend, and how fast the harness works.
 
-The estimate (``belief_tasks.estimate``) projects a command's time from counts (``belief_tasks.cost``) and
-rates. A rate is seconds per *unit of work*: for a request type, the tokens the backend computes (with prefix
-sharing where it shares, ``SHARING``) plus the tokens it may generate. Rates come from
+The estimate (``planning.estimate``) projects a command's time from counts (``planning.cost``) and rates.
+A rate is seconds per *unit of work*: for a request type, the tokens the backend computes (with prefix sharing
+where it shares, ``SHARING``) plus the tokens it may generate. Rates come from
 
 * a **calibration** (``belief-eval --estimate --calibrate``): a few seconds of the command's own requests, per
   family and request type, on the real model;

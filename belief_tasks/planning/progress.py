@@ -11,7 +11,7 @@
 * writing results (the results JSON and the samples files), the report (the main job and the profile).
 
 A phase line says how long the phase is estimated to take (``plan``: seconds per phase, from the run's counted
-requests and the stored or calibrated rates, ``belief_tasks.estimate``), the run's estimated total and its ETA;
+requests and the stored or calibrated rates, ``belief_tasks.planning.estimate``), the run's estimated total and its ETA;
 the end of a phase says how long it took against its estimate. A watchdog thread prints one line when a phase
 has run ``OVERRUN`` times its estimate (and again whenever it has run twice as long since), so a user learns early
 that the ETA is wrong. What each phase took is kept (``measured``) for the rate store.

@@ -24,9 +24,9 @@ BACKEND_LINES = {
 
 def knob_groups() -> list[tuple[str, list[str], str]]:
     """(who reads them, knob names, where they are documented), from the knob tables themselves."""
+    from belief_tasks.data.sources import SOURCE_KNOBS
     from belief_tasks.families import FAMILIES
     from belief_tasks.options import COMMON
-    from belief_tasks.sources import SOURCE_KNOBS
 
     common = [k.name for k in COMMON]
     groups = [("every task", common, "docs/data.md"), ("data source", [k.name for k in SOURCE_KNOBS], "docs/data.md")]
@@ -140,9 +140,9 @@ def section() -> str:
 
 def knobs_listing() -> str:
     """``belief-eval ls knobs``: every knob of every family, from the knob tables."""
+    from belief_tasks.data.sources import SOURCE_KNOBS
     from belief_tasks.families import FAMILIES
     from belief_tasks.options import COMMON
-    from belief_tasks.sources import SOURCE_KNOBS
 
     tables = [("every task", COMMON), ("data source (environment variables as named)", SOURCE_KNOBS)]
     tables += [(family.title, tuple(k for k in family.knobs if k not in COMMON)) for family in FAMILIES.values()]
@@ -151,6 +151,6 @@ def knobs_listing() -> str:
         out.append(f"{title}:")
         out += [_wrapped(k.name, f"{k.doc}. Accepts {k.accepts()}; default {k.default!r}.", indent=26) for k in knobs]
         out.append("")
-    from belief_tasks.command_checks import shipped_pages
+    from belief_tasks.commands.checks import shipped_pages
 
     return shipped_pages("\n".join(out).rstrip())
