@@ -99,18 +99,15 @@ def check_cache_identity(args: list[str]) -> None:
 # --- backend and task names (before the tasks are built) --------------------------------------------
 
 
-#: backends that import vLLM when they are built (lm-eval's and ours): refused before the tasks are built where it
-#: is missing, rather than an import traceback after them
-NEEDS_VLLM = ("vllm", "vllm-vlm", "vllm-shared")
-
-
 def check_backend(name: str | None) -> None:
-    from lm_eval.api.registry import model_registry
+    """A ``--model`` lm-eval does not know (the closest names), or one that needs vLLM where it is missing
+    (``backends.registry``: refused before the tasks are built, rather than an import traceback after them)."""
+    from belief_tasks.backends.registry import backend, targets
+    from belief_tasks.hooks.lm_eval_api import registered_models
 
-    from belief_tasks.hooks.harness import BACKENDS
-
-    if (name or "hf") in model_registry:
-        if name in NEEDS_VLLM and importlib.util.find_spec("vllm") is None:
+    known = registered_models()
+    if (name or "hf") in known:
+        if backend(name).needs_vllm and importlib.util.find_spec("vllm") is None:
             raise CommandError(
                 f"--model {name}: this runs on vLLM's offline engine, and vLLM is not installed in this Python "
                 f"({sys.executable}); on a CPU `bash scripts/setup_vllm.sh` builds .venv-vllm with vLLM's CPU build "
@@ -118,11 +115,11 @@ def check_backend(name: str | None) -> None:
                 " lm-eval (docs/backends_support.md)"
             )
         return
-    known = sorted(model_registry.keys())
-    theirs = [k for k in known if k not in BACKENDS]
+    mine = targets()
+    theirs = [k for k in known if k not in mine]
     raise CommandError(
         f"--model {name}: no backend of that name; {did_you_mean(name or '', known)}ours are "
-        f"{', '.join(BACKENDS)}; lm-eval's are {', '.join(theirs)}"
+        f"{', '.join(sorted(mine))}; lm-eval's are {', '.join(theirs)}"
     )
 
 
@@ -228,10 +225,9 @@ def _env_hint(key: str) -> str:
 
 def readers(key: str) -> str:
     """Which of our tasks read ``key``, for the error (the main job's fixed variants left out)."""
-    from lm_eval.tasks._yaml_loader import load_yaml
-
     from belief_tasks.commands.catalog import entries
     from belief_tasks.families import FAMILIES
+    from belief_tasks.hooks.lm_eval_api import load_yaml
     from belief_tasks.tasks.base import Probe
 
     names = []

@@ -10,16 +10,7 @@ from __future__ import annotations
 
 import textwrap
 
-#: our backends (``harness.BACKENDS``), one line each
-BACKEND_LINES = {
-    "hf-shared": "lm-eval's hf with shared prefixes: the same model args and numbers, faster on IC-LKE, BEAR, "
-    "BELIEF's sampled answers and MONITOR (docs/backends.md)",
-    "vllm-shared": "lm-eval's vllm whose log-likelihoods read vLLM's prefix cache: the same model args and numbers, "
-    "faster on IC-LKE (docs/backends.md)",
-    "vllm-serve-shared": "lm-eval's local-completions against vllm serve, log-likelihoods through its token endpoint "
-    "reading its prefix cache (docs/backends_support.md)",
-    "hf-mlm": "masked LMs (BERT family): BEAR by pseudo-log-likelihood and the belief_mlm_* tasks (docs/mlm.md)",
-}
+from belief_tasks.backends.registry import ours
 
 
 def knob_groups() -> list[tuple[str, list[str], str]]:
@@ -96,7 +87,7 @@ def section() -> str:
         "",
         "backends (--model):",
     ]
-    lines += [_wrapped(name, text) for name, text in BACKEND_LINES.items()]
+    lines += [_wrapped(b.name, b.line) for b in ours()]
     lines += _our_tasks_lines()
     lines += _cost_lines()
     lines += [

@@ -2,7 +2,7 @@
 
 The estimate (``planning.estimate``) projects a command's time from counts (``planning.cost``) and rates.
 A rate is seconds per *unit of work*: for a request type, the tokens the backend computes (with prefix sharing
-where it shares, ``SHARING``) plus the tokens it may generate. Rates come from
+where it shares: ``backends.registry``) plus the tokens it may generate. Rates come from
 
 * a **calibration** (``belief-eval --estimate --calibrate``): a few seconds of the command's own requests, per
   family and request type, on the real model;
@@ -24,16 +24,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from belief_tasks.backends.registry import backend as backend_row
 from belief_tasks.paths import cache_dir
 
 VERSION = 1
-#: backend -> (log-likelihoods computed with prefix sharing, generation prompts prefilled once per prompt)
-SHARING = {
-    "hf-shared": (True, True),
-    "vllm-shared": (True, True),
-    "vllm-serve-shared": (True, True),
-    "vllm": (False, True),
-}
 
 
 def store_path() -> Path:
@@ -43,8 +37,9 @@ def store_path() -> Path:
 
 
 def sharing(backend: str) -> tuple[bool, bool]:
-    """(log-likelihoods shared, generation prompts shared) on ``backend``."""
-    return SHARING.get(backend, (False, False))
+    """(log-likelihoods shared, generation prompts shared) on ``backend`` (``backends.registry``)."""
+    row = backend_row(backend)
+    return row.shares_loglikelihood, row.shares_generation
 
 
 def units(kind_cost: Mapping[str, int], request_type: str, backend: str) -> int:
