@@ -176,10 +176,17 @@ def _package_files(root: Path) -> list[Path]:
 
 
 def _layer_of(root: Path, table: list, path: Path) -> tuple[int, str] | None:
-    """(number, name) of the one layer whose paths hold ``path``; None when none or several do."""
+    """(number, name) of the layer whose paths hold ``path`` most specifically (a module named by its path before
+    its folder, a folder before the folders around it); None when none does, or two equally specific paths do."""
     rel = path.relative_to(root / "belief_tasks").as_posix()
-    hits = [(n, name) for n, name, paths in table for p in paths if rel == p or (p.endswith("/") and rel.startswith(p))]
-    return hits[0] if len(hits) == 1 else None
+    hits = [
+        (len(p) + (p == rel), n, name)
+        for n, name, paths in table
+        for p in paths
+        if rel == p or (p.endswith("/") and rel.startswith(p))
+    ]
+    best = [h for h in hits if h[0] == max((h[0] for h in hits), default=0)]
+    return (best[0][1], best[0][2]) if len(best) == 1 else None
 
 
 def modules_up_to(root: Path, layer: int) -> list[str]:
@@ -214,6 +221,29 @@ def layers(root: Path) -> list[str]:
                     f"{path.relative_to(root)} ({mine[1]}) imports {target} ({theirs[1]}), a layer above it"
                 )
     return problems + [f"circle: {' -> '.join(c)}" for c in circles(graph)]
+
+
+def lm_eval_internals(root: Path, adapter: str, public: dict[str, frozenset[str]]) -> list[str]:
+    """Every import of lm-eval outside the ``adapter`` module (a path relative to the root) that is not one of
+    its ``public`` routes (module -> names)."""
+    problems = []
+    for path in _package_files(root):
+        rel = path.relative_to(root).as_posix()
+        if rel == adapter:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                found = [(a.name, "") for a in node.names if a.name.split(".")[0] == "lm_eval"]
+            elif isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "lm_eval" and not node.level:
+                found = [(node.module or "", a.name) for a in node.names]
+            else:
+                continue
+            problems += [
+                f"{rel}:{node.lineno} imports {module}{'.' + name if name else ''}, not a public route of lm-eval"
+                for module, name in found
+                if name not in public.get(module, frozenset())
+            ]
+    return problems
 
 
 def circles(graph: dict[str, set[str]]) -> list[list[str]]:

@@ -10,11 +10,34 @@ import sys
 import textwrap
 
 from harness import ROOT, env_with_checkout
-from layout_checks import layer_table, layers
+from layout_checks import layer_table, layers, lm_eval_internals
 
 
 def test_every_import_follows_the_layer_table():
     assert layers(ROOT) == []
+
+
+def test_only_the_adapter_imports_lm_eval_internals():
+    """lm-eval's public routes where they are used; everything else of lm-eval through ``hooks/lm_eval_api.py``,
+    where the differences between its releases live."""
+    from belief_tasks.hooks.lm_eval_api import PUBLIC
+
+    assert lm_eval_internals(ROOT, "belief_tasks/hooks/lm_eval_api.py", PUBLIC) == []
+
+
+def test_the_internals_check_finds_an_internal_import(tmp_path):
+    root = _fake_package(
+        tmp_path,
+        {
+            "__init__.py": "",
+            "a.py": "from lm_eval.api.model import LM, hash_args\nimport lm_eval.evaluator\n",
+            "hooks/lm_eval_api.py": "from lm_eval.api.model import hash_args\n",
+        },
+    )
+    assert lm_eval_internals(root, "belief_tasks/hooks/lm_eval_api.py", {"lm_eval.api.model": frozenset({"LM"})}) == [
+        "belief_tasks/a.py:1 imports lm_eval.api.model.hash_args, not a public route of lm-eval",
+        "belief_tasks/a.py:2 imports lm_eval.evaluator, not a public route of lm-eval",
+    ]
 
 
 def test_the_layer_table_names_the_report_below_the_harness_glue():
@@ -104,5 +127,7 @@ def test_a_full_report_loads_neither_lm_eval_nor_torch(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout.splitlines()[-1]) == []
     report = (tmp_path / "r" / "report.md").read_text()
-    for title in ("## BELIEF-ICL", "## BELIEF (masked LMs)", "## BEAR", "## IC-LKE", "## MONITOR"):
-        assert title in report
+    from belief_tasks.families import FAMILIES
+
+    for family in FAMILIES.values():  # each section titled by its family (belief_tasks.families)
+        assert f"\n## {family.title}\n" in report

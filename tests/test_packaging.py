@@ -119,9 +119,9 @@ def test_an_empty_leftover_task_folder_is_not_an_installed_one(tmp_path, monkeyp
 
 def test_pyproject_declares_the_lm_eval_releases_ci_tests():
     """``pip install .`` keeps a user's lm-eval where CI has tested it: the dependency is the range of the releases the
-    hooks name (``harness.TESTED``), and no wider."""
+    hooks name (``lm_eval_api.TESTED``), and no wider."""
     tomllib = pytest.importorskip("tomllib")  # Python 3.11+
-    from belief_tasks.hooks.harness import LM_EVAL_RANGE, TESTED
+    from belief_tasks.hooks.lm_eval_api import LM_EVAL_RANGE, TESTED
 
     deps = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
     assert [d for d in deps if d.startswith("lm-eval")] == [f"lm-eval{LM_EVAL_RANGE}"]

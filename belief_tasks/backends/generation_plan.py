@@ -20,9 +20,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
-from lm_eval.models.utils import handle_stop_sequences, normalize_gen_kwargs
-
 from belief_tasks.facts.seeding import derive_seed
+from belief_tasks.hooks.lm_eval_api import handle_stop_sequences, normalize_gen_kwargs
 from belief_tasks.requests import effective_stops
 
 #: generation kwargs our decoder implements; any other one sends its requests to stock generation.

@@ -153,6 +153,8 @@ class HFMaskedLM(LM):
         self._device = _as_device(device)
         trust_remote_code = bool(trust_remote_code)
 
+        # Any: transformers types ``PreTrainedModel.to`` through ``functools.wraps``, which reads as unbound
+        self.model: Any
         if isinstance(pretrained, PreTrainedModel):
             self.model = pretrained
             if tokenizer is None:
@@ -317,7 +319,8 @@ class HFMaskedLM(LM):
     ) -> list[tuple[float, bool]]:
         """PLL and is-greedy of each span; ``done(i, result)`` as soon as span ``i``'s copies are all scored (so its
         answer reaches lm-eval's cache then: a run killed mid-call resumes there)."""
-        per_span, needed = [], {}
+        per_span: list[list] = []
+        needed: dict[tuple, set] = {}
         for text, start, end in spans:
             copies = self._pll_copies(text, start, end)
             per_span.append([((m, p), label) for m, p, label in copies])
@@ -380,9 +383,11 @@ class HFMaskedLM(LM):
 
     def loglikelihood_rolling(self, requests, disable_tqdm: bool = False) -> list[float]:
         """PLL of each whole text (all its non-special tokens); no windows, long texts are refused."""
-        from lm_eval.api.instance import Instance
+        from belief_tasks.hooks.lm_eval_api import derived_instance
 
-        as_pairs = [Instance("loglikelihood", req.doc, ("", req.args[0]), req.idx) for req in requests]
+        as_pairs = [
+            derived_instance(req, request_type="loglikelihood", arguments=("", req.args[0])) for req in requests
+        ]
         results = [lp for lp, _ in self.loglikelihood(as_pairs, disable_tqdm)]
         for req, lp in zip(requests, results):
             self.cache_hook.add_partial("loglikelihood_rolling", req.args, lp)
@@ -440,7 +445,7 @@ class HFMaskedLM(LM):
             lp = dists[key]
             top = torch.topk(lp, min(k, lp.numel()))
             ids = top.indices.tolist()
-            out_targets = {}
+            out_targets: dict[str, dict[str, Any] | None] = {}
             for target in targets:
                 tid = self.target_id(prompt, target)
                 if tid is None:

@@ -36,7 +36,6 @@ from typing import Any, Callable
 import torch
 import torch.nn.functional as F
 from lm_eval.models.huggingface import HFLM
-from lm_eval.models.utils import normalize_gen_kwargs, postprocess_generated_text
 from tqdm import tqdm
 
 from belief_tasks.backends.generation_plan import DecodeGroup, Row, SamplingDefaults, decode_batches, plan_generation
@@ -44,6 +43,7 @@ from belief_tasks.backends.prefix_tree import CPU_FORWARD_TOKENS, PrefixNode, bu
 from belief_tasks.backends.shared_attention import RowPrefixes, SharedPrefix, shared_prefix_mode
 from belief_tasks.facts.seeding import DEFAULT_SEED
 from belief_tasks.hooks.harness import read_through, seeded_sample_of_ours
+from belief_tasks.hooks.lm_eval_api import normalize_gen_kwargs, postprocess_generated_text
 from belief_tasks.requests import PER_TOKEN_LOGLIKELIHOOD
 
 log = logging.getLogger(__name__)

@@ -187,8 +187,9 @@ class VLLMSharedPrefixLM(VLLM):
         if self.data_parallel_size <= 1 or not self._on_cpu:
             return super()._model_generate(requests, generate=generate, sampling_params=sampling_params)
         import ray
-        from lm_eval.models.utils import undistribute
         from more_itertools import distribute
+
+        from belief_tasks.hooks.lm_eval_api import undistribute
 
         if not generate or sampling_params is None:
             sampling_params = SamplingParams(temperature=0, prompt_logprobs=1, max_tokens=1, detokenize=False)

@@ -23,11 +23,11 @@ PROFILE_TASKS = "belief_profile"
 
 
 def _tasks_installed() -> bool:
-    import lm_eval.tasks
+    from belief_tasks.hooks.lm_eval_api import tasks_folder
 
     # a folder without YAMLs is what ``pip uninstall`` leaves behind (going from the wheel to an editable
     # install): our tasks are not there, so ``--include_path`` must still be added
-    return any((Path(lm_eval.tasks.__file__).parent / "belief").rglob("*.yaml"))
+    return any((tasks_folder() / "belief").rglob("*.yaml"))
 
 
 def main(argv: list[str] | None = None, report: bool = False) -> None:
@@ -45,8 +45,7 @@ def main(argv: list[str] | None = None, report: bool = False) -> None:
     from belief_tasks.commands import checks
 
     belief_tasks.install()  # our backends and hooks
-    from lm_eval.__main__ import cli_evaluate
-
+    from belief_tasks.hooks.lm_eval_api import cli_evaluate
     from belief_tasks.paths import task_yamls_dir
 
     if "--include_path" not in args and not _tasks_installed() and (not args or args[0] != "validate"):

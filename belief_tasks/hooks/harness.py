@@ -14,7 +14,8 @@ only (``OUR_TASKS``), or requests only ours can carry.
 2. Standard errors for corpus-level aggregations: lm-eval asks ``stderr_for_metric(agg_fn)`` and
    knows only its own functions, so our aggregations (consistency, fluctuation, MONITOR, ...)
    would always print "N/A". An aggregation of ours (``scoring.wiring.Reported``, built from the
-   metric's ``Metric``) gets its ``stderr_function``, the one ``belief-report`` recomputes with (None: "N/A").
+   metric's ``Metric``) gets its ``stderr``, the one ``belief-report`` recomputes with: a float, or
+   ``NoStderr(reason)``, which is lm-eval's "N/A" carrying why.
    ``--bootstrap_iters 0`` still turns all off. (A budgeted run's intervals need no hook: each is a
    ``metric_list`` entry ``<metric>_ci95`` of its own, ``scoring.wiring.IntervalOf``.)
 3. (no patch) ``--use_cache`` for our own request types: lm-eval's ``CachingLM`` reads its database only for
@@ -49,23 +50,13 @@ from __future__ import annotations
 
 import logging
 import os
-from importlib import metadata as _metadata
 from typing import Any, Callable
 
+from belief_tasks.backends.registry import targets
+from belief_tasks.hooks import lm_eval_api
+from belief_tasks.hooks.lm_eval_api import LM_EVAL_RANGE, TESTED, hash_args
+
 log = logging.getLogger(__name__)
-
-#: the lm-eval releases our tests pass on (CI: the whole suite on the newest, the metric-table and neighbour tests
-#: on the others); ``pyproject.toml`` declares ``lm-eval`` as ``LM_EVAL_RANGE`` (``tests/test_packaging.py``)
-TESTED = ("0.4.12", "0.4.13")
-LM_EVAL_RANGE = ">=0.4.12,<0.4.14"
-
-#: name -> "module:Class", registered lazily (the module is imported when the model is built)
-BACKENDS = {
-    "hf-mlm": "belief_tasks.backends.mlm:HFMaskedLM",
-    "hf-shared": "belief_tasks.backends.shared:HFSharedPrefixLM",
-    "vllm-shared": "belief_tasks.backends.vllm_shared:VLLMSharedPrefixLM",
-    "vllm-serve-shared": "belief_tasks.backends.vllm_served:VLLMServedSharedLM",
-}
 
 _MARK = "_belief_tasks"
 _installed = False
@@ -80,19 +71,12 @@ def is_ours(request) -> bool:
     return getattr(request, "task_name", None) in OUR_TASKS
 
 
-def lm_eval_version() -> str:
-    try:
-        return _metadata.version("lm_eval")
-    except _metadata.PackageNotFoundError:
-        return "unknown"
-
-
 def install() -> None:
     """Register our backends and install every hook (once per process)."""
     global _installed
     if _installed:
         return
-    found = lm_eval_version()
+    found = lm_eval_api.version()
     if found not in TESTED:
         log.warning(
             "belief-tasks: our lm-eval hooks are tested on lm-eval %s (lm-eval%s) and this is %s; they check "
@@ -109,21 +93,19 @@ def install() -> None:
 
 
 def register_backends() -> None:
-    import lm_eval.models  # noqa: F401  (first: see 1. above)
-    from lm_eval.api.registry import model_registry
-
-    for name, target in BACKENDS.items():
-        if name not in model_registry:
-            model_registry.register(name, target=target)
+    """Our backends (``backends.registry``) in lm-eval's model registry, each imported when a run asks for it."""
+    lm_eval_api.register_lazily(targets())
 
 
-def _patch(owner: Any, attr: str, make: Callable[[Any], Any], what: str) -> None:
-    """Replace ``owner.attr`` by ``make(original)`` once; a missing attribute is a clear error."""
+def _patch(hook: str, make: Callable[[Any], Any], what: str) -> None:
+    """Replace the attribute of ``hook`` (``lm_eval_api.patch_points``: where it lives in this release) by
+    ``make(original)`` once; a missing attribute is a clear error."""
+    owner, attr = lm_eval_api.patch_points()[hook]
     original = getattr(owner, attr, None)
     if original is None:
         raise RuntimeError(
             f"belief-tasks cannot install its hook for {what}: {owner.__name__}.{attr} does not exist in "
-            f"lm-eval {lm_eval_version()} (tested on {' and '.join(TESTED)}). Install 'lm-eval{LM_EVAL_RANGE}'."
+            f"lm-eval {lm_eval_api.version()} (tested on {' and '.join(TESTED)}). Install 'lm-eval{LM_EVAL_RANGE}'."
         )
     probe = original.fget if isinstance(original, property) else original
     if getattr(probe, _MARK, False):
@@ -137,30 +119,18 @@ def _patch(owner: Any, attr: str, make: Callable[[Any], Any], what: str) -> None
 
 
 def install_stderr_hook() -> None:
-    import lm_eval.evaluator_utils as eu
-
     from belief_tasks.scoring.wiring import Reported
 
     def make(original):
         def stderr_for_metric(metric, bootstrap_iters):
             if not isinstance(metric, Reported):  # lm-eval's own aggregations, and any other task's
                 return original(metric=metric, bootstrap_iters=bootstrap_iters)
-            own = metric.stderr_function
-            return _undefined_as_na(own) if own is not None and bootstrap_iters > 0 else None
+            # a float, or NoStderr(reason): lm-eval's own "N/A", which it prints and writes into the results JSON
+            return metric.stderr if bootstrap_iters > 0 else None
 
         return stderr_for_metric
 
-    _patch(eu, "stderr_for_metric", make, "standard errors of custom aggregations")
-
-
-def _undefined_as_na(stderr: Callable[[list], float]) -> Callable[[list], Any]:
-    """An undefined standard error (NaN: one template, one relation, ...) prints as lm-eval's "N/A"."""
-
-    def checked(items: list):
-        value = stderr(items)
-        return "N/A" if isinstance(value, float) and value != value else value
-
-    return checked
+    _patch("stderr", make, "standard errors of custom aggregations")
 
 
 # --- 3. the cache: read by our backends themselves ----------------------------------------------
@@ -193,8 +163,6 @@ def read_through(
     on the rest, and the readable answers it computes are written back. Without a database: ``compute``.
     The one home of our cache reads: ``hf-shared`` (``per_token_loglikelihood``, seeded samples), ``hf-mlm``
     (``mask_topk``, ``loglikelihood_span``), seeded samples on stock ``hf`` (5.), the server probes."""
-    from lm_eval.api.model import hash_args
-
     db = cache_of(lm)
     if db is None:
         return compute(requests)
@@ -204,7 +172,7 @@ def read_through(
     todo = [i for i in range(len(keys)) if i not in hits]
     n_readable = sum(k is not None for k in keys)
     if n_readable:  # as lm-eval's own line, of the requests this read could serve
-        logging.getLogger("lm_eval.api.model").info(
+        lm_eval_api.CACHE_LOG.info(
             "Cached requests: %d, Requests remaining: %d (%s%s)",
             len(hits),
             n_readable - len(hits),
@@ -258,7 +226,7 @@ def install_generation_seed_hook() -> None:
 
         return generate_until
 
-    _patch(HFLM, "generate_until", make, "seeded samples of our tasks on hf")
+    _patch("seeded samples", make, "seeded samples of our tasks on hf")
 
 
 # --- 6. belief-eval builds the tasks before the model ----------------------------------------------
@@ -273,8 +241,6 @@ def install_tasks_before_model(on_bad_input: Callable[[BaseException, str], None
     name, the task names (closest names for a typo), a metadata key that is neither a knob nor one of the
     run's ``--model_args`` keys (which the built tasks are then handed), and a knob of ours that no task of
     the command reads."""
-    from lm_eval.config.evaluate_config import EvaluatorConfig
-
     from belief_tasks.data.sources import DataSourceError
     from belief_tasks.facts.schema import SchemaError
     from belief_tasks.options import KnobError
@@ -316,7 +282,7 @@ def install_tasks_before_model(on_bad_input: Callable[[BaseException, str], None
 
         return process_tasks
 
-    _patch(EvaluatorConfig, "process_tasks", make, "building tasks before the model (belief-eval)")
+    _patch("tasks before the model", make, "building tasks before the model (belief-eval)")
 
 
 class BuiltTasks:
@@ -351,8 +317,6 @@ def evaluated_model():
 def install_evaluated_model_hook() -> None:
     import functools
 
-    import lm_eval.evaluator as evaluator
-
     def make(original):
         @functools.wraps(original)
         def evaluate(*args, **kwargs):
@@ -370,4 +334,4 @@ def install_evaluated_model_hook() -> None:
 
         return evaluate
 
-    _patch(evaluator, "evaluate", make, "the evaluated model, seen while requests are built (truncation check)")
+    _patch("evaluated model", make, "the evaluated model, seen while requests are built (truncation check)")

@@ -31,14 +31,22 @@ import inspect
 import logging
 import os
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, cast
 
 import torch
-from lm_eval.models.utils import Collator, handle_stop_sequences, normalize_gen_kwargs, postprocess_generated_text
 from tqdm import tqdm
 from transformers import LogitsProcessor, LogitsProcessorList, StoppingCriteria, StoppingCriteriaList
 from transformers.generation import logits_process as lp
 
+from belief_tasks.hooks.lm_eval_api import (
+    cache_hook,
+    collator,
+    derived_instance,
+    handle_stop_sequences,
+    normalize_gen_kwargs,
+    postprocess_generated_text,
+    stop_sequences_criteria,
+)
 from belief_tasks.requests import effective_stops, is_seeded_sample
 
 log = logging.getLogger(__name__)
@@ -78,7 +86,9 @@ def generate_until(
     (``harness.seeded_sample_of_ours``): decoded in shared batches here where ``batchable``, else alone under
     its seed (``one_seeded``). Every other request goes through ``stock`` (lm-eval's ``generate_until``)
     exactly as it came."""
-    mine, alone, rest = [], [], []
+    mine: list[int] = []
+    alone: list[int] = []
+    rest: list[int] = []
     for i, s in enumerate(seeded):
         (rest if not s else mine if batchable(lm, requests[i].args) else alone).append(i)
     log.info(
@@ -107,15 +117,12 @@ def one_seeded(lm, request, stock: Callable[[list], list]) -> str:
     ``stock``, alone, drawn under ``torch.manual_seed(seed % 2**63)``, in a forked RNG (the run's global stream
     stays as it was). The text is filed in the cache under the request's own arguments, seed included
     (stock would file it under the seedless ones)."""
-    from lm_eval.api.instance import Instance
-    from lm_eval.api.model import CacheHook
-
     context, kwargs = request.args
     kwargs = dict(kwargs)
     seed = int(kwargs.pop("seed"))
-    bare = Instance(request.request_type, request.doc, (context, kwargs), request.idx, request.metadata)
+    bare = derived_instance(request, arguments=(context, kwargs))
     hook = lm.cache_hook
-    lm.set_cache_hook(CacheHook(None))
+    lm.set_cache_hook(cache_hook(None))
     try:
         with torch.random.fork_rng(devices=[lm.device] if lm.device.type == "cuda" else []):
             torch.manual_seed(seed % 2**63)
@@ -169,7 +176,7 @@ def generate_seeded(lm, args: list[tuple], batch_size: int, disable_tqdm: bool =
     eos = lm.tok_decode(lm.eot_token_id, skip_special_tokens=False)
     rows = [_row(lm, a, eos) for a in args]
     lengths = {c: len(lm.tok_encode(c)) for c in {r.context for r in rows}}  # K samples: one encoding
-    collator = Collator(
+    batches = collator(
         rows, sort_fn=lambda r: (-lengths[r.context], r.context), group_fn=lambda r: r.group, group_by="gen_kwargs"
     )
     pbar = tqdm(
@@ -178,13 +185,13 @@ def generate_seeded(lm, args: list[tuple], batch_size: int, disable_tqdm: bool =
         desc="Running generate_until requests (seeded samples, batched)",
     )
     texts: list[str] = []
-    for chunk in collator.get_batched(n=batch_size):
+    for chunk in batches.get_batched(n=batch_size):
         for row, text in zip(chunk, _generate_batch(lm, chunk), strict=True):
             texts.append(text)
             lm.cache_hook.add_partial("generate_until", row.args, text)
             pbar.update(1)
     pbar.close()
-    return collator.get_original(texts)
+    return batches.get_original(texts)
 
 
 def _generate_batch(lm, rows: list[_Row]) -> list[str]:
@@ -258,8 +265,6 @@ class RowStops(StoppingCriteria):
     call when ``end_round`` rows are done, so that the caller can drop them."""
 
     def __init__(self, lm, until: list[str], ctx_len: int, n_rows: int, end_round: int):
-        from lm_eval.models.utils_hf import stop_sequences_criteria
-
         self.criteria = stop_sequences_criteria(lm.tokenizer, until, ctx_len, n_rows)
         eos = lm.model.generation_config.eos_token_id
         eos = eos if isinstance(eos, list) else [lm.eot_token_id] if eos is None else [eos]
@@ -277,7 +282,7 @@ class RowStops(StoppingCriteria):
         done = [at is not None for at in self.done_at]
         if sum(done) >= self.end_round:
             done = [True] * len(done)
-        return torch.tensor(done, dtype=torch.bool, device=input_ids.device)
+        return cast(torch.BoolTensor, torch.tensor(done, dtype=torch.bool, device=input_ids.device))
 
 
 def _gather(cache, index: torch.Tensor):
@@ -287,7 +292,7 @@ def _gather(cache, index: torch.Tensor):
     from transformers.cache_utils import DynamicLayer
 
     for layer in cache.layers:
-        if type(layer) is DynamicLayer and layer.keys is not None and layer.keys.numel():
+        if type(layer) is DynamicLayer and layer.keys is not None and layer.values is not None and layer.keys.numel():
             layer.keys, layer.values = layer.keys.index_select(0, index), layer.values.index_select(0, index)
         else:
             layer.batch_select_indices(index)
@@ -345,7 +350,7 @@ def sampling_warpers(cfg, device: torch.device | str = "cpu") -> LogitsProcessor
     if cfg.epsilon_cutoff is not None and 0.0 < cfg.epsilon_cutoff < 1.0:
         out.append(lp.EpsilonLogitsWarper(epsilon=cfg.epsilon_cutoff, min_tokens_to_keep=1))
     if cfg.eta_cutoff is not None and 0.0 < cfg.eta_cutoff < 1.0:
-        out.append(lp.EtaLogitsWarper(epsilon=cfg.eta_cutoff, min_tokens_to_keep=1, device=device))
+        out.append(lp.EtaLogitsWarper(epsilon=cfg.eta_cutoff, min_tokens_to_keep=1, device=str(device)))
     return out
 
 
@@ -362,13 +367,13 @@ class SeededRowSampler(LogitsProcessor):
         self.generators = [self.generators[r] for r in rows]
 
     def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
-        scores = self.warpers(input_ids, scores)
+        warped = self.warpers(input_ids, scores)
         drawn = [
-            torch.multinomial(torch.softmax(scores[r : r + 1], dim=-1), num_samples=1, generator=g)
+            torch.multinomial(torch.softmax(warped[r : r + 1], dim=-1), num_samples=1, generator=g)
             for r, g in enumerate(self.generators)
         ]
-        out = torch.full_like(scores, float("-inf"))
-        return out.scatter_(1, torch.cat(drawn), 0.0)
+        out = torch.full_like(warped, float("-inf"))
+        return cast(torch.FloatTensor, out.scatter_(1, torch.cat(drawn), 0.0))
 
 
 # --- one prefill per distinct prompt ------------------------------------------------------------------
@@ -390,7 +395,7 @@ def _shared_prefill(lm, context_enc: torch.Tensor, attn_masks: torch.Tensor) -> 
     index = torch.tensor([slot[k] for k in keys], device=context_enc.device)
     ids, mask = context_enc[distinct, :-1], attn_masks[distinct, :-1]
     accepts = inspect.signature(lm.model.forward).parameters
-    extra = {"logits_to_keep": 1} if "logits_to_keep" in accepts else {}
+    extra: dict[str, Any] = {"logits_to_keep": 1} if "logits_to_keep" in accepts else {}
     if "position_ids" in accepts:  # as generate derives them for left-padded rows
         extra["position_ids"] = (mask.long().cumsum(-1) - 1).masked_fill(mask == 0, 0)
     with (

@@ -27,7 +27,7 @@ import math
 from typing import Any
 
 from belief_tasks.hooks import harness
-from belief_tasks.hooks.truncation import model_behind_cache
+from belief_tasks.hooks.lm_eval_api import hash_args, kinds_of, model_behind_cache
 
 log = logging.getLogger(__name__)
 
@@ -41,10 +41,10 @@ def probed(lm) -> bool:
     engine (``data_parallel_size`` > 1: lm-eval starts its engines anew for every call, so each probe would
     cost the engines' start-up, minutes for a large model)."""
     inner = model_behind_cache(lm)
-    names = {(c.__module__, c.__name__) for c in type(inner).__mro__}
-    if ("lm_eval.models.vllm_causallms", "VLLM") in names and int(getattr(inner, "data_parallel_size", 1)) > 1:
+    kinds = kinds_of(inner)
+    if "vllm" in kinds and int(getattr(inner, "data_parallel_size", 1)) > 1:
         return False
-    return bool(names & {("lm_eval.models.api_models", "TemplateAPI"), ("lm_eval.models.vllm_causallms", "VLLM")})
+    return bool(kinds & {"api", "vllm"})
 
 
 def kind(instance) -> str:
@@ -94,8 +94,6 @@ def check(task, lm) -> list[str]:
 
 
 def _key(instance) -> str:
-    from lm_eval.api.model import hash_args
-
     return hash_args(instance.request_type, instance.args)
 
 

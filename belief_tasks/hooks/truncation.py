@@ -42,6 +42,8 @@ import logging
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
+from belief_tasks.hooks.lm_eval_api import kinds_of, model_behind_cache, normalize_gen_kwargs
+
 log = logging.getLogger(__name__)
 
 #: the knob that accepts a cut in a probe that needs its whole context (``options.COMMON``)
@@ -123,17 +125,17 @@ class Context:
 def context(lm) -> Context | None:
     """``lm``'s ``Context``; None for a model that holds no context (lm-eval's ``dummy``)."""
     lm = model_behind_cache(lm)
-    names = {(c.__module__, c.__name__) for c in type(lm).__mro__}
-    if ("lm_eval.models.dummy", "DummyLM") in names:
+    kinds = kinds_of(lm)
+    if "dummy" in kinds:
         return None
     if getattr(lm, "request_tokens", None) is not None:  # hf-mlm measures its own
         return Context(int(lm.max_length), lm.request_tokens)
     measure = _hflm_request_tokens(lm)
     if measure is not None:
         return Context(int(lm.max_length), measure)
-    if ("lm_eval.models.vllm_causallms", "VLLM") in names:
+    if "vllm" in kinds:
         return Context(int(lm.max_length), _vllm_request_tokens(lm), "vllm max_model_len")
-    if ("lm_eval.models.api_models", "TemplateAPI") in names:
+    if "api" in kinds:
         return _api_context(lm)
     return Context(
         None,
@@ -161,13 +163,6 @@ def _lengths(measure: Callable[[str, list], list], instances: list) -> list[int]
     return [tokens[k] for k in keys if tokens[k] is not None]
 
 
-def model_behind_cache(lm):
-    """The model itself: under ``--use_cache`` lm-eval's ``CachingLM`` wraps it."""
-    from lm_eval.api.model import CachingLM
-
-    return lm.lm if isinstance(lm, CachingLM) else lm
-
-
 def _hashable(args) -> tuple:
     return tuple(repr(sorted(a.items())) if isinstance(a, dict) else a for a in args)
 
@@ -187,8 +182,6 @@ def _hflm_request_tokens(lm) -> Callable[[str, list], list] | None:
         if request_type in ("loglikelihood", "per_token_loglikelihood"):
             return [_pair_tokens(lm, *a[:2]) - 1 for a in args]
         if request_type == "generate_until":
-            from lm_eval.models.utils import normalize_gen_kwargs
-
             contexts = list(dict.fromkeys(a[0] for a in args))  # samples of a prompt share its context
             n = dict(zip(contexts, _context_tokens(lm, contexts)))
             return [n[a[0]] + normalize_gen_kwargs(dict(a[1]), lm.max_gen_toks)["max_gen_toks"] for a in args]

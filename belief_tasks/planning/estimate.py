@@ -346,16 +346,9 @@ def project_harness(
 
 def configure(args: list[str]):
     """lm-eval's ``EvaluatorConfig`` of a ``belief-eval`` command line (as ``lm_eval run`` parses it)."""
-    from lm_eval._cli import HarnessCLI
-    from lm_eval.config.evaluate_config import EvaluatorConfig
+    from belief_tasks.hooks.lm_eval_api import evaluator_config
 
-    saved = sys.argv
-    sys.argv = ["belief-eval", *args]
-    try:
-        namespace = HarnessCLI().parse_args()
-    finally:
-        sys.argv = saved
-    return EvaluatorConfig.from_cli(namespace)
+    return evaluator_config(args)
 
 
 def build_tasks(cfg) -> dict[str, Any]:
@@ -366,9 +359,9 @@ def build_tasks(cfg) -> dict[str, Any]:
     tasks = dict(loaded["tasks"])
     gen = cfg.gen_kwargs
     if gen:
-        from lm_eval.utils import simple_parse_args_string
+        from belief_tasks.hooks.lm_eval_api import parse_args_string
 
-        gen = simple_parse_args_string(gen) if isinstance(gen, str) else gen
+        gen = parse_args_string(gen) if isinstance(gen, str) else gen
         for task in tasks.values():
             if task.get_config("output_type") == "generate_until":
                 task.set_config(key="generation_kwargs", value=gen, update=True)
@@ -386,8 +379,9 @@ def encoder_for(model_args: Mapping[str, Any], metadata: Mapping[str, Any] | Non
         return None
     max_length = model_args.get("max_length") or model_args.get("max_model_len")
     if not max_length:
-        from lm_eval.models.utils import resolve_max_length
         from transformers import AutoConfig
+
+        from belief_tasks.hooks.lm_eval_api import max_length as resolve_max_length
 
         try:
             config = AutoConfig.from_pretrained(
@@ -420,8 +414,7 @@ def count_command(
 ) -> tuple[list[TaskCost], float]:
     """Every task's requests built (as ``evaluate`` builds them: ``--limit``, chat template) and counted; the
     seconds both took (a run's building of requests tokenises them too: the truncation check)."""
-    from lm_eval.evaluator_utils import get_sample_size
-
+    from belief_tasks.hooks.lm_eval_api import sample_size as get_sample_size
     from belief_tasks.tasks.base import BeliefTask
 
     costs, built = [], 0.0
@@ -480,10 +473,10 @@ def budgeted(tasks: Mapping[str, Any]) -> dict[str, bool]:
 
 def load_model(cfg):
     """The model as ``simple_evaluate`` creates it (no request cache)."""
-    import lm_eval.api.registry
+    from lm_eval.api.registry import get_model
 
     extra = {"batch_size": cfg.batch_size, "max_batch_size": cfg.max_batch_size, "device": cfg.device}
-    maker = lm_eval.api.registry.get_model(cfg.model)
+    maker = get_model(cfg.model)
     if isinstance(cfg.model_args, dict):
         return maker.create_from_arg_obj(cfg.model_args, extra)
     return maker.create_from_arg_string(cfg.model_args or "", extra)
@@ -745,7 +738,7 @@ def plan_run(lm, tasks: Sequence[Any], setting: Setting, report: bool) -> None:
     run = progress.current()
     if run is None:
         return
-    from belief_tasks.hooks.truncation import model_behind_cache
+    from belief_tasks.hooks.lm_eval_api import model_behind_cache
     from belief_tasks.tasks.base import BeliefTask
 
     inner = model_behind_cache(lm)

@@ -33,7 +33,7 @@ from belief_tasks.facts import budget, seeding
 from belief_tasks.facts.budget import Draw
 from belief_tasks.facts.schema import Fact, FactSet, SchemaError, sampling_key
 from belief_tasks.families import FAMILIES, budget_estimators, knob_names
-from belief_tasks.hooks import harness, preflight, truncation
+from belief_tasks.hooks import harness, lm_eval_api, preflight, truncation
 from belief_tasks.options import Knob, KnobError, ModelArgs, Options, knob_rows, parse_options, parse_values
 from belief_tasks.planning import progress
 from belief_tasks.scoring import wiring
@@ -44,10 +44,6 @@ log = logging.getLogger(__name__)
 
 #: a family's knobs (``families.<Family>Options``), the type of its tasks' ``options``
 OptionsT = TypeVar("OptionsT", bound=Options)
-
-#: lm-eval's keyword arguments of ``construct_requests`` that ``Instance`` does not take: the chat
-#: template has already shaped ``ctx`` when they arrive.
-CHAT_KWARGS = ("apply_chat_template", "chat_template")
 
 
 class BeliefTask(ConfigurableTask, Generic[OptionsT]):
@@ -76,6 +72,11 @@ class BeliefTask(ConfigurableTask, Generic[OptionsT]):
     #: the budget's draw behind this task's documents (``budget.Draw``); None without a budget
     draw: Draw | None = None
 
+    def __new__(cls, config: dict | None = None, **kwargs: Any) -> BeliefTask:
+        """lm-eval 0.5 instantiates a ``class:`` task as it is: our class joined with its output type's
+        (``lm_eval_api.task_class``; on 0.4 the class itself)."""
+        return super().__new__(lm_eval_api.task_class(cls, (config or {}).get("output_type")))
+
     def __init__(self, config: dict | None = None, **kwargs: Any) -> None:
         harness.install()
         cfg = {k: v for k, v in (config or {}).items() if k != "class"}
@@ -92,6 +93,9 @@ class BeliefTask(ConfigurableTask, Generic[OptionsT]):
                 self.FAMILY, self.metric_table(cfg), budget_estimators(self.FAMILY), self._options.budget is not None
             )
             self._intervals = wiring.intervals_of(cfg["metric_list"])
+            #: the names of the metrics this task reports (its ``metric_list``, as wired)
+            self.reported = frozenset(e["metric"] for e in cfg["metric_list"])
+            cfg["metric_list"] = lm_eval_api.metric_list(cfg["metric_list"])
             if self.SCORES_ITSELF:
                 cfg["process_results"] = _scored_by_task
             super().__init__(config=cfg, **kwargs)
@@ -166,11 +170,11 @@ class BeliefTask(ConfigurableTask, Generic[OptionsT]):
         built."""
         return self._options
 
-    @staticmethod
-    def instance(request_type: str, doc: dict, arguments: tuple, idx: int, kwargs: Mapping[str, Any]) -> Instance:
-        """An ``Instance`` from ``construct_requests``' keyword arguments."""
-        rest = {k: v for k, v in kwargs.items() if k not in CHAT_KWARGS}
-        return Instance(request_type=request_type, doc=doc, arguments=arguments, idx=idx, **rest)
+    def instance(self, request_type: str, doc: dict, arguments: tuple, idx: int, kwargs: Mapping[str, Any]) -> Instance:
+        """An ``Instance`` from ``construct_requests``' keyword arguments (``lm_eval_api.instance``)."""
+        return lm_eval_api.instance(
+            request_type, doc, arguments, idx, kwargs, self.config.task, int(self.config.repeats or 1)
+        )
 
 
 @contextmanager
@@ -244,7 +248,7 @@ def yaml_set(metadata: Mapping[str, Any] | None, table: Sequence[Knob]) -> str:
     if not source or source == "inline":
         return ""
     try:
-        from lm_eval.tasks._yaml_loader import load_yaml
+        from belief_tasks.hooks.lm_eval_api import load_yaml
 
         own = load_yaml(source, resolve_func=False).get("metadata") or {}
     except Exception:  # noqa: BLE001  an unreadable YAML only loses the hint

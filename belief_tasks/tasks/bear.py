@@ -51,7 +51,7 @@ class BearTask(BeliefTask[BearOptions]):
         return {m: v for m, v in METRICS.items() if chosen is None or not _other_template(m, chosen)}
 
     def score_doc(self, doc, results):
-        return {k: v for k, v in super().score_doc(doc, results).items() if k in self._aggregation_list}
+        return {k: v for k, v in super().score_doc(doc, results).items() if k in self.reported}
 
 
 def _other_template(metric: str, chosen: tuple[int, ...]) -> bool:

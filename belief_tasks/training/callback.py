@@ -101,7 +101,7 @@ class KnowledgeCallback(TrainerCallback):
         self.backend, self.batch_size, self.tokenizer = backend, batch_size, tokenizer
         self.bootstrap_iters, self.cache, self.seed = bootstrap_iters, cache, seed
         self.trainer = None
-        self._built = None
+        self._built: tuple[Any, list] | None = None  # (task manager, built tasks): ``checkpoint_eval.build_tasks``
         self._last_end: float | None = None  # when the last evaluation ended (monotonic)
         self._last_cost = 0.0
         self._trained = 0.0  # training seconds since the last evaluation
@@ -142,6 +142,8 @@ class KnowledgeCallback(TrainerCallback):
         step = state.global_step
         if model is None or step in self._done:
             return
+        if self._built is None:
+            raise RuntimeError("KnowledgeCallback: its tasks are built when training begins (on_train_begin)")
         now = time.monotonic()
         trained = now - (self._last_end or now)
         if not forced and self.max_overhead and self._last_cost > self.max_overhead * (self._trained + trained):
@@ -163,9 +165,11 @@ class KnowledgeCallback(TrainerCallback):
             cache = None
             if self.cache and self.output_path is not None:
                 cache = self.output_path / "cache" / f"checkpoint-{step}"
+            manager, built = self._built
             results = checkpoint_eval.evaluate(
                 lm,
-                *self._built,
+                manager,
+                built,
                 model_args=model_args,
                 cache=cache,
                 bootstrap_iters=self.bootstrap_iters,

@@ -27,7 +27,7 @@ log = logging.getLogger(__name__)
 
 def build_tasks(
     tasks: Sequence[str], metadata: Mapping[str, Any] | None = None, model_args: Mapping[str, Any] | None = None
-):
+) -> tuple[Any, list]:
     """``(task_manager, built)``: our tasks (and any of lm-eval's) built once, bad knobs refused here.
 
     ``model_args``: the keys a model argument may use in ``metadata`` (so that a misspelt knob is an error,
@@ -39,16 +39,16 @@ def build_tasks(
     from belief_tasks.paths import task_yamls_dir
 
     belief_tasks.install()
-    model_args = frozenset(model_args or {})
-    checks.check_unknown_keys(dict(metadata or {}), model_args)
-    import lm_eval.tasks
+    keys = frozenset(model_args or {})
+    checks.check_unknown_keys(dict(metadata or {}), keys)
+    from belief_tasks.hooks.lm_eval_api import tasks_folder
 
-    installed = (Path(lm_eval.tasks.__file__).parent / "belief").is_dir()  # the wheel put them under lm-eval
+    installed = (tasks_folder() / "belief").is_dir()  # the wheel put them under lm-eval
     include = None if installed else str(task_yamls_dir())  # as belief-eval: our folder unless installed
     manager = TaskManager(include_path=include, metadata=dict(metadata or {}))
     loaded = manager.load(list(tasks))
-    checks.declare_model_args(loaded["tasks"].values(), model_args)
-    checks.check_knobs_read(dict(metadata or {}), loaded["tasks"].values(), model_args)
+    checks.declare_model_args(loaded["tasks"].values(), keys)
+    checks.check_knobs_read(dict(metadata or {}), loaded["tasks"].values(), keys)
     return manager, [*loaded["groups"].values(), *loaded["tasks"].values()]
 
 

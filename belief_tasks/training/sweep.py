@@ -107,7 +107,7 @@ def plan(checkpoints: str | None, revisions: str | None, model_args: dict) -> li
         raise SweepError("--checkpoints sets pretrained= for each checkpoint: leave it out of --model_args")
     return [
         Checkpoint(p.name, {**model_args, "pretrained": str(p)}, _step(p.name) or 0.0)
-        for p in find_checkpoints(checkpoints)
+        for p in find_checkpoints(checkpoints or "")
     ]
 
 
@@ -134,9 +134,9 @@ def parser() -> argparse.ArgumentParser:
 
 
 def _model_args(text: str) -> dict:
-    from lm_eval.utils import simple_parse_args_string
+    from belief_tasks.hooks.lm_eval_api import parse_args_string
 
-    return simple_parse_args_string(text) if text else {}
+    return parse_args_string(text) if text else {}
 
 
 def _split_path(args, checkpoints: list[Checkpoint]) -> Path | None:
