@@ -255,7 +255,7 @@ MONITOR = Family(
 )
 BELIEF_MLM = Family(
     "belief_mlm",
-    "BELIEF, masked LMs",
+    "BELIEF (masked LMs)",
     "docs/mlm.md",
     BeliefMLMOptions,
     belief_mlm.METRICS,

@@ -10,6 +10,7 @@ import pytest
 
 from belief_tasks.metrics import bear as MB
 from belief_tasks.scoring import bear as SC
+from belief_tasks.scoring.common import NoStderr
 from belief_tasks.scoring.wiring import Aggregation
 
 # One relation with three options. A: p = (.5, .25, .25), gold 0 (right); B: p = (.2, .6, .2), gold 2 (wrong:
@@ -207,4 +208,6 @@ def test_a_budgeted_run_of_every_fact_estimates_the_plain_values():
         agg = Aggregation(name, SC.METRICS[name], BEAR.budgeted)
         assert agg(records) == pytest.approx(SC.METRICS[name].aggregation(records), rel=1e-12), name
     unc = Aggregation("uncertainty", SC.METRICS["uncertainty"], BEAR.budgeted)
-    assert math.isnan(unc(records)) and math.isnan(unc.stderr(records)) and unc.interval(records) is None
+    no_stderr = unc.stderr(records)  # NotEstimable: no standard error, and its reason
+    assert math.isnan(unc(records)) and unc.interval(records) is None
+    assert isinstance(no_stderr, NoStderr) and no_stderr == "N/A" and "not estimable" in no_stderr.reason

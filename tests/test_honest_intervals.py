@@ -112,7 +112,7 @@ def test_every_budgeted_metric_with_an_interval_has_a_standard_error():
         for metric, declared in fam.metrics.items():
             wrapped = Aggregation(metric, declared, fam.budgeted)
             if metric in fam.budgeted.statistics:  # it gets a _ci95 on a budgeted run
-                assert wrapped.stderr_function is not None, (fam.name, metric)
+                assert wrapped.has_stderr(budgeted=True), (fam.name, metric)
 
 
 def test_a_budgeted_task_declares_each_interval_as_a_metric_of_its_own():

@@ -450,23 +450,23 @@ from belief_tasks.tasks.toy import (  # noqa: F401
     "belief_tasks/report/toy.py": '''
 """Toy section: hit@1 per task."""
 
+from belief_tasks.families import Family
 from belief_tasks.report.base import CardEntry, Context, Section, stderr, value
 from belief_tasks.report.output import pm
 
-FAMILY = "Toy"
 TASK_RE = r"belief_toy\\w*"
 PROBES = (TASK_RE,)
 
 
-def build(ctx: Context):
+def build(ctx: Context, family: Family):
     found = ctx.tasks(TASK_RE)
     if not found:
         return None
     rows = {(run.name, task.name): ctx.numbers(run, task.name) for run, task in found}
     hit = {key: pm(value(n, "hit"), stderr(n, "hit")) for key, n in rows.items()}
-    lines = [f"## {FAMILY}\\n"] + [f"- {m} {t}: hit@1 {text}" for (m, t), text in hit.items()]
-    card = {m: [CardEntry("accuracy", FAMILY, "hit@1", text)] for (m, _), text in hit.items()}
-    return Section(FAMILY, "\\n".join(lines) + "\\n", card=card)
+    lines = [f"## {family.title}\\n"] + [f"- {m} {t}: hit@1 {text}" for (m, t), text in hit.items()]
+    card = {m: [CardEntry("accuracy", family.title, "hit@1", text)] for (m, _), text in hit.items()}
+    return Section(family.title, "\\n".join(lines) + "\\n", card=card)
 ''',
     "docs/toy.md": """
 # Toy

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
+
+import pandas as pd
 
 from belief_tasks.report.loading import ModelRun, TaskRun
-from belief_tasks.report.output import ReportWriter
+from belief_tasks.report.output import ReportWriter, pm
 from belief_tasks.report.recompute import Number, recompute
+from belief_tasks.scoring.common import NoStderr
 
 #: the knowledge card's rows, in order
 DIMENSIONS = ("accuracy", "robustness", "reliability", "coverage", "agreement")
@@ -62,11 +67,62 @@ class Context:
         ]
 
 
+#: the standard error of a metric a run does not report
+ABSENT = NoStderr("not reported by this run")
+
+
 def value(numbers: dict[str, Number], metric: str) -> float:
     n = numbers.get(metric)
     return float("nan") if n is None else n.value
 
 
-def stderr(numbers: dict[str, Number], metric: str) -> float | None:
+def stderr(numbers: dict[str, Number], metric: str) -> float | NoStderr:
+    """The metric's standard error, or ``NoStderr(reason)`` (the metric's own declaration, or why these records
+    leave it undefined)."""
     n = numbers.get(metric)
-    return None if n is None else n.stderr
+    return ABSENT if n is None else n.stderr
+
+
+class MetricTable:
+    """A table of metrics, one row per task: each cell ``value ± stderr`` where the metric has a standard error
+    (each ``Number`` says: the family's ``Metric`` declared it, and these records define it), the value alone
+    where it has none; its CSV holds ``<metric>`` and ``<metric>_stderr`` (a float, or ``N/A``); ``note()`` says
+    why a column has no ±, from the ``NoStderr`` reasons."""
+
+    def __init__(self, columns: Sequence[tuple[str, str]]) -> None:
+        self.columns = tuple(columns)  # (metric, header)
+        self.shown: list[dict[str, Any]] = []
+        self.raw: list[dict[str, Any]] = []
+        self._reasons: dict[str, dict[str, None]] = {}  # header -> reasons, in order
+
+    def add(self, labels: Mapping[str, Any], numbers: dict[str, Number], raw_labels: Mapping[str, Any] | None = None):
+        """A row: ``labels`` (shown and in the CSV, or ``raw_labels`` there), then every column's cell. Returns
+        (shown row, CSV row) for cells the caller adds after the metrics."""
+        shown, raw = dict(labels), dict(labels if raw_labels is None else raw_labels)
+        for metric, head in self.columns:
+            v, se = value(numbers, metric), stderr(numbers, metric)
+            shown[head] = pm(v, se)
+            raw[metric], raw[f"{metric}_stderr"] = v, se
+            if isinstance(se, NoStderr) and se is not ABSENT and not _missing(v):
+                self._reasons.setdefault(head, {})[se.reason] = None
+        self.shown.append(shown)
+        self.raw.append(raw)
+        return shown, raw
+
+    def note(self) -> str:
+        """ "No ±: <columns>: <reason>; ..." for the columns shown without a standard error, by reason."""
+        by_reason: dict[str, list[str]] = {}
+        for head, reasons in self._reasons.items():
+            for reason in reasons:
+                by_reason.setdefault(reason, []).append(head)
+        parts = [f"{', '.join(heads)}: {reason}" for reason, heads in by_reason.items()]
+        return f"No ± on {'; on '.join(parts)}." if parts else ""
+
+    def write(self, writer: ReportWriter, name: str, caption: str = "") -> str:
+        """The table (Markdown, its CSV beside it), its caption followed by ``note()``."""
+        text = " ".join(part for part in (caption, self.note()) if part)
+        return writer.table(pd.DataFrame(self.shown), name, text, csv=pd.DataFrame(self.raw))
+
+
+def _missing(x: Any) -> bool:
+    return x is None or (isinstance(x, float) and math.isnan(x))

@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import pandas as pd
 
+from belief_tasks.families import Family
 from belief_tasks.metrics import bear as bear_metrics
 from belief_tasks.metrics.belief import DEFAULT_BINS, calibration_bins, fluctuation
-from belief_tasks.report.base import CardEntry, Context, Section, stderr, value
+from belief_tasks.report.base import CardEntry, Context, MetricTable, Section, stderr, value
 from belief_tasks.report.belief_icl import plot_bins
 from belief_tasks.report.loading import limit_note
 from belief_tasks.report.output import fmt, grouped_bars, line_plot, pm
@@ -26,9 +27,16 @@ from belief_tasks.scoring.bear import (
     templates_of,
 )
 
-FAMILY = "BEAR"
 TASK_RE = r"belief_bear\w*"
 PROBES = (TASK_RE,)
+#: Table 3's columns: (metric, header)
+TABLE3 = (
+    ("bear", "BEAR ↑"),
+    ("bear_1to1", "BEAR 1:1 ↑"),
+    ("bear_1toN", "BEAR 1:N ↑"),
+    ("p_at_5", "P@5 ↑"),
+    ("p_at_10", "P@10 ↑"),
+)
 
 
 def _label(run, task, many_tasks: bool) -> str:
@@ -59,113 +67,103 @@ def stderr_note(found) -> str:
     return "; ".join(notes) + "." + "".join(f" **{n}.**" for n in limited)
 
 
-def build(ctx: Context) -> Section | None:
+def build(ctx: Context, family: Family) -> Section | None:
     found = [(r, t) for r, t in ctx.tasks(TASK_RE) if t.has_records or t.value("bear") is not None]
     if not found:
         return None
-    w = ctx.writer
     many_tasks = len({t.name for _, t in found}) > 1
     md = [
-        f"## {FAMILY}\n",
+        f"## {family.title}\n",
         "Ranking-based probe (Wiland et al., 2024): each fact's statement is scored with every answer option "
         "(summed log-likelihood); P@1 = the true object ranks first. The BEAR score is P@1 per template, "
         f"averaged over templates. {stderr_note(found)}\n",
     ]
-
-    # ---- Table 3
-    shown, raw = [], []
-    for run, task in found:
-        n = ctx.numbers(run, task.name)
-        row = {"Model": run.name, "Task": task.name}
-        raw_row = dict(row)
-        for m, head in (
-            ("bear", "BEAR ↑"),
-            ("bear_1to1", "BEAR 1:1 ↑"),
-            ("bear_1toN", "BEAR 1:N ↑"),
-            ("p_at_5", "P@5 ↑"),
-            ("p_at_10", "P@10 ↑"),
-        ):
-            row[head] = pm(value(n, m), stderr(n, m))
-            raw_row[m], raw_row[f"{m}_stderr"] = value(n, m), stderr(n, m)
-        recs = task.records()
-        row["Instances"] = raw_row["instances"] = len({r["fact_id"] for r in recs}) if recs else None
-        shown.append(row)
-        raw.append(raw_row)
-    md.append("### BEAR scores (cf. Table 3)\n")
-    md.append(w.table(pd.DataFrame(shown), "bear_table3", csv=pd.DataFrame(raw)))
-
+    md.append(_table3(ctx, found))
     with_records = [(r, t) for r, t in found if t.has_records]
     if not with_records:
         md.append(
             "*Per-template, per-relation and per-domain breakdowns need the per-sample files (`--log_samples`).*\n"
         )
-        return Section(FAMILY, "\n".join(md), _summary(ctx, found), _card(ctx, found))
+    else:
+        md += _templates(ctx, with_records) + _relations_and_domains(ctx, with_records, many_tasks)
+        _confidence(ctx, found, md)
+        _calibration(ctx, with_records, many_tasks, md)
+    return Section(family.title, "\n".join(md), _summary(ctx, found), _card(ctx, found, family.title))
 
-    # ---- per template
+
+def _table3(ctx: Context, found) -> str:
+    """Table 3: the BEAR scores (± where the metric has a standard error on the run) and the instances."""
+    table = MetricTable(TABLE3)
+    for run, task in found:
+        shown, raw = table.add({"Model": run.name, "Task": task.name}, ctx.numbers(run, task.name))
+        recs = task.records()
+        shown["Instances"] = raw["instances"] = len({r["fact_id"] for r in recs}) if recs else None
+    return "### BEAR scores (cf. Table 3)\n\n" + table.write(ctx.writer, "bear_table3")
+
+
+def _templates(ctx: Context, with_records) -> list[str]:
+    """P@1 of each template index over all relations, ± its standard error over instances."""
     rows = []
     for run, task in with_records:
         ranks, templates = ranks_of(task.records()), templates_of(task.records())
         for t, scores in bear_metrics.template_scores(ranks, templates).items():
             correct = [int(rank == 0) for rank, ti in zip(ranks, templates) if ti == t]
+            stderr = bear_metrics.mean_stderr(correct)
             rows.append(
                 {
                     "Model": run.name,
                     "Task": task.name,
                     "Template": t,
                     "P@1": scores,
-                    "stderr": bear_metrics.mean_stderr(correct),
+                    "stderr": stderr,
                     "n": len(correct),
                 }
             )
     per_t = pd.DataFrame(rows)
     shown = per_t.assign(**{"P@1": [pm(a, b) for a, b in zip(per_t["P@1"], per_t["stderr"])]}).drop(columns="stderr")
-    md.append("### Per-template scores\n")
-    md.append(
+    return [
+        "### Per-template scores\n",
         "P@1 of each template index over all relations (± standard error over instances). The spread across "
-        "templates is BEAR's sensitivity to the wording.\n"
-    )
-    md.append(w.table(shown, "bear_templates", csv=per_t))
+        "templates is BEAR's sensitivity to the wording.\n",
+        ctx.writer.table(shown, "bear_templates", csv=per_t),
+    ]
 
-    # ---- per relation
-    rel = {}
-    for run, task in with_records:
-        rel[_label(run, task, many_tasks)] = bear_metrics.accuracy_by(
-            ranks_of(task.records()), [r["relation"] for r in task.records()]
+
+def _relations_and_domains(ctx: Context, with_records, many_tasks: bool) -> list[str]:
+    """P@1 per relation (a bar chart and its table) and per domain, all templates pooled."""
+    w = ctx.writer
+
+    def accuracy_by(field: str, index: str) -> pd.DataFrame:
+        df = pd.DataFrame(
+            {
+                _label(run, task, many_tasks): bear_metrics.accuracy_by(
+                    ranks_of(task.records()), [r[field] for r in task.records()]
+                )
+                for run, task in with_records
+            }
         )
-    rel_df = pd.DataFrame(rel)
-    rel_df.index.name = "relation"
+        df.index.name = index
+        return df
+
+    rel_df, dom_df = accuracy_by("relation", "relation"), accuracy_by("domains", "domain")
     fig = grouped_bars(rel_df, None, "BEAR accuracy per relation (all templates pooled)", "relation", "P@1", "model")
-    md.append("### Per relation\n")
-    md.append(w.figure(fig, "bear_relations", "BEAR accuracy per relation"))
-    md.append(w.table(rel_df.reset_index(), "bear_relations", "P@1 per relation, all templates pooled."))
-
-    # ---- per domain
-    dom = {}
-    for run, task in with_records:
-        dom[_label(run, task, many_tasks)] = bear_metrics.accuracy_by(
-            ranks_of(task.records()), [r["domains"] for r in task.records()]
-        )
-    dom_df = pd.DataFrame(dom)
-    dom_df.index.name = "domain"
-    md.append("### Per domain\n")
-    md.append(w.table(dom_df.reset_index(), "bear_domains", "P@1 per domain (a relation may belong to several)."))
-    _confidence(ctx, found, md)
-    _calibration(ctx, with_records, many_tasks, md)
-    return Section(FAMILY, "\n".join(md), _summary(ctx, found), _card(ctx, found))
+    return [
+        "### Per relation\n",
+        w.figure(fig, "bear_relations", "BEAR accuracy per relation"),
+        w.table(rel_df.reset_index(), "bear_relations", "P@1 per relation, all templates pooled."),
+        "### Per domain\n",
+        w.table(dom_df.reset_index(), "bear_domains", "P@1 per domain (a relation may belong to several)."),
+    ]
 
 
 def _confidence(ctx: Context, found, md: list[str]) -> None:
     """lm-pub-quiz 0.3.3's confidence metrics per model: all / correct / incorrect instances, and Brier."""
-    rows, raw = [], []
+    table = MetricTable([(m, m) for m in CONFIDENCE_METRICS])
     for run, task in found:
-        n = ctx.numbers(run, task.name)
-        row, raw_row = {"Model": run.name, "Task": task.name}, {"model": run.name, "task": task.name}
-        for m in CONFIDENCE_METRICS:
-            row[m] = pm(value(n, m), stderr(n, m))
-            raw_row[m], raw_row[f"{m}_stderr"] = value(n, m), stderr(n, m)
-        rows.append(row)
-        raw.append(raw_row)
-    if all(pd.isna(x["confidence"]) for x in raw):
+        table.add(
+            {"Model": run.name, "Task": task.name}, ctx.numbers(run, task.name), {"model": run.name, "task": task.name}
+        )
+    if all(pd.isna(x["confidence"]) for x in table.raw):
         return
     md.append("### Confidence and calibration (lm-pub-quiz's confidence metrics)\n")
     md.append(
@@ -175,14 +173,17 @@ def _confidence(ctx: Context, found, md: list[str]) -> None:
         "weighted by its instances (lm-pub-quiz 0.3.3); `_correct` / `_incorrect`: over the instances the top "
         "option gets right / wrong. A calibrated model is confident when right and unsure when wrong.\n"
     )
-    md.append(ctx.writer.table(pd.DataFrame(rows), "bear_confidence", csv=pd.DataFrame(raw)))
+    md.append(table.write(ctx.writer, "bear_confidence"))
 
 
 def _calibration(ctx: Context, with_records, many_tasks: bool, md: list[str]) -> None:
     """Per-relation confidence metrics, average softmax vectors, and the reliability curve (top-option
     probability vs accuracy, bins of equal size by descending confidence)."""
     w = ctx.writer
-    per_rel, softmax_rows, bins_rows, series = [], [], [], []
+    per_rel: list[dict] = []
+    softmax_rows: list[dict] = []
+    bins_rows: list[dict] = []
+    series: list[tuple] = []
     for run, task in with_records:
         label = _label(run, task, many_tasks)
         _relation_confidence_rows(label, task, per_rel, softmax_rows)
@@ -256,23 +257,23 @@ def _relation_confidence_rows(label: str, task, per_rel: list[dict], softmax_row
             )
 
 
-def _card(ctx: Context, found) -> dict[str, list[CardEntry]]:
+def _card(ctx: Context, found, title: str) -> dict[str, list[CardEntry]]:
     card: dict[str, list[CardEntry]] = {}
     for run, task in found:
         n = ctx.numbers(run, task.name)
         entries = card.setdefault(run.name, [])
         tag = "" if task.name == "belief_bear" else f" [{task.name}]"
-        entries.append(CardEntry("accuracy", FAMILY, f"BEAR score{tag}", pm(value(n, "bear"), stderr(n, "bear"), 3)))
+        entries.append(CardEntry("accuracy", title, f"BEAR score{tag}", pm(value(n, "bear"), stderr(n, "bear"), 3)))
         if task.has_records:
             scores = list(bear_metrics.template_scores(ranks_of(task.records()), templates_of(task.records())).values())
             if len(scores) > 1:
                 rng, sd = fluctuation(scores)
                 entries.append(
                     CardEntry(
-                        "robustness", FAMILY, f"template range / SD{tag}", f"{fmt(rng, 3)} / {fmt(sd, 3)}", "lower"
+                        "robustness", title, f"template range / SD{tag}", f"{fmt(rng, 3)} / {fmt(sd, 3)}", "lower"
                     )
                 )
-        entries.append(CardEntry("coverage", FAMILY, f"P@10{tag}", fmt(value(n, "p_at_10"), 3)))
+        entries.append(CardEntry("coverage", title, f"P@10{tag}", fmt(value(n, "p_at_10"), 3)))
     return card
 
 

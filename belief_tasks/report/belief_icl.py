@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import pandas as pd
 
+from belief_tasks.families import Family
 from belief_tasks.metrics import belief as belief_metrics
 from belief_tasks.metrics.comparison import subsumption_rate
-from belief_tasks.report.base import CardEntry, Context, Section, stderr, value
-from belief_tasks.report.output import fmt, heatmap, line_plot, pm
+from belief_tasks.report.base import CardEntry, Context, MetricTable, Section, value
+from belief_tasks.report.loading import TaskRun
+from belief_tasks.report.output import fmt, heatmap, line_plot
 from belief_tasks.scoring.belief_icl import covered, prompt_columns, records_of, sampled_prompts
 
-FAMILY = "BELIEF-ICL"
 TASK_RE = r"belief_(mp|qa)_([a-z0-9]+)"
 PROBES = (TASK_RE,)
 SETTINGS = ("zeroshot", "4random", "4relation", "4template")
@@ -50,126 +51,108 @@ def _order(item) -> tuple:
     return (run_index, style, SETTINGS.index(setting) if setting in SETTINGS else len(SETTINGS), setting)
 
 
-def build(ctx: Context) -> Section | None:
+def build(ctx: Context, family: Family) -> Section | None:
     found = ctx.tasks(TASK_RE)
     if not found:
         return None
     index = {r.name: i for i, r in enumerate(ctx.runs)}
     found.sort(key=lambda rt: _order((index[rt[0].name], rt[1])))
-    w = ctx.writer
     md = [
-        f"## {FAMILY}\n",
+        f"## {family.title}\n",
         "In-context fact probes on MyriadLAMA-style prompts (Zhao et al., v3). One prompt = a fact, a template "
         "and a subject expression. Acc@1 is the mean of N draws of one prompt per fact; Range and SD are the "
         "fluctuation of those draws; Consist the agreement of a fact's answers across its prompts; Ovconf mean "
         "confidence minus accuracy (positive: overconfident).\n",
     ]
-
-    # ---- Table 17
-    shown, raw = [], []
-    for run, task in found:
-        nums = ctx.numbers(run, task.name)
-        style, setting = style_setting(task)
-        recs = task.records()
-        row = {
-            "Model": run.name,
-            "Style": STYLE_LABEL.get(style, style),
-            "Setting": SETTING_LABEL.get(setting, setting),
-        }
-        raw_row = dict(row, task=task.name)
-        for m, head in TABLE17:
-            row[head] = (
-                pm(value(nums, m), stderr(nums, m))
-                if m in ("acc", "consist", "ovconf", "one_word_ratio")
-                else fmt(value(nums, m))
-            )
-            raw_row[m], raw_row[f"{m}_stderr"] = value(nums, m), stderr(nums, m)
-        row["Facts"] = raw_row["facts"] = len({r["fact_id"] for r in recs}) if recs else None
-        row["Prompts"] = raw_row["prompts"] = len(prompt_columns(recs).fact_ids) if recs else None
-        shown.append(row)
-        raw.append(raw_row)
-    md.append("### Accuracy, fluctuation, consistency, overconfidence (cf. v3 Table 17)\n")
-    md.append(
-        w.table(
-            pd.DataFrame(shown),
-            "belief_icl_table17",
-            "± = standard error over facts (Acc@1, Consist, 1-word ratio) or prompts (Ovconf).",
-            csv=pd.DataFrame(raw),
-        )
-    )
-
-    # ---- Table 19: coverage
-    shown, raw = [], []
-    for run, task in found:
-        nums = ctx.numbers(run, task.name)
-        style, setting = style_setting(task)
-        row = {
-            "Model": run.name,
-            "Style": STYLE_LABEL.get(style, style),
-            "Setting": SETTING_LABEL.get(setting, setting),
-        }
-        raw_row = dict(row, task=task.name)
-        for m, head in COVERAGE:
-            row[head] = pm(value(nums, m), stderr(nums, m))
-            raw_row[m], raw_row[f"{m}_stderr"] = value(nums, m), stderr(nums, m)
-        shown.append(row)
-        raw.append(raw_row)
-    md.append("### Knowledge coverage (cf. v3 Tables 8, 19)\n")
-    md.append(
-        "Average: mean accuracy over all prompts; Maximum: the best template of each relation; Oracle: a fact "
-        "counts as known when any of its prompts is answered correctly.\n"
-    )
-    md.append(w.table(pd.DataFrame(shown), "belief_icl_coverage", csv=pd.DataFrame(raw)))
-
-    # ---- calibration plots
-    md.append("### Calibration (cf. v3 Figures 2, 3)\n")
-    bins_rows, plotted = [], False
-    for run in ctx.runs:
-        for style in STYLE_LABEL:
-            series = []
-            for r, task in found:
-                if r is not run or style_setting(task)[0] != style:
-                    continue
-                recs = task.records()
-                conf, correct = sampled_prompts(recs)
-                if not conf:
-                    continue
-                n_bins = plot_bins(int(recs[0].get("bins", belief_metrics.DEFAULT_BINS)), len(conf))
-                bins = belief_metrics.calibration_bins(conf, correct, n_bins)
-                setting = SETTING_LABEL.get(style_setting(task)[1], task.name)
-                series.append(
-                    (f"{setting} (n={len(conf)})", [b["confidence"] for b in bins], [b["accuracy"] for b in bins])
-                )
-                for i, b in enumerate(bins, 1):
-                    bins_rows.append({"model": run.name, "task": task.name, "bin": i, **b})
-            if series:
-                fig = line_plot(
-                    series,
-                    f"Calibration, {STYLE_LABEL[style]}: {run.name}",
-                    "confidence (share of sampled answers agreeing)",
-                    "accuracy (Acc@1 of the bin)",
-                    "context setting",
-                    diagonal=True,
-                )
-                md.append(
-                    w.figure(fig, f"belief_icl_calibration_{run.name}_{style}", f"Calibration {run.name} {style}")
-                )
-                plotted = True
-    if plotted:
-        md.append(
-            f"Bins of equal size by descending confidence (the run's M, or fewer so that a bin holds at least "
-            f"{MIN_BIN_SIZE} prompts); points below the diagonal are overconfident.\n"
-        )
-        md.append(w.table(pd.DataFrame(bins_rows), "belief_icl_calibration_bins", "Calibration bins."))
-    else:
-        md.append("*No sampled confidences in these runs (run with `confidence_samples` > 0).*\n")
-
-    # ---- knowledge sharing (Figure 4)
-    sharing_md = _sharing(ctx, found)
+    md += _table17(ctx, found) + _coverage(ctx, found) + _calibration(ctx, found)
+    sharing_md = _sharing(ctx, found)  # knowledge sharing (Figure 4)
     if sharing_md:
         md.append(sharing_md)
+    return Section(family.title, "\n".join(md), _summary(ctx, found), _card(ctx, found, family.title))
 
-    return Section(title=FAMILY, markdown="\n".join(md), summary=_summary(ctx, found), card=_card(ctx, found))
+
+def _labels(run, task) -> dict[str, str]:
+    style, setting = style_setting(task)
+    return {"Model": run.name, "Style": STYLE_LABEL.get(style, style), "Setting": SETTING_LABEL.get(setting, setting)}
+
+
+def _table17(ctx: Context, found) -> list[str]:
+    """Table 17: Acc@1, its fluctuation, Consist, Ovconf, the 1-word ratio, facts and prompts."""
+    table = MetricTable(TABLE17)
+    for run, task in found:
+        labels = _labels(run, task)
+        shown, raw = table.add(labels, ctx.numbers(run, task.name), dict(labels, task=task.name))
+        recs = task.records()
+        shown["Facts"] = raw["facts"] = len({r["fact_id"] for r in recs}) if recs else None
+        shown["Prompts"] = raw["prompts"] = len(prompt_columns(recs).fact_ids) if recs else None
+    return [
+        "### Accuracy, fluctuation, consistency, overconfidence (cf. v3 Table 17)\n",
+        table.write(
+            ctx.writer,
+            "belief_icl_table17",
+            "± = standard error over facts (Acc@1, Consist, 1-word ratio) or prompts (Ovconf).",
+        ),
+    ]
+
+
+def _coverage(ctx: Context, found) -> list[str]:
+    """Table 19: knowledge coverage (average, maximum, oracle)."""
+    table = MetricTable(COVERAGE)
+    for run, task in found:
+        labels = _labels(run, task)
+        table.add(labels, ctx.numbers(run, task.name), dict(labels, task=task.name))
+    return [
+        "### Knowledge coverage (cf. v3 Tables 8, 19)\n",
+        "Average: mean accuracy over all prompts; Maximum: the best template of each relation; Oracle: a fact "
+        "counts as known when any of its prompts is answered correctly.\n",
+        table.write(ctx.writer, "belief_icl_coverage"),
+    ]
+
+
+def _calibration(ctx: Context, found) -> list[str]:
+    """Figures 2-3: one calibration plot per model and style (a line per context setting), and the bins."""
+    md = ["### Calibration (cf. v3 Figures 2, 3)\n"]
+    bins_rows: list[dict] = []
+    for run in ctx.runs:
+        for style in STYLE_LABEL:
+            series = _calibration_series(run, [t for r, t in found if r is run and style_setting(t)[0] == style])
+            for _, bins, task in series:
+                bins_rows += [{"model": run.name, "task": task.name, "bin": i, **b} for i, b in enumerate(bins, 1)]
+            if series:
+                md.append(_calibration_figure(ctx, run, style, series))
+    if not bins_rows:
+        return md + ["*No sampled confidences in these runs (run with `confidence_samples` > 0).*\n"]
+    return md + [
+        f"Bins of equal size by descending confidence (the run's M, or fewer so that a bin holds at least "
+        f"{MIN_BIN_SIZE} prompts); points below the diagonal are overconfident.\n",
+        ctx.writer.table(pd.DataFrame(bins_rows), "belief_icl_calibration_bins", "Calibration bins."),
+    ]
+
+
+def _calibration_figure(ctx: Context, run, style: str, series: list) -> str:
+    fig = line_plot(
+        [(label, [b["confidence"] for b in bins], [b["accuracy"] for b in bins]) for label, bins, _ in series],
+        f"Calibration, {STYLE_LABEL[style]}: {run.name}",
+        "confidence (share of sampled answers agreeing)",
+        "accuracy (Acc@1 of the bin)",
+        "context setting",
+        diagonal=True,
+    )
+    return ctx.writer.figure(fig, f"belief_icl_calibration_{run.name}_{style}", f"Calibration {run.name} {style}")
+
+
+def _calibration_series(run, tasks: list[TaskRun]) -> list[tuple[str, list[dict], TaskRun]]:
+    """(label, bins, task) of each of ``tasks`` (one model and style) with sampled confidences."""
+    out = []
+    for task in tasks:
+        recs = task.records()
+        conf, correct = sampled_prompts(recs)
+        if not conf:
+            continue
+        n_bins = plot_bins(int(recs[0].get("bins", belief_metrics.DEFAULT_BINS)), len(conf))
+        setting = SETTING_LABEL.get(style_setting(task)[1], task.name)
+        out.append((f"{setting} (n={len(conf)})", belief_metrics.calibration_bins(conf, correct, n_bins), task))
+    return out
 
 
 #: fewest prompts per calibration bin in the plots: smaller bins of tied confidences draw zigzags, not a curve
@@ -196,7 +179,7 @@ def sharing_matrix(units: dict[str, set]) -> pd.DataFrame:
 
 
 def _sharing(ctx: Context, found) -> str:
-    md = []
+    md: list[str] = []
     for style in STYLE_LABEL:
         units = {}
         for run, task in found:
@@ -237,7 +220,7 @@ def _by_model_style(ctx: Context, found):
     return out
 
 
-def _card(ctx: Context, found) -> dict[str, list[CardEntry]]:
+def _card(ctx: Context, found, title: str) -> dict[str, list[CardEntry]]:
     def cells(items, metric, digits=3):
         return " · ".join(f"{lab} {fmt(value(n, metric), digits)}" for lab, n in items)
 
@@ -247,11 +230,11 @@ def _card(ctx: Context, found) -> dict[str, list[CardEntry]]:
         for style, items in styles.items():
             S = STYLE_LABEL.get(style, style)
             entries += [
-                CardEntry("accuracy", FAMILY, f"Acc@1 ({S})", cells(items, "acc")),
-                CardEntry("robustness", FAMILY, f"fluctuation SD ({S})", cells(items, "acc_sd"), "lower"),
-                CardEntry("robustness", FAMILY, f"Consist ({S})", cells(items, "consist")),
-                CardEntry("reliability", FAMILY, f"Ovconf ({S})", cells(items, "ovconf"), "closer to 0"),
-                CardEntry("coverage", FAMILY, f"oracle coverage ({S})", cells(items, "coverage_oracle")),
+                CardEntry("accuracy", title, f"Acc@1 ({S})", cells(items, "acc")),
+                CardEntry("robustness", title, f"fluctuation SD ({S})", cells(items, "acc_sd"), "lower"),
+                CardEntry("robustness", title, f"Consist ({S})", cells(items, "consist")),
+                CardEntry("reliability", title, f"Ovconf ({S})", cells(items, "ovconf"), "closer to 0"),
+                CardEntry("coverage", title, f"oracle coverage ({S})", cells(items, "coverage_oracle")),
             ]
         card[model] = entries
     return card

@@ -19,12 +19,12 @@ from __future__ import annotations
 
 import pandas as pd
 
+from belief_tasks.families import Family
 from belief_tasks.metrics.comparison import correlation
-from belief_tasks.report.base import CardEntry, Context, Section, stderr, value
-from belief_tasks.report.output import fmt, heatmap, pm
+from belief_tasks.report.base import CardEntry, Context, MetricTable, Section, value
+from belief_tasks.report.output import fmt, heatmap
 from belief_tasks.scoring.monitor import has_paper_accuracy, per_relation
 
-FAMILY = "MONITOR"
 TASK_RE = r"belief_monitor\w*"
 PROBES = (TASK_RE,)
 TABLE4 = (
@@ -59,14 +59,15 @@ def relations_of(records: list[dict]) -> list[str]:
     return sorted({r["relation"] for r in records}, key=_pid_order)
 
 
-def build(ctx: Context) -> Section | None:
+def build(ctx: Context, family: Family) -> Section | None:
     found = [(run, t) for run, t in ctx.tasks(TASK_RE) if t.has_records]
+    title = family.title
     if not found:
         if ctx.tasks(TASK_RE):
-            return Section(FAMILY, f"## {FAMILY}\n\n*MONITOR results need the per-sample files (`--log_samples`).*\n")
+            return Section(title, f"## {title}\n\n*MONITOR results need the per-sample files (`--log_samples`).*\n")
         return None
     md = [
-        f"## {FAMILY}\n",
+        f"## {title}\n",
         "Factual reliability (Wang et al., 2024): how far the gold object's subword probabilities move under other "
         "prompt frames (PFD) and under misleading contexts (IRD), per unit of probability under the positive context. "
         "Lower MONITOR is better. Accuracy (R×M): the paper's, greedy answers under every prompt frame behind every "
@@ -82,32 +83,30 @@ def build(ctx: Context) -> Section | None:
         rows += raw
         _per_relation(ctx, tname, runs, md)
         _cost(ctx, tname, runs, md)
-    return Section(FAMILY, "\n".join(md), _summary(rows), _card(rows))
+    return Section(title, "\n".join(md), _summary(rows), _card(rows, title))
 
 
 def _table4(ctx: Context, tname: str, runs: list, md: list[str]) -> list[dict]:
     """Table 4's rows (one per model) into ``md``; returns the raw numbers."""
-    shown, raw = [], []
+    table = MetricTable(TABLE4)
     for run, task in runs:
-        n = ctx.numbers(run, tname)
-        row, raw_row = {"Model": run.name}, {"model": run.name, "suite": tname}
-        for m, head in TABLE4:
-            row[head] = pm(value(n, m), stderr(n, m))
-            raw_row[m], raw_row[f"{m}_stderr"] = value(n, m), stderr(n, m)
+        shown, raw_row = table.add({"Model": run.name}, ctx.numbers(run, tname), {"model": run.name, "suite": tname})
         records = task.records("monitor")
-        row["Facts"] = raw_row["facts"] = len(records)
-        row["Relations"] = raw_row["relations"] = len(relations_of(records))
-        shown.append(row)
-        raw.append(raw_row)
+        shown["Facts"] = raw_row["facts"] = len(records)
+        shown["Relations"] = raw_row["relations"] = len(relations_of(records))
+    raw = table.raw
     # a run without the R x M answers (monitor_accuracy frames / none) shows no empty R x M columns
     unasked = [head for m, head in TABLE4 if all(pd.isna(x[m]) for x in raw)]
+    caption = (
+        "± = bootstrap standard error over facts; max / min: each relation's best and worst "
+        "prompt combination, averaged over relations."
+    )
     md.append("#### Summary (cf. Table 4)\n")
     md.append(
         ctx.writer.table(
-            pd.DataFrame(shown).drop(columns=unasked),
+            pd.DataFrame(table.shown).drop(columns=unasked),
             f"monitor_table4_{tname}",
-            "± = bootstrap standard error over facts; max / min: each relation's best and worst "
-            "prompt combination, averaged over relations.",
+            f"{caption} {table.note()}".strip(),
             csv=pd.DataFrame(raw),
         )
     )
@@ -208,7 +207,7 @@ def _cost(ctx: Context, tname: str, runs: list, md: list[str]) -> None:
     )
 
 
-def _card(rows: list[dict]) -> dict[str, list[CardEntry]]:
+def _card(rows: list[dict], title: str) -> dict[str, list[CardEntry]]:
     card: dict[str, list[CardEntry]] = {}
     for x in rows:
         tag = "" if sum(y["model"] == x["model"] for y in rows) == 1 else f" [{x['suite']}]"
@@ -216,12 +215,12 @@ def _card(rows: list[dict]) -> dict[str, list[CardEntry]]:
             [
                 CardEntry(
                     "accuracy",
-                    FAMILY,
+                    title,
                     ("avg accuracy (R×M)" if x["accuracy"] == "acc_paper_avg" else "avg accuracy over frames") + tag,
                     fmt(x[x["accuracy"]], 3),
                 ),
-                CardEntry("robustness", FAMILY, f"PFD / IRD{tag}", f"{fmt(x['pfd'], 3)} / {fmt(x['ird'], 3)}", "lower"),
-                CardEntry("reliability", FAMILY, f"MONITOR{tag}", fmt(x["monitor"], 3), "lower"),
+                CardEntry("robustness", title, f"PFD / IRD{tag}", f"{fmt(x['pfd'], 3)} / {fmt(x['ird'], 3)}", "lower"),
+                CardEntry("reliability", title, f"MONITOR{tag}", fmt(x["monitor"], 3), "lower"),
             ]
         )
     return card

@@ -51,8 +51,9 @@ def fmt(x, digits: int = 4) -> str:
 
 
 def pm(value, stderr, digits: int = 4) -> str:
-    """``value ± stderr`` (the stderr left out where there is none)."""
-    if stderr is None or (isinstance(stderr, float) and math.isnan(stderr)):
+    """``value ± stderr``; the value alone where there is no standard error (``NoStderr``, lm-eval's "N/A", None or
+    NaN from a results JSON)."""
+    if stderr is None or isinstance(stderr, str) or (isinstance(stderr, float) and math.isnan(stderr)):
         return fmt(value, digits)
     return f"{fmt(value, digits)} ± {fmt(stderr, digits)}"
 

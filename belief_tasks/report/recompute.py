@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from belief_tasks.families import aggregations as family_aggregations
 from belief_tasks.report.loading import TaskRun
+from belief_tasks.scoring.common import NoStderr
 from belief_tasks.scoring.wiring import Aggregation
 
 log = logging.getLogger("belief_tasks.report")
@@ -25,10 +26,11 @@ REL_TOL = 1e-9
 
 @dataclass(frozen=True)
 class Number:
-    """One recomputed metric with the harness's own value beside it."""
+    """One recomputed metric with the harness's own value beside it. ``stderr``: a float, or ``NoStderr(reason)``
+    (the metric's declaration says why, or the records leave it undefined: ``scoring.wiring.Aggregation.stderr``)."""
 
     value: float
-    stderr: float | None
+    stderr: float | NoStderr
     harness: float | None  # the results JSON's value (None: not there)
     interval: tuple[float, float] | None = None  # a budgeted run's 95 % interval (``scoring.budgeted``)
 
@@ -78,28 +80,34 @@ def recompute(task: TaskRun, metrics: list[str] | None = None) -> dict[str, Numb
     # e.g. belief_mlm's prompt and content-free tasks share one)
     own = set(task.metric_names()) | set(task.logged_metrics())
     names = metrics or [m for m in dict.fromkeys([*task.metric_names(), *aggs]) if m in own]
-    out = {}
-    for m in names:
-        harness, harness_se = task.value(m), task.value(m, stderr=True)
-        agg = aggs.get(m)
-        records = task.records(m) if (agg is not None and task.has_records) else []
-        if agg is None or not records:
-            if harness is not None:  # shown, but not recomputed: nothing to compare, not counted as checked
-                out[m] = Number(float(harness), harness_se, None)
-            continue
-        value = float(agg(records))
-        se_fn = agg.stderr_function
-        se = None
-        if se_fn is not None:
-            try:
-                se = float(se_fn(records))
-            except Exception as e:  # noqa: BLE001  a stderr that cannot be computed is reported as such
-                log.warning("%s %s: stderr failed (%s)", task.name, m, e)
-        found = agg.interval(records)
-        out[m] = Number(
-            value, se, None if harness is None else float(harness), None if found is None else (found.low, found.high)
-        )
-    return out
+    numbers = {m: _number(task, m, aggs.get(m)) for m in names}
+    return {m: n for m, n in numbers.items() if n is not None}
+
+
+#: the standard error of a number the report passes through from a results JSON that holds none ("N/A", or absent)
+NOT_IN_RESULTS = NoStderr("none in the results JSON, and no per-sample records to compute one from")
+
+
+def _number(task: TaskRun, metric: str, agg: Aggregation | None) -> Number | None:
+    """``metric`` of ``task`` recomputed by ``agg`` from its records; without records (or an aggregation of ours)
+    the results JSON's own number, shown but not counted as checked; None where neither exists."""
+    harness, harness_se = task.value(metric), task.value(metric, stderr=True)
+    records = task.records(metric) if (agg is not None and task.has_records) else []
+    if agg is None or not records:
+        if harness is None:
+            return None
+        declared = agg.metric.stderr if agg is not None else None
+        none = declared if isinstance(declared, NoStderr) else NOT_IN_RESULTS  # the declaration says why, if it does
+        return Number(float(harness), none if harness_se is None else float(harness_se), None)
+    try:
+        found_se = agg.stderr(records)
+        se = found_se if isinstance(found_se, NoStderr) else float(found_se)
+    except Exception as e:  # noqa: BLE001  a stderr that cannot be computed is reported as such
+        log.warning("%s %s: stderr failed (%s)", task.name, metric, e)
+        se = NoStderr(f"its computation failed on these records ({type(e).__name__}: {e})")
+    found = agg.interval(records)
+    interval = None if found is None else (found.low, found.high)
+    return Number(float(agg(records)), se, None if harness is None else float(harness), interval)
 
 
 def mismatches(numbers: dict[str, dict[str, Number]]) -> list[str]:

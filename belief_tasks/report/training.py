@@ -24,7 +24,7 @@ from belief_tasks.facts.split import HELD_OUT, TRAINED, FactSplit
 from belief_tasks.families import FAMILIES
 from belief_tasks.metrics.agreement import agreement_table, cohen_kappa
 from belief_tasks.report.base import Context, Section, value
-from belief_tasks.report.loading import home_relative
+from belief_tasks.report.loading import ModelRun, home_relative
 from belief_tasks.report.output import line_plot, slug
 from belief_tasks.scoring.subsets import paired_subset_estimates, subset_estimates
 
@@ -70,7 +70,7 @@ def checkpoint(run, x_pattern: str | None = None) -> Checkpoint | None:
     return Checkpoint(",".join(f"{k}={v}" for k, v in sorted(series.items())), float(m.group(1)))
 
 
-def training_runs(ctx: Context, x_pattern: str | None = None) -> dict[str, list[tuple[float, object]]]:
+def training_runs(ctx: Context, x_pattern: str | None = None) -> dict[str, list[tuple[float, ModelRun]]]:
     """series -> [(step, run)] sorted by step, for series with two or more distinct steps."""
     series: dict[str, list] = {}
     for run in ctx.runs:
@@ -80,7 +80,7 @@ def training_runs(ctx: Context, x_pattern: str | None = None) -> dict[str, list[
     return {s: sorted(rs, key=lambda x: x[0]) for s, rs in series.items() if len({st for st, _ in rs}) > 1}
 
 
-def curve_table(ctx: Context, points: list[tuple[float, object]]) -> pd.DataFrame:
+def curve_table(ctx: Context, points: list[tuple[float, ModelRun]]) -> pd.DataFrame:
     """One row per (checkpoint, task): the task's headline metric, recomputed."""
     rows = []
     for step, run in points:
@@ -112,7 +112,7 @@ def _on(split: FactSplit, side: str):
     return lambda r: split.of_record(r) == side
 
 
-def split_table(points: list[tuple[float, object]], split: FactSplit) -> pd.DataFrame:
+def split_table(points: list[tuple[float, ModelRun]], split: FactSplit) -> pd.DataFrame:
     """One row per (checkpoint, task, side): the headline metric on that side's facts, its interval over facts."""
     rows = []
     for step, run in points:
@@ -139,7 +139,7 @@ def split_table(points: list[tuple[float, object]], split: FactSplit) -> pd.Data
     return pd.DataFrame(rows)
 
 
-def split_differences(points: list[tuple[float, object]], split: FactSplit) -> pd.DataFrame:
+def split_differences(points: list[tuple[float, ModelRun]], split: FactSplit) -> pd.DataFrame:
     """Paired differences of the headline metric per side: each checkpoint minus the one before, and the last
     minus the first, on the same facts."""
     pairs = list(zip(points[:-1], points[1:]))
@@ -172,7 +172,7 @@ def split_differences(points: list[tuple[float, object]], split: FactSplit) -> p
     return pd.DataFrame(rows)
 
 
-def split_agreement(points: list[tuple[float, object]], split: FactSplit) -> pd.DataFrame:
+def split_agreement(points: list[tuple[float, ModelRun]], split: FactSplit) -> pd.DataFrame:
     """Per checkpoint and side, for each two probes of the run: Cohen's κ and the share of facts on which
     their known-fact rules agree (facts joined by id: the probes of one run read one dataset)."""
     from belief_tasks.report.agreement import probes_of
@@ -205,7 +205,8 @@ def split_agreement(points: list[tuple[float, object]], split: FactSplit) -> pd.
 
 
 def split_markdown(ctx: Context, i: int, series: str, points, split: FactSplit) -> list[str]:
-    w, md = ctx.writer, []
+    w = ctx.writer
+    md: list[str] = []
     table = split_table(points, split)
     if table.empty:
         return md

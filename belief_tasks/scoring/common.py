@@ -14,11 +14,38 @@ from dataclasses import dataclass
 from typing import Any, Callable, Hashable, Iterable, Mapping, Sequence
 
 
-@dataclass(frozen=True)
-class NoStderr:
-    """Why a metric has no standard error (a spread over draws, a count, a total): lm-eval prints "N/A"."""
+class NoStderr(str):
+    """No standard error, and why: the one value for it from a metric's declaration to the results JSON and the
+    report. It is the string lm-eval itself writes for a standard error it cannot compute, ``"N/A"`` (so lm-eval
+    prints it, writes it into the results JSON and reads it back as its own), carrying its ``reason``, which
+    ``belief-report`` prints under the tables.
+
+    Declared in a ``Metric`` (a spread over draws, a count, a total: ``NoStderr(reason)``), or handed on by
+    ``scoring.wiring`` where a standard error is undefined on a run's records (``UNDEFINED``) or a budgeted run cannot
+    estimate the metric (its ``NotEstimable`` reason)."""
 
     reason: str
+
+    def __new__(cls, reason: str) -> NoStderr:
+        self = super().__new__(cls, "N/A")
+        self.reason = reason
+        return self
+
+    def __getnewargs__(self) -> tuple[str]:  # pickled and copied with its reason
+        return (self.reason,)
+
+    def __repr__(self) -> str:
+        return f"NoStderr({self.reason!r})"
+
+
+#: a standard error that its own formula leaves undefined on a run's records (NaN: a spread over one template, one
+#: relation or one fact)
+UNDEFINED = NoStderr("undefined on these records: the spread it is computed from needs two or more units")
+
+
+def defined(stderr: float) -> float | NoStderr:
+    """``stderr``, or ``UNDEFINED`` where it is NaN."""
+    return UNDEFINED if isinstance(stderr, float) and stderr != stderr else stderr
 
 
 @dataclass(frozen=True)
@@ -50,6 +77,11 @@ class Metric:
     def stderr_function(self) -> Callable[[list], float] | None:
         """The standard error as a function of the records; None when the metric has none (``NoStderr``)."""
         return None if isinstance(self.stderr, NoStderr) else self.stderr
+
+    @property
+    def has_stderr(self) -> bool:
+        """Whether the metric has a standard error on a full run (else ``stderr`` is ``NoStderr(reason)``)."""
+        return not isinstance(self.stderr, NoStderr)
 
     @property
     def estimable(self) -> bool:

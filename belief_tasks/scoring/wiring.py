@@ -7,9 +7,10 @@ lm-eval takes a task's metrics as ``metric_list`` entries, each with an ``aggreg
 from a metric table: each an ``Aggregation`` (the metric on the records behind the logged values; on a budgeted
 run's records the estimate of the full run's value, ``scoring.budgeted``) and, on a budgeted run, each
 estimated metric's 95 % interval as a metric of its own, ``<metric>_ci95`` (``IntervalOf``). Our
-``stderr_for_metric`` hook (``belief_tasks.hooks.harness``) hands lm-eval an ``Aggregation``'s ``stderr_function``
-(None: it has none, lm-eval prints "N/A"), and ``belief-report`` recomputes with the same objects
-(``aggregations``). Nothing is read from or set on a function.
+``stderr_for_metric`` hook (``belief_tasks.hooks.harness``) hands lm-eval a ``Reported``'s ``stderr``: a float, or
+``NoStderr(reason)`` (``scoring.common``: lm-eval's own "N/A", which it prints and writes into the results JSON as
+such), and ``belief-report`` recomputes with the same objects (``aggregations``), the reason included. Nothing is
+read from or set on a function.
 
 Both are callable objects, not functions: lm-eval's results JSON records a callable's source where it has one
 (``TaskConfig.to_dict``) and ``str()`` otherwise, here the metric's declaration (``repr``); deep copies of a
@@ -20,15 +21,19 @@ Pure: no lm-eval.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping
+from typing import Any, Mapping
 
 from belief_tasks.metrics.intervals import Interval
 from belief_tasks.scoring.budgeted import INTERVAL_SUFFIX, Estimators, estimate, estimate_stderr, estimates, is_budgeted
-from belief_tasks.scoring.common import Bound, Metric, records_behind
+from belief_tasks.scoring.common import Bound, Metric, NoStderr, NotEstimable, defined, records_behind
+
+#: the standard error of an interval's own entry (``IntervalOf``)
+INTERVAL_STDERR = NoStderr("an interval: its bounds are the uncertainty of the estimate")
 
 
 class Reported:
-    """What lm-eval calls as a metric's aggregation; ``stderr_function`` is its standard error (None: none)."""
+    """What lm-eval calls as a metric's aggregation; ``stderr(items)`` its standard error on the same items, a float
+    or ``NoStderr(reason)``."""
 
     __slots__ = ("name", "family")
 
@@ -39,9 +44,8 @@ class Reported:
     def __call__(self, items: list) -> Any:
         raise NotImplementedError
 
-    @property
-    def stderr_function(self) -> Callable[[list], float] | None:
-        return None
+    def stderr(self, items: list) -> float | NoStderr:
+        raise NotImplementedError
 
     def __deepcopy__(self, memo: dict) -> Reported:
         return self
@@ -67,23 +71,25 @@ class Aggregation(Reported):
             return estimate(self.estimators, self.name, records)
         return self.metric.aggregation(records)
 
-    @property
-    def stderr_function(self) -> Callable[[list], float] | None:
-        """``stderr``, where the metric has a standard error: its own, or, with a budgeted statistic, the estimate's
-        (a budgeted run estimates even an exact count, so every metric with an interval has one)."""
-        own = self.metric.stderr_function
-        if own is not None or (self.estimators is not None and self.name in self.estimators.statistics):
-            return self.stderr
-        return None
+    def has_stderr(self, budgeted: bool) -> bool:
+        """Whether it has a standard error on a full run (the metric's own) or on a ``budgeted`` one (the estimate's:
+        a budgeted run estimates even an exact count, so every metric with an interval has one)."""
+        if budgeted and self.estimators is not None:
+            return self.name in self.estimators.statistics
+        return self.metric.has_stderr
 
-    def stderr(self, items: list) -> float:
-        """The standard error of ``self(items)``: the metric's own on a full run's records (NaN where it has none:
-        MONITOR's exact counts, printed "N/A"), the estimate's on a budgeted run's."""
+    def stderr(self, items: list) -> float | NoStderr:
+        """The standard error of ``self(items)``: on a full run's records the metric's own, or its ``NoStderr``
+        (``UNDEFINED`` where its formula gives NaN); on a budgeted run's the estimate's, or the ``NotEstimable``
+        reason."""
         records = records_behind(items)
         if self.estimators is not None and is_budgeted(records):
-            return estimate_stderr(self.estimators, self.name, records)
-        own = self.metric.stderr_function
-        return own(records) if own is not None else float("nan")
+            declared = self.metric.budgeted
+            if isinstance(declared, NotEstimable):
+                return NoStderr(f"not estimable from a budgeted run's sample: {declared.reason}")
+            return defined(estimate_stderr(self.estimators, self.name, records))
+        own = self.metric.stderr
+        return own if isinstance(own, NoStderr) else defined(own(records))
 
     def interval(self, items: list) -> Interval | None:
         """The 95 % interval of a budgeted run's estimate; None on a full run or for a metric without a statistic."""
@@ -113,6 +119,9 @@ class IntervalOf(Reported):
     def __call__(self, items: list) -> list:
         found = estimates(self.estimators, records_behind(items))[self.of]
         return [Bound(found.low), Bound(found.high)]
+
+    def stderr(self, items: list) -> NoStderr:
+        return INTERVAL_STDERR
 
     def __repr__(self) -> str:
         return f"95 % interval of belief_tasks.scoring.{self.family}.METRICS[{self.of!r}] (budgeted run)"
