@@ -251,23 +251,23 @@ def shared_prefix_attention(module, query, key, value, attention_mask, scaling=N
 
     layer = module.layer_idx
     runs = prefix.runs() if isinstance(prefix, RowPrefixes) else [(0, bsz, prefix)] if prefix.length else []
-    denom, out = 0.0, 0.0
+    denom: torch.Tensor | float = 0.0  # no prefix: the suffix alone
+    out: torch.Tensor | float = 0.0
     if len(runs) == 1 and runs[0][:2] == (0, bsz):  # one prefix for every row: no per-run copies
         p = runs[0][2]
         row_max, denom, out = _prefix_part(q, p.keys[layer][0].to(work), p.values[layer][0].to(work), row_max, n_kv)
     elif runs:
         row_max = row_max.clone()
-        denom = torch.zeros_like(row_max)
-        out = torch.zeros_like(q)
+        denoms, outs = torch.zeros_like(row_max), torch.zeros_like(q)
         for lo, hi, p in runs:
-            row_max[lo:hi], denom[lo:hi], out[lo:hi] = _prefix_part(
+            row_max[lo:hi], denoms[lo:hi], outs[lo:hi] = _prefix_part(
                 q[lo:hi], p.keys[layer][0].to(work), p.values[layer][0].to(work), row_max[lo:hi], n_kv
             )
+        denom, out = denoms, outs
     suffix_probs = torch.exp(suffix_scores - row_max)
-    denom = denom + suffix_probs.sum(dim=-1, keepdim=True)
-    out = (out + suffix_probs @ v) / denom  # [B, Hkv, G*S, D]
-    out = out.reshape(bsz, n_heads, q_len, dim).transpose(1, 2).contiguous().to(query.dtype)
-    return out, None
+    total = suffix_probs.sum(dim=-1, keepdim=True) + denom  # (a + b == b + a in floating point)
+    attended = (suffix_probs @ v + out) / total  # [B, Hkv, G*S, D]
+    return attended.reshape(bsz, n_heads, q_len, dim).transpose(1, 2).contiguous().to(query.dtype), None
 
 
 def register() -> None:

@@ -25,13 +25,14 @@ def _load(kind: str, dataset: str, location: str | None, revision: str | None) -
         from belief_tasks.data.bear import find_layout, load_bear_folder
 
         if kind == "local":
-            return load_bear_folder(location, dataset)
-        return load_bear_folder(find_layout(_hub_snapshot(dataset, revision), DATASETS[dataset].config), dataset)
+            return load_bear_folder(source.where, dataset)
+        layout = DATASETS[dataset].config or ""
+        return load_bear_folder(find_layout(_hub_snapshot(dataset, revision), layout), dataset)
     if dataset == "fktc":
         from belief_tasks.data import fktc
 
         if kind == "local":
-            return fktc.load_fktc_folder(location)
+            return fktc.load_fktc_folder(source.where)
         try:
             folder = fktc.download()
         except OSError as e:

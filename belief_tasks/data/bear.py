@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
+from typing import Any
 
 from belief_tasks.data.io import Repeats, read_json, read_jsonl, require
 from belief_tasks.data.sources import inside
@@ -36,7 +37,9 @@ ROW_FIELDS = ("sub_id", "sub_label", "sub_aliases", "obj_id", "obj_label")
 
 #: Known defects of the published data, skipped with a warning and counted in
 #: ``FactSet.skipped`` (docs/data.md). Anything else malformed is an error.
-KNOWN_DEFECTS = {("P291", "Q631134"): "BEAR-big P291.jsonl row 41 has an empty sub_label upstream"}
+KNOWN_DEFECTS: dict[tuple[str, Any], str] = {
+    ("P291", "Q631134"): "BEAR-big P291.jsonl row 41 has an empty sub_label upstream"
+}
 #: relations the published metadata declares without an instance file (BEAR-big lists P414)
 KNOWN_MISSING_FILES = {
     ("bear_big", "P414"): "BEAR-big's metadata_relations.json declares P414, which has no P414.jsonl upstream"

@@ -12,6 +12,7 @@ base question used for the positive and negative contexts).
 from __future__ import annotations
 
 import re
+import urllib.parse
 import urllib.request
 from pathlib import Path
 
@@ -178,7 +179,7 @@ def download(commit: str = COMMIT) -> Path:
         name = file_name(rid)
         dest = target / name
         if not dest.is_file():
-            url = f"https://raw.githubusercontent.com/{REPO}/{commit}/FKTC/{urllib.request.quote(name)}"
+            url = f"https://raw.githubusercontent.com/{REPO}/{commit}/FKTC/{urllib.parse.quote(name)}"
             tmp = dest.with_suffix(".part")
             with urllib.request.urlopen(url, timeout=60) as r:  # noqa: S310 - fixed https URL
                 tmp.write_bytes(r.read())

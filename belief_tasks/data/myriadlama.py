@@ -14,7 +14,7 @@ ids; a ``sub_uri`` column, where a copy has one, is the subject's (public loader
 
 from __future__ import annotations
 
-from typing import Iterable
+from typing import Iterable, Sized
 
 from belief_tasks.data.io import Repeats, parse_list
 from belief_tasks.data.sources import Source
@@ -26,6 +26,7 @@ from belief_tasks.facts.schema import (
     Relation,
     SchemaError,
     Template,
+    TemplateKind,
     check_label,
     check_template_text,
     validate_factset,
@@ -55,7 +56,7 @@ def _subject_id(row: dict) -> str | None:
     return value.strip() if isinstance(value, str) and value.strip() else None
 
 
-def template_kind(text: str) -> str:
+def template_kind(text: str) -> TemplateKind:
     return "question" if "?" in text.split("[Y]")[0] else "statement"
 
 
@@ -127,7 +128,7 @@ def rows_to_factset(rows: Iterable[dict], file: str) -> FactSet:
         "the same uuid and template",
         "MyriadLAMA's layout has one row per subject-relation pair and template",
     )
-    if hasattr(rows, "__len__") and len(rows) >= PROGRESS_ROWS:  # the real 2.46 M rows: tens of seconds
+    if isinstance(rows, Sized) and len(rows) >= PROGRESS_ROWS:  # the real 2.46 M rows: tens of seconds
         from tqdm import tqdm
 
         rows = tqdm(rows, desc="Reading MyriadLAMA rows", unit=" rows", mininterval=2.0)
@@ -135,8 +136,7 @@ def rows_to_factset(rows: Iterable[dict], file: str) -> FactSet:
         if i == 1:
             require_columns([r], COLUMNS, file)
         rid = check_label(r.get("rel_uri"), file=file, row=i, field="rel_uri")
-        text = r.get("template")
-        check_template_text(text, file=file, row=i, field="template")
+        text = check_template_text(r.get("template"), file=file, row=i, field="template")
         rel_t = templates.setdefault(rid, {})
         if text not in rel_t:
             rel_t[text] = Template(f"{rid}_t{len(rel_t)}", text, template_kind(text), bool(r.get("is_manual", True)))

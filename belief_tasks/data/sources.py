@@ -131,6 +131,13 @@ class Source:
     def cache_key(self) -> tuple:
         return (self.kind, self.dataset, self.location, self.revision)
 
+    @property
+    def where(self) -> str:
+        """The location of a local or public source (the bundled sample has none)."""
+        if self.location is None:
+            raise ValueError(f"the {self.kind} source of {self.dataset} has no location")
+        return self.location
+
 
 def _get(metadata: Mapping[str, Any] | None, key: str, env: str) -> str | None:
     value = (metadata or {}).get(key)

@@ -31,7 +31,7 @@ def load_rows(source: Source, split: str, config: str | None = None) -> tuple[st
     import datasets
 
     if source.kind == "local":
-        path = Path(source.location)
+        path = Path(source.where)
         if path.is_dir() and ((path / "dataset_dict.json").is_file() or (path / "state.json").is_file()):
             ds = datasets.load_from_disk(str(path))
             if isinstance(ds, datasets.DatasetDict):
@@ -50,7 +50,7 @@ def load_rows(source: Source, split: str, config: str | None = None) -> tuple[st
     if hub_offline():
         raise unreachable(source.dataset, "the hub is switched off (HF_HUB_OFFLINE / HF_DATASETS_OFFLINE)")
     try:
-        ds = datasets.load_dataset(source.location, config, split=split, revision=source.revision)
+        ds = datasets.load_dataset(source.where, config, split=split, revision=source.revision)
     except Exception as e:  # no network, gated, renamed: all end the same way
         raise unreachable(source.dataset, f"{type(e).__name__}: {e}") from e
     return f"{source.location}:{split}", ds.to_list()

@@ -92,7 +92,8 @@ def property_id(relation_id: str, name: str) -> str | None:
 
 def rows_to_facts(rows: list[dict], split: str, file: str) -> tuple[dict[str, str], list[Fact]]:
     require_columns(rows, COLUMNS, file)
-    names, facts = {}, []
+    names: dict[str, str] = {}
+    facts: list[Fact] = []
     # one row per fact of a split; not checked against the published copy, which is out of reach offline
     repeats = Repeats(file, "Object", "the same Relation_ID, Subject and Object")
     for i, r in enumerate(rows, start=1):
@@ -125,13 +126,15 @@ def rows_to_facts(rows: list[dict], split: str, file: str) -> tuple[dict[str, st
 
 
 def load_trex_mc(source: Source) -> FactSet:
-    names, facts, files = {}, [], []
+    names: dict[str, str] = {}
+    facts: list[Fact] = []
+    files: list[str] = []
     for split in SPLITS:
         file, rows = load_rows(source, split)
         files.append(file)
-        n, f = rows_to_facts(rows, split, file)
-        names.update(n)
-        facts.extend(f)
+        split_names, split_facts = rows_to_facts(rows, split, file)
+        names.update(split_names)
+        facts.extend(split_facts)
     space: dict[str, dict[str, Entity]] = {}
     for f in facts:
         space.setdefault(f.relation, {}).setdefault(f.object.label, f.object)

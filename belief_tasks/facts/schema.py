@@ -159,8 +159,8 @@ class FactSet:
         )
 
 
-def check_template_text(text: str, *, file: str, row, field: str, need_object: bool = True) -> None:
-    """Each template holds exactly one ``[X]`` and (when ``need_object``) exactly one ``[Y]``."""
+def check_template_text(text: Any, *, file: str, row, field: str, need_object: bool = True) -> str:
+    """Each template holds exactly one ``[X]`` and (when ``need_object``) exactly one ``[Y]``; returns it."""
     if not isinstance(text, str) or not text.strip():
         raise SchemaError("empty template", file=file, row=row, field=field)
     slots = [(SUBJECT_SLOT, 1)] + ([(OBJECT_SLOT, 1)] if need_object else [])
@@ -170,6 +170,7 @@ def check_template_text(text: str, *, file: str, row, field: str, need_object: b
             raise SchemaError(
                 f"template {text!r} has {n} {slot} slots, expected exactly {want}", file=file, row=row, field=field
             )
+    return text
 
 
 def check_label(value, *, file: str, row, field: str) -> str:

@@ -33,13 +33,13 @@ def reduce_scores(ll: Sequence[float], n_tokens: Sequence[int] | None = None, re
     ``sum`` is eq. 1, log p(a_i, t) = sum_j log p(w_j | w_<j); ``mean`` divides by the
     number of scored tokens (the paper's "mean reduction" ablation, section 5.1.1).
     """
-    ll = np.asarray(ll, dtype=float)
+    summed = np.asarray(ll, dtype=float)
     if reduction == "sum":
-        return ll
+        return summed
     if reduction == "mean":
         if n_tokens is None:
             raise ValueError("the mean reduction needs the number of scored tokens per option (n_tokens)")
-        return ll / np.maximum(np.asarray(n_tokens, dtype=float), 1.0)
+        return summed / np.maximum(np.asarray(n_tokens, dtype=float), 1.0)
     raise ValueError(f"reduction must be one of {REDUCTIONS}, got {reduction!r}")
 
 
@@ -49,9 +49,16 @@ def ranking(scores: Sequence[float]) -> np.ndarray:
     return np.argsort(-np.asarray(scores, dtype=float), kind="stable")
 
 
+def gold_indices(gold: int | Iterable[int]) -> list[int]:
+    """The correct option indices of an instance: one index, or several (a 1:N fact of the bundled sample)."""
+    if isinstance(gold, Iterable):
+        return [int(g) for g in gold]
+    return [int(gold)]
+
+
 def gold_rank(scores: Sequence[float], gold: int | Iterable[int]) -> int:
     """0-based rank of the best-ranked correct option (BEAR has exactly one); P@k of eq. 2 is ``rank < k``."""
-    gold_set = {int(gold)} if np.isscalar(gold) else {int(g) for g in gold}
+    gold_set = set(gold_indices(gold))
     for r, idx in enumerate(ranking(scores)):
         if int(idx) in gold_set:
             return r
@@ -65,10 +72,10 @@ def top_k_share(ranks: Sequence[int], k: int = 1) -> float:
     ``ranks``: the 0-based rank of each instance's correct option. k=1 over every
     (instance, template) pair is the pooled BEAR score.
     """
-    ranks = np.asarray(ranks)
-    if ranks.size == 0:
+    found = np.asarray(ranks)
+    if found.size == 0:
         return float("nan")
-    return float(np.mean(ranks < k))
+    return float(np.mean(found < k))
 
 
 def template_scores(ranks: Sequence[int], template_index: Sequence[int]) -> dict[int, float]:
@@ -129,7 +136,7 @@ def gold_targets(n_options: int, golds: Sequence) -> np.ndarray:
     else 0 (lm-pub-quiz's one-hot when |G_n| = 1, as in BEAR; the bundled sample's 1:N facts may have several)."""
     y = np.zeros((len(golds), n_options))
     for n, gold in enumerate(golds):
-        idx = [int(gold)] if np.isscalar(gold) else sorted({int(g) for g in gold})
+        idx = sorted(set(gold_indices(gold)))
         y[n, idx] = 1.0 / len(idx)
     return y
 
@@ -140,7 +147,7 @@ def uncertainty_normaliser(golds: Sequence) -> float:
     uniform distribution's entropy log2 K when every one of the K options is the answer of some instance,
     and is smaller on a subset of instances (``max_facts_per_relation``, ``--limit``). NaN for U < 2
     (lm-pub-quiz divides by 0 there)."""
-    distinct = {int(g) for gold in golds for g in ([gold] if np.isscalar(gold) else gold)}
+    distinct = {g for gold in golds for g in gold_indices(gold)}
     return float(np.log2(len(distinct))) if len(distinct) > 1 else float("nan")
 
 

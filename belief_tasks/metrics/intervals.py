@@ -41,6 +41,7 @@ from dataclasses import dataclass
 from typing import Callable, Mapping, Sequence
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 LEVEL = 0.95
 METHODS = ("jackknife", "bootstrap")
@@ -162,7 +163,7 @@ class Units:
     columns: Mapping[str, int]
 
     @classmethod
-    def of(cls, ids: Sequence[str], relations: Sequence[str], columns: Mapping[str, Sequence[float]]) -> "Units":
+    def of(cls, ids: Sequence[str], relations: Sequence[str], columns: Mapping[str, ArrayLike]) -> "Units":
         names = list(columns)
         if len(set(ids)) != len(ids):
             raise ValueError("a fact appears twice among the units")

@@ -212,7 +212,12 @@ def monitor_over_relations(
     (1/G) sum_g [sum_{c in g} sqrt(a1 PFD_c^2 + a2 IRD_c^2 + a3 PFD_c IRD_c)
                  / sum_{c in g} (1/L_c) sum_l P(o_c|s_c,r,i+)_l]."""
     rows = group_by_relation(relations, list(zip(pfd, ird, primary_probability, strict=True)))
-    return mean_over_groups({rel: monitor_score(*zip(*fs), alpha) for rel, fs in rows.items()})
+    return mean_over_groups(
+        {
+            rel: monitor_score([f[0] for f in fs], [f[1] for f in fs], [f[2] for f in fs], alpha)
+            for rel, fs in rows.items()
+        }
+    )
 
 
 def accuracy_over_relations(relations: Sequence[str], correct: Sequence, which: str) -> float:
@@ -246,14 +251,14 @@ def frame_accuracy_over_relations(relations: Sequence[str], correct: Sequence[Se
 def bootstrap_stderr(items: Sequence, statistic: Callable[[list], float], iters: int = 200, seed: int = 0) -> float:
     """Standard error of ``statistic`` by the bootstrap: the sample standard deviation (ddof 1) of
     ``statistic`` over ``iters`` resamples of ``items`` with replacement (NaN resamples left out)."""
-    items = list(items)
-    if len(items) < 2:
+    pool = list(items)
+    if len(pool) < 2:
         return float("nan")
     rng = np.random.default_rng(seed)
-    stats = []
+    found = []
     for _ in range(iters):
-        idx = rng.integers(0, len(items), len(items))
-        stats.append(statistic([items[i] for i in idx]))
-    stats = np.asarray(stats, dtype=float)
+        idx = rng.integers(0, len(pool), len(pool))
+        found.append(statistic([pool[i] for i in idx]))
+    stats = np.asarray(found, dtype=float)
     stats = stats[~np.isnan(stats)]
     return float(stats.std(ddof=1)) if stats.size > 1 else float("nan")

@@ -13,15 +13,16 @@ from __future__ import annotations
 from typing import Sequence
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 
-def mean_stderr(values: Sequence[float] | np.ndarray) -> float:
+def mean_stderr(values: ArrayLike) -> float:
     """Standard error of a mean: sample std (ddof=1) / sqrt(n); NaN for n < 2."""
     v = np.asarray(values, dtype=float)
     return float(np.std(v, ddof=1) / np.sqrt(v.size)) if v.size > 1 else float("nan")
 
 
-def binomial_stderr(correct: Sequence[float] | np.ndarray) -> float:
+def binomial_stderr(correct: ArrayLike) -> float:
     """Standard error of a mean of 0/1 outcomes, sqrt(p (1 - p) / n)."""
     c = np.asarray(correct, dtype=float)
     if len(c) == 0:

@@ -45,7 +45,12 @@ def capitalize(text: str) -> str:
 def _replace(template: str, subject: str, answer: str | None) -> str:
     """One pass over the slots, like lm-pub-quiz; ``answer=None`` leaves ``[Y]`` in place."""
     values = {SUBJECT_SLOT: subject, OBJECT_SLOT: answer}
-    return _SLOTS.sub(lambda m: m.group() if values[m.group()] is None else values[m.group()], template)
+
+    def fill(m: re.Match[str]) -> str:
+        found = values[m.group()]
+        return m.group() if found is None else found
+
+    return _SLOTS.sub(fill, template)
 
 
 def statement(template: str, subject: str, answer: str) -> str:

@@ -190,7 +190,8 @@ def eic_groups(relation: Relation, train: Sequence[Fact], test: Sequence[Fact], 
         banned = set().union(*(subject_keys(f) for f in members))
         seq = as_pairs([f for f in order if not (subject_keys(f) & banned)])
         gid = f"{relation.id}_g{g // size:04d}"
-        slots, prior = [], []
+        slots: list[EICSlot] = []
+        prior: list[tuple[int, str, list[str]]] = []
         for i, fact in enumerate(members):
             pos = min(lead + i * params.eic_every, len(seq))
             options, gold = option_set(fact, relation, params.seed, params.max_options)

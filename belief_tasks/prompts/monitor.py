@@ -58,7 +58,8 @@ class AnchorPrompt:
 
 def answer_format(value: str | None) -> str:
     """A named format (``qa``, ``bare``) or a custom string holding ``{prompt}``."""
-    fmt = ANSWER_FORMATS.get(value or DEFAULT_ANSWER_FORMAT, value)
+    name = value or DEFAULT_ANSWER_FORMAT
+    fmt = ANSWER_FORMATS.get(name, name)
     if "{prompt}" not in fmt:
         raise ValueError(
             f"answer_format must be one of {sorted(ANSWER_FORMATS)} or contain '{{prompt}}', got {value!r}"

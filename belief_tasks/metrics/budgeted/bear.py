@@ -49,7 +49,8 @@ def units(
     col = {t: j for j, t in enumerate(templates)}
     asked, first = np.zeros((len(facts), len(templates))), np.zeros((len(facts), len(templates)))
     top = {k: np.zeros(len(facts)) for k in PRECISION_KS}
-    relation, is_1to1 = {}, {}
+    relation: dict = {}
+    is_1to1: dict = {}
     for f, r, t, rank, o in zip(fact_ids, relations, template_index, ranks, one_to_one):
         i, j = row[f], col[int(t)]
         asked[i, j] += 1

@@ -43,7 +43,9 @@ def units(
     relation = dict(zip(fact_ids, relation_ids))
     consist = pair_consistency(fact_ids, answers)
     words = [word_count(a) for a in answers]
-    prompts, one_word, empty = Counter(fact_ids), Counter(), Counter()
+    prompts: Counter = Counter(fact_ids)
+    one_word: Counter = Counter()
+    empty: Counter = Counter()
     for p, w in zip(fact_ids, words):
         one_word[p] += w == 1
         empty[p] += w == 0
