@@ -1,0 +1,67 @@
+"""The lm-eval adapter (``belief_tasks.hooks.lm_eval_api``) on the installed release: the release CI tests (0.4.x),
+and 0.5.0.dev1 beside the project (``PYTHONPATH=.lm-eval-0.5``, docs/architecture.md "lm-eval 0.5")."""
+
+from __future__ import annotations
+
+import pytest
+
+from belief_tasks.hooks import lm_eval_api
+from belief_tasks.tasks.base import BeliefTask
+
+
+def test_each_patched_attribute_is_where_this_release_calls_it():
+    points = lm_eval_api.patch_points()
+    owner, attr = points["stderr"]
+    assert owner.__name__ == ("lm_eval.api.metrics" if lm_eval_api.is_preview() else "lm_eval.evaluator_utils")
+    assert attr == "stderr_for_metric" and callable(getattr(owner, attr))
+    assert {name: a for name, (_, a) in points.items()} == {
+        "stderr": "stderr_for_metric",
+        "seeded samples": "generate_until",
+        "tasks before the model": "process_tasks",
+        "evaluated model": "evaluate",
+    }
+
+
+def test_a_request_is_built_in_its_place_from_what_construct_requests_was_given():
+    doc = {"q": "x"}
+    if lm_eval_api.is_preview():  # 0.5 calls construct_requests(doc, ctx, doc_id=..., apply_chat_template=...)
+        given = {"doc_id": 3, "apply_chat_template": False, "chat_template": None}
+    else:  # 0.4: metadata=(task, doc_id, repeats)
+        given = {"metadata": ("belief_x", 3, 2), "apply_chat_template": False, "chat_template": None}
+    req = lm_eval_api.instance("loglikelihood", doc, ("ctx", " cont"), 1, given, "belief_x", 2)
+    assert (req.task_name, req.doc_id, req.repeats, req.idx, req.args) == ("belief_x", 3, 2, 1, ("ctx", " cont"))
+    req.resps.append((-1.0, True))
+    copy = lm_eval_api.derived_instance(req, request_type="generate_until", arguments=("ctx", {"until": ["\n"]}))
+    assert (copy.task_name, copy.doc_id, copy.repeats, copy.request_type) == ("belief_x", 3, 2, "generate_until")
+    assert copy.resps == [] and req.resps == [(-1.0, True)]  # no answer shared with the original
+
+
+def test_metric_list_and_task_class_follow_the_release():
+    entries = [{"metric": "acc", "aggregation": sum, "higher_is_better": True}]
+    converted = lm_eval_api.metric_list(entries)
+
+    class Probe(BeliefTask):
+        FAMILY = "bear"
+
+    combined = lm_eval_api.task_class(Probe, "multiple_choice")
+    if lm_eval_api.is_preview():
+        from lm_eval.api.task import Task
+
+        assert converted[0]["metric"].__name__ == "acc" and converted[0]["aggregation"] is sum
+        with pytest.raises(RuntimeError, match="process_results"):
+            converted[0]["metric"]()
+        assert issubclass(combined, Probe) and issubclass(combined, Task._registry["multiple_choice"])
+        assert lm_eval_api.task_class(Probe, "multiple_choice") is combined  # one class per pair
+    else:
+        assert converted is entries and combined is Probe
+
+
+def test_max_length_follows_hflm():
+    class Config:
+        max_position_embeddings = 8192
+
+    class Tokenizer:
+        model_max_length = 512
+
+    assert lm_eval_api.max_length(Config(), Tokenizer()) == 8192
+    assert lm_eval_api.max_length(None, Tokenizer()) == 512
