@@ -11,7 +11,7 @@ registration, the classes we recognise a backend by, and the four attributes ``h
 Releases: 0.4.12 and 0.4.13 (``TESTED``, ``pyproject.toml``'s range, what CI runs), and the 0.5 preview
 (0.5.0.dev1), where ``stderr_for_metric`` moved to ``lm_eval.api.metrics`` (the scorers call it from there),
 ``evaluator_utils.get_sample_size`` became private (``_get_sample_size``) and ``models.utils.resolve_max_length``
-is gone (``max_length`` below follows ``HFLM.max_length`` of that release). Each difference is one branch here.
+is gone, as in 0.4.12 (``max_length`` below follows ``HFLM.max_length`` there). Each difference is one branch here.
 
 lm-eval is imported inside the functions (this module sits in the foundations layer: importing it loads
 nothing of lm-eval).
@@ -190,12 +190,13 @@ def stop_sequences_criteria(*args: Any, **kwargs: Any) -> Any:
 
 def max_length(config: Any, tokenizer: Any) -> int:
     """A model's context length as lm-eval's ``HFLM`` resolves it, from its config (None: unreadable) and tokenizer:
-    0.4's ``resolve_max_length``; on 0.5, which has none, ``HFLM.max_length``'s rule (the config's length
-    attributes, then the tokenizer's ``model_max_length`` unless unset, then 2048)."""
-    if not is_preview():
-        from lm_eval.models.utils import resolve_max_length
+    0.4.13's ``models.utils.resolve_max_length``; on 0.4.12 and 0.5, which have none, their ``HFLM.max_length``'s
+    rule (the config's length attributes, then the tokenizer's ``model_max_length`` unless unset, then 2048)."""
+    import lm_eval.models.utils as model_utils
 
-        return int(resolve_max_length(config, tokenizer))
+    resolve = getattr(model_utils, "resolve_max_length", None)
+    if resolve is not None:
+        return int(resolve(config, tokenizer))
     for attr in ("n_positions", "max_position_embeddings", "n_ctx"):
         if config is not None and hasattr(config, attr):
             return int(getattr(config, attr))
