@@ -7,87 +7,41 @@ sequences: the floor of the work), and model FLOP utilisation,
 2 x parameters x forwarded tokens per CPU-second over a float32 matmul peak
 measured in the same run (also per CPU-second).
 
-    python scripts/bench_shared.py            # IC-LKE 20x100, BELIEF 20x(1+100), BEAR 200
-    python scripts/bench_shared.py --quick    # minutes: 1 fact, 2 prompts, 20 instances
+    python -m benchmarks shared            # IC-LKE 20x100, BELIEF 20x(1+100), BEAR 200
+    python -m benchmarks shared --quick    # minutes: 1 fact, 2 prompts, 20 instances
 
-Workloads are built from the bundled sample (belief_tasks/sample_data).
+Workloads are built from the bundled sample (belief_tasks/sample_data) by ``workloads.py``.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import statistics
 import time
 from pathlib import Path
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+import torch
 
-import torch  # noqa: E402
+from belief_tasks.backends.prefix_tree import distinct_tokens
+from benchmarks import measure
+from benchmarks.measure import clocked, machine, predictions
+from benchmarks.workloads import (
+    Sizes,
+    add_size_arguments,
+    bear_requests,
+    belief_prompts,
+    belief_requests,
+    iclke_requests,
+    make_instances,
+    model_path,
+    sample_facts,
+    sizes_of,
+)
 
-from belief_tasks.backends.prefix_tree import distinct_tokens  # noqa: E402
-from belief_tasks.data import load_facts  # noqa: E402
-from belief_tasks.facts import seeding  # noqa: E402
-
-# ------------------------------------------------------------------ workloads
-
-
-def _by_relation(factset):
-    rels: dict[str, list] = {}
-    for f in factset.facts:
-        rels.setdefault(f.relation, []).append(f)
-    return rels
-
-
-def iclke_requests(factset, n_facts: int, n_choices: int = 100, n_examples: int = 50, seed: int = 0):
-    """Per fact: 50 "subject object" lines of its relation, then the subject; 100 object choices
-    (a list of requests per fact: its prediction is the likeliest)."""
-    rels = _by_relation(factset)
-    everyone = sorted({e.label for r in factset.relations.values() for e in r.answer_space})
-    out = []
-    facts = [f for fs in rels.values() for f in fs[:3]][:n_facts]
-    for fact in facts:
-        others = [f for f in rels[fact.relation] if f.id != fact.id]
-        demos = [others[i % len(others)] for i in range(n_examples)]
-        demos = seeding.sample(demos, len(demos), seed, "iclke", fact.id)
-        context = "\n".join(f"{d.subject.label} {d.object.label}" for d in demos) + f"\n{fact.subject.label}"
-        space = [e.label for e in factset.relations[fact.relation].answer_space if e.label != fact.object.label]
-        pad = [x for x in everyone if x not in space and x != fact.object.label]
-        choices = [fact.object.label] + (space + seeding.sample(pad, n_choices, seed, "pad", fact.id))[: n_choices - 1]
-        out.append([(context, f" {c}") for c in choices])
-    return out
-
-
-def belief_prompts(factset, n_prompts: int, seed: int = 0):
-    """BELIEF-ICL style: four demonstrations (one per statement template), then the query's template cut before [Y]."""
-    rels = _by_relation(factset)
-    prompts = []
-    facts = [f for fs in rels.values() for f in fs[:2]][:n_prompts]
-    for fact in facts:
-        rel = factset.relations[fact.relation]
-        templates = (rel.templates_of("statement", False) * 4)[:4]
-        others = seeding.sample([f for f in rels[fact.relation] if f.id != fact.id], 4, seed, "belief", fact.id)
-        demos = [t.fill(o.subject.label, o.object.label) for t, o in zip(templates, others)]
-        query = templates[0].text.replace("[X]", fact.subject.label).split("[Y]")[0].rstrip()
-        prompts.append("\n".join(demos + [query]))
-    return prompts
-
-
-def bear_requests(factset, n_instances: int):
-    """BEAR: every answer-space entity in the fact's first statement template, after an empty context
-    (a list of requests per instance: its prediction is the likeliest)."""
-    out = []
-    rels = _by_relation(factset)
-    facts = [f for fs in zip(*rels.values()) for f in fs][:n_instances]  # round-robin over relations
-    for fact in facts:
-        rel = factset.relations[fact.relation]
-        template = rel.templates_of("statement", False)[0]
-        out.append([("", template.fill(fact.subject.label, e.label)) for e in rel.answer_space])
-    return out
-
+#: the sizes of the three workloads (docs/benchmarks.md's table), and of --quick
+SIZES = Sizes(facts=20, instances=200, prompts=20, samples=100)
+QUICK = Sizes(facts=1, instances=20, prompts=2, samples=100)
 
 # ------------------------------------------------------------------ measuring
 
@@ -119,9 +73,7 @@ class TokenCounter:
 
 def timed(lm, kind: str, instances) -> dict:
     counter = TokenCounter(lm.model)
-    wall, cpu = time.perf_counter(), time.process_time()
-    out = getattr(lm, kind)(instances, disable_tqdm=True)
-    wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+    out, wall, cpu = clocked(getattr(lm, kind), instances, disable_tqdm=True)
     counter.handle.remove()
     return {"wall": wall, "cpu": cpu, "tokens": counter.tokens, "out": out}
 
@@ -133,43 +85,9 @@ def median_run(runs: list[dict]) -> dict:
     )
 
 
-def predictions(results, sizes: list[int]) -> list[int]:
-    """Per group of consecutive requests (an instance's options): the index of the likeliest."""
-    out, at = [], 0
-    for n in sizes:
-        lls = [ll for ll, _ in results[at : at + n]]
-        out.append(lls.index(max(lls)))
-        at += n
-    return out
-
-
-#: the task the benchmarks' requests belong to. They are our tasks' requests, built here without the task objects,
-#: so they are tagged as a task of ours: our hooks serve them as in a run (the seeded samples on stock ``hf`` go
-#: only to our sampler, ``harness.OUR_TASKS``; stock ``generate`` refuses their ``seed``)
-BENCH_TASK = "belief_bench"
-
-
-def bench_instance(kind: str, args, index: int, repeats: int = 1):
-    """One request of a workload, as a task of ours would send it."""
-    from lm_eval.api.instance import Instance
-
-    from belief_tasks.hooks import harness
-
-    harness.OUR_TASKS.add(BENCH_TASK)  # as BeliefTask adds its name when it is built
-    return Instance(kind, {}, args, index, metadata=(BENCH_TASK, index, repeats))
-
-
-def make_instances(kind: str, args_list, repeats: int = 1):
-    return [bench_instance(kind, a, i, repeats) for i, a in enumerate(args_list)]
-
-
-def main() -> None:
+def parse(argv):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--quick", action="store_true", help="1 fact, 2 prompts, 20 BEAR instances")
-    ap.add_argument("--facts", type=int, default=20)
-    ap.add_argument("--prompts", type=int, default=20)
-    ap.add_argument("--samples", type=int, default=100)
-    ap.add_argument("--instances", type=int, default=200)
+    add_size_arguments(ap, SIZES, QUICK)
     ap.add_argument("--batch_size", default="16", help="stock hf (its rows carry the whole shared prefix)")
     ap.add_argument(
         "--shared_batch_size",
@@ -185,52 +103,17 @@ def main() -> None:
         help="run both arms this many times, alternating, and report the medians (a busy machine)",
     )
     ap.add_argument("--json", help="also write the numbers here")
-    args = ap.parse_args()
-    if args.quick:
-        args.facts, args.prompts, args.instances = 1, 2, 20
+    return ap.parse_args(argv)
+
+
+def main(argv=None) -> None:
+    args = parse(argv)
+    sizes_of(args)
     torch.set_num_threads(args.threads)
     bs, shared_bs = (x if x == "auto" else int(x) for x in (args.batch_size, args.shared_batch_size))
 
-    from lm_eval.models.huggingface import HFLM
-
-    from belief_tasks.backends.shared import HFSharedPrefixLM
-    from belief_tasks.commands.default_model import default_model_path
-    from belief_tasks.tasks.belief_icl import sampling_kwargs
-
-    path = str(default_model_path())
-    common = dict(pretrained=path, device="cpu", dtype="float32", max_batch_size=64)
-    stock, shared = HFLM(batch_size=bs, **common), HFSharedPrefixLM(batch_size=shared_bs, **common)
-    params = sum(p.numel() for p in stock.model.parameters())
-    factset = load_facts("bear", {"source": "sample"})
-
-    gen = {"until": ["\n", "."], "max_gen_toks": 16, "do_sample": False}
-    prompts = belief_prompts(factset, args.prompts)
-    gen_reqs = make_instances("generate_until", [(p, gen) for p in prompts])
-    # as the BELIEF task sends them: K distinct requests per prompt (sample i carries a tagged stop string)
-    # (and its own seed, so stock hf generates each sample alone: docs/backends_support.md)
-    sample_reqs = make_instances(
-        "generate_until",
-        [(p, sampling_kwargs(gen, i, seeding.derive_seed(1234, p, i))) for p in prompts for i in range(args.samples)],
-    )
-    iclke, bear = iclke_requests(factset, args.facts), bear_requests(factset, args.instances)
-    groups = {"iclke": [len(g) for g in iclke], "bear": [len(g) for g in bear]}
-    workloads = {
-        "iclke": (
-            "loglikelihood",
-            make_instances("loglikelihood", [r for g in iclke for r in g]),
-            f"IC-LKE: {args.facts} facts x 100 choices after 50 examples",
-        ),
-        "belief": (
-            "generate_until",
-            gen_reqs + sample_reqs,
-            f"BELIEF: greedy + {args.samples} samples for {args.prompts} prompts",
-        ),
-        "bear": (
-            "loglikelihood",
-            make_instances("loglikelihood", [r for g in bear for r in g]),
-            f"BEAR: {args.instances} instances x full answer space, empty context",
-        ),
-    }
+    stock, shared, params = load(bs, shared_bs)
+    workloads, groups, prompts, gen_reqs = build(args)
 
     peaks = [matmul_peak()]
     rows = []
@@ -248,7 +131,7 @@ def main() -> None:
         if kind == "loglikelihood":
             encoded = [shared._encode_request(*r.args) for r in instances]
             needed = distinct_tokens([(c + x)[-(shared.max_length + 1) :][:-1] for c, x in encoded])
-            gaps = [abs(a[0] - b[0]) for a, b in zip(s["out"], h["out"])]
+            gaps = measure.gaps(s["out"], h["out"])
             same_greedy = all(a[1] == b[1] for a, b in zip(s["out"], h["out"]))
             check = (
                 f"|stock - shared| max {max(gaps):.2e} mean {statistics.mean(gaps):.1e} nats, "
@@ -281,10 +164,56 @@ def main() -> None:
         rows.append(row)
         print(json.dumps(row, indent=1), flush=True)
 
+    report(rows, args, bs, shared_bs, peaks, params)
+
+
+def load(bs, shared_bs):
+    """Both arms on the bundled model (float32, CPU), and its parameter count."""
+    from lm_eval.models.huggingface import HFLM
+
+    from belief_tasks.backends.shared import HFSharedPrefixLM
+
+    path = model_path()
+    common = dict(pretrained=path, device="cpu", dtype="float32", max_batch_size=64)
+    stock, shared = HFLM(batch_size=bs, **common), HFSharedPrefixLM(batch_size=shared_bs, **common)
+    params = sum(p.numel() for p in stock.model.parameters())
+    return stock, shared, params
+
+
+def build(args):
+    """The three workloads (request type, instances, title), the option groups of the scored ones, the BELIEF
+    prompts and their greedy requests."""
+    factset = sample_facts()
+
+    prompts = belief_prompts(factset, args.prompts)
+    # as the BELIEF task sends them: the greedy request, then K distinct requests per prompt (sample i carries a
+    # tagged stop string and its own seed: docs/backends_support.md)
+    belief = make_instances("generate_until", [a for _, a in belief_requests(prompts, args.samples)])
+    gen_reqs = belief[: len(prompts)]
+    iclke, bear = iclke_requests(factset, args.facts, args.options), bear_requests(factset, args.instances)
+    groups = {"iclke": [len(g) for g in iclke], "bear": [len(g) for g in bear]}
+    workloads = {
+        "iclke": (
+            "loglikelihood",
+            make_instances("loglikelihood", [r for g in iclke for r in g]),
+            f"IC-LKE: {args.facts} facts x {args.options} choices after 50 examples",
+        ),
+        "belief": ("generate_until", belief, f"BELIEF: greedy + {args.samples} samples for {args.prompts} prompts"),
+        "bear": (
+            "loglikelihood",
+            make_instances("loglikelihood", [r for g in bear for r in g]),
+            f"BEAR: {args.instances} instances x full answer space, empty context",
+        ),
+    }
+
+    return workloads, groups, prompts, gen_reqs
+
+
+def report(rows: list[dict], args, bs, shared_bs, peaks: list[float], params: int) -> None:
     print(f"\nbatch size: stock {bs}, shared {shared_bs}; medians of {args.repeats} alternating run(s)")
     print(
-        f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, torch threads {args.threads}, "
-        f"load average {os.getloadavg()[0]:.1f}; matmul peak {max(peaks) / 1e9:.1f} GFLOP per CPU-second; "
+        f"machine: {machine()}, torch threads {args.threads}; "
+        f"matmul peak {max(peaks) / 1e9:.1f} GFLOP per CPU-second; "
         f"params {params / 1e6:.1f}M"
     )
     print(
@@ -303,7 +232,3 @@ def main() -> None:
         Path(args.json).write_text(
             json.dumps({"rows": rows, "peak_flop_per_cpu_s": max(peaks), "params": params}, indent=1)
         )
-
-
-if __name__ == "__main__":
-    main()
