@@ -1,4 +1,4 @@
-"""``scripts/bench_engines.py``, the script behind the README's engine timings: every hf arm runs every workload
+"""``python -m benchmarks engines``, the benchmark behind the README's engine timings: every hf arm runs every workload
 (seeded BELIEF-ICL samples on stock ``hf`` included), and ``--count`` counts what each asks of the device.
 
 A tiny random model (``scripts/random_model.py --shape tiny``) on a handful of requests: minutes, not the
@@ -64,7 +64,9 @@ def bench(tiny_model, tmp_path_factory) -> tuple[str, dict]:
     done = subprocess.run(
         [
             sys.executable,
-            str(ROOT / "scripts" / "bench_engines.py"),
+            "-m",
+            "benchmarks",
+            "engines",
             "--arms",
             "hf,hf-shared",
             "--model",
@@ -105,9 +107,8 @@ def test_hf_arms_run_every_workload_and_count_their_work(bench):
 @pytest.mark.e2e
 def test_hf_shared_asks_no_more_of_the_device_than_hf(bench):
     """Issue 39's goal, counted: per workload, ``hf-shared`` makes no more forwards per request, and no more host
-    reads per scored request and per generated token, than stock ``hf`` (``bench_counting.summary``)."""
-    sys.path.insert(0, str(ROOT / "scripts"))
-    from bench_counting import summary
+    reads per scored request and per generated token, than stock ``hf`` (``benchmarks.counting.summary``)."""
+    from benchmarks.counting import summary
 
     work = {arm: runs[-1] for arm, runs in bench[1]["work"].items()}
     for name in work["hf"]:
@@ -120,7 +121,7 @@ def test_hf_shared_asks_no_more_of_the_device_than_hf(bench):
 
 def test_count_refuses_an_arm_it_cannot_instrument():
     done = subprocess.run(
-        [sys.executable, str(ROOT / "scripts" / "bench_engines.py"), "--arms", "hf,vllm", "--count"],
+        [sys.executable, "-m", "benchmarks", "engines", "--arms", "hf,vllm", "--count"],
         capture_output=True,
         text=True,
         cwd=str(ROOT),

@@ -1,5 +1,5 @@
 """BELIEF-ICL at MyriadLAMA scale, small (docs/scale.md): the synthetic hub-layout copy of
-``scripts/bench_scale.py``, one document per pair, ranks that build only their own prompts, and
+``python -m benchmarks scale``, one document per pair, ranks that build only their own prompts, and
 sample logs that hold each record once.
 
 Everything runs on a synthetic MyriadLAMA at 0.2% of its size (49 pairs, 41 relations x 100
@@ -8,28 +8,22 @@ templates) with lm-eval's ``dummy`` model, in seconds.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
 import pytest
 
-from harness import ROOT, evaluate
+from benchmarks import scale
+
+from harness import evaluate
 
 FRACTION = 0.002
-
-
-def bench_scale():
-    spec = importlib.util.spec_from_file_location("bench_scale", ROOT / "scripts" / "bench_scale.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 @pytest.fixture(scope="module")
 def synthetic(tmp_path_factory) -> tuple[Path, dict]:
     folder = tmp_path_factory.mktemp("myriadlama") / "copy"
-    return folder, bench_scale().write_synthetic(folder, FRACTION)
+    return folder, scale.write_synthetic(folder, FRACTION)
 
 
 def meta(folder: Path, **extra) -> dict:
@@ -56,7 +50,7 @@ def test_synthetic_copy_has_myriadlamas_shape(synthetic):
     assert sum(100 * len(f.subject.expressions) for f in fs.facts) == info["prompts_all_templates"]
     # written once: a second call with the same fraction reuses the copy
     stamp = next(folder.glob("*.parquet")).stat().st_mtime_ns
-    assert bench_scale().write_synthetic(folder, FRACTION) == info
+    assert scale.write_synthetic(folder, FRACTION) == info
     assert next(folder.glob("*.parquet")).stat().st_mtime_ns == stamp
 
 

@@ -41,7 +41,7 @@ METADATA = {
 }
 BEAR_REQUESTS = 84  # 2 docs x 42 answer options of P1303
 TOL = 1e-4  # batch 1 vs 8: padding changes the matmul shapes, so float32 rounding moves a summed log-likelihood by
-# up to ~5e-5 nats on some CPUs (scripts/bench_float_noise.py; 4.6e-5 measured here on the pre-change code too); the
+# up to ~5e-5 nats on some CPUs (python -m benchmarks float_noise; 4.6e-5 measured here on the pre-change code too); the
 # predictions and generated texts stay identical (checked exactly below)
 
 

@@ -13,7 +13,8 @@ from belief_tasks.data.sources import inside
 from belief_tasks.facts.schema import SchemaError
 
 ROOT = Path(__file__).resolve().parent.parent
-CODE = [p for d in ("belief_tasks", "metrics", "scripts", "task_yamls") for p in sorted((ROOT / d).rglob("*.py"))]
+FOLDERS = ("belief_tasks", "metrics", "scripts", "benchmarks", "task_yamls")
+CODE = [p for d in FOLDERS for p in sorted((ROOT / d).rglob("*.py"))]
 
 
 # ------------------------------------------------------------------ trust_remote_code

@@ -160,7 +160,7 @@ def start_run(args: list[str], report: bool) -> None:
 def finish_run() -> None:
     """Close the run's progress and keep its measured rates for the next estimate (``estimate.record_run``);
     ``BELIEF_PROGRESS_JSON=FILE``: also write what each phase took and was estimated to take there (for
-    ``scripts/bench_profile.py``)."""
+    ``python -m benchmarks profile``)."""
     from belief_tasks.planning import estimate, progress
 
     run = progress.current()

@@ -1,4 +1,4 @@
-"""``scripts/bench_engines.py``'s vLLM arms run every workload, on a handful of requests (the hf arms:
+"""``python -m benchmarks engines``'s vLLM arms run every workload, on a handful of requests (the hf arms:
 tests/test_bench_engines.py)."""
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from engine_runs import VLLM_CPU_ENV, require_vllm
 require_vllm()
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "scripts"))
-import bench_engines  # noqa: E402  (its module level needs neither torch nor vLLM)
+sys.path.insert(0, str(ROOT))
+from benchmarks import engines  # noqa: E402  (its module level needs neither torch nor vLLM)
 
 SMALL = [
     "--facts",
@@ -35,14 +35,16 @@ SMALL = [
 ]
 
 
-@pytest.mark.parametrize("arm", [a for a in bench_engines.ARMS if a.startswith("vllm")])
+@pytest.mark.parametrize("arm", [a for a in engines.ARMS if a.startswith("vllm")])
 def test_vllm_arm_runs_every_workload(arm, model_path, tmp_path):
     out = tmp_path / "bench.json"
     env = {**os.environ, **VLLM_CPU_ENV}
     done = subprocess.run(
         [
             sys.executable,
-            str(ROOT / "scripts" / "bench_engines.py"),
+            "-m",
+            "benchmarks",
+            "engines",
             "--arms",
             arm,
             "--vllm_python",

@@ -15,14 +15,16 @@
    ``--baseline-fraction`` a second, smaller run gives the intercept (startup memory, imports), so
    the slope per prompt is measured rather than assumed.
 
-    python scripts/bench_scale.py --fraction 0.1 --log-samples                # new code, dummy model
-    python scripts/bench_scale.py --fraction 0.1 --log-samples --python /work/old/.venv/bin/python
-    python scripts/bench_scale.py --fraction 0.002 --model hf-shared \\
+    python -m benchmarks scale --fraction 0.1 --log-samples                # new code, dummy model
+    python -m benchmarks scale --fraction 0.1 --log-samples --python /path/to/old/.venv/bin/python
+    python -m benchmarks scale --fraction 0.002 --model hf-shared \\
         --model-args pretrained=/path/to/SmolLM2-135M-Instruct,dtype=float32 --log-samples
-    python scripts/bench_scale.py --fraction 1.0 --log-samples --json full.json   # 6.49M prompts
+    python -m benchmarks scale --fraction 1.0 --log-samples --json full.json   # 6.49M prompts
 
-The child is ``python -m belief_tasks.commands.belief_eval`` of ``--python``'s environment, so the same script
-measures an older checkout installed in another virtual environment side by side.
+The child is ``python -m belief_tasks.commands.belief_eval`` of ``--python``'s environment, so the same benchmark
+measures an older checkout installed in another virtual environment side by side: it runs this file by its path
+(``PYTHONSAFEPATH``, from a temporary folder, so that it imports that environment's ``belief_tasks``, not the
+checkout's), which is why this module imports only the standard library at its top.
 """
 
 from __future__ import annotations
@@ -32,7 +34,6 @@ import json
 import os
 import random
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -310,23 +311,13 @@ def run_task(args, data: Path | None, fraction_info: dict, out: Path) -> dict:
         cli.append("--log_samples")
     counts = out / "counts.json"
     cmd = [args.python, str(Path(__file__).resolve()), CHILD_FLAG, str(counts), *cli]
-    env = dict(
-        os.environ,
-        PYTHONSAFEPATH="1",
-        HF_HUB_OFFLINE="1",
-        HF_DATASETS_OFFLINE="1",
-        TOKENIZERS_PARALLELISM="false",
-        OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", "1"),
-    )
-    log = open(out / "child.log", "w")
-    t = time.perf_counter()
-    proc = subprocess.Popen(cmd, cwd=tempfile.gettempdir(), env=env, stdout=log, stderr=subprocess.STDOUT)
-    _, status, usage = os.wait4(proc.pid, 0)
-    wall = time.perf_counter() - t
-    log.close()
-    if os.waitstatus_to_exitcode(status) != 0:
+    from benchmarks import measure  # here, not at the top: the child runs this file outside the package
+
+    env = {**measure.child_env(int(os.environ.get("OMP_NUM_THREADS", "1"))), "PYTHONSAFEPATH": "1"}
+    run = measure.run_child(cmd, env, out / "child.log", cwd=tempfile.gettempdir())
+    if run["status"] != 0:
         tail = (out / "child.log").read_text(errors="replace")[-3000:]
-        raise SystemExit(f"child failed ({os.waitstatus_to_exitcode(status)}):\n{tail}")
+        raise SystemExit(f"child failed ({run['status']}):\n{tail}")
     stats = json.loads(counts.read_text())
     task = stats["tasks"][args.task] if args.task in stats["tasks"] else _sum(stats["tasks"])
     build_s = stats["seconds"].get("build requests", 0.0)
@@ -340,14 +331,14 @@ def run_task(args, data: Path | None, fraction_info: dict, out: Path) -> dict:
         "prompts": prompts,
         "requests": task["requests"],
         "sampled_requests": task["sampled_requests"],
-        "wall_s": round(wall, 1),
-        "cpu_s": round(usage.ru_utime + usage.ru_stime, 1),
+        "wall_s": round(run["wall_s"], 1),
+        "cpu_s": round(run["cpu_s"], 1),
         "build_requests_s": build_s,
-        "peak_rss_mb": round(usage.ru_maxrss / 1024),
+        "peak_rss_mb": round(run["peak_mb"]),
         "log_bytes": log_bytes,
         "per_prompt": {
-            "cpu_ms": round(1000 * (usage.ru_utime + usage.ru_stime) / prompts, 3),
-            "rss_bytes": round(usage.ru_maxrss * 1024 / prompts),
+            "cpu_ms": round(1000 * run["cpu_s"] / prompts, 3),
+            "rss_bytes": round(run["peak_mb"] * 2**20 / prompts),
             "log_bytes": round(log_bytes / prompts),
         },
         "phases_s": stats["seconds"],
@@ -374,9 +365,10 @@ def extrapolate(big: dict, small: dict | None, prompts: int) -> dict:
     return out
 
 
-def main() -> None:
-    if len(sys.argv) > 1 and sys.argv[1] == CHILD_FLAG:
-        return child_main(sys.argv[2], sys.argv[3:])
+def main(argv: list[str] | None = None) -> None:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv and argv[0] == CHILD_FLAG:
+        return child_main(argv[1], argv[2:])
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument(
         "--fraction",
@@ -407,7 +399,7 @@ def main() -> None:
         default=FULL_PROMPTS,
         help="prompts (non-sampled requests) of the full setting (default: MyriadLAMA, all templates; 0: none)",
     )
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
 
     runs = {}
     for fraction in [f for f in (args.baseline_fraction, args.fraction) if f is not None]:

@@ -8,8 +8,8 @@ loads the model once and runs the same tasks in rounds, A B A B: without a cache
 repeated run pays, every answer read back). It prints each arm's median wall time, the ratios, and how many
 answers the cache holds.
 
-    python scripts/bench_answer_cache.py                                  # the main job's tasks on hf-shared
-    python scripts/bench_answer_cache.py --tasks belief_demo_bear --rounds 3
+    python -m benchmarks answer_cache                                  # the main job's tasks on hf-shared
+    python -m benchmarks answer_cache --tasks belief_demo_bear --rounds 3
 """
 
 from __future__ import annotations
@@ -17,16 +17,13 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import sys
 import tempfile
-import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from benchmarks import measure, workloads
 
 
-def main(argv=None) -> None:
+def parse(argv):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--tasks", default="belief_demo")
     ap.add_argument("--metadata", default='{"source": "sample"}')
@@ -34,8 +31,11 @@ def main(argv=None) -> None:
     ap.add_argument("--batch_size", default="8")
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--json", type=Path, default=None, help="write the timings here")
-    args = ap.parse_args(argv)
+    return ap.parse_args(argv)
 
+
+def main(argv=None) -> None:
+    args = parse(argv)
     import belief_tasks
 
     belief_tasks.install()
@@ -44,19 +44,18 @@ def main(argv=None) -> None:
     from lm_eval.api.registry import get_model
     from lm_eval.tasks import TaskManager
 
-    from belief_tasks.commands.default_model import default_model_path
     from belief_tasks.hooks.answer_cache import answers_held
     from belief_tasks.paths import task_yamls_dir
 
-    model_args = {"pretrained": str(default_model_path()), "dtype": "float32"}
+    model_args = {"pretrained": workloads.model_path(), "dtype": "float32"}
     meta = json.loads(args.metadata)
     lm = get_model(args.model).create_from_arg_obj(model_args, {"batch_size": args.batch_size, "device": "cpu"})
 
     def run(cache: str | None) -> float:
         lm.set_cache_hook(CacheHook(None))  # CachingLM leaves its hook on the model: the next arm starts bare
         tm = TaskManager(include_path=str(task_yamls_dir()), metadata={**model_args, **meta})
-        start = time.perf_counter()
-        lm_eval.simple_evaluate(
+        _, wall, _ = measure.clocked(
+            lm_eval.simple_evaluate,
             model=lm,
             tasks=args.tasks.split(","),
             task_manager=tm,
@@ -65,7 +64,7 @@ def main(argv=None) -> None:
             metadata=meta,
             bootstrap_iters=0,
         )
-        return time.perf_counter() - start
+        return wall
 
     times: dict[str, list[float]] = {"off": [], "cold": [], "warm": []}
     rows = 0
@@ -88,7 +87,3 @@ def main(argv=None) -> None:
         args.json.write_text(
             json.dumps({"tasks": args.tasks, "model": args.model, "answers": rows, "times_s": times}, indent=1)
         )
-
-
-if __name__ == "__main__":
-    main()

@@ -4,9 +4,9 @@ Runs the recipe of docs/report.md ("Agreement on the real datasets") on local co
 ``belief-report`` over its outputs, and checks the page: each pair of probes must have joined every fact
 the two probes could join, as counted beforehand from the documents the tasks build (no model).
 
-    python scripts/agreement_real.py DATA_DIR --out results/real          # the runs, the report, the check
-    python scripts/agreement_real.py DATA_DIR --plan                      # only the count (seconds, no model)
-    python scripts/agreement_real.py DATA_DIR --out results/real --check  # the count against an existing report
+    python -m benchmarks agreement_real DATA_DIR --out results/real          # the runs, the report, the check
+    python -m benchmarks agreement_real DATA_DIR --plan                      # only the count (no model)
+    python -m benchmarks agreement_real DATA_DIR --out results/real --check  # the count against an existing report
 
 DATA_DIR holds ``bear/BEAR``, ``bear/BEAR-big`` and ``fktc/FKTC`` in the layouts of docs/data.md. The
 model is the bundled default unless ``--model_args`` says otherwise. Exit status 1 when a pair of the page
@@ -21,14 +21,13 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the checkout's belief_tasks, as other scripts do
-
-from belief_tasks.facts.join import BY_FACT_ID, RULES, join_keys  # noqa: E402
-from belief_tasks.facts.schema import FactKey  # noqa: E402
-from belief_tasks.tasks.base import unpack  # noqa: E402
+from belief_tasks.facts.join import BY_FACT_ID, RULES, join_keys
+from belief_tasks.facts.schema import FactKey
+from belief_tasks.tasks.base import unpack
+from benchmarks import measure, workloads
+from benchmarks.workloads import ROOT
 
 #: task -> its --metadata: the relations where the three datasets share most facts (docs/report.md says why)
 RECIPE = {
@@ -36,18 +35,6 @@ RECIPE = {
     "belief_iclke_bear": {"relations": "P30,P1376"},
     "belief_monitor": {"relations": "P1376"},
 }
-#: the local copies, below DATA_DIR, and the environment variables that point the tasks at them
-DATA = {"BELIEF_BEAR_PATH": "bear/BEAR", "BELIEF_BEAR_BIG_PATH": "bear/BEAR-big", "BELIEF_FKTC_PATH": "fktc/FKTC"}
-
-
-def data_env(data_dir: Path) -> dict[str, str]:
-    env = {var: str((data_dir / sub).resolve()) for var, sub in DATA.items()}
-    missing = [p for p in env.values() if not Path(p).is_dir()]
-    if missing:
-        raise SystemExit(
-            f"{data_dir}: no folder {', '.join(missing)} (DATA_DIR holds bear/BEAR, bear/BEAR-big, fktc/FKTC)"
-        )
-    return env
 
 
 def task_keys(task: str, metadata: dict) -> dict[str, FactKey]:
@@ -89,10 +76,9 @@ def plan(model_args: str) -> tuple[dict[str, int], dict[tuple[str, str], dict[st
 
 
 def run(out: Path, model_args: str, extra: list[str]) -> None:
-    bin_dir = Path(sys.executable).parent
+    out.mkdir(parents=True, exist_ok=True)
     for task, metadata in RECIPE.items():
-        cmd = [
-            str(bin_dir / "belief-eval"),
+        cmd = measure.belief_eval(
             "--model",
             "hf-shared",
             "--model_args",
@@ -107,12 +93,18 @@ def run(out: Path, model_args: str, extra: list[str]) -> None:
             str(out),
             "--log_samples",
             *extra,
-        ]
+        )
         print("+ " + " ".join(cmd), flush=True)
-        t0 = time.perf_counter()
-        subprocess.run(cmd, check=True)
-        print(f"{task}: {time.perf_counter() - t0:.0f} s", flush=True)
-    subprocess.run([str(bin_dir / "belief-report"), str(out), "--out", str(out / "report")], check=True)
+        done = measure.run_child(cmd, measure.child_env(), out / f"{task}.log")
+        if done["status"]:
+            raise SystemExit(f"{task} failed ({done['status']}); its output: {out / f'{task}.log'}")
+        print(
+            f"{task}: {done['wall_s']:.0f} s wall, {done['cpu_s']:.0f} CPU-s, peak {done['peak_mb']:.0f} MiB, "
+            f"load {done['load']:.1f}",
+            flush=True,
+        )
+    report = [sys.executable, "-m", "belief_tasks.report.cli", str(out), "--out", str(out / "report")]
+    subprocess.run(report, check=True, cwd=str(ROOT))
 
 
 def check(out: Path, pairs: dict[tuple[str, str], dict[str, int]]) -> int:
@@ -149,11 +141,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--plan", action="store_true", help="only count the facts each pair can join; no model")
     p.add_argument("--check", action="store_true", help="no runs: check the report already under --out")
     args, extra = p.parse_known_args(argv)
-    os.environ.update(data_env(args.data_dir))
+    os.environ.update(workloads.real_data_env(args.data_dir))
     if args.model_args is None:
-        from belief_tasks.commands.default_model import default_model_path
-
-        args.model_args = f"pretrained={default_model_path()},dtype=float32"
+        args.model_args = f"pretrained={workloads.model_path()},dtype=float32"
     facts, pairs = plan(args.model_args)
     print("facts per task: " + ", ".join(f"{t} {n}" for t, n in facts.items()))
     for (a, b), c in pairs.items():
@@ -167,7 +157,3 @@ def main(argv: list[str] | None = None) -> int:
     if not args.check:
         run(args.out, args.model_args, extra)
     return check(args.out, pairs)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,4 +1,4 @@
-"""What a backend asks of the device, counted on the CPU from outside (``bench_engines.py --count``).
+"""What a backend asks of the device, counted on the CPU from outside (``python -m benchmarks engines --count``).
 
 On a fast accelerator a small model's throughput is set less by arithmetic than by what the host does around it:
 forward passes (each reads every weight and launches every kernel), reads of device results to the host (each
@@ -71,7 +71,7 @@ def _call_site() -> str:
     if frame is None:
         return "?"
     path = frame.f_code.co_filename
-    for marker in ("site-packages/", "wt-", "/belief_tasks/", "/scripts/"):
+    for marker in ("site-packages/", "wt-", "/belief_tasks/", "/benchmarks/"):
         if marker in path:
             path = path.split(marker, 1)[1] if marker.endswith("/") else path
     return f"{path}:{frame.f_lineno} ({frame.f_code.co_name})"

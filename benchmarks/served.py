@@ -1,6 +1,6 @@
 """What a served IC-LKE run costs on ``vllm serve``, by route, in one sitting against one server.
 
-Routes (each the IC-LKE workload of ``bench_engines.py``: per fact, 100 options after 50 demonstrations):
+Routes (each the IC-LKE workload of ``engines``, from ``workloads.py``: per fact, 100 options after 50 demonstrations):
 
 * ``local-completions``: lm-eval's, ``echo: true, logprobs: 1`` on ``/v1/completions`` (vLLM then reads no
   prefix cache: every option is a full prefill), batches of ``--batch_size`` prompts per HTTP call;
@@ -14,7 +14,7 @@ One server (the CPU settings of docs/backends_support.md, plus ``--enable-scale-
 rotating order for ``--rounds`` rounds; the table gives medians and each route's throughput over
 ``local-completions``', and compares every log-likelihood with ``local-completions``'.
 
-    .venv-vllm/bin/python scripts/bench_served.py --facts 2 --rounds 3
+    .venv-vllm/bin/python -m benchmarks served --facts 2 --rounds 3
 """
 
 from __future__ import annotations
@@ -31,9 +31,8 @@ import time
 import urllib.request
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "scripts"))
-sys.path.insert(0, str(ROOT))
+from benchmarks import measure, workloads
+
 CPU_ENV = {
     "VLLM_CPU_KVCACHE_SPACE": "1",
     "VLLM_CPU_NUM_OF_RESERVED_CPU": "0",
@@ -116,27 +115,33 @@ def main(argv=None) -> None:
     ap.add_argument("--batch_size", type=int, default=16, help="prompts per HTTP call of local-completions")
     ap.add_argument("--concurrency", type=int, default=4, help="HTTP calls in flight (the concurrent routes)")
     ap.add_argument("--routes", default=",".join(ROUTES))
-    ap.add_argument("--requests", help="bench_engines.py --save_requests file (its iclke workload)")
+    ap.add_argument("--requests", help="an `engines --save_requests` file (its iclke workload)")
     ap.add_argument("--model", help="model folder (default: the bundled model)")
     ap.add_argument("--json", help="also write the numbers here")
     args = ap.parse_args(argv)
     import belief_tasks
-    from belief_tasks.commands.default_model import default_model_path
 
     belief_tasks.install()
-    model = args.model or str(default_model_path())
+    model = args.model or workloads.model_path()
     if args.requests:
-        pairs = [tuple(a) for kind, a in json.loads(Path(args.requests).read_text())["iclke"]["requests"]]
+        saved = json.loads(Path(args.requests).read_text())["iclke"]
+        pairs, groups = [tuple(a) for kind, a in saved["requests"]], saved["groups"]
     else:
-        from bench_shared import iclke_requests
-
-        from belief_tasks.data import load_facts
-
-        pairs = [r for g in iclke_requests(load_facts("bear", {"source": "sample"}), args.facts) for r in g]
+        options = workloads.iclke_requests(workloads.sample_facts(), args.facts)
+        pairs, groups = [r for g in options for r in g], [len(g) for g in options]
     from lm_eval.api.instance import Instance
 
     instances = [Instance("loglikelihood", {}, p, i) for i, p in enumerate(pairs)]
     routes = args.routes.split(",")
+    walls, outputs, counts = sitting(routes, instances, model, args)
+    print_table(routes, walls, outputs, counts, groups, args.rounds)
+    if args.json:
+        Path(args.json).write_text(json.dumps({"walls": walls, "counts": counts, "args": vars(args)}, indent=1))
+
+
+def sitting(routes: list[str], instances: list, model: str, args) -> tuple[dict, dict, dict]:
+    """Every route on one server for ``args.rounds`` rounds in rotating order, the prefix cache reset before each:
+    per route its walls, its outputs and the server's counts (the last round)."""
     log = Path(tempfile.mkdtemp()) / "server.log"
     t0 = time.perf_counter()
     proc, origin = start_server(model, log)
@@ -144,22 +149,24 @@ def main(argv=None) -> None:
     walls: dict[str, list[float]] = {r: [] for r in routes}
     outputs, counts = {}, {}
     try:
-        for k in range(args.rounds):
-            for route in routes[k % len(routes) :] + routes[: k % len(routes)]:
-                urllib.request.urlopen(urllib.request.Request(f"{origin}/reset_prefix_cache", method="POST"))
-                lm = make(route, origin, model, args)
-                t = time.perf_counter()
-                outputs[route] = lm.loglikelihood(instances, disable_tqdm=True)
-                walls[route].append(time.perf_counter() - t)
-                counts[route] = vars(lm.cache_counts) if hasattr(lm, "cache_counts") else None
-                print(f"round {k + 1} {route}: {walls[route][-1]:.1f} s", file=sys.stderr, flush=True)
+        for k, route in measure.rotations(routes, args.rounds):
+            urllib.request.urlopen(urllib.request.Request(f"{origin}/reset_prefix_cache", method="POST"))
+            lm = make(route, origin, model, args)
+            outputs[route], wall, _ = measure.clocked(lm.loglikelihood, instances, disable_tqdm=True)
+            walls[route].append(wall)
+            counts[route] = vars(lm.cache_counts) if hasattr(lm, "cache_counts") else None
+            print(f"round {k + 1} {route}: {walls[route][-1]:.1f} s", file=sys.stderr, flush=True)
     finally:
         os.killpg(proc.pid, 15)
         proc.wait(timeout=60)
+    return walls, outputs, counts
+
+
+def print_table(routes: list[str], walls: dict, outputs: dict, counts: dict, groups: list[int], rounds: int) -> None:
     base = statistics.median(walls[routes[0]])
     print(
-        f"\n{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; load average {os.getloadavg()[0]:.1f}; "
-        f"medians of {args.rounds} round(s), routes in rotating order\n"
+        f"\n{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; load average {measure.load():.1f}; "
+        f"medians of {rounds} round(s), routes in rotating order\n"
     )
     print(
         f"| route | requests | wall s (rounds) | requests/s | throughput / {routes[0]} | max dLL vs {routes[0]} | "
@@ -169,21 +176,12 @@ def main(argv=None) -> None:
     ref = outputs[routes[0]]
     for route in routes:
         med = statistics.median(walls[route])
-        gap = max(abs(a[0] - b[0]) for a, b in zip(outputs[route], ref))
-        argmax = all(
-            max(range(100), key=lambda j: outputs[route][g + j][0]) == max(range(100), key=lambda j: ref[g + j][0])
-            for g in range(0, len(ref) - 99, 100)
-        )
+        gap = max(measure.gaps(outputs[route], ref))
+        argmax = measure.predictions(outputs[route], groups) == measure.predictions(ref, groups)
         c = counts[route]
         work = f"{c['computed_tokens']} ({c['prompt_tokens']})" if c else "all (no cache read)"
         print(
-            f"| {route} | {len(instances)} | {med:.2f} ({', '.join(f'{w:.1f}' for w in walls[route])}) | "
-            f"{len(instances) / med:.2f} | {base / med:.2f}x | {gap:.1e} | {argmax} | {work} | "
+            f"| {route} | {len(ref)} | {med:.2f} ({', '.join(f'{w:.1f}' for w in walls[route])}) | "
+            f"{len(ref) / med:.2f} | {base / med:.2f}x | {gap:.1e} | {argmax} | {work} | "
             f"{c['recomputed'] if c else ''} |"
         )
-    if args.json:
-        Path(args.json).write_text(json.dumps({"walls": walls, "counts": counts, "args": vars(args)}, indent=1))
-
-
-if __name__ == "__main__":
-    main()

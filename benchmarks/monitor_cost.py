@@ -7,8 +7,8 @@ answers of section 4.3's average accuracy. Each group goes to the backend as its
 wrapper splits lm-eval's ``generate_until`` call in two), so the seconds are the group's own. The
 requests and tokens per group are the task's ``cost_*`` metrics (the results JSON's).
 
-    python scripts/bench_monitor_cost.py                                   # bundled sample, 2 facts x 3 relations
-    python scripts/bench_monitor_cost.py --fktc-path /data/MONITOR/FKTC --relations P1412 --facts 20
+    python -m benchmarks monitor_cost                                   # bundled sample, 2 facts x 3 relations
+    python -m benchmarks monitor_cost --fktc-path /data/MONITOR/FKTC --relations P1412 --facts 20
 
 Prints requests, tokens, seconds (wall clock and process CPU time: on a shared machine CPU time is
 the steadier) per group and the ratios R x M / anchors; the paper reports 2.97x fewer GPU hours for
@@ -19,12 +19,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import time
 from pathlib import Path
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+from benchmarks import measure, workloads
 
 GROUPS = ("anchors", "answers", "interference")
 
@@ -45,10 +42,9 @@ class GroupTimer:
 
     def _timed(self, method, group: str):
         def run(requests, *args, **kwargs):
-            t0, c0 = time.perf_counter(), time.process_time()
-            out = method(requests, *args, **kwargs) if requests else []
-            self.wall[group] += time.perf_counter() - t0
-            self.cpu[group] += time.process_time() - c0
+            out, wall, cpu = measure.clocked(method, requests, *args, **kwargs) if requests else ([], 0.0, 0.0)
+            self.wall[group] += wall
+            self.cpu[group] += cpu
             return out
 
         return run
@@ -79,12 +75,11 @@ def run(args) -> dict:
     from lm_eval.api.registry import get_model
     from lm_eval.tasks import TaskManager
 
-    from belief_tasks.commands.default_model import default_model_path
     from belief_tasks.paths import task_yamls_dir
 
     if args.threads:
         torch.set_num_threads(args.threads)
-    model = str(args.model or default_model_path())
+    model = str(args.model or workloads.model_path())
     meta = {
         "pretrained": model,
         "monitor_accuracy": "paper",
@@ -156,7 +151,3 @@ def main(argv=None) -> int:
     if args.json:
         args.json.write_text(json.dumps(report, indent=1))
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -1,7 +1,7 @@
 """lm-eval's ``hf``, our ``hf-shared`` and lm-eval's ``vllm`` (the offline engine) on the same workloads,
 in one sitting on one machine.
 
-Workloads (the builders of ``scripts/bench_shared.py``, plus the MONITOR task's own requests):
+Workloads (built by ``workloads.py``, as ``shared`` builds them, plus the MONITOR task's own requests):
 
 * IC-LKE: per fact, 100 object options after 50 demonstrations (log-likelihoods);
 * BEAR: every answer-space entity of the fact's relation in its first template (log-likelihoods);
@@ -17,10 +17,11 @@ arms run in rotating order for ``--rounds`` rounds, and the table reports median
 arm's throughput to vLLM's measured in the same rounds. Outputs are compared across arms (log-likelihoods,
 predictions, greedy texts).
 
-    python scripts/bench_engines.py --quick                    # a minute or two per arm
-    python scripts/bench_engines.py --facts 6 --instances 60 --prompts 6 --samples 20 --monitor_limit 4
-    python scripts/bench_engines.py --save_requests req.json   # the workloads alone (no model; then --requests)
-    python scripts/bench_engines.py --arms hf,hf-shared --requests req.json --model DIR --device cuda --dtype bfloat16
+    python -m benchmarks engines --quick                    # a minute or two per arm
+    python -m benchmarks engines --facts 6 --instances 60 --prompts 6 --samples 20 --monitor_limit 4
+    python -m benchmarks engines --save_requests req.json   # the workloads alone (no model; then --requests)
+    python -m benchmarks engines --projection               # token counts and the 8B projection (tokenizer only)
+    python -m benchmarks engines --arms hf,hf-shared --requests req.json --model DIR --device cuda --dtype bfloat16
 
 The workloads are built once by the parent and handed to every arm in a file (``--requests`` reads a saved
 one instead: a machine without the task data or the harness's task index can still run the arms).
@@ -28,7 +29,7 @@ With ``--rounds`` above 1 each arm's outputs of every round are compared with it
 samples included): the same command must give the same outputs.
 
 vLLM runs in the environment that has it (``--vllm_python``; ``scripts/setup_vllm.sh`` makes
-``.venv-vllm``); the hf arms in the environment running this script unless ``--hf_python`` names another.
+``.venv-vllm``); the hf arms in the environment running the benchmark unless ``--hf_python`` names another.
 Run all arms with one interpreter for the fairest comparison (``--hf_python`` = ``--vllm_python``).
 """
 
@@ -38,20 +39,15 @@ import argparse
 import itertools
 import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "scripts"))
-sys.path.insert(0, str(ROOT))
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+from benchmarks import measure, workloads
+from benchmarks.workloads import ROOT
 
 ARMS = ("hf", "hf-shared", "vllm", "vllm-shared")
 WORKLOADS = ("iclke", "bear", "belief", "monitor")  # and, asked by name, "iclke_demo" (belief_demo_iclke whole)
@@ -70,126 +66,68 @@ VLLM_ARGS = {
 # ------------------------------------------------------------------ workloads (no model)
 
 
+#: the workloads' sizes by default, and with --quick
+SIZES = workloads.Sizes(facts=6, instances=60, prompts=6, samples=20, monitor_limit=4)
+QUICK = workloads.Sizes(facts=2, instances=10, prompts=2, samples=4, monitor_limit=1)
+
+
 def build_workloads(args) -> dict[str, dict]:
     """name -> {"title", "requests": [(request type, args)], "groups": sizes of option groups or None}."""
+    names = args.workloads.split(",")
     if args.requests:  # built earlier (``--save_requests``); JSON lists back to tuples
         saved = json.loads(Path(args.requests).read_text())
         for w in saved.values():
             w["requests"] = [(kind, tuple(a)) for kind, a in w["requests"]]
-        return {k: v for k, v in saved.items() if k in args.workloads.split(",")}
-    from bench_shared import bear_requests, belief_prompts, iclke_requests
-
-    from belief_tasks.data import load_facts
-    from belief_tasks.facts import seeding
-    from belief_tasks.tasks.belief_icl import sampling_kwargs
-
-    factset = load_facts("bear", {"source": "sample"})
-    iclke, bear = iclke_requests(factset, args.facts, args.options), bear_requests(factset, args.instances)
-    gen = {"until": ["\n", "."], "max_gen_toks": 16, "do_sample": False}
-    prompts = belief_prompts(factset, args.prompts)
-    belief = [("generate_until", (p, dict(gen))) for p in prompts]
-    belief += [
-        ("generate_until", (p, sampling_kwargs(gen, i, seeding.derive_seed(1234, p, i) % 2**63)))
-        for p in prompts
-        for i in range(args.samples)
-    ]
-    out = {
-        "iclke": {
-            "title": f"IC-LKE: {args.facts} facts x {args.options} options after 50 demonstrations",
-            "requests": [("loglikelihood", r) for g in iclke for r in g],
-            "groups": [len(g) for g in iclke],
-        },
-        "bear": {
-            "title": f"BEAR: {args.instances} instances x full answer space",
-            "requests": [("loglikelihood", r) for g in bear for r in g],
-            "groups": [len(g) for g in bear],
-        },
-        "belief": {
-            "title": f"BELIEF-ICL: {args.prompts} prompts x (greedy + {args.samples} seeded samples)",
-            "requests": belief,
-            "groups": None,
-            "greedy": len(prompts),
-        },
-        "monitor": {
+        return {k: v for k, v in saved.items() if k in names}
+    builders = {
+        "iclke": lambda: option_workload(
+            f"IC-LKE: {args.facts} facts x {args.options} options after 50 demonstrations",
+            workloads.iclke_requests(workloads.sample_facts(), args.facts, args.options),
+        ),
+        "bear": lambda: option_workload(
+            f"BEAR: {args.instances} instances x full answer space",
+            workloads.bear_requests(workloads.sample_facts(), args.instances),
+        ),
+        "belief": lambda: belief_workload(args.prompts, args.samples),
+        "monitor": lambda: {
             "title": f"MONITOR: belief_demo_monitor --limit {args.monitor_limit}",
-            "requests": monitor_requests(args.monitor_limit),
+            "requests": workloads.task_requests("belief_demo_monitor", args.monitor_limit),
             "groups": None,
         },
+        "iclke_demo": iclke_demo,  # asked by name only: the demo's IC-LKE task, all its facts (12 on the sample)
     }
-    if "iclke_demo" in args.workloads.split(","):  # the demo's IC-LKE task, all its facts (12 on the sample)
-        demo = task_requests("belief_demo_iclke", None, {"source": "sample"})
-        sizes = [sum(1 for _ in g) for _, g in itertools.groupby(demo, key=lambda r: r[1][0])]
-        out["iclke_demo"] = {
-            "title": f"IC-LKE: belief_demo_iclke, {len(sizes)} facts",
-            "requests": demo,
-            "groups": sizes,
-        }
-    return {k: v for k, v in out.items() if k in args.workloads.split(",")}
+    unknown = sorted(set(names) - set(builders))
+    if unknown:
+        raise SystemExit(f"--workloads: no workload named {', '.join(unknown)} (there are {', '.join(builders)})")
+    return {name: builders[name]() for name in builders if name in names}
 
 
-def monitor_requests(limit: int) -> list[tuple[str, tuple]]:
-    """The requests ``belief_demo_monitor`` builds for its first ``limit`` documents (no model needed)."""
-    return task_requests("belief_demo_monitor", limit)
+def option_workload(title: str, groups: list[list[tuple[str, str]]]) -> dict:
+    """A log-likelihood workload of option groups (an instance's options: its prediction is the likeliest)."""
+    return {
+        "title": title,
+        "requests": [("loglikelihood", r) for g in groups for r in g],
+        "groups": [len(g) for g in groups],
+    }
 
 
-def task_requests(name: str, limit: int | None, knobs: dict | None = None) -> list[tuple[str, tuple]]:
-    """The requests task ``name`` builds (with ``knobs``) for its first ``limit`` documents (all: None), in order."""
-    from lm_eval.tasks import TaskManager, get_task_dict
+def belief_workload(n_prompts: int, samples: int) -> dict:
+    prompts = workloads.belief_prompts(workloads.sample_facts(), n_prompts)
+    return {
+        "title": f"BELIEF-ICL: {n_prompts} prompts x (greedy + {samples} seeded samples)",
+        "requests": workloads.belief_requests(prompts, samples),
+        "groups": None,
+        "greedy": len(prompts),
+    }
 
-    from belief_tasks.commands.default_model import default_model_path
-    from belief_tasks.paths import task_yamls_dir
 
-    manager = TaskManager(
-        include_path=str(task_yamls_dir()), metadata={"pretrained": str(default_model_path()), **(knobs or {})}
-    )
-    task = get_task_dict([name], manager)[name]
-    task.build_all_requests(limit=limit, rank=0, world_size=1)
-    return [(inst.request_type, tuple(inst.args)) for inst in task.instances]
+def iclke_demo() -> dict:
+    demo = workloads.task_requests("belief_demo_iclke", None, {"source": "sample"})
+    sizes = [sum(1 for _ in g) for _, g in itertools.groupby(demo, key=lambda r: r[1][0])]
+    return {"title": f"IC-LKE: belief_demo_iclke, {len(sizes)} facts", "requests": demo, "groups": sizes}
 
 
 # ------------------------------------------------------------------ one arm (a worker process)
-
-
-class PeakMemory:
-    """Largest resident set of this process and all its children, sampled in a thread."""
-
-    def __init__(self, every: float = 0.1):
-        import psutil
-
-        self.me, self.every, self.peak, self._stop = psutil.Process(), every, 0, threading.Event()
-        threading.Thread(target=self._run, daemon=True).start()
-
-    def now(self) -> int:
-        import psutil
-
-        total = 0
-        for p in [self.me, *self.me.children(recursive=True)]:
-            try:
-                total += p.memory_info().rss
-            except psutil.Error:
-                pass
-        return total
-
-    def _run(self):
-        while not self._stop.is_set():
-            self.peak = max(self.peak, self.now())
-            time.sleep(self.every)
-
-    def reset(self) -> None:
-        self.peak = self.now()
-
-    def cpu(self) -> float:
-        """CPU seconds (user + system) used so far by this process and its live children."""
-        import psutil
-
-        total = 0.0
-        for p in [self.me, *self.me.children(recursive=True)]:
-            try:
-                t = p.cpu_times()
-                total += t.user + t.system
-            except psutil.Error:
-                pass
-        return total
 
 
 class GPUMemory:
@@ -249,16 +187,13 @@ def load_backend(arm: str, args):
 
 
 def worker(args) -> None:
-    from bench_shared import bench_instance
     from lm_eval.api.instance import Instance
 
     import belief_tasks
 
-    if args.count:
-        import bench_counting
     belief_tasks.install()  # seeded samples on hf, as belief-eval runs them
-    workloads = build_workloads(args)
-    memory = PeakMemory()
+    built = build_workloads(args)
+    memory = measure.PeakMemory()
     gpu = GPUMemory(args.device)
     wall = time.perf_counter()
     lm = load_backend(args.worker, args)
@@ -275,44 +210,54 @@ def worker(args) -> None:
         "workloads": {},
     }
     print(f"{args.worker} start-up: {result['startup_s']:.1f} s", file=sys.stderr, flush=True)
-    for name, w in workloads.items():
-        by_type: dict[str, list] = {}
-        for i, (kind, a) in enumerate(w["requests"]):
-            by_type.setdefault(kind, []).append(bench_instance(kind, a, i))
-        memory.reset()
-        gpu.reset()
-        outputs: dict[int, object] = {}
-        passes: dict[str, dict] = {}  # --count: per request type, its timed pass (forwards)
-        counts = getattr(lm, "cache_counts", None)
-        if counts is not None:  # vllm-shared: its counts per workload
-            lm.cache_counts = type(counts)()
-        cpu, wall = memory.cpu(), time.perf_counter()
-        for kind, instances in by_type.items():
-
-            def run(kind=kind, instances=instances):
-                return getattr(lm, kind)(instances, disable_tqdm=True)
-
-            passes[kind] = bench_counting.timed_pass(lm.model, run) if args.count else {"outputs": run()}
-            for inst, out in zip(instances, passes[kind]["outputs"]):
-                outputs[inst.idx] = out
-        seconds, cpu = time.perf_counter() - wall, memory.cpu() - cpu
-        result["workloads"][name] = {
-            "wall_s": seconds,
-            "cpu_s": cpu,
-            "requests": len(w["requests"]),
-            "peak_mb": memory.peak / 2**20,
-            "gpu_peak_mb": gpu.peak_mb(),
-            "outputs": [outputs[i] for i in range(len(w["requests"]))],
-            "cache_counts": cache_report(lm, by_type) if counts is not None else None,
-        }
-        if args.count:
-            result["workloads"][name]["counts"] = bench_counting.count_workload(lm, by_type, passes)
+    for name, w in built.items():
+        result["workloads"][name] = run_workload(lm, w, args, memory, gpu)
         print(
-            f"{args.worker} {name}: {len(w['requests'])} requests in {seconds:.1f} s, {cpu:.1f} CPU-s",
+            f"{args.worker} {name}: {len(w['requests'])} requests in {result['workloads'][name]['wall_s']:.1f} s, "
+            f"{result['workloads'][name]['cpu_s']:.1f} CPU-s",
             file=sys.stderr,
             flush=True,
         )
     Path(args.out).write_text(json.dumps(result))
+
+
+def run_workload(lm, w: dict, args, memory: measure.PeakMemory, gpu: GPUMemory) -> dict:
+    """One workload on the arm's backend, its request types one after the other: wall and CPU seconds, peak
+    memory, every output in the workload's order (and, with ``--count``, what it asked of the device)."""
+    if args.count:
+        from benchmarks import counting
+    by_type: dict[str, list] = {}
+    for i, (kind, a) in enumerate(w["requests"]):
+        by_type.setdefault(kind, []).append(workloads.bench_instance(kind, a, i))
+    memory.reset()
+    gpu.reset()
+    outputs: dict[int, object] = {}
+    passes: dict[str, dict] = {}  # --count: per request type, its timed pass (forwards)
+    counts = getattr(lm, "cache_counts", None)
+    if counts is not None:  # vllm-shared: its counts per workload
+        lm.cache_counts = type(counts)()
+    cpu, wall = memory.cpu(), time.perf_counter()
+    for kind, instances in by_type.items():
+
+        def run(kind=kind, instances=instances):
+            return getattr(lm, kind)(instances, disable_tqdm=True)
+
+        passes[kind] = counting.timed_pass(lm.model, run) if args.count else {"outputs": run()}
+        for inst, out in zip(instances, passes[kind]["outputs"]):
+            outputs[inst.idx] = out
+    seconds, cpu = time.perf_counter() - wall, memory.cpu() - cpu
+    result = {
+        "wall_s": seconds,
+        "cpu_s": cpu,
+        "requests": len(w["requests"]),
+        "peak_mb": memory.peak / 2**20,
+        "gpu_peak_mb": gpu.peak_mb(),
+        "outputs": [outputs[i] for i in range(len(w["requests"]))],
+        "cache_counts": cache_report(lm, by_type) if counts is not None else None,
+    }
+    if args.count:
+        result["counts"] = counting.count_workload(lm, by_type, passes)
+    return result
 
 
 def cache_report(lm, by_type: dict) -> dict:
@@ -343,7 +288,7 @@ WEIGHT_BYTES_8B = 2 * PARAMS_8B  # bf16
 HBM_BYTES_S = 3.35e12  # H100 SXM memory bandwidth: each decode step reads all weights once
 
 
-def token_counts(workloads: dict, model: str) -> dict[str, dict]:
+def token_counts(built: dict, model: str) -> dict[str, dict]:
     """Per workload: tokens fed with full prefills (every request alone), the distinct tokens a prefix-sharing
     engine must feed (the trie of all sequences, the floor of the work), the decode steps of generations."""
     from transformers import AutoTokenizer
@@ -352,7 +297,7 @@ def token_counts(workloads: dict, model: str) -> dict[str, dict]:
 
     tok = AutoTokenizer.from_pretrained(model)
     out = {}
-    for name, w in workloads.items():
+    for name, w in built.items():
         seqs, decode = [], 0
         for kind, a in w["requests"]:
             if kind == "loglikelihood":
@@ -403,20 +348,11 @@ def run_arm(arm: str, args, passthrough: list[str]) -> dict:
         env.update({k: v for k, v in {**VLLM_ENV, **cores}.items() if k not in os.environ})
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "arm.json"
-        cmd = [python, str(Path(__file__).resolve()), "--worker", arm, "--out", str(out), *passthrough]
+        cmd = [python, "-m", "benchmarks", "engines", "--worker", arm, "--out", str(out), *passthrough]
         done = subprocess.run(cmd, env=env, cwd=str(ROOT), stdout=subprocess.DEVNULL)  # its stderr: progress
         if done.returncode != 0:
             raise SystemExit(f"arm {arm} failed (exit {done.returncode}); its messages are above")
         return json.loads(out.read_text())
-
-
-def predictions(outputs: list, groups: list[int]) -> list[int]:
-    out, at = [], 0
-    for n in groups:
-        lls = [o[0] for o in outputs[at : at + n]]
-        out.append(lls.index(max(lls)))
-        at += n
-    return out
 
 
 def repeatability(arm_runs: list[dict], name: str) -> str:
@@ -437,22 +373,16 @@ def agreement(name: str, w: dict, a: dict, b: dict) -> str:
         gaps = [abs(oa[i][0] - ob[i][0]) for i in scored]
         parts.append(f"max |dLL| {max(gaps):.1e}")
         if w["groups"]:
-            parts.append(f"argmax equal {predictions(oa, w['groups']) == predictions(ob, w['groups'])}")
+            parts.append(f"argmax equal {measure.predictions(oa, w['groups']) == measure.predictions(ob, w['groups'])}")
     greedy = [i for i, (kind, r) in enumerate(w["requests"]) if kind == "generate_until" and not r[1].get("do_sample")]
     if greedy:
         parts.append(f"greedy texts equal {sum(oa[i] == ob[i] for i in greedy)}/{len(greedy)}")
     return ", ".join(parts)
 
 
-def main(argv=None) -> None:
+def parse(argv):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--quick", action="store_true", help="2 facts, 10 instances, 2 prompts x 4 samples, MONITOR 1")
-    ap.add_argument("--facts", type=int, default=6)
-    ap.add_argument("--options", type=int, default=100, help="IC-LKE options per fact")
-    ap.add_argument("--instances", type=int, default=60)
-    ap.add_argument("--prompts", type=int, default=6)
-    ap.add_argument("--samples", type=int, default=20)
-    ap.add_argument("--monitor_limit", type=int, default=4)
+    workloads.add_size_arguments(ap, SIZES, QUICK)
     ap.add_argument("--workloads", default=",".join(WORKLOADS))
     ap.add_argument("--arms", default=",".join(ARMS))
     ap.add_argument("--rounds", type=int, default=1, help="each arm this many times, in rotating order")
@@ -477,39 +407,89 @@ def main(argv=None) -> None:
     )
     ap.add_argument("--requests", help="read the workloads from this file (written by --save_requests)")
     ap.add_argument("--save_requests", help="write the workloads to this file and stop (needs no model)")
+    ap.add_argument(
+        "--projection",
+        action="store_true",
+        help="print the workloads' token counts and the 8B-on-a-GPU projection, and stop (the tokenizer only)",
+    )
     ap.add_argument("--json", help="also write the numbers here")
     ap.add_argument(
         "--count",
         action="store_true",
         help="also count, per workload and hf arm, forwards, host reads of "
-        "device results and host time between forwards (scripts/bench_counting.py)",
+        "device results and host time between forwards (benchmarks/counting.py)",
     )
     ap.add_argument("--worker", choices=ARMS, help=argparse.SUPPRESS)
     ap.add_argument("--out", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
-    if args.quick:
-        args.facts, args.instances, args.prompts, args.samples, args.monitor_limit = 2, 10, 2, 4, 1
+    workloads.sizes_of(args)
     if args.model is None:
-        from belief_tasks.commands.default_model import default_model_path
-
-        args.model = str(default_model_path())
+        args.model = workloads.model_path()
     if args.hf_batch_size != "auto":
         args.hf_batch_size = int(args.hf_batch_size)
+    if not args.worker and args.count and not set(args.arms.split(",")) <= {"hf", "hf-shared"}:
+        ap.error("--count instruments torch in the arm's own process: hf and hf-shared arms only")
+    return args
+
+
+def main(argv=None) -> None:
+    args = parse(argv)
     if args.worker:
         return worker(args)
-    if args.count and not set(args.arms.split(",")) <= {"hf", "hf-shared"}:
-        ap.error("--count instruments torch in the arm's own process: hf and hf-shared arms only")
-    workloads = build_workloads(args)
+    built = build_workloads(args)
     if args.save_requests:
-        Path(args.save_requests).write_text(json.dumps(workloads))
+        Path(args.save_requests).write_text(json.dumps(built))
         print(
-            f"{sum(len(w['requests']) for w in workloads.values())} requests of {len(workloads)} workloads written to "
+            f"{sum(len(w['requests']) for w in built.values())} requests of {len(built)} workloads written to "
             f"{args.save_requests}",
             file=sys.stderr,
         )
         return
+    if args.projection:
+        print_projection(token_counts(built, args.model))
+        return
+    started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    runs, load = sitting(args, built)
+    rows, startup = tabulate(args, built, runs)
+    print(
+        f"\n{started}; machine: {measure.machine()}, {args.threads} threads per arm; "
+        f"model {args.model}, {args.dtype} on {args.device}; "
+        f"load average (1 min) before/between arms: {', '.join(f'{x:.1f}' for x in load)}; medians of "
+        f"{args.rounds} round(s), arms in rotating order"
+    )
+    print_tables(rows, startup, base_arm(args.arms.split(",")))
+    if args.count:
+        print_counts(built, runs)
+    counts = token_counts(built, args.model)
+    print_projection(counts)
+    cached = cache_tables(built, runs)
+    if args.json:
+        work = {
+            arm: [{name: x["workloads"][name].get("counts") for name in built} for x in arm_runs]
+            for arm, arm_runs in runs.items()
+        }
+        Path(args.json).write_text(
+            json.dumps(
+                {
+                    "started": started,
+                    "load": load,
+                    "startup": startup,
+                    "rows": rows,
+                    "tokens": counts,
+                    "work": work if args.count else None,
+                    "vllm_shared_cache": dict(cached),
+                    "args": {k: v for k, v in vars(args).items() if k != "sizes"},
+                },
+                indent=1,
+            )
+        )
+
+
+def sitting(args, built: dict) -> tuple[dict[str, list[dict]], list[float]]:
+    """Every arm for ``--rounds`` rounds in rotating order, each in a fresh interpreter reading the same requests
+    (a file this parent writes); per arm its rounds' results, and the load before and between arms."""
     handed = tempfile.NamedTemporaryFile("w", suffix=".json", delete=False)  # every arm reads the same requests
-    handed.write(json.dumps(workloads))
+    handed.write(json.dumps(built))
     handed.close()
     passthrough = [
         f"--{k}={getattr(args, k)}"
@@ -528,23 +508,34 @@ def main(argv=None) -> None:
     ] + (["--count"] if args.count else [])
     passthrough.append(f"--requests={handed.name}")
     arms = args.arms.split(",")
-    started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
-    load = [os.getloadavg()[0]]
+    load = [measure.load()]
     runs: dict[str, list[dict]] = {a: [] for a in arms}
-    for r in range(args.rounds):
-        for arm in arms[r % len(arms) :] + arms[: r % len(arms)]:  # rotating order: a load change hits all arms
+    try:
+        for r, arm in measure.rotations(arms, args.rounds):  # a load change hits all arms
             print(f"round {r + 1}: {arm}", file=sys.stderr, flush=True)
             runs[arm].append(run_arm(arm, args, passthrough))
-            load.append(os.getloadavg()[0])
-    os.unlink(handed.name)
+            load.append(measure.load())
+    finally:
+        os.unlink(handed.name)
+    return runs, load
+
+
+def base_arm(arms: list[str]) -> str:
+    """The arm the others are compared with: lm-eval's ``vllm`` where it runs, else the first."""
+    return "vllm" if "vllm" in arms else arms[0]
+
+
+def tabulate(args, built: dict, runs: dict[str, list[dict]]) -> tuple[list[dict], dict]:
+    """One row per workload and arm (medians over the rounds, ratios to the base arm), and the start-ups."""
+    arms = args.arms.split(",")
+    base = base_arm(arms)
 
     def med(arm, key, name=None):
         vals = [(x["workloads"][name] if name else x)[key] for x in runs[arm]]
         return statistics.median(vals)
 
-    base = "vllm" if "vllm" in arms else arms[0]
     rows = []
-    for name, w in workloads.items():
+    for name, w in built.items():
         for arm in arms:
             wall = med(arm, "wall_s", name)
             rps = w and len(w["requests"]) / wall
@@ -580,12 +571,10 @@ def main(argv=None) -> None:
         }
         for arm in arms
     }
-    print(
-        f"\n{started}; machine: {platform.machine()}, {os.cpu_count()} cores, {args.threads} threads per arm; "
-        f"model {args.model}, {args.dtype} on {args.device}; "
-        f"load average (1 min) before/between arms: {', '.join(f'{x:.1f}' for x in load)}; medians of "
-        f"{args.rounds} round(s), arms in rotating order"
-    )
+    return rows, startup
+
+
+def print_tables(rows: list[dict], startup: dict, base: str) -> None:
     print("\n| arm | start-up s | peak MB after start-up |\n| --- | --- | --- |")
     for arm, s in startup.items():
         print(f"| {arm} | {s['startup_s']} | {s['startup_peak_mb']} |")
@@ -601,68 +590,55 @@ def main(argv=None) -> None:
             f"{r[f'throughput_over_{base}']}x | {r['cpu_s']} | {r[f'cpu_throughput_over_{base}']}x | {r['peak_mb']} | "
             f"{gpu_mb} | {r['outputs_vs_' + base]} | {r['same_outputs_every_round']} |"
         )
-    if args.count:
-        print_counts(workloads, runs)
-    counts = token_counts(workloads, args.model)
+
+
+def print_projection(counts: dict[str, dict]) -> None:
     print(
         f"\nProjection (arithmetic, not a measurement): an 8B model ({PARAMS_8B:.2e} parameters, bf16) on one "
         f"GPU at a sustained {SUSTAINED_FLOP_S / 1e12:.0f} TFLOP/s; tokens counted with the bundled model's tokenizer"
     )
     print("\n".join(projection(counts)))
+
+
+def cache_tables(built: dict, runs: dict[str, list[dict]]) -> list[tuple[str, dict]]:
+    """vllm-shared's prefix-cache counts per workload (last round), printed as a table; returned for the JSON."""
     cached = [
         (name, runs["vllm-shared"][-1]["workloads"][name]["cache_counts"])
-        for name in workloads
+        for name in built
         if "vllm-shared" in runs and runs["vllm-shared"][-1]["workloads"][name]["cache_counts"]["requests"]
     ]
-    if cached:
+    if not cached:
+        return cached
+    print(
+        "\nvllm-shared's prefix cache (last round): tokens the engine computed against the tokens lm-eval's vllm "
+        "prefills and the distinct tokens (the floor); the same passes' arithmetic at 16-token blocks (a GPU's)"
+    )
+    print(
+        "| workload | requests | prompt tokens | computed | distinct | computed / distinct | cache reads "
+        "| recomputed | first rows (first-token requests) | block | simulated at that block: computed, recomputed "
+        "| simulated at 16: computed, recomputed |"
+    )
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    for name, c in cached:
+        own, s16 = c[f"simulated_{c['block_size']}"], c["simulated_16"]
         print(
-            "\nvllm-shared's prefix cache (last round): tokens the engine computed against the tokens lm-eval's vllm "
-            "prefills and the distinct tokens (the floor); the same passes' arithmetic at 16-token blocks (a GPU's)"
+            f"| {name} | {c['requests']} | {c['prompt_tokens']} | {c['computed_tokens']} | "
+            f"{c['distinct_tokens']} | "
+            f"{c['computed_tokens'] / c['distinct_tokens']:.2f} | {c['cache_reads']} | {c['recomputed']} | "
+            f"{c['first_rows']} ({c['first_token_requests']}) | "
+            f"{c['block_size']} | {own['computed_tokens']}, {own['recomputed']} | "
+            f"{s16['computed_tokens']}, {s16['recomputed']} |"
         )
-        print(
-            "| workload | requests | prompt tokens | computed | distinct | computed / distinct | cache reads "
-            "| recomputed | first rows (first-token requests) | block | simulated at that block: computed, recomputed "
-            "| simulated at 16: computed, recomputed |"
-        )
-        print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
-        for name, c in cached:
-            own, s16 = c[f"simulated_{c['block_size']}"], c["simulated_16"]
-            print(
-                f"| {name} | {c['requests']} | {c['prompt_tokens']} | {c['computed_tokens']} | "
-                f"{c['distinct_tokens']} | "
-                f"{c['computed_tokens'] / c['distinct_tokens']:.2f} | {c['cache_reads']} | {c['recomputed']} | "
-                f"{c['first_rows']} ({c['first_token_requests']}) | "
-                f"{c['block_size']} | {own['computed_tokens']}, {own['recomputed']} | "
-                f"{s16['computed_tokens']}, {s16['recomputed']} |"
-            )
-    if args.json:
-        work = {
-            arm: [{name: x["workloads"][name].get("counts") for name in workloads} for x in runs[arm]] for arm in arms
-        }
-        Path(args.json).write_text(
-            json.dumps(
-                {
-                    "started": started,
-                    "load": load,
-                    "startup": startup,
-                    "rows": rows,
-                    "tokens": counts,
-                    "work": work if args.count else None,
-                    "vllm_shared_cache": dict(cached),
-                    "args": vars(args),
-                },
-                indent=1,
-            )
-        )
+    return cached
 
 
-def print_counts(workloads: dict, runs: dict[str, list[dict]]) -> None:
+def print_counts(built: dict, runs: dict[str, list[dict]]) -> None:
     """``--count``: per workload and arm, what it asks of the device (the last round; the counts do not change
     between rounds, the host times are under whatever load the round met)."""
-    from bench_counting import summary
+    from benchmarks.counting import summary
 
     print(
-        "\nWork per request (--count; scripts/bench_counting.py): forwards, host reads of device results, kernel "
+        "\nWork per request (--count; benchmarks/counting.py): forwards, host reads of device results, kernel "
         "operations per forward, host time outside forwards"
     )
     print(
@@ -671,7 +647,7 @@ def print_counts(workloads: dict, runs: dict[str, list[dict]]) -> None:
         "forward s |"
     )
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
-    for name, w in workloads.items():
+    for name, w in built.items():
         for arm, arm_runs in runs.items():
             c = summary(arm_runs[-1]["workloads"][name]["counts"])
             cells = [
@@ -689,12 +665,8 @@ def print_counts(workloads: dict, runs: dict[str, list[dict]]) -> None:
                 c["forward_s"],
             ]
             print("| " + " | ".join("" if x is None else str(x) for x in cells) + " |")
-    for name in workloads:
+    for name in built:
         for arm, arm_runs in runs.items():
             for kind, c in arm_runs[-1]["workloads"][name]["counts"].items():
                 sites = ", ".join(f"{n} x {site}" for site, n in list(c["read_sites"].items())[:6])
                 print(f"{name} / {arm} / {kind}: {c['host_reads']} host reads: {sites}")
-
-
-if __name__ == "__main__":
-    main()

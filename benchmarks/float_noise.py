@@ -7,8 +7,8 @@ it is the floor under any comparison of two backends (``hf-shared`` against ``hf
 different batch shape alone changes the last bits of every matmul. Run it twice to see where
 the noise comes from:
 
-    python scripts/bench_float_noise.py
-    MKL_CBWR=AVX2,STRICT python scripts/bench_float_noise.py   # MKL's reproducible mode
+    python -m benchmarks float_noise
+    MKL_CBWR=AVX2,STRICT python -m benchmarks float_noise   # MKL's reproducible mode
 
 Under ``MKL_CBWR=AVX2,STRICT`` the batch-shape differences vanish (the matmuls then round the
 same whatever the number of rows); the padding differences stay (attention over a longer row).
@@ -19,16 +19,14 @@ from __future__ import annotations
 import argparse
 import os
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
+import torch
+import torch.nn.functional as F
 
-import torch  # noqa: E402
-import torch.nn.functional as F  # noqa: E402
+from benchmarks import workloads
 
 
 def statement_ids(tokenizer, n: int) -> list[list[int]]:
-    from belief_tasks.data import load_facts
-
-    fs = load_facts("bear", {"source": "sample"})
+    fs = workloads.sample_facts()
     out = []
     for fact in fs.facts[:n]:
         text = (
@@ -43,17 +41,15 @@ def loglikelihood(logits: torch.Tensor, ids: list[int]) -> float:
     return float(logp.gather(-1, torch.tensor(ids[1:])[:, None]).sum())
 
 
-def main() -> None:
+def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--statements", type=int, default=20)
     ap.add_argument("--threads", type=int, default=2)
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from belief_tasks.commands.default_model import default_model_path
-
-    path = str(default_model_path())
+    path = workloads.model_path()
     model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
     tokenizer = AutoTokenizer.from_pretrained(path)
     worst = {"batch of 16 copies": [0.0, 0.0], "padded to 64 tokens": [0.0, 0.0]}
@@ -74,7 +70,3 @@ def main() -> None:
     print("| --- | --- | --- |")
     for name, (logit, ll) in worst.items():
         print(f"| {name} | {logit:.2e} | {ll:.2e} |")
-
-
-if __name__ == "__main__":
-    main()

@@ -4,7 +4,7 @@ Runs ``belief_iclke`` and ``belief_eiclke`` on the same test facts and options (
 sample by default, every relation) and prints per-relation accuracy and gold probability
 of both, with their Pearson and Spearman correlations across relations.
 
-    python scripts/iclke_eic_agreement.py [--model hf-shared] [--max_facts 9] [--out agreement.json]
+    python -m benchmarks iclke_eic_agreement [--model hf-shared] [--max_facts 9] [--out agreement.json]
 
 ``hf-shared`` (prefix sharing) is the default: the stock ``hf`` backend gives the same
 numbers but takes far longer.
@@ -14,17 +14,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
-import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests"))
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
-os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+from benchmarks import measure, workloads
+from benchmarks.workloads import ROOT
+
+sys.path.append(str(ROOT / "tests"))  # the tests' one call of lm-eval (harness.evaluate)
 
 
 def per_relation(records, key):
@@ -36,28 +32,26 @@ def per_relation(records, key):
     return {k: float(np.mean(v)) for k, v in sorted(out.items())}
 
 
-def main() -> None:
+def main(argv=None) -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--model", default="hf-shared")
     ap.add_argument("--model_args", default=None)
     ap.add_argument("--max_facts", type=int, default=9, help="test facts per relation")
     ap.add_argument("--metadata", default="{}", help="extra --metadata JSON (e.g. a bear_big_path and no source)")
     ap.add_argument("--out", default=None)
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
 
-    from belief_tasks.commands.default_model import default_model_path
     from belief_tasks.metrics import iclke as iclke_metrics
     from belief_tasks.scoring.iclke import columns
 
     from harness import evaluate
 
-    model_args = args.model_args or f"pretrained={default_model_path()},device=cpu,dtype=float32"
+    model_args = args.model_args or f"pretrained={workloads.model_path()},device=cpu,dtype=float32"
     md = {"max_facts_per_relation": args.max_facts, **json.loads(args.metadata)}
     runs, timing = {}, {}
     for task in ("belief_iclke", "belief_eiclke"):
-        t = time.perf_counter()
-        res = evaluate([task], model_args, model=args.model, metadata=md, batch_size=8)
-        timing[task] = round(time.perf_counter() - t, 1)
+        res, wall, _ = measure.clocked(evaluate, [task], model_args, model=args.model, metadata=md, batch_size=8)
+        timing[task] = round(wall, 1)
         runs[task] = [s["acc"] for s in res["samples"][task]]
 
     ic, eic = runs["belief_iclke"], runs["belief_eiclke"]
@@ -92,7 +86,3 @@ def main() -> None:
     print(json.dumps({k: v for k, v in report.items() if not k.startswith("per_relation")}, indent=1))
     if args.out:
         Path(args.out).write_text(json.dumps(report, indent=1))
-
-
-if __name__ == "__main__":
-    main()

@@ -1,10 +1,10 @@
 """What one IC-LKE / EIC-LKE test fact costs on the stock ``hf`` backend and on ``hf-shared``.
 
-Builds the real requests of a few test facts (BEAR-big rows when ../shared/data exists,
-else the bundled sample), counts tokens, times both backends on the bundled model and
-extrapolates to a full T-REx-MC run (20,000 test facts, 100 options, n = 50).
+Builds the real requests of a few test facts (BEAR-big rows from ``--bear_big_path``, else the
+bundled sample), counts tokens, times both backends on the bundled model and extrapolates to a
+full T-REx-MC run (20,000 test facts, 100 options, n = 50).
 
-    python scripts/bench_iclke.py [--facts 3] [--method iclke|eiclke] [--backends hf,hf-shared]
+    python -m benchmarks iclke [--facts 3] [--method iclke|eiclke] [--backends hf,hf-shared] [--bear_big_path DIR]
 
 Prints one JSON object. Wall time on a shared machine is noisy: CPU seconds are printed too.
 """
@@ -13,15 +13,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import sys
-import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+from benchmarks import measure, workloads
 
 TREX_MC_TEST_FACTS = 20_000
 
@@ -40,18 +34,10 @@ def requests_for(docs, method: str) -> list[tuple[str, str]]:
 
 def token_counts(tok, reqs: list[tuple[str, str]]) -> dict:
     """Tokens a stock backend encodes (every request in full) vs a prefix tree (each distinct prefix once)."""
+    from belief_tasks.backends.prefix_tree import distinct_tokens
+
     seqs = [tok(c + x)["input_ids"] for c, x in reqs]
-    stock = sum(len(s) for s in seqs)
-    trie: dict = {}
-    shared = 0
-    for s in seqs:
-        node = trie
-        for t in s:
-            if t not in node:
-                node[t] = {}
-                shared += 1
-            node = node[t]
-    return {"stock_tokens": stock, "prefix_tree_tokens": shared}
+    return {"stock_tokens": sum(len(s) for s in seqs), "prefix_tree_tokens": distinct_tokens(seqs)}
 
 
 def time_backend(name: str, model_path: str, reqs, batch_size: int) -> dict:
@@ -65,31 +51,31 @@ def time_backend(name: str, model_path: str, reqs, batch_size: int) -> dict:
         f"pretrained={model_path},device=cpu,dtype=float32", {"batch_size": batch_size}
     )
     inst = [Instance("loglikelihood", {}, r, i, metadata=("bench", i, 1)) for i, r in enumerate(reqs)]
-    wall, cpu = time.perf_counter(), time.process_time()
-    out = lm.loglikelihood(inst)
-    return {"wall_s": time.perf_counter() - wall, "cpu_s": time.process_time() - cpu, "logprobs": [o[0] for o in out]}
+    out, wall, cpu = measure.clocked(lm.loglikelihood, inst)
+    return {"wall_s": wall, "cpu_s": cpu, "logprobs": measure.loglikelihoods(out)}
 
 
-def main() -> None:
+def main(argv=None) -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--facts", type=int, default=3)
     ap.add_argument("--method", default="iclke", choices=["iclke", "eiclke"])
     ap.add_argument("--backends", default="hf,hf-shared")
     ap.add_argument("--batch_size", type=int, default=8)
     ap.add_argument("--relation", default="P36")
-    args = ap.parse_args()
+    ap.add_argument("--threads", type=int, default=2, help="torch threads")
+    ap.add_argument("--bear_big_path", type=Path, help="a local BEAR-big copy (default: the bundled sample)")
+    args = ap.parse_args(argv)
 
     import torch
     from transformers import AutoTokenizer
 
-    from belief_tasks.commands.default_model import default_model_path
     from belief_tasks.data import load_facts
     from belief_tasks.options import parse_options
     from belief_tasks.tasks import iclke as iclke_task
 
-    torch.set_num_threads(int(os.environ.get("BENCH_THREADS", "2")))
-    bear = ROOT.parent / "shared" / "data" / "bear" / "BEAR-big"
-    md = {"bear_big_path": str(bear)} if bear.is_dir() else {"source": "sample"}
+    torch.set_num_threads(args.threads)
+    bear = args.bear_big_path
+    md = {"bear_big_path": str(bear)} if bear else {"source": "sample"}
     md.update(relations=args.relation)
     build = iclke_task.eiclke_docs if args.method == "eiclke" else iclke_task.iclke_docs
     docs = build(load_facts("bear_big", md), parse_options(iclke_task.OPTIONS, md))[: args.facts]
@@ -98,12 +84,12 @@ def main() -> None:
         for d in docs
     ]
     reqs = requests_for(docs, args.method)
-    model = str(default_model_path())
+    model = workloads.model_path()
     tok = AutoTokenizer.from_pretrained(model)
     counts = token_counts(tok, reqs)
     n = len(docs)
     report = {
-        "data": "BEAR-big" if bear.is_dir() else "sample",
+        "data": "BEAR-big" if bear else "sample",
         "relation": args.relation,
         "method": args.method,
         "facts": n,
@@ -113,7 +99,7 @@ def main() -> None:
         "stock_tokens_per_fact": counts["stock_tokens"] / n,
         "prefix_tree_tokens_per_fact": counts["prefix_tree_tokens"] / n,
         "torch_threads": torch.get_num_threads(),
-        "load_avg_1m": os.getloadavg()[0],
+        "load_avg_1m": measure.load(),
     }
     results = {}
     for name in [b for b in args.backends.split(",") if b]:
@@ -126,9 +112,5 @@ def main() -> None:
         }
     if len(results) == 2:
         a, b = (results[k]["logprobs"] for k in results)
-        report["max_abs_logprob_diff"] = max(abs(x - y) for x, y in zip(a, b))
+        report["max_abs_logprob_diff"] = max(measure.gaps(a, b))
     print(json.dumps(report, indent=1))
-
-
-if __name__ == "__main__":
-    main()

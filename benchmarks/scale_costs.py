@@ -15,23 +15,19 @@ Sweeps show how the cost grows: with facts (linear by construction: check the
 zero-shot), choices (BEAR's answer space, IC-LKE ``max_options``) and samples
 (BELIEF ``confidence_samples``).
 
-    python scripts/scale_costs.py                 # counts only, seconds
-    python scripts/scale_costs.py --run --facts 2 # plus timings (minutes on 2 cores)
-    python scripts/scale_costs.py --json costs.json
+    python -m benchmarks scale_costs                 # counts only, seconds
+    python -m benchmarks scale_costs --run --facts 2 # plus timings (minutes on 2 cores)
+    python -m benchmarks scale_costs --json costs.json
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
-import time
 from collections import Counter
 from pathlib import Path
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
-os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+from benchmarks import measure, workloads
 
 RELATION = "P36"
 #: (task, label, metadata) settings; each is measured on the same facts of RELATION
@@ -51,20 +47,13 @@ SETTINGS = [
 
 
 def fact_key(doc: dict) -> str:
-    for key in ("fact_id", "fact_id"):
-        if doc.get(key) not in (None, ""):
-            return str(doc[key])
+    if doc.get("fact_id") not in (None, ""):
+        return str(doc["fact_id"])
     return str(doc.get("doc_id"))
 
 
 def count(task_name: str, metadata: dict, tokenizer) -> dict:
-    from lm_eval.tasks import TaskManager
-
-    from belief_tasks.paths import task_yamls_dir
-
-    tm = TaskManager(include_path=str(task_yamls_dir()), metadata=metadata)
-    task = tm.load([task_name])["tasks"][task_name]
-    task.build_all_requests(limit=None, rank=0, world_size=1)
+    task = workloads.build_task(task_name, metadata)
     docs = list(task.eval_docs)
     facts = {fact_key(d) for d in docs}
     requests, tokens = Counter(), Counter()
@@ -101,9 +90,9 @@ def timed(task_name: str, metadata: dict, lm) -> dict:
 
     from belief_tasks.paths import task_yamls_dir
 
-    tm = TaskManager(include_path=str(task_yamls_dir()), metadata=metadata)
-    w0, c0 = time.perf_counter(), time.process_time()
-    simple_evaluate(
+    tm = TaskManager(include_path=str(task_yamls_dir()), include_defaults=False, metadata=metadata)
+    _, wall, cpu = measure.clocked(
+        simple_evaluate,
         model=lm,
         tasks=[task_name],
         task_manager=tm,
@@ -112,7 +101,7 @@ def timed(task_name: str, metadata: dict, lm) -> dict:
         bootstrap_iters=0,
         verbosity="ERROR",
     )
-    return {"wall_s": time.perf_counter() - w0, "cpu_s": time.process_time() - c0}
+    return {"wall_s": wall, "cpu_s": cpu}
 
 
 def main(argv=None) -> None:
@@ -129,9 +118,7 @@ def main(argv=None) -> None:
     belief_tasks.install()  # our backends and hooks
     from transformers import AutoTokenizer
 
-    from belief_tasks.commands.default_model import default_model_path
-
-    model = str(default_model_path())
+    model = workloads.model_path()
     tokenizer = AutoTokenizer.from_pretrained(model)
     lm = None
     if args.run:
@@ -139,7 +126,7 @@ def main(argv=None) -> None:
         from lm_eval.models.huggingface import HFLM
 
         lm = HFLM(pretrained=model, device="cpu", dtype="float32", batch_size=args.batch_size)
-        print(f"# torch threads {torch.get_num_threads()}, load average {os.getloadavg()[0]:.1f}", flush=True)
+        print(f"# torch threads {torch.get_num_threads()}, {measure.machine()}", flush=True)
     only = {t for t in args.only.split(",") if t}
     rows = []
     for task, label, extra in SETTINGS:
@@ -166,7 +153,3 @@ def main(argv=None) -> None:
         )
     if args.json:
         args.json.write_text(json.dumps({"model": Path(model).name, "relation": RELATION, "rows": rows}, indent=1))
-
-
-if __name__ == "__main__":
-    main()

@@ -1,6 +1,6 @@
 """Throughput of hf-mlm's PLL against lm-pub-quiz 0.3.3 on the same random BERT and statements.
 
-    python scripts/bench_mlm.py [--size tiny|small|base] [--facts 5] [--batch-size 64] [--pll within_word_l2r]
+    python -m benchmarks mlm [--size tiny|small|base] [--facts 5] [--batch-size 64] [--pll within_word_l2r]
 
 Builds a random BERT of the chosen size with a WordPiece vocabulary of the bundled
 sample's words (no download), fills BEAR-style statements ("The capital of [X] is
@@ -13,15 +13,14 @@ in timed tests.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import tempfile
-import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
+from benchmarks import measure, workloads
+from benchmarks.workloads import ROOT
+
+sys.path.append(str(ROOT / "tests"))  # the tests' random BERT builder (test_mlm_tiny.build_tiny_mlm)
 
 SIZES = {
     "tiny": {},
@@ -44,23 +43,22 @@ SIZES = {
 }
 
 
-def main() -> None:
+def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--size", choices=sorted(SIZES), default="small")
     ap.add_argument("--facts", type=int, default=5)
     ap.add_argument("--batch-size", type=int, default=64)
     ap.add_argument("--pll", choices=["within_word_l2r", "original"], default="within_word_l2r")
     ap.add_argument("--relation", default="P36")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
 
     from lm_eval.api.instance import Instance
     from lm_pub_quiz import Evaluator
     from test_mlm_tiny import build_tiny_mlm
 
     from belief_tasks.backends.mlm import HFMaskedLM
-    from belief_tasks.data import load_facts
 
-    fs = load_facts("myriadlama", {"source": "sample"})
+    fs = workloads.sample_facts("myriadlama")
     rel = fs.relations[args.relation]
     template = rel.templates_of("statement")[0].text
     options = [e.label for e in rel.answer_space]
@@ -80,30 +78,27 @@ def main() -> None:
         reqs = [Instance("loglikelihood", {}, ("", s), i) for i, s in enumerate(statements)]
         n_copies = sum(len(lm._pll_copies(s, 0, len(s))) for s in statements)
 
-        t0 = time.perf_counter()
-        ours = [s for s, _ in lm.loglikelihood(reqs, disable_tqdm=True)]
-        t_ours = time.perf_counter() - t0
+        out, t_ours, _ = measure.clocked(lm.loglikelihood, reqs, disable_tqdm=True)
+        ours = measure.loglikelihoods(out)
 
-        t0 = time.perf_counter()
-        theirs = []
-        for f in facts:
-            filled = template.replace("[X]", f.subject.label)
-            filled = filled[0].upper() + filled[1:]
-            theirs += ref.score_answers(template=filled, answers=options, reduction="sum", batch_size=args.batch_size)
-        t_ref = time.perf_counter() - t0
+        def reference() -> list[float]:
+            theirs = []
+            for f in facts:
+                filled = template.replace("[X]", f.subject.label)
+                filled = filled[0].upper() + filled[1:]
+                theirs += ref.score_answers(
+                    template=filled, answers=options, reduction="sum", batch_size=args.batch_size
+                )
+            return theirs
+
+        theirs, t_ref, _ = measure.clocked(reference)
 
     n = len(options)
-    agree = sum(
-        max(range(n), key=lambda j: ours[i * n + j]) == max(range(n), key=lambda j: theirs[i * n + j])
-        for i in range(len(facts))
-    )
-    diff = max(abs(a - b) for a, b in zip(ours, theirs))
+    groups = [n] * len(facts)
+    agree = sum(a == b for a, b in zip(measure.predictions(ours, groups), measure.predictions(theirs, groups)))
+    diff = max(measure.gaps(ours, theirs))
     print(f"model: random BERT ({args.size}), pll={args.pll}, batch_size={args.batch_size}")
     print(f"statements: {len(statements)} ({len(facts)} facts x {n} options), masked copies: {n_copies}")
     print(f"max |ours - lm-pub-quiz| per statement: {diff:.2e}; same top option: {agree}/{len(facts)}")
     print(f"hf-mlm:      {t_ours:7.2f}s  {len(statements) / t_ours:8.1f} statements/s")
     print(f"lm-pub-quiz: {t_ref:7.2f}s  {len(statements) / t_ref:8.1f} statements/s  (ratio {t_ref / t_ours:.2f}x)")
-
-
-if __name__ == "__main__":
-    main()

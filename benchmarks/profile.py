@@ -12,7 +12,7 @@ For each budget (and, with ``--demo``, for the main job first) it
 
 and writes one Markdown table of the runs, one of headline intervals and one of estimated against measured.
 
-    python scripts/bench_profile.py /work/shared/data --budgets 0.01,0.05,0.2 --demo --calibrate \\
+    python -m benchmarks profile DATA_DIR --budgets 0.01,0.05,0.2 --demo --calibrate \\
         --out results/bench_profile --markdown profile.md
 
 ``DATA_DIR`` holds ``bear/BEAR``, ``bear/BEAR-big`` and ``fktc/FKTC`` (docs/data.md); MyriadLAMA is read from
@@ -26,31 +26,18 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
-import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))  # the checkout's belief_tasks, as other scripts do
-
-DATA = {"BELIEF_BEAR_PATH": "bear/BEAR", "BELIEF_BEAR_BIG_PATH": "bear/BEAR-big", "BELIEF_FKTC_PATH": "fktc/FKTC"}
+from benchmarks import measure, workloads
+from benchmarks.workloads import ROOT
 
 
 def timed(cmd: list[str], env: dict, log: Path) -> dict:
     """Run ``cmd``; its wall and CPU seconds, peak RSS (GiB) and exit status; its output in ``log``."""
-    t0 = time.perf_counter()
-    with log.open("w") as fh:
-        proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=fh, stderr=subprocess.STDOUT)
-        _, status, usage = os.wait4(proc.pid, 0)
-    wall = time.perf_counter() - t0
-    return {
-        "wall_s": wall,
-        "cpu_s": usage.ru_utime + usage.ru_stime,
-        "peak_gib": usage.ru_maxrss / 2**20,
-        "status": os.waitstatus_to_exitcode(status),
-        "load": os.getloadavg()[0],
-    }
+    run = measure.run_child(cmd, env, log)
+    run["peak_gib"] = run.pop("peak_mb") / 2**10
+    return run
 
 
 def headlines(out: Path) -> list[dict]:
@@ -205,14 +192,8 @@ def main(argv: list[str] | None = None) -> int:
     args, extra = p.parse_known_args(argv)
     out = args.out.resolve()
     out.mkdir(parents=True, exist_ok=True)
-    env = {
-        **os.environ,
-        "HF_HUB_OFFLINE": "1",
-        "HF_DATASETS_OFFLINE": "1",
-        "TOKENIZERS_PARALLELISM": "false",
-        "OMP_NUM_THREADS": str(args.threads),
-    }
-    env.update({var: str((args.data_dir / sub).resolve()) for var, sub in DATA.items()})
+    env = measure.child_env(args.threads)
+    env.update(workloads.real_data_env(args.data_dir))
     if args.myriadlama_path:
         env["BELIEF_MYRIADLAMA_PATH"] = str(Path(args.myriadlama_path).resolve())
     else:
@@ -242,7 +223,3 @@ def main(argv: list[str] | None = None) -> int:
     if args.markdown:
         args.markdown.write_text(text + "\n")
     return 0 if all(r["run"]["status"] == 0 for r in rows) else 1
-
-
-if __name__ == "__main__":
-    sys.exit(main())

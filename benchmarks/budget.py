@@ -6,7 +6,7 @@ run's wall and CPU seconds (model loading included: what a user waits for), the 
 ratios, and the budgeted run's estimates with their 95 % intervals beside the full run's values.
 The full run's records are what ``scripts/budget_coverage.py --records`` reads.
 
-    python scripts/bench_budget.py --task belief_qa_zeroshot \\
+    python -m benchmarks budget --task belief_qa_zeroshot \\
         --metadata '{"source": "sample", "confidence_prompts": 200, "confidence_samples": 10}'
 """
 
@@ -14,25 +14,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import resource
-import subprocess
-import sys
-import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from benchmarks import measure, workloads
+from benchmarks.workloads import ROOT
 
 
 def run(args, label: str, metadata: dict, out: Path) -> dict:
-    from belief_tasks.commands.default_model import default_model_path
-
-    model_args = args.model_args or f"pretrained={default_model_path()},dtype=float32"
-    cmd = [
-        sys.executable,
-        "-m",
-        "belief_tasks.commands.belief_eval",
+    model_args = args.model_args or f"pretrained={workloads.model_path()},dtype=float32"
+    cmd = measure.belief_eval(
         "--model",
         args.model,
         "--model_args",
@@ -48,31 +38,20 @@ def run(args, label: str, metadata: dict, out: Path) -> dict:
         "--log_samples",
         "--no_answer_cache",
         *args.extra,
-    ]  # timed: every answer computed
-    env = {
-        **os.environ,
-        "OMP_NUM_THREADS": str(args.threads),
-        "HF_HUB_OFFLINE": "1",
-        "HF_DATASETS_OFFLINE": "1",
-        "TOKENIZERS_PARALLELISM": "false",
-    }
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    start = time.perf_counter()
-    done = subprocess.run(cmd, env=env, cwd=str(ROOT), capture_output=True, text=True)
-    wall = time.perf_counter() - start
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    (out / "log.txt").parent.mkdir(parents=True, exist_ok=True)
-    (out / "log.txt").write_text(done.stdout + done.stderr)
-    if done.returncode:
-        raise SystemExit(f"{label} run failed ({done.returncode}); see {out / 'log.txt'}")
-    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    )  # timed: every answer computed
+    out.mkdir(parents=True, exist_ok=True)
+    done = measure.run_child(cmd, measure.child_env(args.threads), out / "log.txt")
+    if done["status"]:
+        raise SystemExit(f"{label} run failed ({done['status']}); see {out / 'log.txt'}")
     results = json.loads(sorted(out.rglob("results_*.json"))[-1].read_text())
     samples = sorted(out.rglob(f"samples_{args.task}_*.jsonl"))[-1]
     requests = sum(len(json.loads(line)["resps"]) for line in samples.open())
     return {
         "label": label,
-        "wall_s": wall,
-        "cpu_s": cpu,
+        "wall_s": done["wall_s"],
+        "cpu_s": done["cpu_s"],
+        "peak_mb": done["peak_mb"],
+        "load": done["load"],
         "requests": requests,
         "docs": results["n-samples"][args.task]["effective"],
         "results": results["results"][args.task],
@@ -111,7 +90,7 @@ def main(argv=None) -> None:
     for r in runs:
         print(
             f"{r['label']:>12}: {r['docs']:,} docs, {r['requests']:,} requests, "
-            f"wall {r['wall_s']:.0f} s, CPU {r['cpu_s']:.0f} s"
+            f"wall {r['wall_s']:.0f} s, CPU {r['cpu_s']:.0f} s, peak {r['peak_mb']:.0f} MiB, load {r['load']:.1f}"
         )
     print(
         f"ratio budget/full: wall {summary['wall_ratio']:.3f}, CPU {summary['cpu_ratio']:.3f}, "
@@ -126,7 +105,3 @@ def main(argv=None) -> None:
                 f"  {name}: full {v:.4f}; budget {est if not isinstance(est, float) else round(est, 4)} "
                 f"[{', '.join(f'{x:.4f}' for x in ci) if ci else 'no interval'}]"
             )
-
-
-if __name__ == "__main__":
-    main()
