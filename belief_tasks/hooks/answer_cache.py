@@ -290,6 +290,9 @@ def answers_held(db: Path) -> int:
 def _at_exit(prefix: str, ident: dict[str, Any], existed: list[Path]) -> None:
     """A run that kept no answer (refused after lm-eval opened the cache with the model, before any scoring)
     leaves no file: its empty cache files go, then the folders this run made; else the identity is recorded."""
+    from belief_tasks.hooks.answer_store import flush_all
+
+    flush_all()  # answers still held in memory first (whichever exit handler runs first)
     dbs = list(Path(prefix).parent.glob(Path(prefix).name + "_rank*.db"))
     if dbs and not any(answers_held(db) for db in dbs):
         for db in dbs:
