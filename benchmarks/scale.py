@@ -20,6 +20,7 @@
     python -m benchmarks scale --fraction 0.002 --model hf-shared \\
         --model-args pretrained=/path/to/SmolLM2-135M-Instruct,dtype=float32 --log-samples
     python -m benchmarks scale --fraction 1.0 --log-samples --json full.json   # 6.49M prompts
+    python -m benchmarks scale --fraction 0.1 --log-samples --answer-cache     # with belief-eval's default cache
 
 The child is ``python -m belief_tasks.commands.belief_eval`` of ``--python``'s environment, so the same benchmark
 measures an older checkout installed in another virtual environment side by side: it runs this file by its path
@@ -291,7 +292,7 @@ def child_main(counts_file: str, cli_args: list[str]) -> None:
 
 def run_task(args, data: Path | None, fraction_info: dict, out: Path) -> dict:
     meta = {**({"myriadlama_path": str(data)} if data else {}), **json.loads(args.metadata)}
-    # the harness alone: no answer cache (belief-eval's default would add a lookup and two writes per request)
+    # the harness alone unless --answer-cache: belief-eval's default cache adds a look-up and a write per request
     cli = [
         "--model",
         args.model,
@@ -303,7 +304,7 @@ def run_task(args, data: Path | None, fraction_info: dict, out: Path) -> dict:
         str(out),
         "--batch_size",
         str(args.batch_size),
-        "--no_answer_cache",
+        *([] if args.answer_cache else ["--no_answer_cache"]),
     ]
     if args.model_args:
         cli += ["--model_args", args.model_args]
@@ -388,6 +389,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--model-args", default="")
     ap.add_argument("--batch-size", default="64")
     ap.add_argument("--log-samples", action="store_true")
+    ap.add_argument(
+        "--answer-cache", action="store_true", help="keep belief-eval's default answer cache (off by default here)"
+    )
     ap.add_argument("--python", default=sys.executable, help="the interpreter whose belief_tasks is measured")
     ap.add_argument("--data-dir", default=str(Path(tempfile.gettempdir()) / "belief_synthetic_myriadlama"))
     ap.add_argument("--out", default=None, help="output folder of the runs (default: a temporary one, removed)")

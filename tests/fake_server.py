@@ -21,8 +21,8 @@ def token_logprob(token: int) -> float:
 
 
 class FakeServer:
-    def __init__(self, model: str = "fake-model", max_model_len: int | None = None):
-        self.model, self.max_model_len = model, max_model_len
+    def __init__(self, model: str = "fake-model", max_model_len: int | None = None, root: str | None = None):
+        self.model, self.max_model_len, self.root = model, max_model_len, root  # root: what vLLM's /v1/models names
         self.answered = 0  # completions answered
         self.received = 0  # completions asked (answered or not)
         self.fail_after: int | None = None  # 503 once this many are answered
@@ -48,6 +48,8 @@ class FakeServer:
                     entry = {"id": server.model, "object": "model"}
                     if server.max_model_len is not None:
                         entry["max_model_len"] = server.max_model_len
+                    if server.root is not None:
+                        entry["root"] = server.root
                     return self._send(200, {"object": "list", "data": [entry]})
                 return self._send(404, {"detail": "Not Found"})
 

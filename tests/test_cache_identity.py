@@ -223,3 +223,36 @@ def test_the_identity_file_is_written_once_answers_exist(tmp_path):
     prefix = answered.stdout.strip()
     recorded = json.loads(Path(prefix + C.SUFFIX).read_text())
     assert recorded == C.identity("hf", {"pretrained": str(model)}, with_software=True)
+
+
+def test_a_server_is_identified_by_the_model_it_serves_not_its_port(tmp_path):
+    """vLLM's ``/v1/models`` names the model a server loaded (``root``): the same model served on another port (a
+    restarted server, a scheduler's new port) is the same identity and the same default cache, another model is
+    not; a server that names no model keeps its ``base_url`` in the identity."""
+    from fake_server import FakeServer
+
+    model, other = _model(tmp_path / "m"), _model(tmp_path / "other", hidden=16)
+    with (
+        FakeServer(root=str(model), max_model_len=2048) as first,
+        FakeServer(root=str(model), max_model_len=2048) as again,
+        FakeServer(root=str(other), max_model_len=2048) as moved,
+        FakeServer() as anonymous,
+        FakeServer() as anonymous_again,
+    ):
+
+        def ident(server) -> dict:
+            return C.identity("vllm-serve-shared", {"model": "fake-model", "base_url": server.url}, with_software=True)
+
+        assert first.url != again.url and ident(first) == ident(again)
+        assert ident(first)["served_model"] == {"id": "fake-model", "root": str(model), "max_model_len": 2048}
+        assert "base_url" not in ident(first)["model_args"]
+        assert ident(first)["local_files"]["served_model"]["config.json"]  # the folder it loaded, fingerprinted
+        assert ident(moved) != ident(first)
+        assert ident(anonymous) != ident(anonymous_again)  # nothing says which model: the address is all there is
+        assert ident(anonymous)["model_args"]["base_url"] == anonymous.url
+
+        def default_cache(server) -> str:
+            args = ["--model", "vllm-serve-shared", "--model_args", f"model=fake-model,base_url={server.url}"]
+            return C.with_answer_cache([*args, "--output_path", str(tmp_path / "out")])[-1]
+
+        assert default_cache(first) == default_cache(again) != default_cache(moved)

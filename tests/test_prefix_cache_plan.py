@@ -143,3 +143,34 @@ def test_a_short_context_is_sent_without_a_read_and_costs_what_it_costs():
     seqs = [[1, 2, 3], [1, 2, 4]]  # BEAR: the prefix token and a statement
     assert simulate(seqs, [1, 1], B).computed_tokens == 6
     assert [p.read_cache for c in plan_passes(seqs, [1, 1], B) for p in c.passes] == [False]
+
+
+def test_each_answer_is_handed_over_as_soon_as_it_is_final():
+    """``done(i, output)`` as each output arrives from a lazy ``send`` (``vllm-serve-shared``'s, one request per HTTP
+    call): before the next request of its pass is even asked for, once per request, with the output returned; a
+    request whose read covered its continuation only after its recomputation. So a server that dies mid-call has
+    cost only the requests it had not answered."""
+    from belief_tasks.backends.prefix_cache_plan import CacheCounts, run_passes
+
+    seqs = [ctx(6) + [7, 8, 9], ctx(6) + [7, 8, 1, 2], ctx(6) + [7, 8], ctx(6) + [3], [100, 4, 5]]
+    ctxlens = [6, 6, 6, 6, 1]
+    engine, events = FakeEngine(B), []
+
+    def send(indices, read):
+        for i in indices:
+            events.append(("asked", i, read))
+            (out,) = engine.score([seqs[i]], read)
+            yield out
+
+    outs = run_passes(
+        send, seqs, ctxlens, CacheCounts(), block_size=B, done=lambda i, out: events.append(("done", i, out))
+    )
+    done = [(e[1], e[2]) for e in events if e[0] == "done"]
+    assert sorted(i for i, _ in done) == list(range(len(seqs)))  # each request once
+    assert all(out is outs[i] for i, out in done)
+    for k, event in enumerate(events[:-1]):  # an answer read from the cache is handed over before the next ask
+        if event[0] == "asked" and event[1] != 0:
+            assert events[k + 1][:2] == ("done", event[1]), events
+    # request 0 read the block request 1 wrote, past its context: handed over after its recomputation only
+    asked_0 = [k for k, e in enumerate(events) if e[:2] == ("asked", 0)]
+    assert len(asked_0) == 2 and events[asked_0[0] + 1][0] == "asked" and events[asked_0[1] + 1][:2] == ("done", 0)

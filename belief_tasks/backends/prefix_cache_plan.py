@@ -46,7 +46,7 @@ recently used free blocks).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 from belief_tasks.backends.prefix_tree import distinct_tokens
 
@@ -224,7 +224,7 @@ class CacheCounts:
 
 
 def run_passes(
-    send: Callable[[list[int], bool], list[Any]],
+    send: Callable[[list[int], bool], Iterable[Any]],
     seqs: Sequence[Sequence[int]],
     ctxlens: Sequence[int],
     counts: CacheCounts,
@@ -232,57 +232,79 @@ def run_passes(
     block_size: int,
     capacity_tokens: int | None = None,
     send_first: Callable[[list[tuple[tuple[int, ...], list[int]]]], list[FirstRow]] | None = None,
+    done: Callable[[int, Any], None] | None = None,
 ) -> list[Any]:
     """The engine's output for each request ``seqs[i]``, each with every row from position ``ctxlens[i]`` on
-    computed for it. ``send(indices, read_cache)`` runs the requests ``indices`` in one engine call and returns
-    their outputs in that order, each with ``num_cached_tokens`` (what the engine read from its cache; None
-    when unknown), ``preempted`` (whether the engine preempted it, so that it looked the cache up again) and
-    ``prompt_logprobs`` (one row per position, a dict token id -> log-probability). ``send_first(asks)`` runs
-    first-token requests, (context, token ids) each, in one engine call (a ``FirstRow`` each); without it, the
-    requests of block-aligned contexts are recomputed."""
+    computed for it. ``send(indices, read_cache)`` runs the requests ``indices`` and yields their outputs in that
+    order (a list, or an iterator that yields each as it arrives), each with ``num_cached_tokens`` (what the engine
+    read from its cache; None when unknown), ``preempted`` (whether the engine preempted it, so that it looked the
+    cache up again) and ``prompt_logprobs`` (one row per position, a dict token id -> log-probability).
+    ``send_first(asks)`` runs first-token requests, (context, token ids) each, in one engine call (a ``FirstRow``
+    each); without it, the requests of block-aligned contexts are recomputed. ``done(i, output)`` is called as
+    soon as request ``i``'s output is final (the backends hand its answer to the cache there), so an engine or
+    server that dies mid-run loses only the requests it had not answered."""
     outputs: list[Any] = [None] * len(seqs)
     counts.requests += len(seqs)
     counts.prompt_tokens += sum(len(s) for s in seqs)
     counts.distinct_tokens += distinct_tokens(seqs)
     counts.block_size = block_size
 
-    def run(indices: list[int], read: bool) -> list[Any]:
-        outs = send(indices, read)
-        for i, out in zip(indices, outs, strict=True):
+    def run(indices: list[int], read: bool) -> Iterator[tuple[int, Any]]:
+        for i, out in zip(indices, send(indices, read) if indices else [], strict=True):
             counts.computed_tokens += len(seqs[i]) - (out.num_cached_tokens or 0)
-        return outs
+            yield i, out
+
+    def final(i: int, out: Any) -> None:
+        outputs[i] = out
+        if done is not None:
+            done(i, out)
 
     for chunk in plan_passes(seqs, ctxlens, block_size, capacity_tokens):
         redo: list[int] = []
         firsts: dict[tuple[int, ...], FirstRow] = {}
         for p in chunk.passes:
-            asks = p.first_tokens if send_first is not None else []
-            rows = send_first(asks) if send_first is not None and asks else []
-            for (context, _), row in zip(asks, rows, strict=True):
-                counts.first_token_requests += 1
-                counts.computed_tokens += len(context) - (row.num_cached_tokens or 0)
-                firsts[context] = firsts[context].merged(row) if context in firsts else row
-            outs = run(p.indices, p.read_cache) if p.indices else []
+            _first_tokens(p, send_first, firsts, counts)
             counts.cache_reads += len(p.indices) if p.read_cache else 0
-            for i, out in zip(p.indices, outs, strict=True):
-                if not p.read_cache or not (covered_continuation(out.num_cached_tokens, ctxlens[i]) or out.preempted):
-                    outputs[i] = out
-                elif (
-                    not out.preempted
-                    and out.num_cached_tokens == ctxlens[i]
-                    and _first_row(out, seqs[i], ctxlens[i], firsts)
-                ):
-                    outputs[i] = out
-                    counts.first_rows += 1
+            for i, out in run(p.indices, p.read_cache):
+                if _kept(p.read_cache, out, seqs[i], ctxlens[i], firsts, counts):
+                    final(i, out)
                 else:
                     redo.append(i)
-                    counts.preempted += bool(out.preempted)
-                    counts.unknown += out.num_cached_tokens is None
         if redo:
             counts.recomputed += len(redo)
-            for i, out in zip(redo, run(redo, False), strict=True):
-                outputs[i] = out
+            for i, out in run(redo, False):
+                final(i, out)
     return outputs
+
+
+def _first_tokens(
+    p: Pass,
+    send_first: Callable[[list[tuple[tuple[int, ...], list[int]]]], list[FirstRow]] | None,
+    firsts: dict[tuple[int, ...], FirstRow],
+    counts: CacheCounts,
+) -> None:
+    """Run the first-token requests of pass ``p`` (if the engine has them) into ``firsts``, per context."""
+    asks = p.first_tokens if send_first is not None else []
+    rows = send_first(asks) if send_first is not None and asks else []
+    for (context, _), row in zip(asks, rows, strict=True):
+        counts.first_token_requests += 1
+        counts.computed_tokens += len(context) - (row.num_cached_tokens or 0)
+        firsts[context] = firsts[context].merged(row) if context in firsts else row
+
+
+def _kept(
+    read: bool, out: Any, seq: Sequence[int], ctxlen: int, firsts: dict[tuple[int, ...], FirstRow], counts: CacheCounts
+) -> bool:
+    """Whether an output is final: sent without a read, or its read left its continuation's rows computed, or it
+    read exactly its context and a first-token request serves its first row; else it is to be recomputed."""
+    if not read or not (covered_continuation(out.num_cached_tokens, ctxlen) or out.preempted):
+        return True
+    if not out.preempted and out.num_cached_tokens == ctxlen and _first_row(out, seq, ctxlen, firsts):
+        counts.first_rows += 1
+        return True
+    counts.preempted += bool(out.preempted)
+    counts.unknown += out.num_cached_tokens is None
+    return False
 
 
 @dataclass

@@ -24,6 +24,7 @@ import logging
 import re
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
+from typing import Any, Callable, Iterator
 from urllib.parse import urlsplit
 
 import requests as http
@@ -84,10 +85,12 @@ class VLLMServedSharedLM(LocalCompletionsAPI):
             self._cache_config = block, (int(blocks) * block if blocks and blocks.isdigit() else None)
         return self._cache_config
 
-    def _scored(self, requests) -> tuple[list[Served], list[list[int]], list[int], list]:
-        inputs, ctxlens, cache_keys = self.batch_loglikelihood_requests([requests])  # local-completions' cut
+    def _scored(self, requests, answer: Callable[[int, Served, list[int], int], None]) -> None:
+        """Score lm-eval's ``(key, context_enc, continuation_enc)`` requests, cut as ``local-completions`` cuts them;
+        ``answer(i, output, tokens, ctxlen)`` as each request's output is final (``run_passes``' ``done``)."""
+        inputs, ctxlens, _ = self.batch_loglikelihood_requests([requests])  # local-completions' cut
         block, capacity = self._server_cache()
-        outs = run_passes(
+        run_passes(
             self._send_to(inputs),
             inputs,
             ctxlens,
@@ -95,6 +98,7 @@ class VLLMServedSharedLM(LocalCompletionsAPI):
             block_size=block,
             capacity_tokens=capacity,
             send_first=self._send_first,
+            done=lambda i, out: answer(i, out, inputs[i], ctxlens[i]),
         )
         c = self.cache_counts
         log.info(
@@ -106,7 +110,6 @@ class VLLMServedSharedLM(LocalCompletionsAPI):
             c.distinct_tokens,
             c.recomputed,
         )
-        return outs, inputs, ctxlens, cache_keys
 
     def per_token_loglikelihood(self, requests, disable_tqdm: bool = False) -> list[list[float]]:
         """``Instance.args = (context, continuation)`` -> one log-probability per continuation token (MONITOR's
@@ -114,22 +117,25 @@ class VLLMServedSharedLM(LocalCompletionsAPI):
         return read_through(self, PER_TOKEN_LOGLIKELIHOOD, requests, self._per_token)
 
     def _per_token(self, requests) -> list[list[float]]:
-        outs, inputs, ctxlens, _ = self._scored([(None, *encode_request(self, *r.args)) for r in requests])
-        results = []
-        for req, out, inp, ctxlen in zip(requests, outs, inputs, ctxlens, strict=True):
+        results: list[Any] = [None] * len(requests)
+
+        def answer(i: int, out: Served, inp: list[int], ctxlen: int) -> None:  # to the cache as it arrives
             rows = out.prompt_logprobs[ctxlen:]
-            results.append([present(row)[tok] for tok, row in zip(inp[ctxlen:], rows, strict=True)])
-            self.cache_hook.add_partial(PER_TOKEN_LOGLIKELIHOOD, req.args, results[-1])
+            results[i] = [present(row)[tok] for tok, row in zip(inp[ctxlen:], rows, strict=True)]
+            self.cache_hook.add_partial(PER_TOKEN_LOGLIKELIHOOD, requests[i].args, results[i])
+
+        self._scored([(None, *encode_request(self, *r.args)) for r in requests], answer)
         return results
 
     def _loglikelihood_tokens(self, requests, **kwargs) -> list[tuple[float, bool]]:
-        outs, inputs, ctxlens, cache_keys = self._scored(requests)
-        res = []
-        for out, inp, ctxlen, cache_key in zip(outs, inputs, ctxlens, cache_keys, strict=True):
-            answer = continuation_logprob(inp, out.prompt_logprobs, ctxlen)
-            res.append(answer)
-            if cache_key is not None:
-                self.cache_hook.add_partial("loglikelihood", cache_key, answer)
+        res: list[Any] = [None] * len(requests)
+
+        def answer(i: int, out: Served, inp: list[int], ctxlen: int) -> None:  # to the cache as it arrives
+            res[i] = continuation_logprob(inp, out.prompt_logprobs, ctxlen)
+            if requests[i][0] is not None:  # as lm-eval: rolling windows have no key
+                self.cache_hook.add_partial("loglikelihood", requests[i][0], res[i])
+
+        self._scored(requests, answer)
         return res
 
     def _send_to(self, inputs: list[list[int]]):
@@ -168,9 +174,13 @@ class VLLMServedSharedLM(LocalCompletionsAPI):
             ]
             return Served(details.get("cached_tokens"), rows)
 
-        def send(indices: list[int], read: bool) -> list[Served]:
-            with ThreadPoolExecutor(max_workers=max(int(self._concurrent), 1)) as pool:
-                return list(pool.map(lambda i: one(i, read), indices))
+        def send(indices: list[int], read: bool) -> Iterator[Served]:
+            """Each answer as it arrives (in order); on a failure the requests not yet sent are dropped."""
+            pool = ThreadPoolExecutor(max_workers=max(int(self._concurrent), 1))
+            try:
+                yield from pool.map(lambda i: one(i, read), indices)
+            finally:
+                pool.shutdown(wait=True, cancel_futures=True)
 
         return send
 

@@ -30,7 +30,7 @@ from __future__ import annotations
 import logging
 import os
 from dataclasses import asdict
-from typing import Any
+from typing import Any, Callable, Iterator
 
 from lm_eval.models.vllm_causallms import VLLM
 from vllm import SamplingParams, TokensPrompt
@@ -45,22 +45,34 @@ log = logging.getLogger(__name__)
 CPU_BLOCK_SIZE = 32
 
 
-def engine_passes(llm, seqs: list[list[int]], ctxlens: list[int], counts: CacheCounts, *, lora_request=None) -> list:
+def engine_passes(
+    llm,
+    seqs: list[list[int]],
+    ctxlens: list[int],
+    counts: CacheCounts,
+    *,
+    lora_request=None,
+    done: Callable[[int, Any], None] | None = None,
+    call_size: int | None = None,
+) -> list:
     """``prefix_cache_plan.run_passes`` on vLLM's offline engine ``llm``: a function of the engine alone, so
-    that a data-parallel replica (a Ray worker with its own engine) runs it too."""
+    that a data-parallel replica (a Ray worker with its own engine) runs it too. Each pass goes to the engine in
+    calls of at most ``call_size`` requests (lm-eval's ``vllm`` cuts its requests by a numeric ``--batch_size``
+    so; None: one call per pass), and ``done(i, output)`` gets each request's final output as its call returns."""
     cache = llm.llm_engine.vllm_config.cache_config
     blocks = getattr(cache, "num_gpu_blocks", None)
 
-    def send(indices: list[int], read: bool) -> list:
+    def send(indices: list[int], read: bool) -> Iterator[Any]:
         params = SamplingParams(
             temperature=0, prompt_logprobs=1, max_tokens=1, detokenize=False, skip_reading_prefix_cache=not read
         )  # lm-eval's, and the flag
-        outs = llm.generate(
-            [TokensPrompt(prompt_token_ids=seqs[i]) for i in indices], params, use_tqdm=False, lora_request=lora_request
-        )
-        for out in outs:  # the engine's own count (log stats on: RequestOutput.metrics)
-            out.preempted = bool(getattr(getattr(out, "metrics", None), "num_preemptions", 0))
-        return outs
+        step = call_size or len(indices)
+        for k in range(0, len(indices), step):
+            prompts = [TokensPrompt(prompt_token_ids=seqs[i]) for i in indices[k : k + step]]
+            for out in llm.generate(prompts, params, use_tqdm=False, lora_request=lora_request):
+                # the engine's own count (log stats on: RequestOutput.metrics)
+                out.preempted = bool(getattr(getattr(out, "metrics", None), "num_preemptions", 0))
+                yield out
 
     def send_first(asks: list[tuple[tuple[int, ...], list[int]]]) -> list[FirstRow]:
         prompts = [TokensPrompt(prompt_token_ids=list(context)) for context, _ in asks]
@@ -88,6 +100,7 @@ def engine_passes(llm, seqs: list[list[int]], ctxlens: list[int], counts: CacheC
         block_size=int(cache.block_size),
         capacity_tokens=int(blocks) * int(cache.block_size) if blocks else None,
         send_first=send_first,
+        done=done,
     )
 
 
@@ -117,18 +130,20 @@ class VLLMSharedPrefixLM(VLLM):
     def _loglikelihood_tokens(self, requests, disable_tqdm: bool = False):
         if not self._passes_on:
             return super()._loglikelihood_tokens(requests, disable_tqdm=disable_tqdm)
-        outs, inputs, ctxlens = self._scored(requests)
-        res = []
-        for (cache_key, _, _), out, inp, ctxlen in zip(requests, outs, inputs, ctxlens, strict=True):
-            answer = self._parse_logprobs(tokens=inp, outputs=out, ctxlen=ctxlen)
-            res.append(answer)
-            if cache_key is not None:  # as lm-eval: rolling windows have no key
-                self.cache_hook.add_partial("loglikelihood", cache_key, answer)
+        res: list[Any] = [None] * len(requests)
+
+        def answer(i: int, out: Any, inp: list[int], ctxlen: int) -> None:  # to the cache as its call returns
+            res[i] = self._parse_logprobs(tokens=inp, outputs=out, ctxlen=ctxlen)
+            if requests[i][0] is not None:  # as lm-eval: rolling windows have no key
+                self.cache_hook.add_partial("loglikelihood", requests[i][0], res[i])
+
+        self._scored(requests, answer)
         return res
 
-    def _scored(self, requests) -> tuple[list[Any], list[list[int]], list[int]]:
-        """The engine's outputs for lm-eval's ``(key, context_enc, continuation_enc)`` requests, cut as lm-eval's
-        ``VLLM._loglikelihood_tokens`` cuts them (to ``max_length - 1`` tokens, from the left)."""
+    def _scored(self, requests, answer: Callable[[int, Any, list[int], int], None]) -> None:
+        """Score lm-eval's ``(key, context_enc, continuation_enc)`` requests, cut as lm-eval's
+        ``VLLM._loglikelihood_tokens`` cuts them (to ``max_length - 1`` tokens, from the left);
+        ``answer(i, output, tokens, ctxlen)`` as each request's output is final."""
         max_cxt_len = self.max_length - 1  # vLLM requires at least one generation token
         inputs, ctxlens = [], []
         for _, context_enc, continuation_enc in requests:
@@ -136,10 +151,19 @@ class VLLMSharedPrefixLM(VLLM):
                 log.warning("Context length %s exceeds max length (%s). Truncating context.", full_length, max_cxt_len)
             inputs.append((context_enc + continuation_enc)[-max_cxt_len:])
             ctxlens.append(len(context_enc) - max(0, len(context_enc) + len(continuation_enc) - max_cxt_len))
-        if self.data_parallel_size > 1:
-            outs = self._replicated(inputs, ctxlens)
+        if self.data_parallel_size > 1:  # the replicas' outputs come back together
+            for i, out in enumerate(self._replicated(inputs, ctxlens)):
+                answer(i, out, inputs[i], ctxlens[i])
         else:
-            outs = engine_passes(self.model, inputs, ctxlens, self.cache_counts, lora_request=self.lora_request)
+            engine_passes(
+                self.model,
+                inputs,
+                ctxlens,
+                self.cache_counts,
+                lora_request=self.lora_request,
+                done=lambda i, out: answer(i, out, inputs[i], ctxlens[i]),
+                call_size=None if self.batch_size == "auto" else int(self.batch_size),
+            )
         c = self.cache_counts
         log.info(
             "vllm-shared: %d requests, %d prompt tokens, %d computed (distinct: %d), %d recomputed without the cache",
@@ -149,7 +173,6 @@ class VLLMSharedPrefixLM(VLLM):
             c.distinct_tokens,
             c.recomputed,
         )
-        return outs, inputs, ctxlens
 
     def _replicated(self, inputs: list[list[int]], ctxlens: list[int]) -> list[Any]:
         """Data parallel (``data_parallel_size`` > 1): whole contexts to each replica, each a Ray task with its
@@ -210,15 +233,16 @@ class VLLMSharedPrefixLM(VLLM):
         return read_through(self, PER_TOKEN_LOGLIKELIHOOD, requests, self._per_token)
 
     def _per_token(self, requests) -> list[list[float]]:
-        encoded = [(None, *self._encode_request(*r.args)) for r in requests]
-        outs, inputs, ctxlens = self._scored(encoded)
-        results = []
-        for req, out, inp, ctxlen in zip(requests, outs, inputs, ctxlens, strict=True):
+        results: list[Any] = [None] * len(requests)
+
+        def answer(i: int, out: Any, inp: list[int], ctxlen: int) -> None:  # to the cache as its call returns
             rows = out.prompt_logprobs[ctxlen:]
-            results.append(
-                [float(getattr(row[tok], "logprob", row[tok])) for tok, row in zip(inp[ctxlen:], rows, strict=True)]
-            )
-            self.cache_hook.add_partial(PER_TOKEN_LOGLIKELIHOOD, req.args, results[-1])
+            results[i] = [
+                float(getattr(row[tok], "logprob", row[tok])) for tok, row in zip(inp[ctxlen:], rows, strict=True)
+            ]
+            self.cache_hook.add_partial(PER_TOKEN_LOGLIKELIHOOD, requests[i].args, results[i])
+
+        self._scored([(None, *self._encode_request(*r.args)) for r in requests], answer)
         return results
 
     def _encode_request(self, context: str, continuation: str) -> tuple[list[int], list[int]]:

@@ -10,7 +10,10 @@ The identity: the backend (``--model``), every ``--model_args`` key except those
 the work (``IGNORED``), and for each argument naming a local file or folder (a model, a tokenizer, an
 adapter) a fingerprint of it: its ``config.json`` / tokenizer files hashed, its weight files' sizes and
 modification times (cheap: nothing large is read). A hub name is identified by name and revision
-(``main`` when none is given) and, where the hub cache holds it, the commit that revision points to.
+(``main`` when none is given) and, where the hub cache holds it, the commit that revision points to. A server
+(``base_url``) is identified by the model it reports serving (``served_model``: its ``/v1/models`` card, vLLM's
+``root`` and ``max_model_len``), not by its address, so a server back on another port finds its answers; one that
+reports no ``root``, or does not answer, keeps ``base_url`` in the identity.
 
 ``belief-eval`` keeps a cache by default (``with_answer_cache``): with an ``--output_path`` and no ``--use_cache`` of
 the command's own, every answer goes to ``<output>/cache/<model>-<hash>``, the hash of the run's identity and of
@@ -48,6 +51,7 @@ IGNORED = frozenset(
         "timeout",
         "tokenized_requests",
         "verify_certificate",
+        "auth_token",  # a secret, and no part of the answers
     }
 )
 #: small files of a model folder that are hashed (config, tokenizer, generation settings)
@@ -144,16 +148,51 @@ def software() -> dict[str, str]:
     return found
 
 
+_served: dict[str, dict[str, Any] | None] = {}
+
+
+def served_model(base_url: str, model: str | None, token: str = "") -> dict[str, Any] | None:
+    """What the OpenAI-style server at ``base_url`` says of the model it serves as ``model``: its card in
+    ``/v1/models`` (vLLM's: ``id``, ``root``, the path or hub name it loaded, and ``max_model_len``), or None when
+    the server does not answer or names no ``root`` (asked once per process)."""
+    import urllib.request
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(base_url)
+    head, v1, _ = parts.path.partition("/v1")
+    url = f"{parts.scheme}://{parts.netloc}{head}/v1/models" if v1 else f"{parts.scheme}://{parts.netloc}/v1/models"
+    if url not in _served:
+        request = urllib.request.Request(url, headers={"Authorization": f"Bearer {token}"} if token else {})
+        try:
+            with urllib.request.urlopen(request, timeout=5) as answer:
+                cards = json.loads(answer.read().decode("utf-8")).get("data") or []
+        except (OSError, ValueError, AttributeError):
+            cards = []
+        card = next((c for c in cards if c.get("id") == model), cards[0] if len(cards) == 1 else None)
+        _served[url] = (
+            {k: card[k] for k in ("id", "root", "max_model_len") if k in card} if card and card.get("root") else None
+        )
+    return _served[url]
+
+
 def identity(backend: str | None, model_args: dict[str, Any], with_software: bool = False) -> dict[str, Any]:
     """The identity of a run's answers (module docstring); ``with_software``: the code's too (``software``)."""
     args = {k: str(v) for k, v in sorted(model_args.items()) if k not in IGNORED}
+    served = None
+    if args.get("base_url"):  # a server: the model it serves, wherever it serves it (a new port is the same model)
+        token = str(model_args.get("auth_token") or os.environ.get("OPENAI_API_KEY", ""))
+        served = served_model(args["base_url"], args.get("model"), token)
+        if served is not None:
+            del args["base_url"]
     local = {}
-    for key, value in args.items():
+    for key, value in [*args.items(), *([("served_model", served["root"])] if served else [])]:
         if value and (os.sep in value or value.startswith((".", "~"))):
             path = Path(value).expanduser()
             if path.exists():
                 local[key] = {"path": str(path.resolve()), **fingerprint(path)}
     ident: dict[str, Any] = {"backend": backend or "hf", "model_args": args}
+    if served is not None:
+        ident["served_model"] = served
     if local:
         ident["local_files"] = local
     name = args.get("pretrained") or args.get("model")
@@ -290,6 +329,9 @@ def answers_held(db: Path) -> int:
 def _at_exit(prefix: str, ident: dict[str, Any], existed: list[Path]) -> None:
     """A run that kept no answer (refused after lm-eval opened the cache with the model, before any scoring)
     leaves no file: its empty cache files go, then the folders this run made; else the identity is recorded."""
+    from belief_tasks.hooks.answer_store import flush_all
+
+    flush_all()  # answers still held in memory first (whichever exit handler runs first)
     dbs = list(Path(prefix).parent.glob(Path(prefix).name + "_rank*.db"))
     if dbs and not any(answers_held(db) for db in dbs):
         for db in dbs:

@@ -24,7 +24,8 @@ only (``OUR_TASKS``), or requests only ours can carry.
    themselves in their own methods through ``read_through``, the one home of our cache reads, keyed as
    lm-eval keys: ``per_token_loglikelihood`` (``hf-shared``), ``mask_topk`` and ``loglikelihood_span``
    (``hf-mlm``), and the sampled generations of our tasks that carry their own ``seed`` (``hf-shared``;
-   stock ``hf`` through 5.), which lm-eval writes but never reads.
+   stock ``hf`` through 5.), which lm-eval writes but never reads. The database itself is written in batches
+   (``batch_cache_writes``, from 7.): lm-eval's ``SqliteDict`` commits each answer alone.
 4. (none: data parallelism on CPU is a property of ``hf-shared`` and ``hf-mlm``, not a patch of
    ``HFLM``; stock ``hf`` runs the whole task in every CPU process, as lm-eval does.)
 5. Per-request sampling seeds on ``hf`` (``HFLM.generate_until``, the one patch that serves requests):
@@ -44,6 +45,8 @@ only (``OUR_TASKS``), or requests only ours can carry.
    and ``hf`` / ``hf-shared`` cut a request longer than ``max_length`` from the left with only a log line.
    ``evaluated_model()`` is the model of the ``evaluate`` call in progress, so ``BeliefTask`` measures its
    requests before any is scored (``belief_tasks.hooks.truncation``: recorded in the results JSON, or refused).
+   Under ``--use_cache`` the same wrapper puts an ``AnswerStore`` (``hooks/answer_store.py``: the same file, one
+   transaction a second) in place of ``CachingLM``'s ``SqliteDict`` for the call (``batch_cache_writes``).
 """
 
 from __future__ import annotations
@@ -141,6 +144,28 @@ def cache_of(lm):
     wraps a ``CacheHook`` (``set_cache_hook``) whose ``dbdict`` is its own SqliteDict (``CacheHook(None)``,
     every model's default, holds None)."""
     return getattr(getattr(lm, "cache_hook", None), "dbdict", None)
+
+
+def batch_cache_writes(lm) -> Any:
+    """Under ``--use_cache`` (``lm`` is lm-eval's ``CachingLM``): its ``SqliteDict``, one transaction per answer,
+    replaced by an ``AnswerStore`` on the same file (``hooks/answer_store.py``: one transaction a second, the same
+    format), in ``CachingLM`` and in the hook it handed the model it wraps. Returns the store, or None."""
+    from lm_eval.api.model import CachingLM
+
+    from belief_tasks.hooks.answer_store import AnswerStore
+
+    if not isinstance(lm, CachingLM):
+        return None
+    old = lm.dbdict
+    if isinstance(old, AnswerStore):
+        return old
+    old.close()  # sqlitedict's thread ends; every answer it was handed is committed
+    store = AnswerStore(old.filename)
+    lm.dbdict = store
+    hook = getattr(lm.lm, "cache_hook", None)
+    if hook is not None and getattr(hook, "dbdict", None) is old:
+        hook.dbdict = store
+    return store
 
 
 def seeded_sample_of_ours(request) -> bool:
@@ -323,12 +348,15 @@ def install_evaluated_model_hook() -> None:
             from belief_tasks.planning import progress
 
             lm = kwargs["lm"] if "lm" in kwargs else args[0]
+            store = batch_cache_writes(lm)
             _evaluating.append(lm)
             ends = progress.evaluate_begins(lm, kwargs["task_dict"] if "task_dict" in kwargs else args[1])
             try:
                 out = original(*args, **kwargs)
             finally:
                 _evaluating.pop()
+                if store is not None:
+                    store.flush()  # every answer of the call on file, however it ended
             ends()  # belief-eval's progress: the results are written next
             return out
 

@@ -9,9 +9,14 @@ that skip into a failure, so a broken vLLM environment cannot pass as "skipped".
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
-from typing import Any
+import subprocess
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any, Iterator
 
 import pytest
 
@@ -222,3 +227,40 @@ def boundary_requests(lm, sentence: str, block: int) -> tuple[list[tuple], dict[
     requests += [(None, longer, shared + enc(o)) for o in (" alpha", " beta gamma", " delta")]
     requests += [(None, longer, enc(o)) for o in (" yes", " no")]
     return requests, {"requests": 10, "cache_reads": 10, "first_token_requests": 1, "first_rows": 5, "recomputed": 2}
+
+
+START_TIMEOUT = 420  # s: vLLM's import and engine start on a busy 2-core machine
+
+
+@contextlib.contextmanager
+def serving(args: list[str], port: int, log: Path, timeout: float = START_TIMEOUT) -> Iterator[subprocess.Popen]:
+    """``vllm serve`` (``args``) in its own process group, its output in ``log``; yields the process once
+    ``/health`` on 127.0.0.1:``port`` answers (within ``timeout`` seconds); stopped (the whole group) at the end."""
+    set_cpu_env()
+    with open(log, "ab") as out:
+        proc = subprocess.Popen(
+            args, stdout=out, stderr=subprocess.STDOUT, env=dict(os.environ), start_new_session=True
+        )  # its own process group: the engine's processes stop with it
+    try:
+        deadline = time.monotonic() + timeout
+        while True:
+            if proc.poll() is not None:
+                pytest.fail(f"vllm serve exited with {proc.returncode}:\n{log.read_text()[-3000:]}")
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=5) as r:
+                    if r.status == 200:
+                        break
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                pytest.fail(f"vllm serve did not answer /health within {timeout} s:\n{log.read_text()[-3000:]}")
+            time.sleep(2)
+        yield proc
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, 15)
+            try:
+                proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, 9)
+                proc.wait()

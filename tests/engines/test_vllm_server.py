@@ -5,12 +5,8 @@ compared with ``local-completions`` on the same server."""
 
 from __future__ import annotations
 
-import os
 import socket
-import subprocess
 import sys
-import time
-import urllib.request
 
 import pytest
 
@@ -23,13 +19,12 @@ from engine_runs import (
     require_vllm,
     run_family,
     sampled_texts,
-    set_cpu_env,
+    serving,
 )
 
 require_vllm()
 
 SERVED_NAME = "smol"
-START_TIMEOUT = 420  # s: vLLM's import and engine start on a busy 2-core machine
 
 
 def _free_port() -> int:
@@ -70,39 +65,10 @@ def _serve_args(model_path, port: int) -> list[str]:
 @pytest.fixture(scope="module")
 def server(model_path, tmp_path_factory):
     """``vllm serve`` of the bundled model; yields its completions URL; stopped at the module's end."""
-    set_cpu_env()
     port = _free_port()
     log = tmp_path_factory.mktemp("vllm_serve") / "server.log"
-    with open(log, "wb") as out:
-        proc = subprocess.Popen(
-            _serve_args(model_path, port),
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            env=dict(os.environ),
-            start_new_session=True,
-        )  # its own process group: the engine's processes stop with it
-    try:
-        deadline = time.monotonic() + START_TIMEOUT
-        while True:
-            if proc.poll() is not None:
-                pytest.fail(f"vllm serve exited with {proc.returncode}:\n{log.read_text()[-3000:]}")
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=5) as r:
-                    if r.status == 200:
-                        break
-            except OSError:
-                pass
-            if time.monotonic() > deadline:
-                pytest.fail(f"vllm serve did not answer /health within {START_TIMEOUT} s:\n{log.read_text()[-3000:]}")
-            time.sleep(2)
+    with serving(_serve_args(model_path, port), port, log):
         yield f"http://127.0.0.1:{port}/v1/completions"
-    finally:
-        os.killpg(proc.pid, 15)
-        try:
-            proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, 9)
-            proc.wait()
 
 
 @pytest.fixture(scope="module")

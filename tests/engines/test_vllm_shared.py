@@ -122,3 +122,40 @@ def test_a_read_that_covers_a_continuation_is_recomputed(shared_lm, monkeypatch)
     except (TypeError, KeyError):  # a skipped row without the continuation's token: no number at all
         return
     assert unchecked != reference
+
+
+def test_a_numeric_batch_size_hands_the_answers_over_call_by_call(shared_lm, shared_runs, monkeypatch):
+    """With a numeric ``--batch_size`` each pass goes to the engine in calls of at most that many requests (as
+    lm-eval's ``vllm`` cuts its own), and each call's answers reach the cache hook before the next call begins: a
+    run killed mid-pass keeps every call that returned. The numbers are those of one call per pass (``auto``)."""
+    from belief_tasks.backends.prefix_cache_plan import encode_request
+
+    run = shared_runs["iclke"]
+    args = [tuple(a) for s in run["samples"]["belief_demo_iclke"] for a in s["arguments"]]
+    requests = [(a, *encode_request(shared_lm, *a)) for a in args]
+    shared_lm.model.reset_prefix_cache()
+    whole = shared_lm._loglikelihood_tokens(requests, disable_tqdm=True)
+
+    handed: list = []
+    calls: list[tuple[int, int]] = []  # (requests in the call, answers handed over before it)
+    generate = shared_lm.model.generate
+
+    def counted(prompts, params, *a, **kw):
+        if not isinstance(params, list):  # the passes' calls (first-token requests carry a list of params)
+            calls.append((len(prompts), len(handed)))
+        return generate(prompts, params, *a, **kw)
+
+    class Hook:
+        def add_partial(self, attr, req, res):
+            handed.append((attr, req, res))
+
+    monkeypatch.setattr(shared_lm.model, "generate", counted)
+    monkeypatch.setattr(shared_lm, "cache_hook", Hook())
+    monkeypatch.setattr(shared_lm, "batch_size", 7)
+    shared_lm.model.reset_prefix_cache()
+    cut = shared_lm._loglikelihood_tokens(requests, disable_tqdm=True)
+    print(f"\n{len(requests)} requests in {len(calls)} engine calls of at most 7")
+    assert cut == whole  # equal bits, is_greedy flags included
+    assert len(calls) >= len(requests) // 7 and max(n for n, _ in calls) <= 7
+    assert [before for _, before in calls] == sorted(before for _, before in calls) and calls[-1][1] > len(args) // 2
+    assert sorted(map(repr, handed)) == sorted(repr(("loglikelihood", a, r)) for a, r in zip(args, cut))
