@@ -82,15 +82,16 @@ def startup_problem(model_args: Mapping[str, Any], environ: Mapping[str, str] | 
     if kv_bytes is None:
         fraction = float(model_args.get("gpu_memory_utilization") or _default_fraction())
         wanted = math.ceil(total * fraction)
-        if wanted > free:
-            return (
-                f"vLLM's CPU engine would not start: without a KV cache size it reserves gpu_memory_utilization "
-                f"({fraction}) of this machine's memory, {wanted / GIB:.2f} GiB, and {free / GIB:.2f} of "
-                f"{total / GIB:.2f} GiB are free. Set VLLM_CPU_KVCACHE_SPACE (GiB of KV cache, e.g. "
-                f"VLLM_CPU_KVCACHE_SPACE=1 in the environment: the fraction is then not reserved), or give "
-                f"gpu_memory_utilization={math.floor(free / total * 20) / 20:.2f} or less in --model_args. {PAGE}."
-            )
-        return None
+        if wanted <= free:
+            return None
+        fits = math.floor(free / total * 20) / 20  # in steps of 0.05
+        smaller = f", or give gpu_memory_utilization={fits:.2f} or less in --model_args" if fits > 0 else ""
+        return (
+            f"vLLM's CPU engine would not start: without a KV cache size it reserves gpu_memory_utilization "
+            f"({fraction}) of this machine's memory, {wanted / GIB:.2f} GiB, and {free / GIB:.2f} of "
+            f"{total / GIB:.2f} GiB are free. Set VLLM_CPU_KVCACHE_SPACE (GiB of KV cache, e.g. "
+            f"VLLM_CPU_KVCACHE_SPACE=1 in the environment: the fraction is then not reserved){smaller}. {PAGE}."
+        )
     if kv_bytes > free:
         return (
             f"vLLM's CPU engine would not start: its KV cache ({kv_setting}, {kv_bytes / GIB:.2f} GiB) is larger than "
