@@ -5,7 +5,13 @@ from __future__ import annotations
 
 import pytest
 
-from belief_tasks.backends.prefix_cache_plan import covered_continuation, plan_passes, readable_prefix, simulate
+from belief_tasks.backends.prefix_cache_plan import (
+    MAX_FIRST_TOKENS,
+    covered_continuation,
+    plan_passes,
+    readable_prefix,
+    simulate,
+)
 
 B = 4  # a small block: requests written by hand
 
@@ -102,12 +108,33 @@ class FakeEngine:
         return rows
 
 
+def run_on_fake_engine(seqs, ctxlens, max_first_tokens: int):
+    """``run_passes`` through a fresh ``FakeEngine``: (outputs, counts). First-token requests of at most
+    ``max_first_tokens`` ids (checked, as a server refuses more); none when it is 0."""
+    from belief_tasks.backends.prefix_cache_plan import CacheCounts, run_passes
+
+    engine, counts = FakeEngine(B), CacheCounts()
+
+    def first(asks):
+        assert all(len(tokens) <= max_first_tokens for _, tokens in asks)
+        return engine.first(asks)
+
+    outs = run_passes(
+        lambda idx, read: engine.score([seqs[i] for i in idx], read),
+        seqs,
+        ctxlens,
+        counts,
+        block_size=B,
+        send_first=first if max_first_tokens else None,
+        max_first_tokens=max_first_tokens,
+    )
+    return outs, counts
+
+
 def test_run_passes_returns_only_rows_the_engine_computed():
     """Through a fake engine with junk in the rows it skips: every continuation row of every answer is the
     model's own, the counts are simulate's, and without first-token requests the aligned context's requests are
     recomputed instead (their reads covered their continuations)."""
-    from belief_tasks.backends.prefix_cache_plan import CacheCounts, run_passes
-
     seqs = [
         ctx(8) + [1, 2],
         ctx(8) + [3, 4],
@@ -119,15 +146,7 @@ def test_run_passes_returns_only_rows_the_engine_computed():
     ]
     ctxlens = [8, 8, 8, 6, 6, 6, 1]
     for with_first in (True, False):
-        engine, counts = FakeEngine(B), CacheCounts()
-        outs = run_passes(
-            lambda idx, read, engine=engine: engine.score([seqs[i] for i in idx], read),
-            seqs,
-            ctxlens,
-            counts,
-            block_size=B,
-            send_first=engine.first if with_first else None,
-        )
+        outs, counts = run_on_fake_engine(seqs, ctxlens, MAX_FIRST_TOKENS if with_first else 0)
         for seq, c, out in zip(seqs, ctxlens, outs):
             assert all(
                 out.prompt_logprobs[p][seq[p]] == FakeEngine.logprob(seq[:p], seq[p]) for p in range(c, len(seq))
@@ -174,3 +193,25 @@ def test_each_answer_is_handed_over_as_soon_as_it_is_final():
     # request 0 read the block request 1 wrote, past its context: handed over after its recomputation only
     asked_0 = [k for k, e in enumerate(events) if e[:2] == ("asked", 0)]
     assert len(asked_0) == 2 and events[asked_0[0] + 1][0] == "asked" and events[asked_0[1] + 1][:2] == ("done", 0)
+
+
+def test_a_context_with_more_options_than_a_request_may_ask_gets_several_first_token_requests():
+    """A server caps the ids one first-token request may ask for (``vllm serve --max-logprobs``, 20 by default):
+    a block-aligned context with 5 options under a cap of 2 gets 3 first-token requests, each within the cap, and
+    every option's first row comes from one of them; with a cap of 0 none is sent and the options that read their
+    whole context are recomputed, as ``simulate`` predicts."""
+    seqs = [ctx(8) + [t, 50] for t in (9, 1, 7, 3, 5)]
+    ctxlens = [8] * len(seqs)
+    (chunk,) = plan_passes(seqs, ctxlens, B, max_first_tokens=2)
+    assert chunk.passes[0].first_tokens == [(tuple(ctx(8)), [1, 3]), (tuple(ctx(8)), [5, 7]), (tuple(ctx(8)), [9])]
+    for cap, first_requests, first_rows, recomputed in ((2, 3, 5, 0), (0, 0, 0, 4)):
+        outs, counts = run_on_fake_engine(seqs, ctxlens, cap)
+        for seq, out in zip(seqs, outs):
+            assert all(out.prompt_logprobs[p][seq[p]] == FakeEngine.logprob(seq[:p], seq[p]) for p in (8, 9))
+        assert (counts.first_token_requests, counts.first_rows, counts.recomputed) == (
+            first_requests,
+            first_rows,
+            recomputed,
+        )
+        predicted = simulate(seqs, ctxlens, B, max_first_tokens=cap)
+        assert (predicted.recomputed, predicted.computed_tokens) == (recomputed, counts.computed_tokens)

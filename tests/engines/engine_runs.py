@@ -264,3 +264,28 @@ def serving(args: list[str], port: int, log: Path, timeout: float = START_TIMEOU
             except subprocess.TimeoutExpired:
                 os.killpg(proc.pid, 9)
                 proc.wait()
+
+
+#: capitals as options: their first tokens differ, so each is its own id in a first-token request
+CAPITALS = (
+    "Paris London Berlin Madrid Rome Lisbon Vienna Prague Warsaw Dublin Oslo Stockholm Helsinki Copenhagen Athens "
+    "Budapest Brussels Amsterdam Bern Sofia Bucharest Zagreb Belgrade Riga Tallinn Vilnius Kyiv Minsk Moscow Ankara "
+    "Cairo Tokyo Beijing Delhi Seoul Bangkok Jakarta Manila Hanoi Lima Quito Bogota Santiago Havana Ottawa Canberra "
+    "Nairobi Dakar Accra Tunis Rabat Doha Tehran Baghdad Kabul"
+).split()
+
+
+def many_options_requests(lm, sentence: str, block: int, n: int) -> list[tuple]:
+    """``n`` log-likelihood requests on one context of exactly two blocks, each option a capital with its own first
+    token: the context's first-token requests must ask for ``n`` ids (the demo's IC-LKE has such a context with 45
+    options), more than a default ``vllm serve`` returns (``--max-logprobs`` 20)."""
+    enc = lambda text: lm.tok_encode(text, add_special_tokens=False)  # noqa: E731
+    context = enc(sentence * 40)[: 2 * block]
+    options, firsts = [], set()
+    for name in CAPITALS:
+        tokens = enc(" " + name)
+        if tokens[0] not in firsts:
+            firsts.add(tokens[0])
+            options.append(tokens)
+    assert len(context) == 2 * block and len(options) >= n
+    return [(None, context, tokens) for tokens in options[:n]]

@@ -51,6 +51,7 @@ def test_masked_lm_tasks_are_refused(model, model_args, model_path):
             "1",
         ],
         timeout=300,
+        VLLM_CPU_KVCACHE_SPACE="1",  # the CPU settings (else the engine's memory fraction is refused first)
     )
     assert r.returncode == 2, r.stderr[-2000:]
     assert "masked LM" in r.stderr and "--model hf-mlm" in r.stderr and "Traceback" not in r.stderr

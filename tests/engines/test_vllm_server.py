@@ -199,3 +199,26 @@ def counts_of(lm) -> dict:
     from dataclasses import asdict
 
     return {k: v for k, v in asdict(lm.cache_counts).items() if k != "block_size"}
+
+
+def test_a_context_with_more_options_than_the_server_s_max_logprobs(served_shared_lm):
+    """The server runs with vLLM's default ``--max-logprobs`` (20: the fixture sets none), and a context of exactly
+    two blocks has 45 options, whose first rows one first-token request cannot ask for (vLLM refuses ``logprobs``
+    above 20 with a 400). The backend reads the limit from the server and splits the ask: 3 first-token requests of
+    at most 19 ids, every option's first row served by one of them, and the bits of ``local-completions`` on the same
+    requests."""
+    from lm_eval.models.api_models import TemplateAPI
+
+    from engine_runs import many_options_requests
+
+    lm = served_shared_lm
+    assert lm._first_token_ids() == 19  # the default max_logprobs, 20, less the repeated id
+    requests = many_options_requests(lm, "Vienna is the capital of Austria. ", 32, 45)
+    before = counts_of(lm)
+    ours = lm._loglikelihood_tokens(requests)
+    reference = TemplateAPI._loglikelihood_tokens(lm, requests)  # local-completions' own, on /v1/completions
+    got = {k: v - before[k] for k, v in counts_of(lm).items()}
+    print(f"\n45 options on a 2-block context, on vllm-serve-shared: {got}")
+    assert (got["requests"], got["first_token_requests"]) == (45, 3)
+    assert got["first_rows"] + got["unknown"] == 45 and got["recomputed"] == got["unknown"]
+    assert ours == reference  # equal bits, is_greedy flags included
