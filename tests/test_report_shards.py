@@ -222,7 +222,7 @@ def test_shards_of_the_knob_pool_in_block_order_whatever_order_they_are_given(tm
 
 def test_a_missing_block_is_refused(tmp_path):
     a, c = knob_shard(tmp_path, "k1", 1, 3, "R1"), knob_shard(tmp_path, "k3", 3, 3, "R2")
-    with pytest.raises(ShardError, match=r"blocks 2 of 3 \(1/3, 3/3 here\)"):
+    with pytest.raises(ShardError, match=r"block 2 of 3 is missing \(1/3, 3/3 here\)"):
         pool(load_runs([a, c]))
 
 

@@ -146,3 +146,66 @@ def test_relations_knob_then_shard():
     assert first + second == whole
     assert md["relations"] == "P36,P17,P37"  # the user's knob stays as given
     assert json.dumps(md["shard_relations"]) == json.dumps(list(dict.fromkeys(d["relation"] for d in first)))
+
+
+BASE = ["--model", "hf", "--model_args", "pretrained=/nonexistent/model", "--tasks", "belief_bear"]
+
+
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        (["--log_samples", "--shard_by_relation", "2"], "needs --output_path FOLDER"),
+        (["--output_path", "OUT", "--shard_by_relation", "2"], "needs --log_samples"),
+        (["--output_path", "OUT", "--log_samples", "--limit", "3", "--shard_by_relation", "2"], "with --limit"),
+        (["--output_path", "OUT", "--log_samples", "--shard_by_relation", "two"], "give the number of shards"),
+        (
+            ["--output_path", "OUT", "--log_samples", "--metadata", '{"shard": "1/2"}', "--shard_by_relation=2"],
+            "with the shard knob",
+        ),
+    ],
+    ids=["no-output", "no-samples", "limit", "not-a-number", "knob-too"],
+)
+def test_shard_by_relation_refuses_what_cannot_pool(tmp_path, extra, message):
+    """Refused in one paragraph before anything runs: nothing is written."""
+    from harness import run_cli
+
+    args = [a.replace("OUT", str(tmp_path / "out")) for a in BASE + extra]
+    proc = run_cli(args, timeout=300)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    (line,) = [line for line in proc.stderr.splitlines() if line.startswith("belief-eval:")]
+    assert message in line and "Traceback" not in proc.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_shard_args_add_the_knob_and_the_folder():
+    from pathlib import Path
+
+    from belief_tasks.commands.shard_run import finished, shard_args
+
+    args = ["--tasks", "t", "--metadata", '{"budget": 0.1}', "--output_path=o", "--log_samples"]
+    got = shard_args(args, 2, 3, Path("o/shards/2-of-3"))
+    assert got[:3] == ["--tasks", "t", "--log_samples"]
+    assert json.loads(got[got.index("--metadata") + 1]) == {"budget": 0.1, "shard": "2/3"}
+    assert got[got.index("--output_path") + 1] == "o/shards/2-of-3"
+    assert "o" not in got and "--output_path=o" not in got
+    assert json.loads(shard_args(["--tasks", "t"], 1, 1, Path("x"))[3]) == {"shard": "1/1"}
+    assert not finished(Path("/nonexistent"), got)
+
+
+def test_a_task_not_ours_is_refused_by_the_first_shard_before_the_model_loads(tmp_path):
+    """The knob splits our tasks only: another harness task would run whole in every shard and never pool."""
+    from harness import run_cli
+
+    (tmp_path / "docs.jsonl").write_text('{"q": "one"}\n{"q": "two"}\n')
+    (tmp_path / "plain.yaml").write_text(
+        "task: plain_task\ndataset_path: json\ndataset_kwargs:\n"
+        f"  data_files:\n    test: {tmp_path / 'docs.jsonl'}\n"
+        'test_split: test\noutput_type: multiple_choice\ndoc_to_text: "{{q}}"\ndoc_to_choice: ["a", "b"]\n'
+        "doc_to_target: 0\nmetric_list:\n  - metric: acc\n"
+    )
+    out = tmp_path / "out"
+    args = [*BASE[:-1], "belief_bear,plain_task", "--include_path", str(tmp_path), "--metadata", '{"source": "sample"}']
+    proc = run_cli([*args, "--output_path", str(out), "--log_samples", "--shard_by_relation", "2"], timeout=600)
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    assert "cuts only our tasks by relation, and plain_task would run whole in every shard" in proc.stderr
+    assert "Traceback" not in proc.stderr and not list(out.rglob("results_*.json"))

@@ -285,7 +285,8 @@ def in_shard_order(shards: list[ModelRun]) -> list[ModelRun]:
     counts = {n for (_, n), _ in found}
     missing = sorted(set(range(1, max(counts) + 1)) - {k for (k, _), _ in found})
     if len(counts) > 1 or missing:
-        what = f"blocks {', '.join(map(str, missing))} of {max(counts)}" if missing else "shards of two cuts"
+        blocks = f"block{'s' if len(missing) > 1 else ''} {', '.join(map(str, missing))} of {max(counts)}"
+        what = f"{blocks} {'are' if len(missing) > 1 else 'is'} missing" if missing else "they mix two cuts"
         raise ShardError(
             f"{_folders(shards)} are shards of one command given the shard knob, but {what} "
             f"({', '.join(f'{k}/{n}' for (k, n), _ in found)} here): pooled, they would not be the whole run. Pool "
