@@ -107,11 +107,23 @@ KINDS: dict[str, tuple[Callable[[Any], Any], str]] = {
     "ids": (lambda v: tuple(str(x).strip() for x in _items(v)), "a list or comma-separated string of ids"),
     "ints": (lambda v: tuple(_integer(x) for x in _items(v)), "a list or comma-separated string of integers"),
     "floats": (lambda v: tuple(_number(x) for x in _items(v)), "a list or comma-separated string of numbers"),
+    "shard": (lambda v: _shard(v), '"K/N" with 1 <= K <= N'),
 }
 
 
 def _fail():
     raise ValueError
+
+
+def _shard(value: Any) -> tuple[int, int]:
+    """``"K/N"`` (or ``[K, N]``): block K of N, 1 <= K <= N."""
+    parts = value.split("/") if isinstance(value, str) else value if isinstance(value, (list, tuple)) else _fail()
+    if len(parts) != 2:
+        raise ValueError
+    k, n = (_integer(x) for x in parts)
+    if not 1 <= k <= n:
+        raise ValueError
+    return k, n
 
 
 @dataclass(frozen=True)
@@ -218,6 +230,14 @@ class Options(Knobs):
     seed: int = knob("int", DEFAULT_SEED, "seed of every draw (facts, demonstrations, samples, splits)", minimum=0)
     relations: tuple[str, ...] | None = knob(
         "ids", None, "Wikidata P-ids to evaluate, comma-separated (default: every relation)", unset=(None, "", "all")
+    )
+    shard: tuple[int, int] | None = knob(
+        "shard",
+        None,
+        "evaluate block K of N of the task's relations (in data order, each block about 1/N of its documents), after "
+        "every draw over all of them, so N such runs pooled give one run's numbers (belief-eval --shard_by_relation; "
+        "docs/scale.md; default: every relation)",
+        unset=(None, "", "none"),
     )
     max_facts_per_relation: int | None = knob(
         "int", None, "seeded cap on facts per relation (default: all)", minimum=1, unset=(None, "", "none", "all")

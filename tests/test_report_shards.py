@@ -7,6 +7,7 @@ metadata as ``--metadata`` leaves it. A real run on the bundled model: tests/tes
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 from pathlib import Path
@@ -169,3 +170,105 @@ def test_budgeted_shards_pool_their_designs(tmp_path):
     c = shard(tmp_path, "k2", "R2", budget=0.2, budget_design=design({"R2": (2, 1)}))
     with pytest.raises(ShardError, match="metadata.budget: 0.5 in the first, 0.2 in the second"):
         pool(load_runs([a, c]))
+
+
+# --------------------------------------------------------------------------- the shard knob (--shard_by_relation)
+
+
+def knob_shard(root: Path, name: str, k: int, n: int, relations: str, tasks=("belief_bear",)) -> Path:
+    """A shard of the ``shard`` knob: the user gave no relations; each task recorded the block it held."""
+    records = [r for r in bear_records() if r["relation"] in relations.split(",")]
+    folder = write_run(
+        root / name,
+        "org/m",
+        {t: records for t in tasks},
+        {t: harness_values(records) for t in tasks},
+        metadata={t: {"seed": 0, "shard": f"{k}/{n}", "shard_relations": relations.split(",")} for t in tasks},
+    )
+    add_hashes(folder)
+    return root / name
+
+
+def add_hashes(folder: Path) -> None:
+    """The three hashes lm-eval writes after ``filter`` and ``metrics`` in each samples line (write_run leaves them
+    out), and lm-eval's ``sample_len`` in the results (what ``report.pooled_run`` reads and writes)."""
+    for path in folder.glob("samples_*.jsonl"):
+        lines = []
+        for line in path.read_text().splitlines():
+            s = json.loads(line)
+            names = s["metrics"]
+            tail = {n: s.pop(n) for n in names}
+            target = hashlib.sha256(json.dumps(tail[names[0]], sort_keys=True).encode()).hexdigest()
+            s.update(doc_hash="a" * 64, prompt_hash="b" * 64, target_hash=target, **tail)
+            lines.append(json.dumps(s))
+        path.write_text("\n".join(lines) + "\n")
+    (results,) = folder.glob("results_*.json")
+    data = json.loads(results.read_text())
+    for task, row in data["results"].items():
+        data["results"][task] = {"alias": row["alias"], "sample_len": data["n-samples"][task]["effective"], **row}
+    results.write_text(json.dumps(data))
+
+
+def test_shards_of_the_knob_pool_in_block_order_whatever_order_they_are_given(tmp_path):
+    a, b = knob_shard(tmp_path, "k1", 1, 2, "R1"), knob_shard(tmp_path, "k2", 2, 2, "R2")
+    (run,) = pool(load_runs([b, a]))
+    assert [p.parent.name for p in run.shards] == ["k1", "k2"]
+    task = run.tasks["belief_bear"]
+    assert [r["relation"] for r in task.records()] == ["R1"] * 4 + ["R2"] * 2  # the unsharded run's order
+    # the pooled configuration is the unsharded command's: no shard, and no relations the user did not give
+    assert "shard" not in task.config["metadata"] and "shard_relations" not in task.config["metadata"]
+    assert "relations" not in task.config["metadata"]
+
+
+def test_a_missing_block_is_refused(tmp_path):
+    a, c = knob_shard(tmp_path, "k1", 1, 3, "R1"), knob_shard(tmp_path, "k3", 3, 3, "R2")
+    with pytest.raises(ShardError, match=r"block 2 of 3 is missing \(1/3, 3/3 here\)"):
+        pool(load_runs([a, c]))
+
+
+def test_blocks_are_disjoint_per_task_not_across_tasks(tmp_path):
+    """Each task is cut on its own relations: R1 may be in the first shard of one task and in the second of another."""
+    records = bear_records()
+    folders = []
+    for k, blocks in (
+        (1, {"belief_bear": "R1", "belief_bear_big": "R1,R2"}),
+        (2, {"belief_bear": "R2", "belief_bear_big": "R3"}),
+    ):
+        tasks = {t: [r for r in records if r["relation"] in rels.split(",")] for t, rels in blocks.items()}
+        write_run(
+            tmp_path / f"k{k}",
+            "org/m",
+            tasks,
+            {t: harness_values(recs) for t, recs in tasks.items()},
+            metadata={
+                t: {"seed": 0, "shard": f"{k}/2", "shard_relations": rels.split(",")} for t, rels in blocks.items()
+            },
+        )
+        folders.append(tmp_path / f"k{k}")
+    (run,) = pool(load_runs(folders))
+    assert len(run.tasks["belief_bear"].records()) == 6 and len(run.tasks["belief_bear_big"].records()) == 6
+
+
+def test_the_pooled_run_is_written_as_one_runs_results_and_samples(tmp_path):
+    from belief_tasks.report import pooled_run
+
+    a, b = knob_shard(tmp_path, "k1", 1, 2, "R1"), knob_shard(tmp_path, "k2", 2, 2, "R2")
+    whole = write_run(tmp_path / "whole", "org/m", {"belief_bear": bear_records()}, {"belief_bear": BEAR_HAND})
+    add_hashes(whole)
+    runs = load_runs([a, b])
+    (run,) = pool(runs)
+    ordered = [next(r for r in runs if r.folder == f) for f in run.shards]
+    path = pooled_run.write(ordered, run, tmp_path / "pooled" / "org__m")
+    data = json.loads(path.read_text())
+    row = data["results"]["belief_bear"]
+    for name, value in BEAR_HAND.items():  # recomputed from the pooled records, not the shards' mean
+        assert math.isclose(row[f"{name},none"], value)
+    assert row["sample_len"] == 6 and data["n-samples"]["belief_bear"] == {"original": 6, "effective": 6}
+    (samples,) = (tmp_path / "pooled" / "org__m").glob("samples_belief_bear_*.jsonl")
+    (one,) = whole.glob("samples_*.jsonl")
+    assert samples.read_text() == one.read_text()  # doc_id counted on across the shards
+    # lm-eval's task hash over the pooled samples
+    lines = [json.loads(line) for line in one.read_text().splitlines()]
+    expected = hashlib.sha256("".join(s["doc_hash"] + s["prompt_hash"] + s["target_hash"] for s in lines).encode())
+    assert data["task_hashes"]["belief_bear"] == expected.hexdigest()
+    assert not list((tmp_path / "pooled").rglob("*.part"))

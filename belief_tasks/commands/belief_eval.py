@@ -41,6 +41,8 @@ def main(argv: list[str] | None = None, report: bool = False) -> None:
 
         raise SystemExit(sweep(args[1:]))
     args, flags = checked_args(args)
+    if flags["shards"] is not None and not flags["estimate"]:
+        return sharded(args, flags["shards"])
     import belief_tasks
     from belief_tasks.commands import checks
 
@@ -109,6 +111,22 @@ def checked_args(args: list[str]) -> tuple[list[str], dict]:
     return args, flags
 
 
+def sharded(args: list[str], n: str) -> None:
+    """``--shard_by_relation N``: the command as N relation shards, one after another, pooled into one run's results
+    (``commands.shard_run``); refused in one paragraph when it cannot be."""
+    from belief_tasks.commands import shard_run
+
+    try:
+        count = int(n)
+    except ValueError:
+        count = -1
+    try:
+        out = shard_run.check(args, count)
+    except shard_run.ShardRunError as e:
+        refuse(e)
+    shard_run.run_shards(args, count, out)
+
+
 def estimate_only(args: list[str], flags: dict, report: bool) -> None:
     """``--estimate``: the command's cost, before any model loads, then exit (its own flags without it: refused)."""
     if flags["estimate"]:
@@ -134,20 +152,22 @@ def stop_quietly() -> None:
 
 
 def estimate_flags(args: list[str]) -> tuple[list[str], dict]:
-    """``belief-eval``'s arguments without the estimate's own flags (``--estimate``, ``--calibrate``,
-    ``--estimate_json FILE``), and those flags."""
+    """``belief-eval``'s arguments without our own flags (the estimate's: ``--estimate``, ``--calibrate``,
+    ``--estimate_json FILE``; ``--shard_by_relation N``), and those flags."""
     rest: list[str] = []
-    flags: dict[str, Any] = {"estimate": False, "calibrate": False, "json": None}
+    flags: dict[str, Any] = {"estimate": False, "calibrate": False, "json": None, "shards": None}
+    valued = {"--estimate_json": "json", "--shard_by_relation": "shards"}
     i = 0
     while i < len(args):
         a = args[i]
+        name = a.split("=", 1)[0]
         if a in ("--estimate", "--calibrate"):
             flags[a[2:]] = True
-        elif a == "--estimate_json" and i + 1 < len(args):
-            flags["json"] = args[i + 1]
+        elif a in valued and i + 1 < len(args):
+            flags[valued[a]] = args[i + 1]
             i += 1
-        elif a.startswith("--estimate_json="):
-            flags["json"] = a.split("=", 1)[1]
+        elif name in valued and "=" in a:
+            flags[valued[name]] = a.split("=", 1)[1]
         else:
             rest.append(a)
         i += 1

@@ -214,11 +214,20 @@ def declare_model_args(tasks: Iterable[Any], model_args: Iterable[str]) -> None:
 
 
 def check_knobs_read(metadata: Mapping[str, Any] | None, tasks: Iterable[Any], model_args: Iterable[str]) -> None:
-    """Refuse a knob of ours that no task of the command reads (it would be silently ignored). Keys that
-    are not ours (model arguments, other harness tasks' metadata) are left to their readers."""
+    """Refuse a knob of ours that no task of the command reads (it would be silently ignored), and the ``shard`` knob
+    beside a task that is not ours (it would run whole in every shard). Keys that are not ours (model arguments,
+    other harness tasks' metadata) are left to their readers."""
     from belief_tasks.tasks.base import BeliefTask
 
+    tasks = list(tasks)
     ours = [t for t in tasks if isinstance(t, BeliefTask)]
+    others = [str(t.config.task) for t in tasks if not isinstance(t, BeliefTask)]
+    if (metadata or {}).get("shard") not in (None, "", "none") and others:
+        raise KnobError(
+            "shard",
+            f"cuts only our tasks by relation, and {', '.join(others)} would run whole in every shard (and not pool): "
+            "run it in a command of its own",
+        )
     read = set().union(*(knobs_of(t) for t in ours)) if ours else set()
     for key in sorted(set(metadata or {}) - set(model_args)):
         if key in _our_knob_names() and key not in read:

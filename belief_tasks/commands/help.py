@@ -75,6 +75,30 @@ def _cost_lines() -> list[str]:
     ]
 
 
+def _answers_lines() -> list[str]:
+    """The help's "answers" and "whole datasets" paragraphs: the answer cache and ``--shard_by_relation``."""
+    return [
+        "",
+        "answers:",
+        _wrapped(
+            "kept",
+            "every answer goes to OUTPUT_PATH/cache/ as it is computed, so the "
+            "same command run again after a crash resumes (docs/scale.md)",
+        ),
+        _wrapped("--no_answer_cache", "keep nothing; --use_cache PATH: keep them in a file of your choice"),
+        "",
+        "whole datasets:",
+        _wrapped(
+            "--shard_by_relation",
+            "N: run the command as N shards, one after another, each in its own process on about 1/N of every "
+            "task's relations (the shard knob), then pool them into the results JSON and samples of one run in "
+            "OUTPUT_PATH: the same numbers in about 1/N of the memory lm-eval keeps (it holds every request and "
+            "sample until a command ends). Needs --output_path and --log_samples; the same command again skips "
+            "finished shards and resumes the one that stopped (docs/scale.md)",
+        ),
+    ]
+
+
 def section() -> str:
     """The part of ``belief-eval --help`` that lm-eval's help does not have."""
     fill = lambda text: textwrap.fill(text, width=100, break_on_hyphens=False)  # noqa: E731
@@ -90,16 +114,7 @@ def section() -> str:
     lines += [_wrapped(b.name, b.line) for b in ours()]
     lines += _our_tasks_lines()
     lines += _cost_lines()
-    lines += [
-        "",
-        "answers:",
-        _wrapped(
-            "kept",
-            "every answer goes to OUTPUT_PATH/cache/ as it is computed, so the "
-            "same command run again after a crash resumes (docs/scale.md)",
-        ),
-        _wrapped("--no_answer_cache", "keep nothing; --use_cache PATH: keep them in a file of your choice"),
-    ]
+    lines += _answers_lines()
     lines += [
         "",
         fill(

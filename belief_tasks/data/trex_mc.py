@@ -17,7 +17,7 @@ import re
 
 from belief_tasks.data.io import Repeats, parse_list
 from belief_tasks.data.sources import Source
-from belief_tasks.data.tables import load_rows, require_columns
+from belief_tasks.data.tables import Rows, load_rows, require_columns
 from belief_tasks.facts.schema import Entity, Fact, FactSet, Relation, SchemaError, check_label, validate_factset
 
 COLUMNS = ("Relation_ID", "Subject", "Object", "Multiple Choices")
@@ -90,7 +90,7 @@ def property_id(relation_id: str, name: str) -> str | None:
     return _BY_NAME.get(" ".join(name.casefold().split()))
 
 
-def rows_to_facts(rows: list[dict], split: str, file: str) -> tuple[dict[str, str], list[Fact]]:
+def rows_to_facts(rows: Rows | list[dict], split: str, file: str) -> tuple[dict[str, str], list[Fact]]:
     require_columns(rows, COLUMNS, file)
     names: dict[str, str] = {}
     facts: list[Fact] = []

@@ -50,7 +50,7 @@ from belief_tasks.report.recompute import recompute
 
 #: knobs a shard may set on its own: its block of relations, and its share of BELIEF's confidence subsample
 #: (docs/scale.md); the rest of ``metadata`` is written by the run (the budget's draw, the requests cut)
-FREE = frozenset({"relations", "confidence_prompts", "budget_design", "truncation"})
+FREE = frozenset({"relations", "confidence_prompts", "budget_design", "truncation", "shard", "shard_relations"})
 #: ``metadata`` entries that say where a task's YAML was read, not what it computes
 WHERE = frozenset({"config_source"})
 #: run-level fields of the results JSON that say when and where a run ran, not what it computed
@@ -75,16 +75,46 @@ class ShardError(ReportInputError):
     """Runs that look like shards of one run but cannot be pooled."""
 
 
-def relations_of(run: ModelRun) -> tuple[str, ...] | None:
-    """The relations the run was given (its tasks' ``relations`` knob, in order), None without the knob."""
-    found: list[str] = []
-    for task in run.tasks.values():
-        value = (task.config.get("metadata") or {}).get("relations")
-        if value in (None, "", []):
+def task_relations(task: TaskRun) -> tuple[str, ...] | None:
+    """The relations a task evaluated as a shard: its block under the ``shard`` knob (``shard_relations``, which it
+    recorded), else its ``relations`` knob; None with neither."""
+    meta = task.config.get("metadata") or {}
+    value = meta.get("shard_relations", meta.get("relations"))
+    if value in (None, "", []):
+        return None
+    names = value.split(",") if isinstance(value, str) else [str(v) for v in value]
+    return tuple(dict.fromkeys(n.strip() for n in names if n.strip())) or None
+
+
+def relations_by_task(run: ModelRun) -> dict[str, frozenset[str]] | None:
+    """task -> the relations it evaluated as a shard (``task_relations``); None when a task has neither knob."""
+    out = {}
+    for name, task in run.tasks.items():
+        found = task_relations(task)
+        if found is None:
             return None
-        names = value.split(",") if isinstance(value, str) else [str(v) for v in value]
-        found += [n.strip() for n in names if n.strip()]
-    return tuple(dict.fromkeys(found)) or None
+        out[name] = frozenset(found)
+    return out
+
+
+def relations_of(run: ModelRun) -> tuple[str, ...] | None:
+    """The relations the run was given (its tasks' ``relations`` knob or ``shard`` block, in order), None without
+    either."""
+    if relations_by_task(run) is None:
+        return None
+    return tuple(dict.fromkeys(r for task in run.tasks.values() for r in task_relations(task) or ())) or None
+
+
+def shard_index(run: ModelRun) -> tuple[int, int] | None:
+    """(K, N) of a run given the ``shard`` knob ("K/N", the same in each of its tasks), None without it."""
+    from belief_tasks.options import Options, parse_options
+
+    found = {parse_options(Options, {"shard": _meta(t).get("shard")}).shard for t in run.tasks.values()}
+    return found.pop() if len(found) == 1 else None
+
+
+def _meta(task: TaskRun) -> dict:
+    return task.config.get("metadata") or {}
 
 
 def signature(run: ModelRun) -> dict:
@@ -139,6 +169,12 @@ class PooledTask(TaskRun):
             self._records = pooled
         return self._records.get(metric or next(iter(self._records), ""), [])
 
+    def forget(self) -> None:
+        """Drop the records read so far (read again when asked)."""
+        self._records = None
+        for part in self.parts:
+            part._records = None
+
 
 def pool(runs: list[ModelRun]) -> list[ModelRun]:
     """``runs`` with the shards of each run pooled into one ``ModelRun`` (its ``shards``: their folders), in the
@@ -155,13 +191,14 @@ def pool(runs: list[ModelRun]) -> list[ModelRun]:
             clusters.append([run])
     blocks: list[list[ModelRun]] = []  # the runs each pooled run is made of (one run: nothing to pool)
     for cluster in clusters:
-        sets = [set(relations_of(r) or ()) for r in cluster]
+        sets = [relations_by_task(r) or {} for r in cluster]
         if all(s == sets[0] for s in sets):
             blocks += [[r] for r in cluster]
             continue
         for i, a in enumerate(cluster):
             for b, other in zip(cluster[i + 1 :], sets[i + 1 :]):
-                common = sets[i] & other
+                # per task: a relation may be in one shard for one task and in another for another task
+                common = set().union(*(sets[i][t] & other[t] for t in sets[i] if t in other))
                 if common:
                     raise ShardError(
                         f"{_where(a)} and {_where(b)} are runs of one setting on overlapping relations "
@@ -223,6 +260,7 @@ def _pooled(shards: list[ModelRun]) -> ModelRun:
                     "number from the shards' records: run the shard with --log_samples and keep its "
                     "samples files beside its results JSON."
                 )
+    shards = in_shard_order(shards)
     first = shards[0]
     tasks: dict[str, TaskRun] = {name: _pooled_task([run.tasks[name] for run in shards]) for name in first.tasks}
     folders = [run.folder for run in shards]
@@ -237,18 +275,43 @@ def _pooled(shards: list[ModelRun]) -> ModelRun:
     )
 
 
+def in_shard_order(shards: list[ModelRun]) -> list[ModelRun]:
+    """Runs of the ``shard`` knob in block order (their records then follow the unsharded run's), every block K of
+    their N present; other runs as given."""
+    index = [shard_index(run) for run in shards]
+    if not all(index):
+        return shards
+    found = sorted(((i, run) for i, run in zip(index, shards) if i), key=lambda pair: pair[0])
+    counts = {n for (_, n), _ in found}
+    missing = sorted(set(range(1, max(counts) + 1)) - {k for (k, _), _ in found})
+    if len(counts) > 1 or missing:
+        blocks = f"block{'s' if len(missing) > 1 else ''} {', '.join(map(str, missing))} of {max(counts)}"
+        what = f"{blocks} {'are' if len(missing) > 1 else 'is'} missing" if missing else "they mix two cuts"
+        raise ShardError(
+            f"{_folders(shards)} are shards of one command given the shard knob, but {what} "
+            f"({', '.join(f'{k}/{n}' for (k, n), _ in found)} here): pooled, they would not be the whole run. Pool "
+            "every shard K/N of one N (belief-eval --shard_by_relation N runs them all), or give --no-pool to report "
+            "each folder as its own run."
+        )
+    return [run for _, run in found]
+
+
 def _pooled_task(parts: list[TaskRun]) -> PooledTask:
     first = parts[0]
     config = json.loads(json.dumps(first.config, default=str))
     meta = config.setdefault("metadata", {})
-    meta["relations"] = ",".join(
-        dict.fromkeys(
-            r.strip()
-            for p in parts
-            for r in str((p.config.get("metadata") or {}).get("relations", "")).split(",")
-            if r.strip()
+    if "shard_relations" in meta:  # the shard knob: the unsharded command's metadata (its own relations knob kept)
+        meta.pop("shard_relations")
+        meta.pop("shard", None)
+    else:
+        meta["relations"] = ",".join(
+            dict.fromkeys(
+                r.strip()
+                for p in parts
+                for r in str((p.config.get("metadata") or {}).get("relations", "")).split(",")
+                if r.strip()
+            )
         )
-    )
     designs: list[Any] = [(p.config.get("metadata") or {}).get("budget_design") for p in parts]
     if all(designs):
         meta["budget_design"] = {

@@ -32,6 +32,7 @@ from belief_tasks.data.sources import SOURCE_KNOBS, DataSourceError
 from belief_tasks.facts import budget, seeding
 from belief_tasks.facts.budget import Draw
 from belief_tasks.facts.schema import Fact, FactSet, SchemaError, sampling_key
+from belief_tasks.facts.shard import ShardCutError, block, relation_counts
 from belief_tasks.families import FAMILIES, budget_estimators, knob_names
 from belief_tasks.hooks import harness, lm_eval_api, preflight, truncation
 from belief_tasks.options import Knob, KnobError, ModelArgs, Options, knob_rows, parse_options, parse_values
@@ -118,6 +119,11 @@ class BeliefTask(ConfigurableTask, Generic[OptionsT]):
             self.dataset = build(**(self.config.metadata or {}), **(self.config.dataset_kwargs or {}))
             return None
         self.dataset = build(self.options)
+        if self.options.shard is not None:
+            self.dataset = {split: shard_docs(docs, self.options.shard) for split, docs in self.dataset.items()}
+            # what belief-report pools by: the relations this shard holds (the user's ``relations`` knob stays)
+            held = (d["relation"] for docs in self.dataset.values() for d in docs)
+            self.config.metadata["shard_relations"] = list(relation_counts(held))
         self.draw = getattr(next(iter(self.dataset.values()), None), "draw", None)
         if self.draw is not None:  # the results JSON's configs carry the task's metadata
             self.config.metadata["budget_design"] = self.draw.summary()
@@ -340,7 +346,7 @@ def probe(name: str, dataset: str) -> Callable[[Callable], Probe]:
 
 
 #: metadata keys our task classes add themselves (never user knobs)
-STAMPED = ("family", "probe", "dataset", "budget_design")
+STAMPED = ("family", "probe", "dataset", "budget_design", "shard_relations")
 
 
 def stamp(config: Mapping[str, Any], family: str) -> dict[str, Any]:
@@ -427,6 +433,22 @@ def select_facts(fs: FactSet, opts: Options) -> Selection:
             facts = seeding.smallest_hashes(facts, opts.max_facts_per_relation, opts.seed, key, "facts")
         out.extend(facts)
     return Selection(out)
+
+
+def shard_docs(docs: DocList, shard: tuple[int, int]) -> DocList:
+    """The docs of block K of N of their relations (``facts.shard``: the ``shard`` knob), cut after every draw over
+    all of them (the budget's, BELIEF's confidence subsample, demonstrations), with the draw over that block."""
+    k, n = shard
+    counts = relation_counts(d["relation"] for d in docs)
+    try:
+        keep = set(block(counts, k, n))
+    except ShardCutError:
+        raise KnobError(
+            "shard",
+            f"{k}/{n}: this task's documents cover {len(counts)} relations, so {n} shards would leave some without "
+            f"any: use at most {len(counts)} shards",
+        ) from None
+    return DocList((d for d in docs if d["relation"] in keep), docs.draw.over(keep) if docs.draw else None)
 
 
 def check_relations(fs: FactSet, relations: Sequence[str] | None) -> None:
