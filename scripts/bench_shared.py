@@ -31,6 +31,7 @@ import torch  # noqa: E402
 from belief_tasks.backends.prefix_tree import distinct_tokens  # noqa: E402
 from belief_tasks.data import load_facts  # noqa: E402
 from belief_tasks.facts import seeding  # noqa: E402
+from belief_tasks.requests import encode_requests  # noqa: E402
 
 # ------------------------------------------------------------------ workloads
 
@@ -246,7 +247,7 @@ def main() -> None:
             peaks.append(matmul_peak())
         s, h = median_run(stock_runs), median_run(shared_runs)
         if kind == "loglikelihood":
-            encoded = [shared._encode_request(*r.args) for r in instances]
+            encoded = list(encode_requests(shared, [r.args for r in instances]))
             needed = distinct_tokens([(c + x)[-(shared.max_length + 1) :][:-1] for c, x in encoded])
             gaps = [abs(a[0] - b[0]) for a, b in zip(s["out"], h["out"])]
             same_greedy = all(a[1] == b[1] for a, b in zip(s["out"], h["out"]))

@@ -29,9 +29,9 @@ from urllib.parse import urlsplit
 import requests as http
 from lm_eval.models.openai_completions import LocalCompletionsAPI
 
-from belief_tasks.backends.prefix_cache_plan import CacheCounts, FirstRow, encode_request, run_passes
+from belief_tasks.backends.prefix_cache_plan import CacheCounts, FirstRow, run_passes
 from belief_tasks.hooks.harness import read_through
-from belief_tasks.requests import PER_TOKEN_LOGLIKELIHOOD
+from belief_tasks.requests import PER_TOKEN_LOGLIKELIHOOD, encode_requests
 
 log = logging.getLogger(__name__)
 
@@ -114,7 +114,7 @@ class VLLMServedSharedLM(LocalCompletionsAPI):
         return read_through(self, PER_TOKEN_LOGLIKELIHOOD, requests, self._per_token)
 
     def _per_token(self, requests) -> list[list[float]]:
-        outs, inputs, ctxlens, _ = self._scored([(None, *encode_request(self, *r.args)) for r in requests])
+        outs, inputs, ctxlens, _ = self._scored([(None, *pair) for pair in encode_requests(self, [r.args for r in requests])])
         results = []
         for req, out, inp, ctxlen in zip(requests, outs, inputs, ctxlens, strict=True):
             rows = out.prompt_logprobs[ctxlen:]

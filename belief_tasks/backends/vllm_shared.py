@@ -35,9 +35,9 @@ from typing import Any
 from lm_eval.models.vllm_causallms import VLLM
 from vllm import SamplingParams, TokensPrompt
 
-from belief_tasks.backends.prefix_cache_plan import CacheCounts, FirstRow, encode_request, run_passes
+from belief_tasks.backends.prefix_cache_plan import CacheCounts, FirstRow, run_passes
 from belief_tasks.hooks.harness import read_through
-from belief_tasks.requests import PER_TOKEN_LOGLIKELIHOOD
+from belief_tasks.requests import PER_TOKEN_LOGLIKELIHOOD, encode_requests
 
 log = logging.getLogger(__name__)
 
@@ -209,7 +209,7 @@ class VLLMSharedPrefixLM(VLLM):
         return read_through(self, PER_TOKEN_LOGLIKELIHOOD, requests, self._per_token)
 
     def _per_token(self, requests) -> list[list[float]]:
-        encoded = [(None, *self._encode_request(*r.args)) for r in requests]
+        encoded = [(None, *pair) for pair in encode_requests(self, [r.args for r in requests])]
         outs, inputs, ctxlens = self._scored(encoded)
         results = []
         for req, out, inp, ctxlen in zip(requests, outs, inputs, ctxlens, strict=True):
@@ -219,9 +219,6 @@ class VLLMSharedPrefixLM(VLLM):
             )
             self.cache_hook.add_partial(PER_TOKEN_LOGLIKELIHOOD, req.args, results[-1])
         return results
-
-    def _encode_request(self, context: str, continuation: str) -> tuple[list[int], list[int]]:
-        return encode_request(self, context, continuation)
 
 
 def _replica_passes(model_args: dict, seqs: list[list[int]], ctxlens: list[int], lora_request):
