@@ -23,9 +23,17 @@ Pure: no lm-eval, no torch (``object_token_id`` takes any transformers tokenizer
 which stop strings of a ``generate_until`` request can ever matter (``hf-shared`` and stock ``hf`` group by them);
 ``is_seeded_sample`` which ``generate_until`` requests carry their own sampling seed (the cache hook and the
 batched sampler on stock ``hf`` read them).
+
+``encode_request`` is the one place a log-likelihood request (``loglikelihood``, ``per_token_loglikelihood``) is
+tokenised as lm-eval's ``TemplateLM.loglikelihood`` does it for a causal model; ``encode_requests`` does it for
+many, each context tokenised once for the requests that follow it. Both need only what lm-eval's models have:
+``tok_encode`` and ``prefix_token_id`` (``Tokenizes``): ``hf-shared``, ``vllm-shared``, the truncation check and
+MONITOR's subword pieces pass the model or its tokenizer, ``belief-eval --estimate`` an encoder without a model.
 """
 
 from __future__ import annotations
+
+from typing import Iterable, Iterator, Protocol
 
 PER_TOKEN_LOGLIKELIHOOD = "per_token_loglikelihood"
 MASK_TOPK = "mask_topk"
@@ -41,6 +49,56 @@ SUBWORD_ROUTES = ("prefix", "per_token")
 #: the marker every masked prompt carries exactly once; ``hf-mlm`` swaps in its tokenizer's own
 #: mask token, so one prompt text serves BERT (``[MASK]``) and RoBERTa (``<mask>``)
 MASK = "[MASK]"
+
+
+class Tokenizes(Protocol):
+    """What tokenising a request needs, as lm-eval's ``TemplateLM`` has it: ``tok_encode`` (``None``: the model's own
+    setting for special tokens) and the token an empty context becomes (BOS, else EOS)."""
+
+    @property
+    def prefix_token_id(self) -> int: ...
+
+    def tok_encode(self, string: str, add_special_tokens: bool | None = None) -> list[int]: ...
+
+
+def encode_request(
+    tok: Tokenizes, context: str, continuation: str, context_tokens: list[int] | None = None
+) -> tuple[list[int], list[int]]:
+    """(context tokens, continuation tokens) of a log-likelihood request, as lm-eval's ``TemplateLM.loglikelihood``
+    (0.4.12-0.4.13) makes them for a causal model: an empty context is the prefix token, unless the continuation
+    starts with it; otherwise ``_encode_pair``: the context's trailing whitespace moves to the continuation, the
+    whole string is tokenised once and the continuation is what follows the context's own tokens.
+
+    ``context_tokens``: ``tok.tok_encode`` of the context without its trailing whitespace, when the caller has it
+    (``encode_requests``)."""
+    if context == "":
+        continuation_enc = tok.tok_encode(continuation, add_special_tokens=False)
+        if tok.prefix_token_id != continuation_enc[0]:
+            return [tok.prefix_token_id], continuation_enc
+        return continuation_enc[:1], continuation_enc[1:]
+    spaces = len(context) - len(context.rstrip())
+    if spaces:
+        context, continuation = context[:-spaces], context[-spaces:] + continuation
+    whole = tok.tok_encode(context + continuation)
+    context_enc = tok.tok_encode(context) if context_tokens is None else context_tokens
+    return context_enc, whole[len(context_enc) :]
+
+
+def encode_requests(tok: Tokenizes, pairs: Iterable[tuple[str, str]]) -> Iterator[tuple[list[int], list[int]]]:
+    """``encode_request`` of each (context, continuation), in order. Consecutive requests with one context (IC-LKE's
+    options) get one list of context tokens between them, tokenised once: lm-eval tokenises it per request, and a
+    list per request would hold the context once per option. Only the last context is remembered, so memory does
+    not grow with the requests; callers that want every context tokenised once hand them grouped by context."""
+    last: str | None = None
+    last_tokens: list[int] = []
+    for context, continuation in pairs:
+        stripped = context.rstrip()
+        if not stripped:
+            yield encode_request(tok, context, continuation)
+            continue
+        if stripped != last:
+            last, last_tokens = stripped, tok.tok_encode(stripped)
+        yield encode_request(tok, context, continuation, last_tokens)
 
 
 def object_token_id(tokenizer, prompt: str, word: str) -> int | None:

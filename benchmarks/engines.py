@@ -264,13 +264,14 @@ def cache_report(lm, by_type: dict) -> dict:
     """vllm-shared: its counts of the workload (tokens computed, recomputed requests), and the same passes'
     arithmetic (``prefix_cache_plan.simulate``) at the engine's block size (a check of the model) and at 16."""
     from belief_tasks.backends.prefix_cache_plan import simulate
+    from belief_tasks.requests import encode_requests
 
     out = dict(vars(lm.cache_counts))
-    pairs = [
-        lm._encode_request(*i.args)
-        for kind in ("loglikelihood", "per_token_loglikelihood")
-        for i in by_type.get(kind, [])
-    ]
+    pairs = list(
+        encode_requests(
+            lm, [i.args for kind in ("loglikelihood", "per_token_loglikelihood") for i in by_type.get(kind, [])]
+        )
+    )
     if not pairs:  # a workload of generation only (BELIEF-ICL): nothing read the cache, no block size was set
         return out
     seqs, ctxlens = [c + t for c, t in pairs], [len(c) for c, _ in pairs]

@@ -24,6 +24,7 @@ from pathlib import Path
 import torch
 
 from belief_tasks.backends.prefix_tree import distinct_tokens
+from belief_tasks.requests import encode_requests
 from benchmarks import measure
 from benchmarks.measure import clocked, machine, predictions
 from benchmarks.workloads import (
@@ -129,7 +130,7 @@ def main(argv=None) -> None:
             peaks.append(matmul_peak())
         s, h = median_run(stock_runs), median_run(shared_runs)
         if kind == "loglikelihood":
-            encoded = [shared._encode_request(*r.args) for r in instances]
+            encoded = list(encode_requests(shared, [r.args for r in instances]))
             needed = distinct_tokens([(c + x)[-(shared.max_length + 1) :][:-1] for c, x in encoded])
             gaps = measure.gaps(s["out"], h["out"])
             same_greedy = all(a[1] == b[1] for a, b in zip(s["out"], h["out"]))

@@ -9,7 +9,7 @@ import torch
 
 from belief_tasks.facts.schema import Entity, Fact, Relation, Template
 from belief_tasks.prompts import monitor as P
-from belief_tasks.requests import PER_TOKEN_LOGLIKELIHOOD
+from belief_tasks.requests import PER_TOKEN_LOGLIKELIHOOD, encode_request
 from belief_tasks.tasks import monitor_subwords as S
 
 pytestmark = pytest.mark.e2e
@@ -63,7 +63,7 @@ def _docs():
 
 def _direct(model, codec, prompt: str, answer: str, counts: list[int]) -> list[float]:
     """Teacher forcing by hand: one forward pass over prompt + answer, unit probability = product of its tokens'."""
-    ctx, ans = P.encode_pair(codec.encode, prompt, answer)
+    ctx, ans = encode_request(codec, prompt, answer)
     ids = torch.tensor([ctx + ans])
     with torch.no_grad():
         logp = model(ids).logits.log_softmax(-1)[0]

@@ -48,8 +48,23 @@ def test_first_line():
     assert P.first_line("") == ""
 
 
+class _TableEncoder:
+    """``prompts.monitor.Encoder`` over a table of strings and their tokens."""
+
+    prefix_token_id = 0
+
+    def __init__(self, table):
+        self.table = table
+
+    def encode(self, strings):
+        return [list(self.table[s]) for s in strings]
+
+    def tok_encode(self, string, add_special_tokens=None):
+        return self.encode([string])[0]
+
+
 def _table_encoder(table):
-    return lambda strings: [list(table[s]) for s in strings]
+    return _TableEncoder(table)
 
 
 def test_exact_cuts_keep_consistent_token_boundaries():
@@ -87,8 +102,11 @@ def test_prefix_retokenisation_agrees_with_whole_string(model_path):
 
     tok = AutoTokenizer.from_pretrained(str(model_path))
 
-    def enc(strings):
-        return tok(list(strings))["input_ids"]
+    class Enc(_TableEncoder):
+        def encode(self, strings):
+            return tok(list(strings))["input_ids"]
+
+    enc = Enc({}).encode
 
     prompt = P.answer_format(None).format(prompt="Which city is the capital of Switzerland?")
     for obj in [
@@ -102,7 +120,7 @@ def test_prefix_retokenisation_agrees_with_whole_string(model_path):
         "U.S. Virgin Islands",
     ]:
         answer = " " + obj
-        p = P.exact_cuts(enc, prompt, answer)
+        p = P.exact_cuts(Enc({}), prompt, answer)
         cuts = P.subword_units([p], answer)
         whole = enc([prompt + answer])[0]
         assert p.context_ids + p.answer_ids == whole

@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from belief_tasks.backends.prefix_tree import build_prefix_tree, distinct_tokens, tree_cost
+from belief_tasks.requests import encode_request, encode_requests
 
 TOL = 1e-4  # nats
 
@@ -178,20 +179,19 @@ def test_generation_plan_groups_prompts_rows_and_seeds():
 # ---------------------------------------------------------------- scoring batches (no model)
 
 
-def _pool_items(lengths_by_parent, leaves=True, first_serial=0):
+def _pool_items(lengths_by_parent, leaves=True, first_serial=0, logit_positions=10**6):
     from belief_tasks.backends.prefix_tree import PrefixNode
     from belief_tasks.backends.shared import PAD_BUDGET, _Item, _Parent, _Pool
     from belief_tasks.backends.shared_attention import SharedPrefix
 
-    pool = _Pool(max_cached=100, pad_budget=PAD_BUDGET)
+    pool = _Pool(pad_budget=PAD_BUDGET, logit_positions=logit_positions)
     parents = []
     for serial, lengths in enumerate(lengths_by_parent, start=first_serial):
         prefix = SharedPrefix([torch.zeros(1, 1, 10, 2)], [torch.zeros(1, 1, 10, 2)])  # 10 cached positions
         parent = _Parent(PrefixNode(0, [1] * 10), prefix, [], serial)
         parents.append(parent)
         pool.add(
-            parent,
-            [_Item([7] * n, parent, i if leaves else PrefixNode(10, [7] * n), 0, [7]) for i, n in enumerate(lengths)],
+            [_Item([7] * n, parent, i if leaves else PrefixNode(10, [7] * n), 0, [7]) for i, n in enumerate(lengths)]
         )
     return pool, parents
 
@@ -205,13 +205,13 @@ def test_pool_batches_rows_of_one_length_across_parents():
     # widest first, rows of one parent contiguous; the 5-token row would add 35 tokens of padding
     # (over the 32-token budget), so it starts the next batch, with the short rows of both parents
     assert batches == [[(0, 40), (0, 40), (1, 39), (1, 40)], [(0, 1), (0, 5), (1, 2)]]
-    assert pool.cached == 0 and pool.waiting == {}
+    assert not pool
 
 
 def test_a_batch_of_segments_with_room_takes_leaf_rows_no_wider_than_its_own():
     pool, parents = _pool_items([[6, 6]], leaves=False)  # two child segments of 6 tokens
     leaves, _ = _pool_items([[9, 5, 4, 1]], first_serial=1)  # leaf rows of another node, waiting
-    pool.add(leaves.leaves[0].parent, leaves.leaves)
+    pool.add(leaves.leaves)
     first = pool.take(lambda width: 4)  # 4 rows a forward
     # the two segments and the two widest leaves that fit in 6 columns (5 and 4: 3 padding); the 9-token
     # leaf would widen the batch, and the 4-row limit leaves no room for the 1-token one
@@ -231,14 +231,29 @@ def test_the_last_rows_join_a_batch_when_their_padding_is_worth_less_than_a_forw
     assert [len(it.tokens) for it in pool.take(lambda width: 16)] == [3] * 5
 
 
-def test_pool_scores_leaves_before_caching_more_nodes():
-    pool, parents = _pool_items([[4, 4]], leaves=False)  # child segments of a node with a 10-token cache
-    leaves, _ = _pool_items([[2, 2]], first_serial=1)
-    pool.add(leaves.leaves[0].parent, leaves.leaves)  # ...and leaves of another, 10 tokens
-    pool.max_cached = 20
-    assert pool.cached == 20  # at the cap: the leaves go first, freeing their parent's cache
-    assert [it.is_node for it in pool.take(lambda width: 8)] == [False, False]
-    assert pool.cached == 10 and [it.is_node for it in pool.take(lambda width: 8)] == [True, True]
+def test_a_batch_returns_at_most_its_logit_positions():
+    """Rows x the columns some row reads stay within ``logit_positions`` (every column of a leaf row is read here),
+    one row whatever its width; the padding rules stay as they were."""
+    pool, _ = _pool_items([[1] * 10 + [3] * 4], logit_positions=8)
+    assert [len(it.tokens) for it in pool.take(lambda width: 100)] == [3, 3]  # 2 rows x 3 columns; a third: 9
+    assert [len(it.tokens) for it in pool.take(lambda width: 100)] == [3, 3]
+    assert [len(it.tokens) for it in pool.take(lambda width: 100)] == [1] * 8
+    assert [len(it.tokens) for it in pool.take(lambda width: 100)] == [1] * 2
+    assert not pool
+    pool, _ = _pool_items([[20, 1]], logit_positions=8)
+    assert [len(it.tokens) for it in pool.take(lambda width: 100)] == [20]  # alone, past the limit
+
+
+def test_rounds_hold_at_most_the_budget_each_context_counted_once():
+    from belief_tasks.backends.prefix_tree import rounds
+
+    a, b = [1] * 10, [2] * 10
+    requests = [(i, ctx, [7] * 2) for i, ctx in enumerate([a, a, a, list(a), b, b, [3] * 30, b])]
+    cut = [[key for key, _, _ in part] for part in rounds(requests, 20)]
+    # a's three requests: 10 + 3 x 2 positions (an equal list counts as the same context: 18); b: 10 + 2 x 2; the
+    # 30-token context alone passes 20 (a round of its own); b again after it counts its context again
+    assert cut == [[0, 1, 2, 3], [4, 5], [6], [7]]
+    assert [key for part in rounds(requests, 10**6) for key, _, _ in part] == list(range(8))
 
 
 # ---------------------------------------------------------------- shared-prefix attention (no model)
@@ -312,7 +327,65 @@ def test_loglikelihood_matches_stock(shared, stock_ll, batch_size, padding_side)
 
 
 def _encoded(lm):
-    return [(None, *lm._encode_request(c, x)) for c, x in LL_REQUESTS]
+    return [(None, *pair) for pair in encode_requests(lm, LL_REQUESTS)]
+
+
+def _held_positions(monkeypatch, lm):
+    """Counts, at every forward of ``lm``, the prefix positions whose keys and values are held in memory: the own
+    positions of every live ``SharedPrefix`` (found by weak reference, not from the backend's accounting).
+    Returns the list the counts go to."""
+    import weakref
+
+    from belief_tasks.backends import shared_attention
+
+    live: list[weakref.ref] = []
+    init = shared_attention.SharedPrefix.__init__
+
+    def tracked(self, *args, **kwargs):
+        init(self, *args, **kwargs)
+        live.append(weakref.ref(self))
+
+    monkeypatch.setattr(shared_attention.SharedPrefix, "__init__", tracked)
+    held: list[int] = []
+    call = lm._call
+
+    def counting(*args, **kwargs):
+        alive = [p for p in (ref() for ref in live) if p is not None]
+        held.append(sum(p.keys[0].shape[-2] for p in alive if p.keys))
+        return call(*args, **kwargs)
+
+    monkeypatch.setattr(lm, "_call", counting)
+    return held
+
+
+#: IC-LKE's shape: test facts of one relation, each its own context after the same examples, five options each
+FACTS = [
+    (EXAMPLES + f"\n{country}", f" {city}")
+    for country in ("Spain", "Poland", "Chile", "Norway")
+    for city in ("Madrid", "Warsaw", "Santiago", "Oslo", "New Delhi")
+]
+
+
+@pytest.mark.e2e
+def test_no_batch_holds_more_than_max_cached_tokens(shared, stock, monkeypatch):
+    """``max_cached_tokens`` bounds the prefix positions held at once, counted before every forward: four facts of a
+    relation under a cap that holds two (each fact's context, then its options), with the same numbers as stock.
+    Each fact's prefix used to be a copy of the relation's whole context, and the cap was checked before a batch
+    took every fact's segment (held: the examples + 4 x the context)."""
+    encoded = _encoded_pairs(shared, FACTS[:5])  # one fact
+    context = len(encoded[0][1])
+    cap = 2 * (context + sum(len(cont) for _, _, cont in encoded)) + 4  # two facts' contexts and options, not three
+    monkeypatch.setattr(shared, "max_cached_tokens", cap)
+    shared.batch_size_per_gpu = "auto"
+    held = _held_positions(monkeypatch, shared)
+    got = shared.loglikelihood(instances("loglikelihood", FACTS), disable_tqdm=True)
+    assert_same_ll(got, stock.loglikelihood(instances("loglikelihood", FACTS), disable_tqdm=True))
+    assert held and max(held) <= cap, (max(held), cap)
+    assert context < max(held) < 2 * context  # two facts' own positions read the examples, held once
+
+
+def _encoded_pairs(lm, pairs):
+    return [(None, *pair) for pair in encode_requests(lm, pairs)]
 
 
 @pytest.mark.e2e
@@ -437,7 +510,7 @@ def test_long_contexts_truncated_like_stock(model_path):
     shared = HFSharedPrefixLM(**args)
     assert_same_ll(shared.loglikelihood(reqs, disable_tqdm=True), want)
     per_token = shared.per_token_loglikelihood(reqs, disable_tqdm=True)
-    assert [len(t) for t in per_token] == [len(shared._encode_request(*r.args)[1]) for r in reqs]
+    assert [len(t) for t in per_token] == [len(encode_request(shared, *r.args)[1]) for r in reqs]
     assert len(per_token[3]) > 10
 
 

@@ -349,14 +349,3 @@ def _first_row(out: Any, seq: Sequence[int], ctxlen: int, firsts: dict[tuple[int
     token = seq[ctxlen]
     out.prompt_logprobs[ctxlen] = {token: row.logprobs[token], row.argmax: row.logprobs[row.argmax]}
     return True
-
-
-def encode_request(lm, context: str, continuation: str) -> tuple[list[int], list[int]]:
-    """(context tokens, continuation tokens) of a request, as lm-eval's ``TemplateLM.loglikelihood`` makes them
-    with ``lm``'s tokenizer: an empty context becomes the prefix token (BOS, else EOS)."""
-    if context == "":
-        continuation_enc = lm.tok_encode(continuation, add_special_tokens=False)
-        if lm.prefix_token_id != continuation_enc[0]:
-            return [lm.prefix_token_id], continuation_enc
-        return continuation_enc[:1], continuation_enc[1:]
-    return lm._encode_pair(context, continuation)

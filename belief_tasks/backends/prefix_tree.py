@@ -14,12 +14,16 @@ row below it, would cost fewer than ``min_saving`` tokens is dissolved into its 
 (its children and leaves move up, its segment in front of theirs): one forward less to
 wait for at the price of those tokens. ``min_saving`` is thus what one more forward is
 worth in tokens.
+
+A call's requests are planned in rounds (``rounds``): consecutive requests up to a budget of token positions,
+each round its own tree, scored before the next is tokenised. What a round holds (its token lists, its tree, the
+keys and values of its nodes) is bounded by the budget, not by the number of requests.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Iterable, Iterator, Sequence, TypeVar
 
 #: what one more forward is worth on a CPU, in tokens: ``min_shared_tokens``'s default there (hf-shared) and the
 #: plan ``belief-eval --estimate`` costs (planning/cost.py)
@@ -122,6 +126,29 @@ def _dissolve(node: PrefixNode, min_saving: float) -> None:
     node.children = kept
     for child in kept:
         _dissolve(child, min_saving)
+
+
+R = TypeVar("R")
+
+
+def rounds(
+    requests: Iterable[tuple[R, list[int], list[int]]], budget: int
+) -> Iterator[list[tuple[R, list[int], list[int]]]]:
+    """``(key, context tokens, continuation tokens)`` in order, cut into rounds of at most ``budget`` token
+    positions: a context counts once for the requests after it with an equal context (IC-LKE's options; hand
+    requests grouped by context), each continuation in full. A request that alone passes the budget is a round of
+    its own. Every position of a round's radix tree is one of these, so its nodes hold at most ``budget``."""
+    batch: list[tuple[R, list[int], list[int]]] = []
+    used, last = 0, None
+    for key, context, continuation in requests:
+        cost = len(continuation) + (0 if batch and (context is last or context == last) else len(context))
+        if batch and used + cost > budget:
+            yield batch
+            batch, used, cost = [], 0, len(context) + len(continuation)
+        batch.append((key, context, continuation))
+        used, last = used + cost, context
+    if batch:
+        yield batch
 
 
 def build_prefix_tree(seqs: Sequence[Sequence[int]], min_saving: float = 8) -> PrefixNode:

@@ -31,7 +31,7 @@ import itertools
 import logging
 import math
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
 import torch
 import torch.nn.functional as F
@@ -39,12 +39,12 @@ from lm_eval.models.huggingface import HFLM
 from tqdm import tqdm
 
 from belief_tasks.backends.generation_plan import DecodeGroup, Row, SamplingDefaults, decode_batches, plan_generation
-from belief_tasks.backends.prefix_tree import CPU_FORWARD_TOKENS, PrefixNode, build_prefix_tree
+from belief_tasks.backends.prefix_tree import CPU_FORWARD_TOKENS, PrefixNode, build_prefix_tree, rounds
 from belief_tasks.backends.shared_attention import RowPrefixes, SharedPrefix, shared_prefix_mode
 from belief_tasks.facts.seeding import DEFAULT_SEED
 from belief_tasks.hooks.harness import read_through, seeded_sample_of_ours
 from belief_tasks.hooks.lm_eval_api import normalize_gen_kwargs, postprocess_generated_text
-from belief_tasks.requests import PER_TOKEN_LOGLIKELIHOOD
+from belief_tasks.requests import PER_TOKEN_LOGLIKELIHOOD, encode_requests
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +62,11 @@ PAD_SHARE = 16
 #: fixed cost does not). Not tuned on a device: the knob is there to set it.
 SHARED_TOKENS_ACCELERATOR = 1024
 ACCELERATOR_REFERENCE_PARAMS = 135e6
-LOGPROB_CHUNK = 1024  # positions per log_softmax: bounds the memory beyond the batch's logits
+#: float32 logits one forward may return on a CPU (rows x the positions some row reads x the vocabulary): a batch's
+#: rows are cut to stay within it (the bundled model: 1,365 positions). A batch of ``max_batch_tokens`` one-token
+#: rows returned 4,096 positions before: 805 MB, and as much again for their log-softmax.
+LOGITS_BYTES = 1 << 28
+LOGPROB_CHUNK = 128  # positions per log-softmax: its output is as large as the logits it reads
 
 
 def unsupported_reason(model, backend: str) -> str | None:
@@ -101,6 +105,9 @@ class _Request:
     @property
     def first_scored(self) -> int:
         return len(self.seq) - 1 - self.n_cont
+
+
+_Found = tuple[list[float], list[bool]]  # a request's continuation: log-probabilities, is-argmax flags
 
 
 @dataclass
@@ -148,72 +155,67 @@ class _Item:
 class _Pool:
     """Items waiting to be forwarded.
 
-    Child segments go first (each unlocks the rows below it), as long as the caches held
-    for waiting items stay under ``max_cached`` positions; then the leaf rows of every
-    waiting node are forwarded together, widest first, so a batch holds rows of one length
-    from many nodes (BEAR: the answers of many facts): long forwards, next to no padding.
-    A batch of segments with room left takes waiting leaf rows no wider than its own rows: they
-    add no width, and a forward's fixed cost (its kernel launches, on an accelerator the larger
-    part of a small model's forward) is paid once for both."""
+    Child segments go first (each unlocks the rows below it); then the leaf rows of every waiting node are
+    forwarded together, widest first, so a batch holds rows of one length from many nodes (BEAR: the answers of
+    many facts): long forwards, next to no padding. A batch of segments with room left takes waiting leaf rows no
+    wider than its own rows: they add no width, and a forward's fixed cost (its kernel launches, on an accelerator
+    the larger part of a small model's forward) is paid once for both. A batch's logits, its rows times the
+    columns some row reads, stay within ``logit_positions`` (one row whatever its width). The caches the nodes
+    hold are bounded by the round the pool serves (``prefix_tree.rounds``), not here."""
 
-    max_cached: int
     pad_budget: int  # padding a batch may carry whatever its size (PAD_BUDGET or min_shared_tokens)
+    logit_positions: int
     nodes: list[_Item] = field(default_factory=list)
     leaves: list[_Item] = field(default_factory=list)
-    waiting: dict[int, int] = field(default_factory=dict)  # parent serial -> its items in the pool
-    cached: int = 0  # prefix positions held by parents with waiting items
     unsorted: bool = False
 
-    def add(self, parent: _Parent, items: list[_Item]) -> None:
-        if not items:
-            return
-        self.waiting[parent.serial] = len(items)
-        self.cached += parent.prefix.length
+    def add(self, items: list[_Item]) -> None:
         for item in items:
             (self.nodes if item.is_node else self.leaves).append(item)
-        self.unsorted = True
+        self.unsorted = self.unsorted or bool(items)
 
     def take(self, rows_for_width) -> list[_Item]:
-        """The next batch, widest rows first: at most ``rows_for_width(width)`` rows and
-        ``max(pad_budget, tokens / PAD_SHARE)`` tokens of padding."""
+        """The next batch, widest rows first: at most ``rows_for_width(width)`` rows,
+        ``max(pad_budget, tokens / PAD_SHARE)`` tokens of padding and ``logit_positions`` logits."""
         if self.unsorted:  # stable: equal lengths keep their order
             self.nodes.sort(key=lambda it: len(it.tokens))
             self.leaves.sort(key=lambda it: len(it.tokens))
             self.unsorted = False
-        items = self.nodes if self.nodes and (self.cached < self.max_cached or not self.leaves) else self.leaves
+        items = self.nodes or self.leaves
         width = len(items[-1].tokens)
         limit = rows_for_width(width)
-        batch, padding = self._widest(items, len(items), width, limit, 0)
+        batch, padding, need = self._widest(items, len(items), width, limit, (0, width))
         if items is self.nodes and len(batch) < limit and self.leaves:
             fits = bisect.bisect_right(self.leaves, width, key=lambda it: len(it.tokens))
-            riders, _ = self._widest(self.leaves, fits, width, limit - len(batch), padding, len(batch))
+            riders, _, _ = self._widest(self.leaves, fits, width, limit - len(batch), (padding, need), len(batch))
             batch += riders
-        for item in batch:
-            self.waiting[item.parent.serial] -= 1
-            if not self.waiting[item.parent.serial]:  # its cache is no longer needed once this batch ran
-                del self.waiting[item.parent.serial]
-                self.cached -= item.parent.prefix.length
         batch.sort(key=lambda it: it.parent.serial)  # stable: rows of one parent are contiguous
         return batch
 
-    def _widest(self, items: list[_Item], stop: int, width: int, limit: int, padding: int, rows: int = 0):
-        """Removes and returns the widest of ``items[:stop]`` (sorted by length) that a batch of ``width``
-        holding ``rows`` rows and ``padding`` padding can take, and the batch's padding after them. The last
-        rows of ``items[:stop]`` come along whatever the padding so far when theirs is under ``pad_budget``."""
+    def _widest(self, items: list[_Item], stop: int, width: int, limit: int, held: tuple[int, int], rows: int = 0):
+        """Removes and returns the widest of ``items[:stop]`` (sorted by length) that a batch of ``width`` holding
+        ``rows`` rows, whose padding and first column read are ``held``, can take, and the batch's padding and
+        first column read after them. The last rows of ``items[:stop]`` come along whatever the padding so far
+        when theirs is under ``pad_budget``."""
+        padding, need = held
         n, room = 0, min(stop, limit)
         while n < room:
-            extra = width - len(items[stop - 1 - n].tokens)
+            item = items[stop - 1 - n]
+            extra, low = width - len(item.tokens), min(need, item.need)
             if padding + extra > max(self.pad_budget, (rows + n + 1) * width // PAD_SHARE):
                 break
-            n, padding = n + 1, padding + extra
+            if rows + n and (rows + n + 1) * max(1, width - low) > self.logit_positions:
+                break
+            n, padding, need = n + 1, padding + extra, low
         left = stop - n  # rows that would need a forward of their own join when their padding is worth less
         if 0 < left <= room - n:
             tail = sum(width - len(it.tokens) for it in items[:left])
-            if tail <= self.pad_budget:
-                n, padding = stop, padding + tail
+            low = min([need] + [it.need for it in items[:left]])
+            if tail <= self.pad_budget and (rows + stop) * max(1, width - low) <= self.logit_positions:
+                n, padding, need = stop, padding + tail, low
         taken = items[stop - n : stop]
         del items[stop - n : stop]
-        return taken, padding
+        return taken, padding, need
 
     def __bool__(self) -> bool:
         return bool(self.nodes or self.leaves)
@@ -257,6 +259,16 @@ def _gather(req: _Request, parts: list[_Scores]) -> tuple[list[float], list[bool
     return logp, greedy
 
 
+def _loglikelihood(logp: list[float], greedy: list[bool]) -> tuple[float, bool]:
+    """A ``loglikelihood`` answer: the continuation's log-probabilities summed as float32, as stock sums them."""
+    return float(torch.tensor(logp, dtype=torch.float32).sum()), all(greedy)
+
+
+def _per_token(logp: list[float], greedy: list[bool]) -> list[float]:
+    """A ``per_token_loglikelihood`` answer: the continuation's log-probabilities as float32 values."""
+    return torch.tensor(logp, dtype=torch.float32).tolist()
+
+
 class HFSharedPrefixLM(HFLM):
     """HFLM (same model arguments) plus ``sample_seed`` (int, default 1234),
     ``max_batch_tokens`` (token budget of one forward when batch_size is "auto", default 4096),
@@ -286,6 +298,7 @@ class HFSharedPrefixLM(HFLM):
         if self.shared_unsupported:
             log.warning("hf-shared: prefix sharing is off (%s); using stock hf methods", self.shared_unsupported)
         self._keeps_logits = "logits_to_keep" in inspect.signature(self.model.forward).parameters
+        self._vocab_size = int(self.model.get_output_embeddings().weight.shape[0])
         #: the KV cache's name in this transformers: ``cache`` (current; ``past_key_values`` is deprecated and
         #: warns) or ``past_key_values`` (before the rename), as the model's forward names it
         self._cache_name = "cache" if "cache" in inspect.signature(self.model.forward).parameters else "past_key_values"
@@ -402,15 +415,9 @@ class HFSharedPrefixLM(HFLM):
                     **kwargs,
                 )
 
-    def _score(
-        self,
-        reqs: list[_Request],
-        override_bs: int | None = None,
-        desc: str = "",
-        done: Callable[[int, tuple[list[float], list[bool]]], None] | None = None,
-    ) -> list[tuple[list[float], list[bool]]]:
-        """Per request: (log-probabilities, is-argmax flags) of its continuation tokens; ``done(i, scores)`` is
-        called as soon as request ``i``'s are known (so its answer reaches lm-eval's cache then, not at the end).
+    def _score(self, reqs: list[_Request], override_bs: int | None, found: Callable[[int, _Found], None]) -> None:
+        """Calls ``found(i, (log-probabilities, is-argmax flags))`` with request ``i``'s continuation tokens as
+        soon as they are known.
 
         The requests' radix tree is computed top down: a node's segment is forwarded on its
         parent's cache, then its children and leaves join the pool, whose batches mix the
@@ -422,9 +429,7 @@ class HFSharedPrefixLM(HFLM):
             id(n): sorted({c.tokens[0] for c in n.children} | {reqs[i].seq[n.end] for i in n.leaves})
             for n in root.walk()
         }
-        out: list[tuple[list[float], list[bool]] | None] = [None] * len(reqs)
-        pbar = tqdm(total=len(reqs), disable=self.rank != 0 or not desc, desc=desc)
-        pool, serial = _Pool(self.max_cached_tokens, max(PAD_BUDGET, self.min_shared_tokens)), itertools.count()
+        pool, serial = _Pool(max(PAD_BUDGET, self.min_shared_tokens), self._logit_positions()), itertools.count()
 
         def expand(parent: _Parent) -> None:
             node = parent.node
@@ -434,11 +439,8 @@ class HFSharedPrefixLM(HFLM):
                 if rest:
                     items.append(_Item(rest, parent, i, max(0, reqs[i].first_scored - node.end), [reqs[i].seq[-1]]))
                 else:  # the request ends where this node ends: all its positions are in the path
-                    out[i] = _gather(reqs[i], parent.path)
-                    if done is not None:
-                        done(i, out[i])
-                    pbar.update(1)
-            pool.add(parent, items)
+                    found(i, _gather(reqs[i], parent.path))
+            pool.add(items)
 
         expand(_Parent(root, SharedPrefix.empty(), [], next(serial)))
         while pool:
@@ -448,16 +450,18 @@ class HFSharedPrefixLM(HFLM):
                 if isinstance(item.target, PrefixNode):
                     expand(_Parent(item.target, prefix, path, next(serial)))
                 else:
-                    out[item.target] = _gather(reqs[item.target], path)
-                    if done is not None:
-                        done(item.target, out[item.target])
-                    pbar.update(1)
-        pbar.close()
-        return out  # type: ignore[return-value]
+                    found(item.target, _gather(reqs[item.target], path))
+
+    def _logit_positions(self) -> int:
+        """Positions whose logits one forward may return. On a CPU, where memory is the machine's,
+        ``LOGITS_BYTES`` of float32 logits; on an accelerator the token budget, as before (untested there)."""
+        if self.device.type != "cpu":
+            return max(1, self.max_batch_tokens)
+        return max(1, LOGITS_BYTES // (4 * self._vocab_size))
 
     def _forward_items(self, batch: list[_Item]):
-        """Forward one batch; per item its :class:`_Scores` and, for a tree node, its own prefix
-        (the parent's plus its segment, one concatenation per layer)."""
+        """Forward one batch; per item its :class:`_Scores` and, for a tree node, its prefix: its own segment's
+        keys and values, after its parent's."""
         width = max(len(it.tokens) for it in batch)
         keep = max(1, width - min(it.need for it in batch))  # columns width-keep .. width-1 are read
         # A forward of a single row and token takes the matrix-vector path, whose rounding differs
@@ -472,14 +476,9 @@ class HFSharedPrefixLM(HFLM):
         scores = self._row_scores(result.logits[:, width - keep - off : width - off], batch, width - keep)
         for b, (item, sc) in enumerate(zip(batch, scores, strict=True)):
             prefix = None
-            if item.is_node:
+            if item.is_node:  # its own positions, read after its parent's (never copied with them)
                 own = SharedPrefix.from_cache(result[self._cache_name], row=b, length=len(item.tokens))
-                parent = item.parent.prefix
-                prefix = (
-                    parent.extend(own)
-                    if parent.length
-                    else SharedPrefix([k.clone() for k in own.keys], [v.clone() for v in own.values])
-                )
+                prefix = own.after(item.parent.prefix)
             yield item, sc, prefix
 
     def _row_scores(self, logits: torch.Tensor, batch: list[_Item], first_col: int) -> list[_Scores]:
@@ -527,57 +526,81 @@ class HFSharedPrefixLM(HFLM):
             out.append(_Scores(kept_from, start + len(it.tokens), logp_rows[b][:n], max_rows[b][:n], lasts.get(b)))
         return out
 
-    def _token_requests(self, pairs: list[tuple[list[int], list[int]]]) -> list[_Request]:
+    def _token_requests(self, pairs: Iterable[tuple[list[int], list[int]]]) -> tuple[list[_Request], int]:
+        """The requests as stock HFLM forwards them (context + continuation cut from the left to ``max_length``
+        + 1 tokens), and how many were cut."""
         reqs, truncated = [], 0
         for context_enc, continuation_enc in pairs:
             assert len(context_enc) > 0 and len(continuation_enc) > 0
             assert len(continuation_enc) <= self.max_length
             whole = context_enc + continuation_enc
             truncated += len(whole) > self.max_length + 1
-            reqs.append(_Request(whole[-(self.max_length + 1) :], len(continuation_enc)))  # as stock HFLM
+            reqs.append(_Request(whole[-(self.max_length + 1) :], len(continuation_enc)))
+        return reqs, truncated
+
+    def _score_rounds(self, requests: Iterable[tuple[int, list[int], list[int]]], n: int, finish, **kw) -> list:
+        """``(index, context tokens, continuation tokens)`` scored in rounds of at most ``max_cached_tokens``
+        positions (``prefix_tree.rounds``: each round tokenised, planned and scored before the next, so memory
+        follows the knob, not the requests): per index ``finish(log-probabilities, is-argmax flags)``, handed to
+        ``done(index, result)`` as soon as it is known (so it reaches lm-eval's cache then, not at the end).
+        Keywords: ``desc`` (the progress bar's), ``override_bs``, ``done``."""
+        out: list[Any] = [None] * n
+        done = kw.get("done")
+        pbar = tqdm(total=n, disable=self.rank != 0 or not kw.get("desc"), desc=kw.get("desc"))
+        truncated = 0
+        for part in rounds(requests, self.max_cached_tokens):
+            reqs, cut = self._token_requests((ctx, cont) for _, ctx, cont in part)
+            truncated += cut
+
+            def found(j: int, scores: _Found, part=part) -> None:
+                i = part[j][0]
+                out[i] = finish(*scores)
+                if done is not None:
+                    done(i, out[i])
+                pbar.update(1)
+
+            self._score(reqs, kw.get("override_bs"), found)
+        pbar.close()
         if truncated:
             log.warning(
                 "hf-shared: %d requests longer than max_length %d were truncated from the left",
                 truncated,
                 self.max_length,
             )
-        return reqs
+        return out
 
-    def _score_pairs(self, pairs, override_bs=None, desc: str = "", done=None) -> list[list[float]]:
-        """Per (context tokens, continuation tokens): its continuation's log-probabilities (as
-        float32, like stock) and is-argmax flags; ``done(i, scores)`` as each pair's are known (``_score``)."""
+    def _score_strings(self, args: list[tuple[str, str]], finish, **kw) -> list:
+        """``_score_rounds`` of (context, continuation) strings, tokenised as lm-eval does (``encode_requests``) round
+        by round, in the order of their contexts: each context is tokenised once and its requests share a round."""
+        order = sorted(range(len(args)), key=lambda i: args[i][0])
+        encoded = encode_requests(self, (args[i] for i in order))
+        return self._score_rounds(((i, *pair) for i, pair in zip(order, encoded)), len(args), finish, **kw)
 
-        def as_tensor(scored):
-            return torch.tensor(scored[0], dtype=torch.float32), scored[1]
+    def loglikelihood(self, requests, disable_tqdm: bool = False) -> list[tuple[float, bool]]:
+        """lm-eval's ``TemplateLM.loglikelihood`` (the same tokens: ``requests.encode_request``), scored in rounds
+        rather than tokenised all at once: lm-eval holds every request's context tokens until the last is scored
+        (IC-LKE: a 50-example context once per option). ``enable_thinking`` goes to HFLM's, which refuses it."""
+        if self.shared_unsupported or self.enable_thinking:
+            return super().loglikelihood(requests, disable_tqdm=disable_tqdm)
 
-        scored = self._score(
-            self._token_requests(pairs),
-            override_bs,
-            desc=desc,
-            done=None if done is None else lambda i, found: done(i, as_tensor(found)),
-        )
-        return [as_tensor(found) for found in scored]
+        def keep(i, answer):  # each answer in lm-eval's cache once it exists: a run killed mid-call resumes there
+            self.cache_hook.add_partial("loglikelihood", requests[i].args, answer)
+
+        desc = "" if disable_tqdm else "Running loglikelihood requests (shared)"
+        return self._score_strings([r.args for r in requests], _loglikelihood, desc=desc, done=keep)
 
     def _loglikelihood_tokens(self, requests, disable_tqdm: bool = False, override_bs: int | None = None):
+        """Requests tokenised by the caller (lm-eval's ``loglikelihood_rolling``), in their order."""
         if self.shared_unsupported:
             return super()._loglikelihood_tokens(requests, disable_tqdm=disable_tqdm, override_bs=override_bs)
-        desc = "" if disable_tqdm else "Running loglikelihood requests (shared)"
 
-        def keep(i, scored):  # each answer in lm-eval's cache once it exists: a run killed mid-call resumes there
+        def keep(i, answer):
             if requests[i][0] is not None:
-                self.cache_hook.add_partial("loglikelihood", requests[i][0], (float(scored[0].sum()), all(scored[1])))
+                self.cache_hook.add_partial("loglikelihood", requests[i][0], answer)
 
-        scored = self._score_pairs([(ctx, cont) for _, ctx, cont in requests], override_bs, desc=desc, done=keep)
-        return [(float(logp.sum()), all(greedy)) for logp, greedy in scored]
-
-    def _encode_request(self, context: str, continuation: str) -> tuple[list[int], list[int]]:
-        """Tokenise as TemplateLM.loglikelihood does (prefix token for an empty context)."""
-        if context == "":
-            continuation_enc = self.tok_encode(continuation, add_special_tokens=False)
-            if self.prefix_token_id != continuation_enc[0]:
-                return [self.prefix_token_id], continuation_enc
-            return continuation_enc[:1], continuation_enc[1:]
-        return self._encode_pair(context, continuation)
+        desc = "" if disable_tqdm else "Running loglikelihood requests (shared)"
+        indexed = ((i, ctx, cont) for i, (_, ctx, cont) in enumerate(requests))
+        return self._score_rounds(indexed, len(requests), _loglikelihood, desc=desc, override_bs=override_bs, done=keep)
 
     def per_token_loglikelihood(self, requests, disable_tqdm: bool = False) -> list[list[float]]:
         """``Instance.args = (context, continuation)`` -> one log-probability per continuation token.
@@ -593,13 +616,11 @@ class HFSharedPrefixLM(HFLM):
         )
 
     def _per_token_loglikelihood(self, requests, disable_tqdm: bool) -> list[list[float]]:
+        def keep(i, answer):  # as loglikelihood: each answer in the cache once it exists
+            self.cache_hook.add_partial(PER_TOKEN_LOGLIKELIHOOD, requests[i].args, answer)
+
         desc = "" if disable_tqdm else "Running per_token_loglikelihood requests"
-
-        def keep(i, scored):  # as loglikelihood: each answer in the cache once it exists
-            self.cache_hook.add_partial(PER_TOKEN_LOGLIKELIHOOD, requests[i].args, scored[0].tolist())
-
-        scored = self._score_pairs([self._encode_request(*r.args) for r in requests], desc=desc, done=keep)
-        return [logp.tolist() for logp, _ in scored]
+        return self._score_strings([r.args for r in requests], _per_token, desc=desc, done=keep)
 
     # --------------------------------------------------------------- generation
 

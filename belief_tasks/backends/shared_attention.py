@@ -38,19 +38,40 @@ FUSED: bool | None = None
 
 @dataclass
 class SharedPrefix:
-    """Per-layer keys and values of a prefix, each ``[1, kv_heads, length, head_dim]``."""
+    """Per-layer keys and values of a prefix, each ``[1, kv_heads, length, head_dim]``.
+
+    A tree node's prefix is its parent's followed by its own segment: ``keys``/``values`` hold the segment's own
+    positions and ``parent`` the prefix before them, which is read, never copied (a copy per node held a
+    relation's whole 50-example context once per test fact). ``layer`` joins the chain for one layer's call, and
+    the joined copy is dropped after it."""
 
     keys: list[torch.Tensor]
     values: list[torch.Tensor]
+    parent: "SharedPrefix | None" = None
     _mask: tuple | None = field(default=None, repr=False, compare=False)  # (shape key, mask): every layer's
 
     @property
-    def length(self) -> int:
+    def own_length(self) -> int:
         return self.keys[0].shape[-2] if self.keys else 0
 
+    @property
+    def length(self) -> int:
+        return self.own_length + (self.parent.length if self.parent is not None else 0)
+
+    def layer(self, layer: int, which: str) -> torch.Tensor:
+        """Layer ``layer``'s keys (``which="keys"``) or values of the whole prefix, ``[1, Hkv, length, D]``: the
+        segments from the root on, joined (one copy, for this call only) when there are several."""
+        parts: list[torch.Tensor] = []
+        node: SharedPrefix | None = self
+        while node is not None:
+            if node.own_length:
+                parts.append(getattr(node, which)[layer])
+            node = node.parent
+        return parts[0] if len(parts) == 1 else torch.cat(parts[::-1], dim=-2)
+
     def rows(self, layer: int, which: str, lo: int, hi: int) -> torch.Tensor:
-        """Layer ``layer``'s keys or values for rows ``lo:hi``: the prefix broadcast (a view, no copy)."""
-        return getattr(self, which)[layer].expand(hi - lo, -1, -1, -1)
+        """Layer ``layer``'s keys or values for rows ``lo:hi``: the prefix broadcast (a view of ``layer``'s)."""
+        return self.layer(layer, which).expand(hi - lo, -1, -1, -1)
 
     def mask(self, q_len: int, kv_len: int, device) -> torch.Tensor:
         """``[1, 1, q_len, length + kv_len]``: every query sees the whole prefix, and its own keys causally."""
@@ -58,6 +79,13 @@ class SharedPrefix:
             seen = torch.ones(q_len, self.length, dtype=torch.bool, device=device)
             self._mask = ((q_len, kv_len), torch.cat([seen, _causal(q_len, kv_len, device)], dim=-1)[None, None])
         return self._mask[1]
+
+    @property
+    def device(self) -> torch.device:
+        node: SharedPrefix | None = self
+        while node is not None and not node.own_length:
+            node = node.parent
+        return node.keys[0].device if node is not None else torch.device("cpu")
 
     @classmethod
     def empty(cls) -> "SharedPrefix":
@@ -72,13 +100,11 @@ class SharedPrefix:
             values.append(layer.values[row : row + 1, :, :length])
         return cls(keys, values)
 
-    def extend(self, other: "SharedPrefix") -> "SharedPrefix":
-        """This prefix followed by ``other`` (one concatenation per layer: a child node's own cache)."""
-        if not self.keys:
-            return other
+    def after(self, parent: "SharedPrefix") -> "SharedPrefix":
+        """These positions, copied out of the batch's cache (which is then freed), as the continuation of
+        ``parent``: a child node's prefix."""
         return SharedPrefix(
-            [torch.cat([a, b], dim=-2) for a, b in zip(self.keys, other.keys, strict=True)],
-            [torch.cat([a, b], dim=-2) for a, b in zip(self.values, other.values, strict=True)],
+            [k.clone() for k in self.keys], [v.clone() for v in self.values], parent if parent.length else None
         )
 
 
@@ -119,7 +145,7 @@ class RowPrefixes:
         index, _ = self._row_index()
         pool = self._pools.get((layer, which))
         if pool is None:  # [Hkv, sum P, D]
-            pool = torch.cat([getattr(p, which)[layer][0] for p in self.prefixes if p.length], dim=1)
+            pool = torch.cat([p.layer(layer, which)[0] for p in self.prefixes if p.length], dim=1)
             if self.reused:
                 self._pools[layer, which] = pool
         return pool[:, index[lo:hi]].transpose(0, 1)
@@ -153,7 +179,7 @@ class RowPrefixes:
             pos = torch.arange(int(lengths.max()))[None, :]
             valid = pos < lengths[:, None]
             index = torch.tensor(starts)[:, None] + torch.minimum(pos, (lengths[:, None] - 1).clamp(min=0))
-            device = next(p.keys[0].device for p in self.prefixes if p.length)
+            device = next(p.device for p in self.prefixes if p.length)
             self._index = (index.clamp(max=max(total - 1, 0)).to(device), valid.to(device))
         return self._index
 
@@ -255,14 +281,14 @@ def shared_prefix_attention(module, query, key, value, attention_mask, scaling=N
     out: torch.Tensor | float = 0.0
     if len(runs) == 1 and runs[0][:2] == (0, bsz):  # one prefix for every row: no per-run copies
         p = runs[0][2]
-        row_max, denom, out = _prefix_part(q, p.keys[layer][0].to(work), p.values[layer][0].to(work), row_max, n_kv)
+        pk, pv = p.layer(layer, "keys")[0].to(work), p.layer(layer, "values")[0].to(work)
+        row_max, denom, out = _prefix_part(q, pk, pv, row_max, n_kv)
     elif runs:
         row_max = row_max.clone()
         denoms, outs = torch.zeros_like(row_max), torch.zeros_like(q)
         for lo, hi, p in runs:
-            row_max[lo:hi], denoms[lo:hi], outs[lo:hi] = _prefix_part(
-                q[lo:hi], p.keys[layer][0].to(work), p.values[layer][0].to(work), row_max[lo:hi], n_kv
-            )
+            pk, pv = p.layer(layer, "keys")[0].to(work), p.layer(layer, "values")[0].to(work)
+            row_max[lo:hi], denoms[lo:hi], outs[lo:hi] = _prefix_part(q[lo:hi], pk, pv, row_max[lo:hi], n_kv)
         denom, out = denoms, outs
     suffix_probs = torch.exp(suffix_scores - row_max)
     total = suffix_probs.sum(dim=-1, keepdim=True) + denom  # (a + b == b + a in floating point)

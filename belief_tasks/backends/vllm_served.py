@@ -30,9 +30,9 @@ from urllib.parse import urlsplit
 import requests as http
 from lm_eval.models.openai_completions import LocalCompletionsAPI
 
-from belief_tasks.backends.prefix_cache_plan import MAX_FIRST_TOKENS, CacheCounts, FirstRow, encode_request, run_passes
+from belief_tasks.backends.prefix_cache_plan import MAX_FIRST_TOKENS, CacheCounts, FirstRow, run_passes
 from belief_tasks.hooks.harness import read_through
-from belief_tasks.requests import PER_TOKEN_LOGLIKELIHOOD
+from belief_tasks.requests import PER_TOKEN_LOGLIKELIHOOD, encode_requests
 
 log = logging.getLogger(__name__)
 
@@ -127,7 +127,7 @@ class VLLMServedSharedLM(LocalCompletionsAPI):
             results[i] = [present(row)[tok] for tok, row in zip(inp[ctxlen:], rows, strict=True)]
             self.cache_hook.add_partial(PER_TOKEN_LOGLIKELIHOOD, requests[i].args, results[i])
 
-        self._scored([(None, *encode_request(self, *r.args)) for r in requests], answer)
+        self._scored([(None, *pair) for pair in encode_requests(self, [r.args for r in requests])], answer)
         return results
 
     def _loglikelihood_tokens(self, requests, **kwargs) -> list[tuple[float, bool]]:

@@ -35,10 +35,10 @@ from typing import Any, Callable, Iterator
 from lm_eval.models.vllm_causallms import VLLM
 from vllm import SamplingParams, TokensPrompt
 
-from belief_tasks.backends.prefix_cache_plan import CacheCounts, FirstRow, encode_request, run_passes
+from belief_tasks.backends.prefix_cache_plan import CacheCounts, FirstRow, run_passes
 from belief_tasks.backends.vllm_cpu import CPU_BLOCK_SIZE, check_startup, on_cpu
 from belief_tasks.hooks.harness import read_through
-from belief_tasks.requests import PER_TOKEN_LOGLIKELIHOOD
+from belief_tasks.requests import PER_TOKEN_LOGLIKELIHOOD, encode_requests
 
 log = logging.getLogger(__name__)
 
@@ -242,11 +242,8 @@ class VLLMSharedPrefixLM(VLLM):
             ]
             self.cache_hook.add_partial(PER_TOKEN_LOGLIKELIHOOD, requests[i].args, results[i])
 
-        self._scored([(None, *self._encode_request(*r.args)) for r in requests], answer)
+        self._scored([(None, *pair) for pair in encode_requests(self, [r.args for r in requests])], answer)
         return results
-
-    def _encode_request(self, context: str, continuation: str) -> tuple[list[int], list[int]]:
-        return encode_request(self, context, continuation)
 
 
 def _replica_passes(model_args: dict, seqs: list[list[int]], ctxlens: list[int], lora_request):

@@ -43,6 +43,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
 from belief_tasks.hooks.lm_eval_api import kinds_of, model_behind_cache, normalize_gen_kwargs
+from belief_tasks.requests import encode_requests
 
 log = logging.getLogger(__name__)
 
@@ -180,7 +181,7 @@ def _hflm_request_tokens(lm) -> Callable[[str, list], list] | None:
 
     def tokens(request_type: str, args: list[tuple]) -> list[int | None]:
         if request_type in ("loglikelihood", "per_token_loglikelihood"):
-            return [_pair_tokens(lm, *a[:2]) - 1 for a in args]
+            return [n - 1 for n in _pair_tokens(lm, args)]
         if request_type == "generate_until":
             contexts = list(dict.fromkeys(a[0] for a in args))  # samples of a prompt share its context
             n = dict(zip(contexts, _context_tokens(lm, contexts)))
@@ -199,14 +200,10 @@ def _context_tokens(lm, contexts: list[str]) -> list[int]:
     return out
 
 
-def _pair_tokens(lm, context: str, continuation: str) -> int:
-    """len(context_enc + continuation_enc) as ``TemplateLM.loglikelihood`` encodes them. For a causal
-    model ``_encode_pair`` encodes the pair as one string (a trailing space only moves from the
-    context to the continuation), so one ``tok_encode`` gives its length."""
-    if context == "":
-        continuation_enc = lm.tok_encode(continuation, add_special_tokens=False)
-        return len(continuation_enc) + (lm.prefix_token_id != continuation_enc[0])
-    return len(lm.tok_encode(context + continuation))
+def _pair_tokens(lm, args: list[tuple]) -> list[int]:
+    """len(context_enc + continuation_enc) of each log-likelihood request, as ``TemplateLM.loglikelihood`` encodes
+    them (``requests.encode_requests``)."""
+    return [len(ctx) + len(cont) for ctx, cont in encode_requests(lm, (a[:2] for a in args))]
 
 
 def _vllm_request_tokens(lm) -> Callable[[str, list], list]:
@@ -216,7 +213,7 @@ def _vllm_request_tokens(lm) -> Callable[[str, list], list]:
 
     def tokens(request_type: str, args: list[tuple]) -> list[int | None]:
         if request_type == "loglikelihood":
-            return [_pair_tokens(lm, *a[:2]) + 1 for a in args]
+            return [n + 1 for n in _pair_tokens(lm, args)]
         if request_type == "generate_until":
             contexts = list(dict.fromkeys(a[0] for a in args))
             n = dict(zip(contexts, (len(t) for t in lm.tok_encode(contexts))))
@@ -248,7 +245,7 @@ def _api_context(lm) -> Context:
 
     def tokens(request_type: str, args: list[tuple]) -> list[int | None]:
         if request_type == "loglikelihood":
-            return [_pair_tokens(lm, *a[:2]) + 1 for a in args]
+            return [n + 1 for n in _pair_tokens(lm, args)]
         if request_type == "generate_until" and lm.tokenized_requests:
             contexts = list(dict.fromkeys(a[0] for a in args))
             n = dict(zip(contexts, (len(t) for t in lm.tok_encode(contexts, add_special_tokens=lm.add_bos_token))))

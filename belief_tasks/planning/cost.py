@@ -14,9 +14,8 @@ request kind (``KINDS``):
 
 Tokens are counted with the evaluated model's tokenizer as lm-eval's ``hf`` encodes a request
 (``TemplateLM._encode_pair``: a context's trailing space moves to the continuation; an empty context is the
-model's prefix token), cut at the model's ``max_length`` as the backend cuts it. A long context is tokenised
-once; each continuation is tokenised with the context's last words (``TAIL``), so a BPE merge across the seam
-counts as the whole string's would.
+model's prefix token: ``requests.encode_request``, over ``Encoder``), cut at the model's ``max_length`` as the
+backend cuts it. Each distinct string is tokenised once, in batches.
 
 ``shared_facts`` counts, from the documents alone, the facts two tasks can join for the report's agreement
 between probes (``facts.join``: the same fact id within one dataset, the cross-dataset key across datasets).
@@ -28,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
 
 from belief_tasks.backends.prefix_tree import CPU_FORWARD_TOKENS, build_prefix_tree, tree_cost
-from belief_tasks.requests import is_seeded_sample
+from belief_tasks.requests import encode_request, is_seeded_sample
 
 LOGLIKELIHOOD = "loglikelihood"
 PER_TOKEN = "per_token_loglikelihood"
@@ -36,8 +35,6 @@ GREEDY = "generate_until (greedy)"
 SAMPLED = "generate_until (sampled)"
 #: request kinds in the order they are printed; another request type keeps its own name
 KINDS = (LOGLIKELIHOOD, PER_TOKEN, GREEDY, SAMPLED)
-#: characters of a context tokenised with each continuation (see the module doc)
-TAIL = 48
 #: rows up to this many tokens are planned as one tree (exactly hf-shared's plan); larger ones in two levels
 EXACT_TOKENS = 2_000_000
 
@@ -102,8 +99,6 @@ class Encoder:
         self.prefix_token_id = bos if bos is not None else eos
         self._fast = _own_copy(getattr(tokenizer, "backend_tokenizer", None))
         self._memo: dict[tuple[str, bool], list[int]] = {}
-        self._splits: dict[str, tuple[str, str, str | None]] = {}
-        self._split_ids: dict[int, tuple[str, tuple]] = {}
 
     def encode_many(self, texts: Iterable[str], special: bool | None = None) -> None:
         """Encode ``texts`` (those not encoded yet) into the memo."""
@@ -130,52 +125,28 @@ class Encoder:
         """A context's tokens (encoded once: many requests share one context)."""
         return self.encode(text)
 
-    def split(self, context: str, continuation: str) -> tuple[str, str, str | None]:
-        """(context, continuation, tail) after moving the context's trailing space to the continuation;
-        ``tail``: the context's last words, encoded with the continuation (None for a short context, encoded
-        whole with it). Worked out once per context."""
-        held = self._split_ids.get(id(context))  # a task's requests share its context objects: no rehashing
-        known = held[1] if held is not None and held[0] is context else self._splits.get(context)
-        if known is None:
-            spaces = len(context) - len(context.rstrip())
-            stripped, moved = (context[:-spaces], context[-spaces:]) if spaces else (context, "")
-            tail = None
-            if len(stripped) > TAIL:
-                cut = stripped.rfind(" ", 0, len(stripped) - TAIL)  # a word boundary: the tail tokenises as in place
-                tail = stripped[cut:] if cut > 0 else stripped[-TAIL:]
-            known = self._splits[context] = (stripped, moved, tail)
-        self._split_ids[id(context)] = (context, known)
-        stripped, moved, tail = known
-        return stripped, moved + continuation, tail
+    def tok_encode(self, string: str, add_special_tokens: bool | None = None) -> list[int]:
+        """``requests.Tokenizes``: as ``encode``, from the memo."""
+        return self.encode(string, add_special_tokens)
 
     def prepare(self, pairs: Iterable[tuple[str, str]]) -> None:
-        """Encode, in batches, everything ``pair`` will need for these (context, continuation) pairs."""
+        """Encode, in batches, everything ``pair`` will need for these (context, continuation) pairs: each distinct
+        context (without its trailing whitespace) and context + continuation, or a bare continuation."""
         contexts, wholes, bare = [], [], []
         for context, continuation in pairs:
+            stripped = context.rstrip()
             if context == "":
                 bare.append(continuation)
                 continue
-            context, continuation, tail = self.split(context, continuation)
-            contexts.append(context)
-            if tail is None:
-                wholes.append(context + continuation)
-            else:
-                bare.extend((tail, tail + continuation))
+            contexts.append(stripped)
+            wholes.append(context + continuation)
         self.encode_many(contexts)
         self.encode_many(wholes)
         self.encode_many(bare, special=False)
 
     def pair(self, context: str, continuation: str) -> tuple[list[int], list[int]]:
-        """(context tokens, continuation tokens) of a log-likelihood request (``TemplateLM._encode_pair``)."""
-        if context == "":
-            cont = self.encode(continuation, special=False)
-            return ([self.prefix_token_id] if not cont or cont[0] != self.prefix_token_id else []), cont
-        context, continuation, tail = self.split(context, continuation)
-        ctx = self.context(context)
-        if tail is None:
-            whole = self.encode(context + continuation)
-            return whole[: len(ctx)], whole[len(ctx) :]
-        return ctx, self.encode(tail + continuation, special=False)[len(self.encode(tail, special=False)) :]
+        """(context tokens, continuation tokens) of a log-likelihood request (``requests.encode_request``)."""
+        return encode_request(self, context, continuation)
 
     def input_row(self, context: str, continuation: str) -> tuple[list[int], int]:
         """The tokens forwarded for a log-likelihood, (context + continuation)[:-1] cut to ``max_length`` as the

@@ -19,15 +19,16 @@ generated from ``format(prompt)``.
 ``subword_units`` splits the answer into the evaluated model's tokens, as
 lm-eval's ``hf`` backend tokenises a (context, continuation) pair, so that
 one-token loglikelihood requests on growing prefixes reproduce teacher forcing
-exactly. Pure: it sees a tokenizer's encode function, never a model.
+exactly. Pure: it sees a tokenizer (``Encoder``), never a model.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Sequence
+from typing import Protocol, Sequence
 
 from belief_tasks.facts.schema import SUBJECT_SLOT, Fact, Relation, SchemaError
+from belief_tasks.requests import Tokenizes, encode_request
 
 #: ``{prompt}`` is the question, with or without its context sentence.
 ANSWER_FORMATS = {
@@ -36,8 +37,13 @@ ANSWER_FORMATS = {
 }
 DEFAULT_ANSWER_FORMAT = "qa"
 
-#: encode many strings at once -> token ids, exactly as the backend's tok_encode does
-Encode = Callable[[Sequence[str]], list[list[int]]]
+
+class Encoder(Tokenizes, Protocol):
+    """The evaluated model's tokenizer as the subword pieces need it: a request's tokens as the backend makes them
+    (``requests.encode_request`` over ``Tokenizes``), and ``encode``: many strings at once, each as ``tok_encode``
+    encodes it."""
+
+    def encode(self, strings: Sequence[str]) -> list[list[int]]: ...
 
 
 @dataclass(frozen=True)
@@ -126,16 +132,6 @@ def first_line(generated: str) -> str:
 # --- subword pieces -------------------------------------------------------------------------
 
 
-def encode_pair(encode: Encode, context: str, continuation: str) -> tuple[list[int], list[int]]:
-    """lm-eval's ``LM._encode_pair`` for causal models: trailing spaces move to the continuation,
-    the whole string is encoded once and split at the length of the context's encoding."""
-    n = len(context) - len(context.rstrip())
-    if n:
-        context, continuation = context[:-n], context[-n:] + continuation
-    whole, ctx = encode([context + continuation, context])
-    return ctx, whole[len(ctx) :]
-
-
 @dataclass(frozen=True)
 class Pieces:
     """Where one prompt's answer may be cut so that re-tokenising each prefix gives the same tokens."""
@@ -145,7 +141,7 @@ class Pieces:
     exact: dict[int, int]  # character offset in the answer -> number of answer tokens before it
 
 
-def exact_cuts(encode: Encode, prompt: str, answer: str, candidates: Sequence[int] | None = None) -> Pieces:
+def exact_cuts(codec: Encoder, prompt: str, answer: str, candidates: Sequence[int] | None = None) -> Pieces:
     """Every character offset b (0 < b < len(answer)) at which a request on the prefix
     ``prompt + answer[:b]`` is tokenised as exactly the first t tokens of the whole pair.
 
@@ -156,13 +152,13 @@ def exact_cuts(encode: Encode, prompt: str, answer: str, candidates: Sequence[in
     leave no exact cut there. ``candidates`` (e.g. token end offsets) narrows the offsets
     tried; every one is verified, so a wrong candidate only costs a coarser unit.
     """
-    ctx, ans = encode_pair(encode, prompt, answer)
+    ctx, ans = encode_request(codec, prompt, answer)
     whole = ctx + ans
     pool = range(1, len(answer)) if candidates is None else candidates
     offsets = sorted({b for b in pool if 0 < b < len(answer)})
     strings = [prompt + answer[:b] for b in offsets]
     stripped = [s.rstrip() for s in strings]
-    encoded = encode(strings + stripped)
+    encoded = codec.encode(strings + stripped)
     plain, trimmed = encoded[: len(strings)], encoded[len(strings) :]
     exact, last = {}, 0
     for b, ids, ids_trim in zip(offsets, plain, trimmed):

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import re
 from datetime import datetime
 from pathlib import Path
@@ -89,13 +88,11 @@ def task_results(task: TaskRun, row: dict, bootstrap_iters: Any) -> dict:
 
 
 def _stderr(agg: wiring.Reported, items: list, bootstrap_iters: Any) -> Any:
-    """What lm-eval writes as the standard error: our hook's (``hooks.harness.install_stderr_hook``), "N/A" without
-    one, for one item, without bootstrap iterations, or where it is undefined (NaN)."""
-    own = agg.stderr_function
-    if own is None or not isinstance(bootstrap_iters, int) or bootstrap_iters <= 0 or len(items) <= 1:
+    """What lm-eval writes as the standard error: our hook's (``hooks.harness.install_stderr_hook``: a float, or
+    ``NoStderr``, lm-eval's own "N/A"), "N/A" for one item or without bootstrap iterations."""
+    if not isinstance(bootstrap_iters, int) or bootstrap_iters <= 0 or len(items) <= 1:
         return "N/A"
-    value = own(items)
-    return "N/A" if isinstance(value, float) and math.isnan(value) else value
+    return agg.stderr(items)
 
 
 def write_samples(task: PooledTask, path: Path) -> str:

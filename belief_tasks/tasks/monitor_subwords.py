@@ -32,7 +32,8 @@ NEEDED_FOR = (
 
 
 class Codec:
-    """The evaluated model's tokenizer, encoding as lm-eval's ``hf`` backend does (``tok_encode``)."""
+    """The evaluated model's tokenizer, encoding as lm-eval's ``hf`` backend does (``tok_encode``, ``prefix_token_id``:
+    ``prompts.monitor.Encoder``)."""
 
     def __init__(self, metadata: Mapping[str, Any] | None):
         self.tokenizer = model_tokenizer(metadata, needed_for=NEEDED_FOR)
@@ -40,8 +41,17 @@ class Codec:
         bos = parse_options(ModelArgs, metadata).add_bos_token
         self.special = {} if bos is None else {"add_special_tokens": bos}
 
+    @property
+    def prefix_token_id(self) -> int:
+        bos = self.tokenizer.bos_token_id
+        return bos if bos is not None else self.tokenizer.eos_token_id
+
     def encode(self, strings) -> list[list[int]]:
         return self.tokenizer(list(strings), **self.special)["input_ids"]
+
+    def tok_encode(self, string: str, add_special_tokens: bool | None = None) -> list[int]:
+        special = self.special if add_special_tokens is None else {"add_special_tokens": add_special_tokens}
+        return self.tokenizer([string], **special)["input_ids"][0]
 
     def candidates(self, prompt: str, answer: str) -> list[int] | None:
         """Token end offsets inside the answer (and their neighbours); None: try every offset."""
@@ -81,8 +91,7 @@ def plan(doc: Mapping[str, Any], codec: Codec) -> Plan:
     answer = " " + doc["object"]
     anchors = unpack(doc, "anchors")
     pieces = [
-        monitor_prompts.exact_cuts(codec.encode, a["text"], answer, codec.candidates(a["text"], answer))
-        for a in anchors
+        monitor_prompts.exact_cuts(codec, a["text"], answer, codec.candidates(a["text"], answer)) for a in anchors
     ]
     cuts = monitor_prompts.subword_units(pieces, answer)
     return Plan(

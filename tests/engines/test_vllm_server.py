@@ -152,7 +152,8 @@ def test_served_shared_reads_the_server_s_cache(served_shared_runs, served_share
     same requests."""
     from lm_eval.models.api_models import TemplateAPI
 
-    from belief_tasks.backends.prefix_cache_plan import encode_request, simulate
+    from belief_tasks.backends.prefix_cache_plan import simulate
+    from belief_tasks.requests import encode_request
 
     from engine_runs import boundary_requests
 

@@ -59,7 +59,8 @@ def test_counts_are_in_the_results_json_and_match_the_arithmetic(shared_runs, sh
     """The counts are in the results JSON (``config.vllm_shared``, cumulative over the backend's life), and the
     engine computes what ``prefix_cache_plan.simulate`` predicts from the requests' tokens (the arithmetic behind the
     16-token projection): IC-LKE's requests again, on an emptied cache, a fraction of what lm-eval's vllm prefills."""
-    from belief_tasks.backends.prefix_cache_plan import encode_request, simulate
+    from belief_tasks.backends.prefix_cache_plan import simulate
+    from belief_tasks.requests import encode_request
 
     run = shared_runs["iclke"]
     assert run["config"]["vllm_shared"]["requests"] >= shared_runs["counts"]["iclke"]["requests"] >= 100
