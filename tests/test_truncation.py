@@ -123,17 +123,32 @@ class Seen:
 def seen(monkeypatch):
     from lm_eval.models.huggingface import HFLM
 
-    from belief_tasks.backends.shared import HFSharedPrefixLM
+    from belief_tasks.backends import shared
 
     s = Seen()
-    for cls in (HFLM, HFSharedPrefixLM):
 
-        def scored(self, requests, *args, _original=cls.__dict__["_loglikelihood_tokens"], **kwargs):
-            for key, ctx_enc, cont_enc in requests:
-                s.pairs[tuple(key)] = len(ctx_enc) + len(cont_enc) - 1
-            return _original(self, requests, *args, **kwargs)
+    def scored(self, requests, *args, _original=HFLM._loglikelihood_tokens, **kwargs):
+        for key, ctx_enc, cont_enc in requests:
+            s.pairs[tuple(key)] = len(ctx_enc) + len(cont_enc) - 1
+        return _original(self, requests, *args, **kwargs)
 
-        monkeypatch.setattr(cls, "_loglikelihood_tokens", scored)
+    monkeypatch.setattr(HFLM, "_loglikelihood_tokens", scored)
+    # hf-shared tokenises (context, continuation) strings round by round (``_score_strings``): the tokens each
+    # round hands the model, keyed back to the request's strings
+    strings: list = []
+
+    def score_strings(self, args, *rest, _original=shared.HFSharedPrefixLM._score_strings, **kwargs):
+        strings[:] = args
+        return _original(self, args, *rest, **kwargs)
+
+    def rounds(requests, budget, _original=shared.rounds):
+        for part in _original(requests, budget):
+            for i, ctx_enc, cont_enc in part:
+                s.pairs[tuple(strings[i])] = len(ctx_enc) + len(cont_enc) - 1
+            yield part
+
+    monkeypatch.setattr(shared.HFSharedPrefixLM, "_score_strings", score_strings)
+    monkeypatch.setattr(shared, "rounds", rounds)
     encode = HFLM.tok_batch_encode
 
     def batch_encode(self, strings, padding_side="left", left_truncate_len=None, truncation=False):
