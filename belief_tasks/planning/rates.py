@@ -36,6 +36,20 @@ SHARING = {
 }
 
 
+#: how a backend shares a log-likelihood call's prefixes: hf-shared's radix tree, or vLLM's prefix cache in blocks
+TREE, BLOCKS = "tree", "blocks"
+#: backends whose log-likelihoods read vLLM's prefix cache in whole blocks (vllm-shared's passes), not a tree
+BLOCK_SHARING = frozenset({"vllm-shared", "vllm-serve-shared"})
+#: vLLM's block size where nothing names another: vllm-shared's on a CPU (``backends.vllm_shared.CPU_BLOCK_SIZE``,
+#: and the CPU server's flags in docs/backends_support.md) and vLLM's own on a GPU
+DEFAULT_BLOCK_SIZE = {"cpu": 32, "cuda": 16}
+
+
+#: backends that compute a log-likelihood request's whole sequence, its last token included (vLLM generates one token
+#: after it; a completions server echoes it)
+WHOLE_SEQUENCE = frozenset({"vllm", "local-completions"})
+
+
 def store_path() -> Path:
     """``$BELIEF_RATES`` or ``<cache>/rates.json``."""
     env = os.environ.get("BELIEF_RATES")
@@ -48,10 +62,14 @@ def sharing(backend: str) -> tuple[bool, bool]:
 
 
 def units(kind_cost: Mapping[str, int], request_type: str, backend: str) -> int:
-    """The work of one request kind on ``backend``: tokens it computes, plus the tokens it may generate."""
+    """The work of one request kind on ``backend``: tokens it computes, plus the tokens it may generate. A
+    log-likelihood's tokens are counted as ``hf`` forwards them (context + continuation - 1: the last token is
+    predicted, never read); a backend that computes the whole sequence (``WHOLE_SEQUENCE``) computes one more each."""
     ll, gen = sharing(backend)
     shared = ll if request_type != "generate_until" else gen
     computed = kind_cost["shared_tokens"] if shared else kind_cost["tokens"]
+    if not shared and request_type != "generate_until" and backend in WHOLE_SEQUENCE:
+        computed += kind_cost.get("requests", 0)
     return int(computed) + int(kind_cost.get("generated", 0))
 
 
