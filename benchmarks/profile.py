@@ -3,7 +3,8 @@
 For each budget (and, with ``--demo``, for the main job first) it
 
 1. runs ``python -m belief_tasks profile --estimate`` (the cost before the model loads: rates stored by the
-   runs before it, or by ``--calibrate``, which times a few seconds of the smallest budget's requests first);
+   runs before it, or by ``--calibrate``, which times a few seconds of the smallest budget's requests first), and
+   with ``--flop`` the same estimate from an empty rate file (the FLOP projection and the harness defaults);
 2. runs the profile itself (``python -m belief_tasks profile --metadata '{"budget": B}'``), timing it end to
    end (wall, CPU, and the peak memory of the process: ``ru_maxrss`` of the child), with each phase's time
    (``BELIEF_PROGRESS_JSON``);
@@ -12,7 +13,7 @@ For each budget (and, with ``--demo``, for the main job first) it
 
 and writes one Markdown table of the runs, one of headline intervals and one of estimated against measured.
 
-    python -m benchmarks profile DATA_DIR --budgets 0.01,0.05,0.2 --demo --calibrate \\
+    python -m benchmarks profile DATA_DIR --budgets 0.01,0.05,0.2 --demo --calibrate --flop \\
         --out results/bench_profile --markdown profile.md
 
 ``DATA_DIR`` holds ``bear/BEAR``, ``bear/BEAR-big`` and ``fktc/FKTC`` (docs/data.md); MyriadLAMA is read from
@@ -95,8 +96,9 @@ def fmt_s(s: float | None) -> str:
     return duration(s) if s is not None else "-"
 
 
-def one(label: str, command: list[str], extra: list[str], out: Path, env: dict, calibrate: bool) -> dict:
-    """Estimate, then run, one command (``profile`` or ``demo``); its files are named after ``label``."""
+def one(label: str, command: list[str], extra: list[str], out: Path, env: dict, calibrate: bool, flop: bool) -> dict:
+    """Estimate, then run, one command (``profile`` or ``demo``); its files are named after ``label``. ``flop``:
+    also estimate it from no stored rate (the FLOP projection), beside the estimate from the rates stored so far."""
     py = [sys.executable, "-m", "belief_tasks"]
     name = label.replace(" ", "_").replace("%", "pct")
     est_json, prog_json = out / f"{name}.estimate.json", out / f"{name}.progress.json"
@@ -106,14 +108,26 @@ def one(label: str, command: list[str], extra: list[str], out: Path, env: dict, 
     print("+ " + " ".join(est_cmd), flush=True)
     est_run = timed(est_cmd, env, out / f"{name}.estimate.log")
     estimate = json.loads(est_json.read_text()) if est_json.is_file() else {}
+    flop_estimate = {}
+    if flop:  # the same estimate from an empty rate file: the FLOP projection and the harness defaults
+        flop_json, empty = out / f"{name}.flop.estimate.json", out / f"{name}.flop.rates.json"
+        empty.unlink(missing_ok=True)
+        flop_cmd = py + command + ["--estimate", "--estimate_json", str(flop_json), *extra]
+        print("+ BELIEF_RATES=" + str(empty) + " " + " ".join(flop_cmd), flush=True)
+        timed(flop_cmd, {**env, "BELIEF_RATES": str(empty)}, out / f"{name}.flop.estimate.log")
+        flop_estimate = json.loads(flop_json.read_text()) if flop_json.is_file() else {}
     run_out = out / name
     run_cmd = py + command + ["--output_path", str(run_out), *extra]
     print("+ " + " ".join(run_cmd), flush=True)
     run = timed(run_cmd, {**env, "BELIEF_PROGRESS_JSON": str(prog_json)}, out / f"{name}.log")
-    phases = json.loads(prog_json.read_text())["measured"] if prog_json.is_file() else {}
+    progress = json.loads(prog_json.read_text()) if prog_json.is_file() else {}
+    phases = progress.get("measured", {})
     row = {
         "label": label,
         "estimate": estimate,
+        "flop_estimate": flop_estimate,
+        "cpu_phases": progress.get("cpu", {}),
+        "planned": progress.get("planned", {}),
         "estimate_run": est_run,
         "run": run,
         "phases": phases,
@@ -126,6 +140,10 @@ def one(label: str, command: list[str], extra: list[str], out: Path, env: dict, 
         flush=True,
     )
     return row
+
+
+def ratio(measured: float | None, estimated: float | None) -> str:
+    return f"{measured / estimated:.2f}" if measured and estimated else "-"
 
 
 def markdown(rows: list[dict]) -> str:
@@ -160,16 +178,25 @@ def markdown(rows: list[dict]) -> str:
                 f"| {r['label']} | {p['a']} / {p['b']} ({p['facts']} shared facts) | κ | "
                 f"{k[0] if k[0] is None else format(k[0], '.2f')} | {ci} | {half} |"
             )
-    out += ["", "| run | phase | estimated | measured | measured / estimated |", "| --- | --- | ---: | ---: | ---: |"]
+    out += [
+        "",
+        "| run | phase | estimated (stored rates) | FLOP projection | measured (CPU) | measured / estimated "
+        "| measured / FLOP |",
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: |",
+    ]
     for r in rows:
-        est = r["estimate"].get("phases", {})
+        est, flop = r["estimate"].get("phases", {}), (r.get("flop_estimate") or {}).get("phases", {})
         for phase, took in r["phases"].items():
-            e = est.get(phase)
-            ratio = f"{took / e:.2f}" if e else "-"
-            out.append(f"| {r['label']} | {phase} | {fmt_s(e)} | {fmt_s(took)} | {ratio} |")
-        total = r["estimate"].get("total_s")
-        ratio = f"**{r['run']['wall_s'] / total:.2f}**" if total else "-"
-        out.append(f"| {r['label']} | **total (wall)** | {fmt_s(total)} | {fmt_s(r['run']['wall_s'])} | {ratio} |")
+            e, f, cpu = est.get(phase), flop.get(phase), r.get("cpu_phases", {}).get(phase)
+            out.append(
+                f"| {r['label']} | {phase} | {fmt_s(e)} | {fmt_s(f)} | {fmt_s(took)} ({fmt_s(cpu)}) | "
+                f"{ratio(took, e)} | {ratio(took, f)} |"
+            )
+        total, flop_total = r["estimate"].get("total_s"), (r.get("flop_estimate") or {}).get("total_s")
+        out.append(
+            f"| {r['label']} | **total (wall)** | {fmt_s(total)} | {fmt_s(flop_total)} | {fmt_s(r['run']['wall_s'])} | "
+            f"**{ratio(r['run']['wall_s'], total)}** | **{ratio(r['run']['wall_s'], flop_total)}** |"
+        )
     return "\n".join(out)
 
 
@@ -181,6 +208,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--myriadlama_path", help="a local MyriadLAMA copy (default: the bundled sample in its layout)")
     p.add_argument("--demo", action="store_true", help="the main job first (estimate, then run)")
     p.add_argument("--calibrate", action="store_true", help="the first estimate calibrates its rates on the model")
+    p.add_argument("--flop", action="store_true", help="also estimate each run from no stored rate (FLOP projection)")
     p.add_argument("--rates", type=Path, help="the rate file (default: OUT/rates.json, started empty)")
     p.add_argument("--markdown", type=Path, help="write the tables here")
     p.add_argument(
@@ -211,11 +239,12 @@ def main(argv: list[str] | None = None) -> int:
     rows, calibrate = [], args.calibrate
     if args.demo:
         demo_env = {k: v for k, v in env.items() if not k.startswith("BELIEF_") or k == "BELIEF_RATES"}
-        rows.append(one("demo", ["demo"], extra, out, demo_env, calibrate))
+        rows.append(one("demo", ["demo"], extra, out, demo_env, calibrate, args.flop))
         calibrate = False
     for b in [float(x) for x in args.budgets.split(",") if x]:
         label = f"profile {b:.0%}"
-        rows.append(one(label, ["profile", "--metadata", json.dumps({"budget": b})], extra, out, env, calibrate))
+        command = ["profile", "--metadata", json.dumps({"budget": b})]
+        rows.append(one(label, command, extra, out, env, calibrate, args.flop))
         calibrate = False
         (out / "bench.json").write_text(json.dumps(rows, indent=1, default=str))
     text = markdown(rows)

@@ -66,21 +66,62 @@ def test_a_phase_line_carries_its_estimate_the_phase_before_and_the_runs_eta():
 
 def test_a_phase_begins_once_and_the_finish_line_compares_with_the_plan():
     p, clock, out = make()
-    p.set_plan({progress.RECORDING: 4, progress.AGGREGATING: 6})
+    p.set_plan({progress.RECORDING: 4, progress.WRITING: 6})
     p.phase(progress.RECORDING)
     clock.t += 5
-    p.phase(progress.RECORDING)  # lm-eval's process_results, once per document: one phase
-    p.phase(progress.AGGREGATING)
+    p.phase(progress.RECORDING)  # polled again while it runs: one phase
+    p.phase(progress.WRITING)
     clock.t += 3
     p.phase(progress.RECORDING)  # a phase already done is not begun again
     measured = p.finish()
-    assert measured == {progress.RECORDING: 5, progress.AGGREGATING: 3}
+    assert measured == {progress.RECORDING: 5, progress.WRITING: 3}
     last = out.getvalue().splitlines()[-1]
     assert last == (
-        "belief-eval progress: aggregating took 3 s (estimated 6 s); finished in 8 s; the estimated "
+        "belief-eval progress: writing results took 3 s (estimated 6 s); finished in 8 s; the estimated "
         "phases took 8 s against 10 s estimated"
     )
-    assert sum(line.startswith("belief-eval progress: recording results") for line in out.getvalue().splitlines()) == 1
+    lines = out.getvalue().splitlines()
+    assert sum(line.startswith("belief-eval progress: recording and aggregating results") for line in lines) == 1
+
+
+def test_a_phase_begun_before_its_estimate_is_announced_with_it():
+    """The first scoring phase begins when the requests are built, its estimate comes once they are counted: its
+    line waits for the plan; the phase before it ends in a line of its own."""
+    p, clock, out = make()
+    p.phase(progress.BUILDING_REQUESTS)
+    clock.t += 4
+    p.phase(progress.scoring_phase("loglikelihood"), announce=False)
+    clock.t += 2
+    p.set_plan({progress.scoring_phase("loglikelihood"): 60}, summary="counted 10 requests")
+    p.announce()
+    p.announce()  # once
+    lines = out.getvalue().splitlines()
+    assert lines[1] == "belief-eval progress: building requests took 4 s"
+    assert lines[2].startswith("belief-eval progress: counted 10 requests; estimated total 1 min 04 s, ETA ")
+    assert lines[3].startswith("belief-eval progress: scoring log-likelihoods: estimated 1 min 00 s; run 6 s so far")
+    assert len(lines) == 4
+
+
+def test_polls_run_on_the_watchdog_and_a_failing_one_is_dropped():
+    import threading
+
+    p = Progress(out=io.StringIO())
+    calls, two = [], threading.Event()
+
+    def counting():
+        calls.append(1)
+        if len(calls) >= 2:
+            two.set()
+
+    def failing():
+        raise RuntimeError("no state")
+
+    p.add_poll(failing)
+    p.add_poll(counting)
+    assert two.wait(10)
+    p.finish()
+    assert "no more phases from" in p.out.getvalue() and "RuntimeError: no state" in p.out.getvalue()
+    assert failing not in p._polls and counting in p._polls
 
 
 def test_a_phase_far_past_its_estimate_gets_a_line_and_again_when_it_has_doubled():
@@ -112,7 +153,7 @@ def test_a_short_phase_is_not_called_late_before_the_floor():
 
 def test_without_an_open_run_the_hooks_do_nothing(capsys):
     assert progress.current() is None
-    progress.phase(progress.RECORDING)
+    progress.phase(progress.REPORT)
     ends = progress.evaluate_begins(object(), {})
     ends()
     assert capsys.readouterr().err == ""

@@ -168,11 +168,24 @@ def _chunk(
 
 @dataclass
 class Simulated:
-    """What ``simulate`` predicts for a plan: tokens computed (every pass and recomputation) and requests
-    recomputed because their cache read covered their continuation."""
+    """What ``simulate`` predicts for a plan: tokens computed (every pass and recomputation), requests
+    recomputed because their cache read covered their continuation, and requests sent to the engine (every pass's,
+    the first-token requests and the recomputations)."""
 
     computed_tokens: int = 0
     recomputed: int = 0
+    engine_requests: int = 0
+
+
+def block_keys(seq: Sequence[int], block_size: int) -> list[int]:
+    """One key per whole block of ``seq``, for the block and every token before it (a hash chain, as vLLM keys its
+    cache): two sequences share the key of block ``j`` exactly when their first ``(j + 1) * block_size`` tokens
+    are the same (up to a hash collision)."""
+    keys, key = [], 0
+    for end in range(block_size, len(seq) + 1, block_size):
+        key = hash((key, tuple(seq[end - block_size : end])))
+        keys.append(key)
+    return keys
 
 
 def simulate(
@@ -181,6 +194,7 @@ def simulate(
     block_size: int,
     capacity_tokens: int | None = None,
     max_first_tokens: int = MAX_FIRST_TOKENS,
+    cached: set[int] | None = None,
 ) -> Simulated:
     """The arithmetic of ``plan_passes`` on an engine with block size ``block_size``, with vLLM's prefix-cache
     rules and no eviction: a request that reads the cache gets the longest run of whole blocks, at most its
@@ -188,19 +202,22 @@ def simulate(
     block of a request is cached once it is scheduled (vLLM caches at scheduling, so a later request of the same
     engine call can read it); a request whose read reaches its context's last token is computed again without
     a read, unless it read exactly its context and a first-token request served its first row. Checked against
-    the engine's own counts on the CPU (32-token blocks), used for a GPU's 16."""
-    cached: set[tuple[int, ...]] = set()
+    the engine's own counts on the CPU (32-token blocks), used for a GPU's 16. ``cached``: the cache's blocks
+    (``block_keys``) before these requests, updated in place (so that a long call can be simulated in parts)."""
+    cached = set() if cached is None else cached
     out = Simulated()
 
     def schedule(seq: Sequence[int], read: bool) -> int:
+        keys = block_keys(seq, block_size)
         n = 0
         if read:
-            while n + block_size <= len(seq) - 1 and tuple(seq[: n + block_size]) in cached:
-                n += block_size
-        for end in range(block_size, len(seq) + 1, block_size):
-            cached.add(tuple(seq[:end]))
-        out.computed_tokens += len(seq) - n
-        return n
+            readable = (len(seq) - 1) // block_size
+            while n < readable and keys[n] in cached:
+                n += 1
+        cached.update(keys)
+        out.computed_tokens += len(seq) - n * block_size
+        out.engine_requests += 1
+        return n * block_size
 
     for chunk in plan_passes(seqs, ctxlens, block_size, capacity_tokens, max_first_tokens):
         redo: list[int] = []
@@ -211,8 +228,10 @@ def simulate(
                 firsts.update((context, t) for t in tokens)
             for i in p.indices:
                 n = schedule(seqs[i], p.read_cache)
+                if not (p.read_cache and covered_continuation(n, ctxlens[i])):
+                    continue
                 first = (tuple(seqs[i][: ctxlens[i]]), seqs[i][ctxlens[i]]) if len(seqs[i]) > ctxlens[i] else None
-                if p.read_cache and covered_continuation(n, ctxlens[i]) and not (n == ctxlens[i] and first in firsts):
+                if not (n == ctxlens[i] and first in firsts):
                     redo.append(i)
         for i in redo:
             schedule(seqs[i], read=False)

@@ -26,6 +26,12 @@ class Backend:
     shares_generation: bool = False
     #: it imports vLLM's offline engine when it is built
     needs_vllm: bool = False
+    #: its log-likelihoods read vLLM's prefix cache in whole blocks (the estimate counts vllm-shared's passes), not
+    #: hf-shared's radix tree
+    shares_in_blocks: bool = False
+    #: it computes a log-likelihood request's whole sequence, its last token included (vLLM generates one token
+    #: after it; a completions server echoes it)
+    whole_sequence: bool = False
 
     @property
     def ours(self) -> bool:
@@ -51,6 +57,7 @@ BACKENDS: dict[str, Backend] = {
             shares_loglikelihood=True,
             shares_generation=True,
             needs_vllm=True,
+            shares_in_blocks=True,
         ),
         Backend(
             "vllm-serve-shared",
@@ -59,6 +66,7 @@ BACKENDS: dict[str, Backend] = {
             "reading its prefix cache (docs/backends_support.md)",
             shares_loglikelihood=True,
             shares_generation=True,
+            shares_in_blocks=True,
         ),
         Backend(
             "hf-mlm",
@@ -67,8 +75,9 @@ BACKENDS: dict[str, Backend] = {
         ),
         # lm-eval's own: vLLM's engine prefills a prompt once for its samples (and reads no prefix cache for a
         # log-likelihood: it asks for the prompt's log-probabilities)
-        Backend("vllm", shares_generation=True, needs_vllm=True),
+        Backend("vllm", shares_generation=True, needs_vllm=True, whole_sequence=True),
         Backend("vllm-vlm", needs_vllm=True),
+        Backend("local-completions", whole_sequence=True),
     )
 }
 

@@ -176,27 +176,27 @@ def estimate_flags(args: list[str]) -> tuple[list[str], dict]:
 
 def start_run(args: list[str], report: bool) -> None:
     """Open the run's progress (``belief_tasks.planning.progress``): phases with estimates and an ETA, planned once the
-    requests are built (``estimate.begin_run``)."""
-    from belief_tasks.planning import estimate
+    requests are built (``run_plan.begin_run``)."""
+    from belief_tasks.planning import run_plan
 
-    estimate.begin_run(args, report)
+    run_plan.begin_run(args, report)
 
 
 def finish_run() -> None:
-    """Close the run's progress and keep its measured rates for the next estimate (``estimate.record_run``);
+    """Close the run's progress and keep its measured rates for the next estimate (``run_plan.record_run``);
     ``BELIEF_PROGRESS_JSON=FILE``: also write what each phase took and was estimated to take there (for
     ``python -m benchmarks profile``)."""
-    from belief_tasks.planning import estimate, progress
+    from belief_tasks.planning import progress, run_plan
 
     run = progress.current()
     measured = progress.stop()
     if run is None or not measured:
         return
-    estimate.record_run(measured)
+    run_plan.record_run(measured)
     if os.environ.get("BELIEF_PROGRESS_JSON"):
         import json
 
-        record = {"measured": measured, "plan": run.plan}
+        record = {"measured": measured, "cpu": run.cpu, "plan": run.plan, "planned": run_plan.planned()}
         Path(os.environ["BELIEF_PROGRESS_JSON"]).write_text(json.dumps(record, indent=1))
 
 

@@ -40,9 +40,10 @@ only (``OUR_TASKS``), or requests only ours can carry.
    goes to lm-eval's own ``generate_until`` as it came; under ``--use_cache`` the seeded samples of
    ours are read back (3.).
 6. (``belief-eval`` only) the tasks are built before the model: ``install_tasks_before_model``.
-7. The evaluated model, seen by the tasks while they build their requests (and, under ``belief-eval``, the
-   phases of its progress: ``belief_tasks.planning.progress``): lm-eval's ``evaluate`` hands the model to no task,
-   and ``hf`` / ``hf-shared`` cut a request longer than ``max_length`` from the left with only a log line.
+7. The evaluated model, seen by the tasks while they build their requests (and, under ``belief-eval``, when
+   the call begins and ends, for its progress: ``belief_tasks.planning.progress``): lm-eval's ``evaluate`` hands
+   the model to no task, and ``hf`` / ``hf-shared`` cut a request longer than ``max_length`` from the left with
+   only a log line.
    ``evaluated_model()`` is the model of the ``evaluate`` call in progress, so ``BeliefTask`` measures its
    requests before any is scored (``belief_tasks.hooks.truncation``: recorded in the results JSON, or refused).
    Under ``--use_cache`` the same wrapper puts an ``AnswerStore`` (``hooks/answer_store.py``: the same file, one

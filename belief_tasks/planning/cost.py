@@ -7,9 +7,12 @@ request kind (``KINDS``):
 * **tokens to compute without prefix sharing**: what a backend that forwards every request as its own row
   reads (lm-eval's ``hf`` and ``vllm``): a log-likelihood's context + continuation - 1 tokens (the last is
   predicted, never read), a generation's prompt tokens;
-* **tokens to compute with prefix sharing**: what ``hf-shared`` forwards: a log-likelihood call's token
-  sequences as the radix tree of ``backends.prefix_tree`` plans them (each shared segment once), a
-  generation's prompts once per distinct prompt (greedy answer and samples of one prompt share it);
+* **tokens to compute with prefix sharing**: a log-likelihood call's token sequences as the backend shares them:
+  on ``hf-shared`` the radix tree of ``backends.prefix_tree`` (each shared segment once, ``TREE``); on
+  ``vllm-shared`` and ``vllm-serve-shared`` the passes of ``backends.prefix_cache_plan`` at the engine's block
+  size (each context's whole blocks once, then each request's tail past them and its continuation, and what the
+  cache rules make it compute again: ``BLOCKS``); a generation's prompts once per distinct prompt (greedy answer
+  and samples of one prompt share it);
 * generated tokens: at most ``max_gen_toks`` per generation (an upper bound: answers stop at their line end).
 
 Tokens are counted with the evaluated model's tokenizer as lm-eval's ``hf`` encodes a request
@@ -26,7 +29,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
 
+from belief_tasks.backends.prefix_cache_plan import simulate
 from belief_tasks.backends.prefix_tree import CPU_FORWARD_TOKENS, build_prefix_tree, tree_cost
+from belief_tasks.planning.rates import BLOCKS, TREE
 from belief_tasks.requests import encode_request, is_seeded_sample
 
 LOGLIKELIHOOD = "loglikelihood"
@@ -186,12 +191,15 @@ def _max_gen_toks(kwargs: Mapping[str, Any] | None, default: int = 256) -> int:
     return default
 
 
-def count_instances(instances: Sequence, encoder: Encoder, shared: bool = True) -> dict[str, KindCost]:
-    """Per request kind, the ``KindCost`` of ``instances`` (lm-eval ``Instance`` objects); ``shared``: also plan
-    the prefix sharing (the radix trees of a log-likelihood call)."""
+def count_instances(
+    instances: Sequence, encoder: Encoder, sharing: str | None = TREE, block_size: int = 16
+) -> dict[str, KindCost]:
+    """Per request kind, the ``KindCost`` of ``instances`` (lm-eval ``Instance`` objects); ``sharing``: how the
+    backend shares a log-likelihood call's prefixes (``TREE``, ``BLOCKS`` of ``block_size`` tokens, or None)."""
     out: dict[str, KindCost] = {}
-    rows: dict[str, dict[str, list[list[int]]]] = {}  # kind -> context -> continuation inputs (sharing)
+    rows: dict[str, dict[str, list[list[int]]]] = {}  # kind -> context -> continuation inputs (the tree)
     contexts: dict[str, dict[str, int]] = {}  # kind -> context -> its tokens
+    pairs: dict[str, dict[str, list[tuple[list[int], list[int]]]]] = {}  # kind -> context -> tokens (blocks)
     prompts: dict[str, dict[str, int]] = {}  # generation kind -> prompt -> tokens
     encoder.prepare(inst.args[:2] for inst in instances if inst.request_type in (LOGLIKELIHOOD, PER_TOKEN))
     encoder.encode_many(inst.args[0] for inst in instances if inst.request_type == "generate_until")
@@ -205,7 +213,10 @@ def count_instances(instances: Sequence, encoder: Encoder, shared: bool = True) 
             row, n_ctx = encoder.input_row(context, continuation)
             cost.tokens += n * len(row)
             contexts.setdefault(kind, {})[context] = n_ctx
-            rows.setdefault(kind, {}).setdefault(context, []).extend([row[n_ctx:]] * n)
+            if sharing == TREE:
+                rows.setdefault(kind, {}).setdefault(context, []).extend([row[n_ctx:]] * n)
+            elif sharing == BLOCKS:
+                pairs.setdefault(kind, {}).setdefault(context, []).extend([encoder.pair(context, continuation)] * n)
         elif inst.request_type == "generate_until":
             kwargs = inst.args[1] if len(inst.args) > 1 and isinstance(inst.args[1], dict) else {}
             new = _max_gen_toks(kwargs)
@@ -215,16 +226,46 @@ def count_instances(instances: Sequence, encoder: Encoder, shared: bool = True) 
             cost.tokens += n * tokens
             cost.generated += n * new
             prompts.setdefault(kind, {})[inst.args[0]] = tokens
+    shared_prompts(out, prompts)
+    for kind in contexts:
+        out[kind].shared_tokens = 0
+    for kind, by_context in rows.items():
+        out[kind].shared_tokens = shared_tokens(by_context, contexts[kind], encoder)
+    for kind, by_pairs in pairs.items():
+        out[kind].shared_tokens = block_tokens(by_pairs, encoder.max_length, block_size)
+    return out
+
+
+def shared_prompts(out: dict[str, KindCost], prompts: Mapping[str, Mapping[str, int]]) -> None:
+    """Generation prompts prefilled once per distinct prompt; greedy answers and samples of one prompt are
+    prefilled once between them (hf-shared's generation plan)."""
     for kind, by_prompt in prompts.items():
         out[kind].prompts = len(by_prompt)
         out[kind].shared_tokens = sum(by_prompt.values())
-    # greedy answers and samples of one prompt are prefilled once between them (hf-shared's generation plan)
     if GREEDY in prompts and SAMPLED in prompts:
         both = set(prompts[GREEDY]) & set(prompts[SAMPLED])
         out[SAMPLED].shared_tokens -= sum(prompts[SAMPLED][p] for p in both)
-    for kind, by_context in rows.items():
-        out[kind].shared_tokens = shared_tokens(by_context, contexts[kind], encoder) if shared else 0
-    return out
+
+
+def block_tokens(by_context: Mapping[str, list[tuple[list[int], list[int]]]], max_length: int, block_size: int) -> int:
+    """Tokens vLLM computes for these log-likelihood requests, (context, continuation) tokens each, sent in
+    ``vllm-shared``'s passes (``prefix_cache_plan.simulate``: its plan and vLLM's cache rules) after lm-eval's cut
+    (``max_length - 1`` tokens from the left). Up to ``EXACT_TOKENS`` tokens of requests, one plan of all of
+    them, exactly the backend's (without eviction); above, one plan per run of contexts of about ``EXACT_TOKENS``
+    / 8 tokens in turn, on one cache, so that no more than those are held at once (docs/profile.md)."""
+    keep, chunk = max_length - 1, max(1, EXACT_TOKENS // 8)
+    cached: set[int] = set()
+    computed = 0
+    seqs: list[list[int]] = []
+    ctxlens: list[int] = []
+    size = sum(len(ctx) + len(cont) for pairs in by_context.values() for ctx, cont in pairs)
+    for pairs in by_context.values():
+        seqs += [(ctx + cont)[-keep:] for ctx, cont in pairs]
+        ctxlens += [len(ctx) - max(0, len(ctx) + len(cont) - keep) for ctx, cont in pairs]
+        if size > EXACT_TOKENS and sum(map(len, seqs)) >= chunk:
+            computed += simulate(seqs, ctxlens, block_size, cached=cached).computed_tokens
+            seqs, ctxlens = [], []
+    return computed + (simulate(seqs, ctxlens, block_size, cached=cached).computed_tokens if seqs else 0)
 
 
 def shared_tokens(
@@ -268,14 +309,13 @@ def task_facts(docs: Iterable[Mapping[str, Any]]) -> tuple[int, dict[str, Any]]:
     return n + len(seen), keys
 
 
-def count_task(task, encoder: Encoder, family: str = "", shared: bool = True) -> TaskCost:
+def count_task(task, encoder: Encoder, family: str = "", sharing: str | None = TREE, block_size: int = 16) -> TaskCost:
     """A built task's ``TaskCost`` (its requests must be built: ``build_all_requests``)."""
     docs = list(task.eval_docs)
     facts, keys = task_facts(docs)
     dataset = (getattr(task.config, "metadata", None) or {}).get("dataset") or ""
-    return TaskCost(
-        task.config.task, family, facts, len(docs), count_instances(task.instances, encoder, shared), keys, dataset
-    )
+    kinds = count_instances(task.instances, encoder, sharing, block_size)
+    return TaskCost(task.config.task, family, facts, len(docs), kinds, keys, dataset)
 
 
 def shared_facts(costs: Sequence[TaskCost]) -> list[tuple[str, str, int]]:
@@ -304,6 +344,14 @@ def totals(costs: Iterable[TaskCost]) -> dict[str, KindCost]:
             for name in ("requests", "tokens", "shared_tokens", "generated", "prompts"):
                 setattr(t, name, getattr(t, name) + getattr(k, name))
     return out
+
+
+def combined(kinds: Mapping[str, KindCost]) -> dict[str, int]:
+    """The ``KindCost`` fields summed over request kinds (what ``rates.units`` reads)."""
+    return {
+        name: sum(getattr(k, name) for k in kinds.values())
+        for name in ("requests", "tokens", "shared_tokens", "generated")
+    }
 
 
 def by_kind_order(kinds: Iterable[str]) -> list[str]:

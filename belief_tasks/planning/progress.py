@@ -1,20 +1,23 @@
 """A long run's phases, each with its estimate, the run's ETA, and a line when a phase overruns its estimate.
 
-``belief-eval`` opens one ``Progress`` per command (``start``); the places where a phase begins report it with
-``phase(name)`` (a no-op when no run is open: a bare ``lm_eval``, a test). The phases, in order (``PHASES``):
+``belief-eval`` opens one ``Progress`` per command (``start``). The phases, in order (``PHASES``):
 
 * startup (Python, lm-eval, torch), building tasks (data, documents, the budget's draw: before the model loads),
   loading the model,
 * building requests (lm-eval's ``build_all_requests``, our truncation check),
 * scoring log-likelihoods / generating answers and samples (one phase per lm-eval request type),
-* recording results (each document's record), aggregating (metrics, standard errors, a budget's intervals),
+* recording and aggregating results (each document's record; metrics, standard errors, a budget's intervals),
 * writing results (the results JSON and the samples files), the report (the main job and the profile).
 
-A phase line says how long the phase is estimated to take (``plan``: seconds per phase, from the run's counted
-requests and the stored or calibrated rates, ``belief_tasks.planning.estimate``), the run's estimated total and its ETA;
-the end of a phase says how long it took against its estimate. A watchdog thread prints one line when a phase
-has run ``OVERRUN`` times its estimate (and again whenever it has run twice as long since), so a user learns early
-that the ETA is wrong. What each phase took is kept (``measured``) for the rate store.
+Who says a phase begins: the command (``phase``: startup, the report), lm-eval's hooks (building tasks, loading
+the model, and ``evaluate_begins``: the requests are built next, and once it returns the results are written), and
+in between a poll of the requests' state (``Progress.add_poll``; ``planning.evaluate_watch``), so neither a task nor
+the model reports anything. A phase line says how long the phase is estimated to take (``plan``: seconds per
+phase, from the run's counted requests and the stored or calibrated rates, ``planning.run_plan``), the run's
+estimated total and its ETA; the end of a phase says how long it took against its estimate. The watchdog thread
+runs the polls and prints one line when a phase has run ``OVERRUN`` times its estimate (and again whenever it has
+run twice as long since), so a user learns early that the ETA is wrong. What each phase took is kept
+(``measured``) for the rate store.
 
 Pure Python: no lm-eval, no torch.
 """
@@ -31,8 +34,9 @@ STARTUP = "startup"
 BUILDING_TASKS = "building tasks"
 LOADING_MODEL = "loading the model"
 BUILDING_REQUESTS = "building requests"
-RECORDING = "recording results"
-AGGREGATING = "aggregating"
+#: each document's record (``process_results``), then the metrics and their standard errors: one phase, since
+#: nothing outside lm-eval's ``evaluate`` sees where the one ends and the other begins
+RECORDING = "recording and aggregating results"
 WRITING = "writing results"
 REPORT = "the report"
 #: scoring phases, one per lm-eval request type (``scoring_phase``)
@@ -43,21 +47,14 @@ SCORING = {
     "loglikelihood_rolling": "scoring rolling log-likelihoods",
 }
 #: the phases in the order a run goes through them
-PHASES = (
-    STARTUP,
-    BUILDING_TASKS,
-    LOADING_MODEL,
-    BUILDING_REQUESTS,
-    *SCORING.values(),
-    RECORDING,
-    AGGREGATING,
-    WRITING,
-    REPORT,
-)
+PHASES = (STARTUP, BUILDING_TASKS, LOADING_MODEL, BUILDING_REQUESTS, *SCORING.values(), RECORDING, WRITING, REPORT)
 #: a phase that has run this many times its estimate gets a line (then again each time it has run twice as long)
 OVERRUN = 2.0
 #: ... but never before it has run this long (seconds): short phases vary a lot
 OVERRUN_FLOOR = 30.0
+#: seconds between two runs of the watchdog's polls (``Progress.watch``), and between two overrun checks
+TICK = 0.25
+OVERRUN_EVERY = 5.0
 
 
 def scoring_phase(request_type: str) -> str:
@@ -92,6 +89,9 @@ class Progress:
     now: Callable[[], float] = time.monotonic
     watch: bool = True
     measured: dict[str, float] = field(default_factory=dict)
+    #: CPU seconds of this process per phase (its threads; not an engine's own process), beside ``measured``'s
+    #: wall seconds: what a phase cost whatever else the machine ran
+    cpu: dict[str, float] = field(default_factory=dict)
     started: float = 0.0
     current: str | None = None
     _since: float = 0.0
@@ -100,6 +100,9 @@ class Progress:
     _stop: threading.Event = field(default_factory=threading.Event)
     _warned: dict[str, float] = field(default_factory=dict)
     _wall0: float = 0.0
+    _polls: list[Callable[[], None]] = field(default_factory=list)
+    _unannounced: str | None = None  # the current phase, begun without its line (``phase(announce=False)``)
+    _cpu_since: float = 0.0
 
     def __post_init__(self):
         self.started = self.started or self.now()
@@ -148,19 +151,30 @@ class Progress:
 
     # --- phases ----------------------------------------------------------------------------------------
 
-    def phase(self, name: str, note: str = "") -> None:
+    def phase(self, name: str, note: str = "", announce: bool = True) -> None:
         """``name`` begins (the phase before it ends); a phase already current or done is not begun again.
-        One line: the phase, what it does, its estimate, how the phase before went, the run's total and ETA."""
+        One line: the phase, what it does, its estimate, how the phase before went, the run's total and ETA;
+        ``announce=False`` holds that line back until ``announce`` (its estimate is still being worked out)."""
         with self._lock:
             if name == self.current or name in self.measured:
                 return
             ended = self._end_current()
-            self.current, self._since = name, self.now()
+            self.current, self._since, self._cpu_since = name, self.now(), time.process_time()
             if note:
                 self.notes[name] = note
-        if name != STARTUP:
+            self._unannounced = None if announce else name
+        if name != STARTUP and announce:
             self.say(self._begin_line(name, ended))
+        elif ended:
+            self.say(ended)
         self._ensure_watchdog()
+
+    def announce(self) -> None:
+        """The line of the current phase, if it began without one (``phase(announce=False)``)."""
+        with self._lock:
+            name, self._unannounced = self._unannounced, None
+        if name is not None and name == self.current:
+            self.say(self._begin_line(name, ""))
 
     def _begin_line(self, name: str, ended: str) -> str:
         est = self.plan.get(name)
@@ -175,6 +189,7 @@ class Progress:
             return ""
         name, took = self.current, self.now() - self._since
         self.measured[name] = took
+        self.cpu[name] = time.process_time() - self._cpu_since
         self.current = None
         est = self.plan.get(name)
         return f"{name} took {duration(took)}" + (f" (estimated {duration(est)})" if est is not None else "")
@@ -230,15 +245,39 @@ class Progress:
             f"ETA is later than shown"
         )
 
+    def add_poll(self, poll: Callable[[], None]) -> None:
+        """Run ``poll()`` on the watchdog thread every ``TICK`` seconds until the run ends (it may begin phases)."""
+        with self._lock:
+            self._polls.append(poll)
+        self._ensure_watchdog()
+
+    def remove_poll(self, poll: Callable[[], None]) -> None:
+        with self._lock:
+            if poll in self._polls:
+                self._polls.remove(poll)
+
     def _ensure_watchdog(self) -> None:
         if not self.watch or self._timer is not None:
             return
 
         def loop():
-            while not self._stop.wait(5.0):
-                line = self.check_overrun()
-                if line:
-                    self.say(line)
+            checked = self.now()
+            while not self._stop.wait(TICK):
+                with self._lock:
+                    polls = list(self._polls)
+                for poll in polls:
+                    try:
+                        poll()
+                    except Exception as e:  # noqa: BLE001  a poll that fails loses its phases, never the run
+                        self.remove_poll(poll)
+                        self.say(
+                            f"no more phases from {getattr(poll, '__qualname__', 'a poll')}: {type(e).__name__}: {e}"
+                        )
+                if self.now() - checked >= OVERRUN_EVERY:
+                    checked = self.now()
+                    line = self.check_overrun()
+                    if line:
+                        self.say(line)
 
         self._timer = threading.Thread(target=loop, name="belief-progress", daemon=True)
         self._timer.start()
@@ -272,7 +311,7 @@ def start(progress: Progress | None = None, on_evaluate: Callable | None = None)
     global _current, _on_evaluate
     _current, _on_evaluate = progress or Progress(started=time.monotonic() - process_age()), on_evaluate
     _current.phase(STARTUP)
-    _current._since = _current.started
+    _current._since, _current._cpu_since = _current.started, 0.0
     return _current
 
 
@@ -284,25 +323,6 @@ def phase(name: str, note: str = "") -> None:
     """Report that ``name`` begins, to the open run (nothing when none is open)."""
     if _current is not None:
         _current.phase(name, note)
-
-
-_building = 0  # > 0 while a task builds its requests (a server probe sent then is not the scoring)
-
-
-class building:
-    """Around a task's request building: model calls made inside it (``preflight``'s probes) begin no phase."""
-
-    def __enter__(self):
-        global _building
-        _building += 1
-
-    def __exit__(self, *exc):
-        global _building
-        _building -= 1
-
-
-def is_building() -> bool:
-    return _building > 0
 
 
 def evaluate_begins(lm, task_dict) -> Callable[[], None]:

@@ -30,6 +30,13 @@ from belief_tasks.paths import cache_dir
 VERSION = 1
 
 
+#: how a backend shares a log-likelihood call's prefixes: hf-shared's radix tree, or vLLM's prefix cache in blocks
+TREE, BLOCKS = "tree", "blocks"
+#: vLLM's block size where nothing names another: vllm-shared's on a CPU (``backends.vllm_shared.CPU_BLOCK_SIZE``,
+#: and the CPU server's flags in docs/backends_support.md) and vLLM's own on a GPU
+DEFAULT_BLOCK_SIZE = {"cpu": 32, "cuda": 16}
+
+
 def store_path() -> Path:
     """``$BELIEF_RATES`` or ``<cache>/rates.json``."""
     env = os.environ.get("BELIEF_RATES")
@@ -43,10 +50,15 @@ def sharing(backend: str) -> tuple[bool, bool]:
 
 
 def units(kind_cost: Mapping[str, int], request_type: str, backend: str) -> int:
-    """The work of one request kind on ``backend``: tokens it computes, plus the tokens it may generate."""
+    """The work of one request kind on ``backend``: tokens it computes, plus the tokens it may generate. A
+    log-likelihood's tokens are counted as ``hf`` forwards them (context + continuation - 1: the last token is
+    predicted, never read); a backend that computes the whole sequence (``Backend.whole_sequence``) computes one
+    more each."""
     ll, gen = sharing(backend)
     shared = ll if request_type != "generate_until" else gen
     computed = kind_cost["shared_tokens"] if shared else kind_cost["tokens"]
+    if not shared and request_type != "generate_until" and backend_row(backend).whole_sequence:
+        computed += kind_cost.get("requests", 0)
     return int(computed) + int(kind_cost.get("generated", 0))
 
 

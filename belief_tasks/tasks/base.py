@@ -36,7 +36,6 @@ from belief_tasks.facts.shard import ShardCutError, block, relation_counts
 from belief_tasks.families import FAMILIES, budget_estimators, knob_names
 from belief_tasks.hooks import harness, lm_eval_api, preflight, truncation
 from belief_tasks.options import Knob, KnobError, ModelArgs, Options, knob_rows, parse_options, parse_values
-from belief_tasks.planning import progress
 from belief_tasks.scoring import wiring
 from belief_tasks.scoring.budgeted import missing
 from belief_tasks.scoring.common import Metric, logged_once
@@ -129,16 +128,10 @@ class BeliefTask(ConfigurableTask, Generic[OptionsT]):
             self.config.metadata["budget_design"] = self.draw.summary()
         return None
 
-    def aggregation(self) -> dict:
-        """lm-eval's, asked for when it aggregates (``belief-eval``'s progress: that phase begins)."""
-        progress.phase(progress.AGGREGATING)
-        return super().aggregation()
-
     def process_results(self, doc: dict, results: list) -> dict:
         """The doc's metric values (``score_doc``), its record written once in the samples file: under the
         first metric, and a ``SameRecord`` reference under the others (``scoring.common.logged_once``). On a
         budgeted run each ``<metric>_ci95`` reads the record of its metric (``scoring.wiring.IntervalOf``)."""
-        progress.phase(progress.RECORDING)
         values = self.score_doc(doc, results)
         for name, of in self._intervals.items():
             if of in values:
@@ -160,10 +153,9 @@ class BeliefTask(ConfigurableTask, Generic[OptionsT]):
                 self.config.task,
                 self.unknown_key,
             )
-        with progress.building():
-            super().build_all_requests(*args, **kwargs)
-            truncation.check(self, harness.evaluated_model())
-            preflight.check(self, harness.evaluated_model())
+        super().build_all_requests(*args, **kwargs)
+        truncation.check(self, harness.evaluated_model())
+        preflight.check(self, harness.evaluated_model())
 
     def declare_model_args(self, model_args: Iterable[str]) -> None:
         """The run's model-argument keys, from the command that knows them (``belief-eval``, the sweep, the
