@@ -73,7 +73,7 @@ def encode_request(
     (``encode_requests``)."""
     if context == "":
         continuation_enc = tok.tok_encode(continuation, add_special_tokens=False)
-        if tok.prefix_token_id != continuation_enc[0]:
+        if not continuation_enc or tok.prefix_token_id != continuation_enc[0]:  # (lm-eval: an IndexError)
             return [tok.prefix_token_id], continuation_enc
         return continuation_enc[:1], continuation_enc[1:]
     spaces = len(context) - len(context.rstrip())

@@ -30,6 +30,9 @@ BENCHMARKS = (
     "profile",
     "agreement_real",
     "iclke_eic_agreement",
+    "memory_owners",
+    "log_sizes",
+    "flop_shares",
 )
 #: the modules every benchmark may use, which run nothing themselves
 HELPERS = ("workloads", "measure", "counting")

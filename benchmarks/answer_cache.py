@@ -87,6 +87,11 @@ def main(argv=None) -> None:
                 times["unbatched"].append(run(str(Path(tmp) / f"unbatched{r}"), batch=False))
             rows = answers_held(Path(f"{prefix}_rank0.db"))
             print(f"round {r + 1}: " + ", ".join(f"{k} {v[-1]:.1f} s" for k, v in times.items()), flush=True)
+    report(args, times, rows)
+
+
+def report(args, times: dict[str, list[float]], rows: int) -> None:
+    """Prints each arm's median wall time, answers per second and ratio to "off"; writes the timings to ``--json``."""
     med = {k: statistics.median(v) for k, v in times.items()}
     print(
         f"{args.tasks} on {args.model}: {rows} answers kept; medians of {args.rounds} rounds: "

@@ -139,19 +139,20 @@ def pairs_per_relation(fraction: float) -> list[int]:
     return [total // RELATIONS + (1 if r < total % RELATIONS else 0) for r in range(RELATIONS)]
 
 
-def write_synthetic(folder: Path, fraction: float, seed: int = 0) -> dict:
-    """The synthetic copy under ``folder`` (one parquet file, written in row groups); its summary."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    marker = folder / "SYNTHETIC"  # no .json suffix: the loader reads every .json/.parquet file here
+def _cached_synthetic(marker: Path, fraction: float, seed: int) -> dict | None:
+    """The summary in ``marker`` when it describes this (version, fraction, seed); else None."""
     if marker.is_file():
         info = json.loads(marker.read_text())
         if info.get("version") == DATA_VERSION and info.get("fraction") == fraction and info.get("seed") == seed:
             return info
-    shutil.rmtree(folder, ignore_errors=True)
-    folder.mkdir(parents=True)
-    schema = pa.schema(
+    return None
+
+
+def _synthetic_schema():
+    """The parquet schema of the hub's layout (pyarrow imported here, not at the top)."""
+    import pyarrow as pa
+
+    return pa.schema(
         [
             ("uuid", pa.string()),
             ("rel_uri", pa.string()),
@@ -163,45 +164,78 @@ def write_synthetic(folder: Path, fraction: float, seed: int = 0) -> dict:
             ("is_manual", pa.bool_()),
         ]
     )
+
+
+def _objects(rng: random.Random, n: int) -> list[tuple[str, str, list[str]]]:
+    """A relation's objects for ``n`` pairs: (QID, label, aliases), one per eight pairs, at least ten."""
+    return [
+        (
+            f"Q{rng.randint(1, 9_999_999)}",
+            _name(rng, (1, 2)),
+            [_name(rng, (1, 2)) for _ in range(rng.choice((0, 0, 1, 2, 3)))],
+        )
+        for _ in range(max(10, n // 8))
+    ]
+
+
+def _subject_forms(rng: random.Random) -> list[str]:
+    """A pair's subject expressions: its label first, then up to five more (FORM_WEIGHTS), duplicates dropped."""
+    label = _name(rng)
+    forms = [label] + [
+        f"{label} {_word(rng, 1, 2).capitalize()}" if rng.random() < 0.5 else _name(rng)
+        for _ in range(rng.choices(range(1, 7), FORM_WEIGHTS)[0] - 1)
+    ]
+    return list(dict.fromkeys(forms))
+
+
+def _relation_columns(rng: random.Random, r: int, n: int, names: list[str]) -> tuple[dict[str, list], int, int]:
+    """Relation ``r``'s rows (``n`` pairs x its templates) as columns; with the rows' and prompts' counts."""
+    rid = f"P{100 + r * 7}"
+    templates = _templates(rng, r)
+    objects = _objects(rng, n)
+    cols: dict[str, list] = {name: [] for name in names}
+    n_rows = n_prompts = 0
+    for _ in range(n):
+        pair = str(uuid.UUID(int=rng.getrandbits(128)))
+        forms = _subject_forms(rng)
+        qid, obj, aliases = rng.choice(objects)
+        for t, (text, manual) in enumerate(templates):
+            for name, value in (
+                ("uuid", pair),
+                ("rel_uri", rid),
+                ("sub_ent", forms[t % len(forms)]),
+                ("obj_uris", [qid]),
+                ("obj_ents", [obj]),
+                ("obj_aliases", aliases),
+                ("template", text),
+                ("is_manual", manual),
+            ):
+                cols[name].append(value)
+        n_rows += len(templates)
+        n_prompts += len(templates) * len(forms)
+    return cols, n_rows, n_prompts
+
+
+def write_synthetic(folder: Path, fraction: float, seed: int = 0) -> dict:
+    """The synthetic copy under ``folder`` (one parquet file, written in row groups); its summary."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    marker = folder / "SYNTHETIC"  # no .json suffix: the loader reads every .json/.parquet file here
+    info = _cached_synthetic(marker, fraction, seed)
+    if info is not None:
+        return info
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True)
+    schema = _synthetic_schema()
     rng = random.Random(seed)
     n_rows = n_prompts = n_pairs = 0
     with pq.ParquetWriter(folder / "train-00000-of-00001.parquet", schema) as writer:
         for r, n in enumerate(pairs_per_relation(fraction)):
-            rid = f"P{100 + r * 7}"
-            templates = _templates(rng, r)
-            objects = [
-                (
-                    f"Q{rng.randint(1, 9_999_999)}",
-                    _name(rng, (1, 2)),
-                    [_name(rng, (1, 2)) for _ in range(rng.choice((0, 0, 1, 2, 3)))],
-                )
-                for _ in range(max(10, n // 8))
-            ]
-            cols: dict[str, list] = {name: [] for name in schema.names}
-            for _ in range(n):
-                pair = str(uuid.UUID(int=rng.getrandbits(128)))
-                label = _name(rng)
-                forms = [label] + [
-                    f"{label} {_word(rng, 1, 2).capitalize()}" if rng.random() < 0.5 else _name(rng)
-                    for _ in range(rng.choices(range(1, 7), FORM_WEIGHTS)[0] - 1)
-                ]
-                forms = list(dict.fromkeys(forms))
-                qid, obj, aliases = rng.choice(objects)
-                for t, (text, manual) in enumerate(templates):
-                    for name, value in (
-                        ("uuid", pair),
-                        ("rel_uri", rid),
-                        ("sub_ent", forms[t % len(forms)]),
-                        ("obj_uris", [qid]),
-                        ("obj_ents", [obj]),
-                        ("obj_aliases", aliases),
-                        ("template", text),
-                        ("is_manual", manual),
-                    ):
-                        cols[name].append(value)
-                n_rows += len(templates)
-                n_prompts += len(templates) * len(forms)
-                n_pairs += 1
+            cols, rows, prompts = _relation_columns(rng, r, n, schema.names)
+            n_rows += rows
+            n_prompts += prompts
+            n_pairs += n
             writer.write_table(pa.table(cols, schema=schema))
     info = {
         "version": DATA_VERSION,
@@ -221,10 +255,67 @@ def write_synthetic(folder: Path, fraction: float, seed: int = 0) -> dict:
 CHILD_FLAG = "--bench-child"
 
 
+def _rss_mb() -> float:
+    """This process's resident memory in MiB (``/proc/self/statm``)."""
+    with open("/proc/self/statm") as fh:
+        return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+def _sample_memory(stats: dict, phase: list[str]) -> None:
+    """Forever, every 0.2 s: the current phase's peak resident memory into ``stats``."""
+    while True:
+        peaks = stats["peak_rss_mb"]
+        peaks[phase[0]] = max(peaks.get(phase[0], 0), round(_rss_mb()))
+        time.sleep(0.2)
+
+
+def _time_phase(stats: dict, phase: list[str], owner, name: str, label: str, after=None) -> None:
+    """Wraps ``owner.name`` so that its calls are phase ``label``: their seconds added to ``stats``, ``after(*args)``
+    called once each returns."""
+    original = getattr(owner, name)
+
+    def wrapper(*a, **kw):
+        before, phase[0] = phase[0], label
+        t = time.perf_counter()
+        try:
+            out = original(*a, **kw)
+            if after:
+                after(*a)
+            return out
+        finally:
+            stats["seconds"][label] = round(stats["seconds"].get(label, 0) + time.perf_counter() - t, 1)
+            # after the requests: the model runs and lm-eval scores and logs each document
+            phase[0] = before if label != "build requests" else "run model, score documents"
+
+    setattr(owner, name, wrapper)
+
+
+def _count_requests(stats: dict, task, **_) -> None:
+    """A task's documents, requests and sampled requests into ``stats``, once it built its requests."""
+    inst = task._instances or []
+    sampled = sum(1 for i in inst if isinstance(i.args[-1], dict) and i.args[-1].get("do_sample"))
+    stats["tasks"][task.config.task] = {
+        "documents": len({i.doc_id for i in inst}),
+        "requests": len(inst),
+        "sampled_requests": sampled,
+    }
+
+
+def _run_belief_eval(cli_args: list[str]) -> None:
+    """``belief_tasks.commands.belief_eval`` on ``cli_args`` (without ``--no_answer_cache`` for an older checkout)."""
+    from belief_tasks.commands.belief_eval import main
+    from belief_tasks.hooks import answer_cache
+
+    if not hasattr(answer_cache, "NO_ANSWER_CACHE"):  # an older checkout (--python) keeps no answers anyway
+        cli_args = [a for a in cli_args if a != "--no_answer_cache"]
+    main(cli_args)
+
+
 def child_main(counts_file: str, cli_args: list[str]) -> None:
     """Inside the child: count each task's documents and requests (greedy / sampled), time the
     phases and sample the resident memory in each, then run ``belief_tasks.commands.belief_eval`` unchanged."""
     import atexit
+    import functools
     import threading
 
     from lm_eval import evaluator
@@ -234,57 +325,14 @@ def child_main(counts_file: str, cli_args: list[str]) -> None:
 
     stats: dict = {"tasks": {}, "seconds": {}, "peak_rss_mb": {}}
     phase = ["start"]
-
-    def rss_mb() -> float:
-        with open("/proc/self/statm") as fh:
-            return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
-
-    def sample() -> None:
-        while True:
-            peaks = stats["peak_rss_mb"]
-            peaks[phase[0]] = max(peaks.get(phase[0], 0), round(rss_mb()))
-            time.sleep(0.2)
-
-    threading.Thread(target=sample, daemon=True).start()
-
-    def timed(owner, name: str, label: str, after=None):
-        original = getattr(owner, name)
-
-        def wrapper(*a, **kw):
-            before, phase[0] = phase[0], label
-            t = time.perf_counter()
-            try:
-                out = original(*a, **kw)
-                if after:
-                    after(*a)
-                return out
-            finally:
-                stats["seconds"][label] = round(stats["seconds"].get(label, 0) + time.perf_counter() - t, 1)
-                # after the requests: the model runs and lm-eval scores and logs each document
-                phase[0] = before if label != "build requests" else "run model, score documents"
-
-        setattr(owner, name, wrapper)
-
-    def count(task, **_):
-        inst = task._instances or []
-        sampled = sum(1 for i in inst if isinstance(i.args[-1], dict) and i.args[-1].get("do_sample"))
-        stats["tasks"][task.config.task] = {
-            "documents": len({i.doc_id for i in inst}),
-            "requests": len(inst),
-            "sampled_requests": sampled,
-        }
-
+    threading.Thread(target=_sample_memory, args=(stats, phase), daemon=True).start()
+    timed = functools.partial(_time_phase, stats, phase)
     timed(TaskManager, "load", "load data, build documents")
-    timed(lm_task.Task, "build_all_requests", "build requests", after=count)
+    timed(lm_task.Task, "build_all_requests", "build requests", after=functools.partial(_count_requests, stats))
     timed(evaluator, "_process_results", "aggregate")
     timed(EvaluationTracker, "save_results_samples", "write samples")
     atexit.register(lambda: Path(counts_file).write_text(json.dumps(stats)))
-    from belief_tasks.commands.belief_eval import main
-    from belief_tasks.hooks import answer_cache
-
-    if not hasattr(answer_cache, "NO_ANSWER_CACHE"):  # an older checkout (--python) keeps no answers anyway
-        cli_args = [a for a in cli_args if a != "--no_answer_cache"]
-    main(cli_args)
+    _run_belief_eval(cli_args)
 
 
 # --------------------------------------------------------------------------- the parent
@@ -366,10 +414,8 @@ def extrapolate(big: dict, small: dict | None, prompts: int) -> dict:
     return out
 
 
-def main(argv: list[str] | None = None) -> None:
-    argv = sys.argv[1:] if argv is None else argv
-    if argv and argv[0] == CHILD_FLAG:
-        return child_main(argv[1], argv[2:])
+def _parser() -> argparse.ArgumentParser:
+    """The command line's options."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument(
         "--fraction",
@@ -403,31 +449,43 @@ def main(argv: list[str] | None = None) -> None:
         default=FULL_PROMPTS,
         help="prompts (non-sampled requests) of the full setting (default: MyriadLAMA, all templates; 0: none)",
     )
-    args = ap.parse_args(argv)
+    return ap
 
-    runs = {}
-    for fraction in [f for f in (args.baseline_fraction, args.fraction) if f is not None]:
-        data, info = None, {"fraction": 0, "pairs": None}
-        if fraction:
-            data = Path(args.data_dir) / f"f{fraction:g}"
-            t = time.perf_counter()
-            info = write_synthetic(data, fraction)
-            print(
-                f"synthetic MyriadLAMA {fraction:g}: {info['pairs']:,} pairs, {info['rows']:,} rows "
-                f"({time.perf_counter() - t:.0f} s)",
-                file=sys.stderr,
-                flush=True,
-            )
-        out = Path(args.out or tempfile.mkdtemp(prefix="bench_scale_")) / f"f{fraction:g}"
+
+def _synthetic_data(args, fraction: float) -> tuple[Path | None, dict]:
+    """The synthetic copy's folder and summary at ``fraction`` (written if need be); none at 0."""
+    data, info = None, {"fraction": 0, "pairs": None}
+    if fraction:
+        data = Path(args.data_dir) / f"f{fraction:g}"
+        t = time.perf_counter()
+        info = write_synthetic(data, fraction)
+        print(
+            f"synthetic MyriadLAMA {fraction:g}: {info['pairs']:,} pairs, {info['rows']:,} rows "
+            f"({time.perf_counter() - t:.0f} s)",
+            file=sys.stderr,
+            flush=True,
+        )
+    return data, info
+
+
+def _run_fraction(args, fraction: float) -> dict:
+    """One run of the task at ``fraction`` in a fresh output folder (removed unless ``--keep``); its measurements."""
+    data, info = _synthetic_data(args, fraction)
+    out = Path(args.out or tempfile.mkdtemp(prefix="bench_scale_")) / f"f{fraction:g}"
+    shutil.rmtree(out, ignore_errors=True)
+    out.mkdir(parents=True)
+    run = run_task(args, data, info, out)
+    print(json.dumps(run), file=sys.stderr, flush=True)
+    if not args.keep:
         shutil.rmtree(out, ignore_errors=True)
-        out.mkdir(parents=True)
-        runs[fraction] = run_task(args, data, info, out)
-        print(json.dumps(runs[fraction]), file=sys.stderr, flush=True)
-        if not args.keep:
-            shutil.rmtree(out, ignore_errors=True)
+    return run
+
+
+def _report(args, runs: dict) -> dict:
+    """The runs with the settings and, unless ``--extrapolate-to 0``, the extrapolation to the full setting."""
     big = runs[args.fraction]
     small = runs.get(args.baseline_fraction)
-    report = {
+    return {
         "task": args.task,
         "metadata": json.loads(args.metadata),
         "model": args.model,
@@ -440,6 +498,17 @@ def main(argv: list[str] | None = None) -> None:
             else {}
         ),
     }
+
+
+def main(argv: list[str] | None = None) -> None:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv and argv[0] == CHILD_FLAG:
+        return child_main(argv[1], argv[2:])
+    args = _parser().parse_args(argv)
+    runs = {}
+    for fraction in [f for f in (args.baseline_fraction, args.fraction) if f is not None]:
+        runs[fraction] = _run_fraction(args, fraction)
+    report = _report(args, runs)
     print(json.dumps(report, indent=1))
     if args.json:
         Path(args.json).write_text(json.dumps(report, indent=1))

@@ -119,9 +119,10 @@ def test_block_counts_are_vllm_shared_passes_over_lm_evals_encoding(model_path, 
     (``prefix_cache_plan.simulate``) over the requests as lm-eval encodes and cuts them (``encode_request``,
     ``max_length - 1`` tokens); above ``EXACT_TOKENS``, one plan per run of contexts of an eighth of it, on one
     cache, stays within 2 % of the one plan (here with four or more runs per task)."""
-    from belief_tasks.backends.prefix_cache_plan import encode_request, simulate
+    from belief_tasks.backends.prefix_cache_plan import simulate
     from belief_tasks.planning import cost as cost_module
     from belief_tasks.planning.rates import BLOCKS
+    from belief_tasks.requests import encode_request
 
     encoder = Encoder(shared_lm.tokenizer, shared_lm.max_length)
     tasks = built_tasks(model_path)
@@ -227,6 +228,7 @@ def test_a_run_shows_every_phase_and_stores_its_rates(model_path, tmp_path):
     parts = [part for line in progress_lines for part in line.split(": ", 1)[1].split("; ")]
     ended = [part.split(" took ")[0] for part in parts if " took " in part]
     assert ended == [
+        "startup",
         "building tasks",
         "loading the model",
         "building requests",

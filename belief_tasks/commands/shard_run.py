@@ -167,10 +167,9 @@ def pool(out: Path, folders: list[Path]) -> Path:
 
 def print_table(results: Path) -> None:
     """lm-eval's results table of the pooled run, as an unsharded command ends with it."""
-    from lm_eval.utils import make_table
+    from belief_tasks.hooks.lm_eval_api import results_tables
 
-    data = json.loads(results.read_text(encoding="utf-8"))
-    print(make_table(data))
+    print(results_tables(json.loads(results.read_text(encoding="utf-8"))))
 
 
 def _eta(spent: list[float], left: int) -> str:

@@ -151,11 +151,10 @@ def batch_cache_writes(lm) -> Any:
     """Under ``--use_cache`` (``lm`` is lm-eval's ``CachingLM``): its ``SqliteDict``, one transaction per answer,
     replaced by an ``AnswerStore`` on the same file (``hooks/answer_store.py``: one transaction a second, the same
     format), in ``CachingLM`` and in the hook it handed the model it wraps. Returns the store, or None."""
-    from lm_eval.api.model import CachingLM
-
     from belief_tasks.hooks.answer_store import AnswerStore
+    from belief_tasks.hooks.lm_eval_api import is_caching
 
-    if not isinstance(lm, CachingLM):
+    if not is_caching(lm):
         return None
     old = lm.dbdict
     if isinstance(old, AnswerStore):

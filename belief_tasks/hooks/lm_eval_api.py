@@ -130,6 +130,13 @@ def model_behind_cache(lm: Any) -> Any:
     return lm.lm if isinstance(lm, CachingLM) else lm
 
 
+def is_caching(lm: Any) -> bool:
+    """Whether ``lm`` is lm-eval's ``CachingLM`` (``--use_cache``)."""
+    from lm_eval.api.model import CachingLM
+
+    return isinstance(lm, CachingLM)
+
+
 def hash_args(request_type: str, args: Any) -> str:
     """The key lm-eval's request cache files an answer under."""
     from lm_eval.api.model import hash_args as lm_eval_hash_args
@@ -314,6 +321,16 @@ def parse_args_string(text: str) -> dict:
     from lm_eval.utils import simple_parse_args_string
 
     return dict(simple_parse_args_string(text))
+
+
+def results_tables(results: Mapping[str, Any]) -> str:
+    """The tables lm-eval prints at the end of a run (``utils.make_table``): the tasks', then the groups' if any."""
+    from lm_eval.utils import make_table
+
+    tables = [make_table(dict(results))]
+    if "groups" in results:
+        tables.append(make_table(dict(results), "groups"))
+    return "\n".join(tables)
 
 
 def cli_evaluate() -> None:

@@ -8,9 +8,9 @@ and divides their FLOPs by the time they took times the matmul rate of a 1024 x 
 before and after. Both per CPU-second of this process (steady on a shared machine; with vLLM's engine in this
 process: ``VLLM_ENABLE_V1_MULTIPROCESSING=0``, set here) and per second of wall clock.
 
-    python scripts/flop_shares.py --model hf-shared --batch_size auto --tasks belief_demo \\
+    python -m benchmarks flop_shares --model hf-shared --batch_size auto --tasks belief_demo \\
         --metadata '{"source": "sample"}' --json shares.json
-    .venv-vllm/bin/python scripts/flop_shares.py --model vllm-shared --batch_size auto --tasks belief_demo_bear \\
+    .venv-vllm/bin/python -m benchmarks flop_shares --model vllm-shared --batch_size auto --tasks belief_demo_bear \\
         --model_args enforce_eager=True,gpu_memory_utilization=0.3,max_model_len=2048,enable_chunked_prefill=False
 
 The bundled model (float32) unless ``--model_args`` names another (``pretrained=...``).

@@ -7,9 +7,9 @@ owner with a deep ``sys.getsizeof`` walk (each object counted once, in the first
 order below), and the process's resident memory then and at its peak. Run it at two sizes of the same task (for
 example two budgets) and the difference per fact is each owner's slope::
 
-    python scripts/bench_memory_owners.py --json small.json -- --model dummy --tasks belief_bear_big \\
+    python -m benchmarks memory_owners --json small.json -- --model dummy --tasks belief_bear_big \\
         --metadata '{"bear_big_path": "...", "budget": 0.05}' --output_path /tmp/o --log_samples --no_answer_cache
-    python scripts/bench_memory_owners.py --slope small.json big.json
+    python -m benchmarks memory_owners --slope small.json big.json
 
 The walk counts Python objects, not the allocator's slack or freed memory the process keeps, so the owners add
 up to less than the resident memory; the rest is printed as "not in these objects".
@@ -140,12 +140,12 @@ def slope(small: Path, big: Path) -> None:
         print(f"  {name:<40} {mb:9.1f} MB  {mb * 2**20 / docs:9.0f} B/document  {mb * 2**20 / reqs:7.0f} B/request")
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--json", help="write the measurement here")
     ap.add_argument("--slope", nargs=2, metavar=("SMALL", "BIG"), help="compare two measurements")
     ap.add_argument("cli", nargs=argparse.REMAINDER, help="-- then the belief-eval arguments")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     if args.slope:
         return slope(Path(args.slope[0]), Path(args.slope[1]))
     cli = args.cli[1:] if args.cli[:1] == ["--"] else args.cli

@@ -7,8 +7,8 @@ distribution of (probe A knows, probe B knows), computes the interval of each ex
 and counts how often it holds the population κ. Samples whose κ is undefined (one probe constant) have
 no interval; they are counted apart, as the report shows "–" for them.
 
-    python scripts/kappa_interval_coverage.py                          # the built-in settings
-    python scripts/kappa_interval_coverage.py --n 40 --cell 0.1,0.1,0.05,0.75 --draws 2000
+    python -m research.kappa_interval_coverage                          # the built-in settings
+    python -m research.kappa_interval_coverage --n 40 --cell 0.1,0.1,0.05,0.75 --draws 2000
 
 A setting is ``--n`` joined facts and ``--cell``: the shares of facts known by both, by A only, by B
 only, by neither (they must add up to 1).
@@ -18,11 +18,8 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
 import numpy as np
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the checkout's belief_tasks, as other scripts do
 
 from belief_tasks.metrics.agreement import cohen_kappa, kappa_interval  # noqa: E402
 from belief_tasks.report.agreement import BOOTSTRAP_ITERS  # noqa: E402

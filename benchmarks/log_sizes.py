@@ -1,7 +1,7 @@
 """Facts, documents, requests and bytes of a run's samples files, per task: the columns of docs/scale.md's table of
 whole-dataset runs, read from what the run wrote (without parsing each line whole: BELIEF's files run to gigabytes).
 
-    python scripts/count_samples.py OUTPUT_PATH [--json FILE]
+    python -m benchmarks log_sizes OUTPUT_PATH [--json FILE]
 
 A document's requests are its ``arguments`` (lm-eval writes one ``gen_args_<i>`` per request of the document, each
 of BELIEF's sampled answers its own); its fact is the first ``fact_id`` of its line (the document's own).
@@ -32,11 +32,11 @@ def count(path: Path) -> dict:
     return {"facts": len(facts), "documents": documents, "requests": requests, "bytes": path.stat().st_size}
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("output_path")
     ap.add_argument("--json", help="also write the counts here")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     found = {}
     for path in sorted(Path(args.output_path).rglob("samples_*.jsonl")):
         m = _TASK.match(path.name)
