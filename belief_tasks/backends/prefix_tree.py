@@ -168,8 +168,9 @@ def distinct_tokens(seqs: Sequence[Sequence[int]]) -> int:
     its common prefix with the previous one.
     """
     ordered = sorted(tuple(s) for s in seqs)
-    total, prev = 0, ()
+    total = 0
+    prev_seq: tuple[int, ...] = ()
     for seq in ordered:
-        total += len(seq) - _common_prefix_len(prev, seq, 0)
-        prev = seq
+        total += len(seq) - _common_prefix_len(prev_seq, seq, 0)
+        prev_seq = seq
     return total

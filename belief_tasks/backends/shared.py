@@ -389,6 +389,7 @@ class HFSharedPrefixLM(HFLM):
         if keep and self._keeps_logits:  # the lm head only on the positions we read
             kwargs["logits_to_keep"] = keep
         own = past.get_seq_length() if past is not None else 0  # the rows' own cached positions (decoding)
+        starts: torch.Tensor | int
         if isinstance(prefix, RowPrefixes):
             plain = not prefix.runs() and past is None
             starts = torch.tensor(prefix.offsets(), device=input_ids.device)[:, None] + own
@@ -730,8 +731,8 @@ class HFSharedPrefixLM(HFLM):
         generator, drawn for all its steps up front (the same numbers, in the same order, as one draw per step)."""
         prefixes, first, rows, until, max_gen = [], [], [], [], []
         for group, group_rows in parts:
-            prefix, logits = self._prefill(group)
-            prefixes.append(prefix)
+            prompt, logits = self._prefill(group)
+            prefixes.append(prompt)
             first.append(logits.expand(len(group_rows), -1))
             rows += group_rows
             until += [group.until] * len(group_rows)
@@ -743,7 +744,8 @@ class HFSharedPrefixLM(HFLM):
         active = list(range(len(rows)))
         logits = torch.cat(first) if len(first) > 1 else first[0]
         needed, past, step = 0, None, 0
-        blocks, prefix = self._sampling_blocks(rows), None
+        blocks = self._sampling_blocks(rows)
+        prefix: SharedPrefix | RowPrefixes | None = None
         while active:
             chosen = self._next_tokens(logits, blocks, uniforms[:, step])
             still = []

@@ -35,6 +35,8 @@ from belief_tasks.planning.rates import BLOCKS, TREE
 from belief_tasks.requests import encode_request, is_seeded_sample
 
 LOGLIKELIHOOD = "loglikelihood"
+#: instances counted at a time (their request tokens held for that long)
+COUNT_CHUNK = 4096
 PER_TOKEN = "per_token_loglikelihood"
 GREEDY = "generate_until (greedy)"
 SAMPLED = "generate_until (sampled)"
@@ -134,9 +136,10 @@ class Encoder:
         """``requests.Tokenizes``: as ``encode``, from the memo."""
         return self.encode(string, add_special_tokens)
 
-    def prepare(self, pairs: Iterable[tuple[str, str]]) -> None:
+    def prepare(self, pairs: Iterable[tuple[str, str]]) -> list[tuple[str, bool]]:
         """Encode, in batches, everything ``pair`` will need for these (context, continuation) pairs: each distinct
-        context (without its trailing whitespace) and context + continuation, or a bare continuation."""
+        context (without its trailing whitespace) and context + continuation, or a bare continuation. Returns the
+        memo's keys of what is one request's own (a whole, a bare continuation), for ``forget``."""
         contexts, wholes, bare = [], [], []
         for context, continuation in pairs:
             stripped = context.rstrip()
@@ -148,6 +151,13 @@ class Encoder:
         self.encode_many(contexts)
         self.encode_many(wholes)
         self.encode_many(bare, special=False)
+        return [(t, self.add_bos_token) for t in wholes] + [(t, False) for t in bare]
+
+    def forget(self, keys: Iterable[tuple[str, bool]]) -> None:
+        """Drop these memo entries (``prepare``'s): a request's whole tokens are read once, and kept they would
+        hold every context once per option (IC-LKE: 100 copies of a 50-example context per fact)."""
+        for k in keys:
+            self._memo.pop(k, None)
 
     def pair(self, context: str, continuation: str) -> tuple[list[int], list[int]]:
         """(context tokens, continuation tokens) of a log-likelihood request (``requests.encode_request``)."""
@@ -201,9 +211,25 @@ def count_instances(
     contexts: dict[str, dict[str, int]] = {}  # kind -> context -> its tokens
     pairs: dict[str, dict[str, list[tuple[list[int], list[int]]]]] = {}  # kind -> context -> tokens (blocks)
     prompts: dict[str, dict[str, int]] = {}  # generation kind -> prompt -> tokens
-    encoder.prepare(inst.args[:2] for inst in instances if inst.request_type in (LOGLIKELIHOOD, PER_TOKEN))
-    encoder.encode_many(inst.args[0] for inst in instances if inst.request_type == "generate_until")
-    for inst in instances:
+    for lo in range(0, len(instances), COUNT_CHUNK):  # a chunk's request tokens at a time: memory follows the chunk
+        part = instances[lo : lo + COUNT_CHUNK]
+        own = encoder.prepare(inst.args[:2] for inst in part if inst.request_type in (LOGLIKELIHOOD, PER_TOKEN))
+        encoder.encode_many(inst.args[0] for inst in part if inst.request_type == "generate_until")
+        _count_part(part, encoder, sharing, out, rows, contexts, pairs, prompts)
+        encoder.forget(own)
+    shared_prompts(out, prompts)
+    for kind in contexts:
+        out[kind].shared_tokens = 0
+    for kind, by_context in rows.items():
+        out[kind].shared_tokens = shared_tokens(by_context, contexts[kind], encoder)
+    for kind, by_pairs in pairs.items():
+        out[kind].shared_tokens = block_tokens(by_pairs, encoder.max_length, block_size)
+    return out
+
+
+def _count_part(part: Sequence, encoder: Encoder, sharing: str | None, out, rows, contexts, pairs, prompts) -> None:
+    """``count_instances``' tally of one chunk of instances into its accumulators."""
+    for inst in part:
         kind = _kind(inst)
         cost = out.setdefault(kind, KindCost())
         n = int(getattr(inst, "repeats", 1) or 1)
@@ -226,14 +252,6 @@ def count_instances(
             cost.tokens += n * tokens
             cost.generated += n * new
             prompts.setdefault(kind, {})[inst.args[0]] = tokens
-    shared_prompts(out, prompts)
-    for kind in contexts:
-        out[kind].shared_tokens = 0
-    for kind, by_context in rows.items():
-        out[kind].shared_tokens = shared_tokens(by_context, contexts[kind], encoder)
-    for kind, by_pairs in pairs.items():
-        out[kind].shared_tokens = block_tokens(by_pairs, encoder.max_length, block_size)
-    return out
 
 
 def shared_prompts(out: dict[str, KindCost], prompts: Mapping[str, Mapping[str, int]]) -> None:
