@@ -214,9 +214,11 @@ def count_instances(
     for lo in range(0, len(instances), COUNT_CHUNK):  # a chunk's request tokens at a time: memory follows the chunk
         part = instances[lo : lo + COUNT_CHUNK]
         own = encoder.prepare(inst.args[:2] for inst in part if inst.request_type in (LOGLIKELIHOOD, PER_TOKEN))
-        encoder.encode_many(inst.args[0] for inst in part if inst.request_type == "generate_until")
+        gen = [inst.args[0] for inst in part if inst.request_type == "generate_until"]
+        encoder.encode_many(gen)
         _count_part(part, encoder, sharing, out, rows, contexts, pairs, prompts)
         encoder.forget(own)
+        encoder.forget((prompt, encoder.add_bos_token) for prompt in gen)  # a prompt's count is kept, not its tokens
     shared_prompts(out, prompts)
     for kind in contexts:
         out[kind].shared_tokens = 0
