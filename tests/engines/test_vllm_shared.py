@@ -129,7 +129,7 @@ def test_a_numeric_batch_size_hands_the_answers_over_call_by_call(shared_lm, sha
     """With a numeric ``--batch_size`` each pass goes to the engine in calls of at most that many requests (as
     lm-eval's ``vllm`` cuts its own), and each call's answers reach the cache hook before the next call begins: a
     run killed mid-pass keeps every call that returned. The numbers are those of one call per pass (``auto``)."""
-    from belief_tasks.backends.prefix_cache_plan import encode_request
+    from belief_tasks.requests import encode_request
 
     run = shared_runs["iclke"]
     args = [tuple(a) for s in run["samples"]["belief_demo_iclke"] for a in s["arguments"]]
