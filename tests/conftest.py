@@ -4,12 +4,27 @@ same folder is what the wheel installs (``tests/test_packaging.py``)."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 SHARED_DATA = ROOT.parent / "shared" / "data"
+
+if os.environ.get("PYTEST_XDIST_WORKER"):  # pytest -n N: one intra-op thread per worker (see one_torch_thread), for
+    os.environ["OMP_NUM_THREADS"] = "1"  # this process's torch and every subprocess it starts
+
+
+@pytest.fixture(scope="session", autouse=True)
+def one_thread_per_worker():
+    """Under ``pytest -n N`` (the README's test line) N workers share the cores: each runs torch on one thread, as
+    the ``one_torch_thread`` fixture does for one module, or the cores are oversubscribed."""
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        import torch
+
+        torch.set_num_threads(1)
+    yield
 
 
 @pytest.fixture(scope="session")

@@ -38,15 +38,16 @@ def evaluate(
 
     belief_tasks.install()  # our backends and hooks
     from lm_eval import simple_evaluate
-    from lm_eval.tasks import TaskManager
     from lm_eval.utils import simple_parse_args_string
 
+    from belief_tasks.hooks import lm_eval_api
     from belief_tasks.paths import task_yamls_dir
 
     meta = {"source": "sample", **(metadata or {})}
     # as the CLI does: tasks see the model args (pretrained=...) in their metadata
     tm_meta = {**(simple_parse_args_string(model_args) if isinstance(model_args, str) else dict(model_args)), **meta}
-    tm = TaskManager(include_path=str(task_yamls_dir()), metadata=tm_meta)
+    # as belief-eval builds it: our folder alone where it holds every task (lm-eval's own index costs 10-15 s)
+    tm = lm_eval_api.task_manager(tasks, str(task_yamls_dir()), task_yamls_dir(), metadata=tm_meta)
     import torch
 
     if "device" not in (model_args if isinstance(model_args, str) else ",".join(model_args)):

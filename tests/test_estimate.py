@@ -37,7 +37,9 @@ def built_tasks(model_path) -> dict:
 
     from belief_tasks.paths import task_yamls_dir
 
-    tm = TaskManager(include_path=str(task_yamls_dir()), metadata={**METADATA, "pretrained": str(model_path)})
+    tm = TaskManager(
+        include_path=str(task_yamls_dir()), include_defaults=False, metadata={**METADATA, "pretrained": str(model_path)}
+    )
     tasks = tm.load(TASKS)["tasks"]
     for task in tasks.values():
         task.build_all_requests(limit=None, rank=0, world_size=1)

@@ -21,7 +21,7 @@ def loaded_tasks(model_path, names: list[str]) -> dict:
     from belief_tasks.paths import task_yamls_dir
 
     metadata = {"source": "sample", "relations": "P36", "pretrained": str(model_path)}
-    return TaskManager(include_path=str(task_yamls_dir()), metadata=metadata).load(names)
+    return TaskManager(include_path=str(task_yamls_dir()), include_defaults=False, metadata=metadata).load(names)
 
 
 def recording_model(state_of: list, seen: list):

@@ -123,7 +123,9 @@ def demo_tasks(model_path):
     from belief_tasks.paths import task_yamls_dir
 
     manager = TaskManager(
-        include_path=str(task_yamls_dir()), metadata={"source": "sample", "pretrained": str(model_path)}
+        include_path=str(task_yamls_dir()),
+        include_defaults=False,
+        metadata={"source": "sample", "pretrained": str(model_path)},
     )
     return list(manager.load(["belief_demo"])["tasks"].values())
 

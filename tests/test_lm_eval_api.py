@@ -65,3 +65,20 @@ def test_max_length_follows_hflm():
 
     assert lm_eval_api.max_length(Config(), Tokenizer()) == 8192
     assert lm_eval_api.max_length(None, Tokenizer()) == 512
+
+
+def test_our_folder_alone_is_indexed_only_where_it_holds_every_requested_name(tmp_path):
+    """``ours_alone``: our tasks, groups and tags (a wildcard too) run on an index of our folder alone; a name of
+    lm-eval's, a YAML file, a folder or a user's own ``--include_path`` keeps lm-eval's whole index."""
+    from belief_tasks.paths import task_yamls_dir
+
+    ours = task_yamls_dir()
+    assert lm_eval_api.ours_alone(["belief_demo", "belief_bear,belief_mp_4template"], str(ours), ours) == str(ours)
+    assert lm_eval_api.ours_alone(["belief_demo_*"], str(ours), ours) == str(ours)
+    assert lm_eval_api.ours_alone(["belief_demo", "hellaswag"], str(ours), ours) is None  # lm-eval's own task
+    assert lm_eval_api.ours_alone(["belief_dmeo"], str(ours), ours) is None  # unknown: lm-eval says so, with hints
+    assert lm_eval_api.ours_alone([str(ours / "demo")], str(ours), ours) is None  # a folder
+    assert lm_eval_api.ours_alone(["belief_demo"], str(tmp_path), ours) is None  # a user's folder
+    assert lm_eval_api.ours_alone([], str(ours), ours) is None
+    built = lm_eval_api.task_manager(["belief_demo_bear"], str(ours), ours, metadata={"source": "sample"})
+    assert "hellaswag" not in built.all_tasks and "belief_demo_bear" in built.all_tasks

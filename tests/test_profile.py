@@ -35,7 +35,9 @@ def build(metadata: dict, model_path) -> dict:
 
     from belief_tasks.paths import task_yamls_dir
 
-    tm = TaskManager(include_path=str(task_yamls_dir()), metadata={**metadata, "pretrained": str(model_path)})
+    tm = TaskManager(
+        include_path=str(task_yamls_dir()), include_defaults=False, metadata={**metadata, "pretrained": str(model_path)}
+    )
     loaded = tm.load(["belief_profile"])
     return loaded["tasks"]
 

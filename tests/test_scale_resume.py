@@ -31,7 +31,7 @@ from harness import ROOT, env_with_checkout
 
 pytestmark = pytest.mark.e2e
 
-BEAR = {"source": "sample", "relations": "P1303,P36", "max_facts_per_relation": 4}
+BEAR = {"source": "sample", "relations": "P1303", "max_facts_per_relation": 1}  # 168 statements
 MIXED = {
     "source": "sample",
     "relations": "P36",
@@ -131,7 +131,7 @@ def test_a_killed_run_resumes_by_itself(model_path, tiny_mlm, tmp_path, model, b
     ref = tmp_path / "uninterrupted"
     log = run(command(model, path, ref, "belief_bear", BEAR, batch_size))
     total = cache_rows(the_cache(ref))
-    assert computed(log) == total > 300  # every answer computed once and kept: BEAR's statements are all distinct
+    assert computed(log) == total >= 168  # every answer computed once and kept: BEAR's statements are all distinct
 
     out = tmp_path / "killed"
     cmd = command(model, path, out, "belief_bear", BEAR, batch_size)

@@ -96,7 +96,7 @@ def test_every_family_runs_and_its_aggregations_ignore_record_order(one_process,
 
     from belief_tasks.paths import task_yamls_dir
 
-    tm = TaskManager(include_path=str(task_yamls_dir()), metadata=metadata(model_path))
+    tm = TaskManager(include_path=str(task_yamls_dir()), include_defaults=False, metadata=metadata(model_path))
     tasks = tm.load(FAMILIES)["tasks"]
     for name in FAMILIES:
         result, samples = one_process["results"][name], one_process["samples"][name]

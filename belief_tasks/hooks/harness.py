@@ -269,6 +269,7 @@ def install_tasks_before_model(on_bad_input: Callable[[BaseException, str], None
     from belief_tasks.data.sources import DataSourceError
     from belief_tasks.facts.schema import SchemaError
     from belief_tasks.options import KnobError
+    from belief_tasks.paths import task_yamls_dir
 
     def make(original):
         def process_tasks(self, metadata=None):
@@ -278,7 +279,8 @@ def install_tasks_before_model(on_bad_input: Callable[[BaseException, str], None
             requested = self.tasks.split(",") if isinstance(self.tasks, str) else list(self.tasks or [])
             try:
                 checks.check_backend(self.model)
-                manager = original(self, metadata)
+                with lm_eval_api.index_of(requested, self.include_path, task_yamls_dir()):  # ours alone: our index
+                    manager = original(self, metadata)
             except checks.CommandError as e:
                 on_bad_input(e, "")
                 raise

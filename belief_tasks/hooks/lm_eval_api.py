@@ -20,9 +20,10 @@ nothing of lm-eval).
 from __future__ import annotations
 
 import logging
+from contextlib import contextmanager
 from importlib import metadata as _metadata
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Iterator, Mapping, Sequence
 
 #: the lm-eval releases our tests pass on (CI: the whole suite on the newest, the metric-table and neighbour tests
 #: on the others); ``pyproject.toml`` declares ``lm-eval`` as ``LM_EVAL_RANGE`` (``tests/test_packaging.py``)
@@ -314,6 +315,58 @@ def tasks_folder() -> Path:
     import lm_eval.tasks
 
     return Path(lm_eval.tasks.__file__).parent
+
+
+def ours_alone(requested: Sequence[Any], include_path: Any, our_folder: Path) -> str | None:
+    """Our task folder, where every name in ``requested`` is a task, group or tag of ours and so lm-eval's own
+    ~14,700 tasks (10-15 s to index on a CPU) need not be indexed; None otherwise: a name of lm-eval's, a YAML file
+    or a folder, or an ``include_path`` other than ``our_folder`` (a user's own folder, whose groups may name
+    lm-eval's tasks). ``include_path`` None: the wheel put our tasks under lm-eval's folder (``belief/``)."""
+    from lm_eval.tasks import TaskManager
+
+    if include_path is None:
+        folder = tasks_folder() / "belief"
+    elif isinstance(include_path, (str, Path)) and Path(include_path).resolve() == our_folder.resolve():
+        folder = our_folder
+    else:
+        return None
+    names = [n for t in requested if isinstance(t, str) for n in t.split(",")]
+    if not names or not folder.is_dir() or any(n.endswith(".yaml") or Path(n).is_dir() for n in names):
+        return None
+    index = TaskManager(include_path=str(folder), include_defaults=False)
+    return str(folder) if all(index.match_tasks([n]) for n in names) else None
+
+
+def task_manager(requested: Sequence[Any], include_path: Any, our_folder: Path, **kwargs: Any) -> Any:
+    """lm-eval's ``TaskManager`` for ``requested``: over our folder alone where that holds them all
+    (``ours_alone``), else over ``include_path`` and lm-eval's own tasks. The same tasks, built the same way."""
+    from lm_eval.tasks import TaskManager
+
+    folder = ours_alone(requested, include_path, our_folder)
+    if folder is None:
+        return TaskManager(include_path=include_path, **kwargs)
+    return TaskManager(include_path=folder, include_defaults=False, **kwargs)
+
+
+@contextmanager
+def index_of(requested: Sequence[Any], include_path: Any, our_folder: Path) -> Iterator[None]:
+    """While open, the ``TaskManager`` that lm-eval's command line builds is ``task_manager``'s: our folder alone
+    where it holds every requested name."""
+    import lm_eval.tasks as tasks
+
+    original = tasks.TaskManager
+    folder = ours_alone(requested, include_path, our_folder)
+
+    class OursAlone(original):  # type: ignore[misc, valid-type]
+        def __init__(self, *args: Any, include_path: Any = None, include_defaults: bool = True, **kw: Any) -> None:
+            super().__init__(*args, include_path=folder, include_defaults=False, **kw)
+
+    if folder is not None:
+        tasks.TaskManager = OursAlone
+    try:
+        yield
+    finally:
+        tasks.TaskManager = original
 
 
 def parse_args_string(text: str) -> dict:

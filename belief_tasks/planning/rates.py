@@ -145,7 +145,8 @@ class Store:
 
     def save(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_name(self.path.name + ".partial")
+        # a partial file per process: runs that share the store (a test suite's workers) each replace it whole
+        tmp = self.path.with_name(f"{self.path.name}.{os.getpid()}.partial")
         data = {
             "version": VERSION,
             "models": {k: v.as_dict() for k, v in self.models.items()},

@@ -32,8 +32,6 @@ def build_tasks(
 
     ``model_args``: the keys a model argument may use in ``metadata`` (so that a misspelt knob is an error,
     as under ``belief-eval``)."""
-    from lm_eval.tasks import TaskManager
-
     import belief_tasks
     from belief_tasks.commands import checks
     from belief_tasks.paths import task_yamls_dir
@@ -41,11 +39,12 @@ def build_tasks(
     belief_tasks.install()
     keys = frozenset(model_args or {})
     checks.check_unknown_keys(dict(metadata or {}), keys)
-    from belief_tasks.hooks.lm_eval_api import tasks_folder
+    from belief_tasks.hooks import lm_eval_api
 
-    installed = (tasks_folder() / "belief").is_dir()  # the wheel put them under lm-eval
+    installed = (lm_eval_api.tasks_folder() / "belief").is_dir()  # the wheel put them under lm-eval
     include = None if installed else str(task_yamls_dir())  # as belief-eval: our folder unless installed
-    manager = TaskManager(include_path=include, metadata=dict(metadata or {}))
+    # our folder alone where it holds every requested name: lm-eval's own index costs 10-15 s a checkpoint
+    manager = lm_eval_api.task_manager(list(tasks), include, task_yamls_dir(), metadata=dict(metadata or {}))
     loaded = manager.load(list(tasks))
     checks.declare_model_args(loaded["tasks"].values(), keys)
     checks.check_knobs_read(dict(metadata or {}), loaded["tasks"].values(), keys)

@@ -91,7 +91,9 @@ def run_family(
     task, limit = tasks_limit or FAMILIES[family]
     meta = {"source": "sample", **(knobs or {})}
     # as the CLI does: the tasks see the model args (MONITOR needs the model's tokenizer)
-    tm = TaskManager(include_path=str(task_yamls_dir()), metadata={"pretrained": str(model_path), **meta})
+    tm = TaskManager(
+        include_path=str(task_yamls_dir()), include_defaults=False, metadata={"pretrained": str(model_path), **meta}
+    )
     return simple_evaluate(
         model=lm, tasks=[task], task_manager=tm, limit=limit, log_samples=True, metadata=meta, bootstrap_iters=0
     )

@@ -34,7 +34,9 @@ def test_two_engines_give_one_engine_s_numbers(model_path, vllm_runs):
     belief_tasks.install()
     lm = VLLMSharedPrefixLM(pretrained=str(model_path), batch_size="auto", data_parallel_size=2, **ENGINE_ARGS)
     meta = {"source": "sample"}
-    tm = TaskManager(include_path=str(task_yamls_dir()), metadata={"pretrained": str(model_path), **meta})
+    tm = TaskManager(
+        include_path=str(task_yamls_dir()), include_defaults=False, metadata={"pretrained": str(model_path), **meta}
+    )
     run = simple_evaluate(
         model=lm,
         tasks=[FAMILIES["iclke"][0], FAMILIES["monitor"][0]],
