@@ -227,6 +227,7 @@ def refuse(error: BaseException, task: str = "", stage: str = "loading the model
     """Bad input: one paragraph (what, where, how to fix), no traceback, exit code 2."""
     from belief_tasks.commands.checks import shipped_pages
 
+    stop_quietly()  # the run's watchdog says nothing after the refusal
     where = f"task {task}: " if task else ""
     text = shipped_pages(str(error).rstrip())
     text += "" if text.endswith(".") else "."

@@ -118,7 +118,9 @@ class Progress:
             try:
                 from tqdm import tqdm
 
-                tqdm.write(line, file=sys.stderr)
+                # the newline in the same write: the watchdog thread says lines too, and another thread's
+                # paragraph (a refusal) must not land between a line and its newline
+                tqdm.write(line + "\n", file=sys.stderr, end="")
                 sys.stderr.flush()
                 return
             except ImportError:
