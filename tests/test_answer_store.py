@@ -165,3 +165,37 @@ def test_a_run_under_use_cache_writes_through_the_store(tmp_path):
     with sqlite3.connect(Path(f"{prefix}_rank0.db")) as con:
         kept = {k for (k,) in con.execute("SELECT key FROM unnamed")}
     assert len(asked) > 50 and kept == asked
+
+
+class Generating(Counting):
+    """A model that also generates: greedy requests and sampled ones (``do_sample``), as lm-eval hands them."""
+
+    def generate_until(self, requests, disable_tqdm=False):
+        self.computed += len(requests)
+        return [f"answer to {r.args[0]}" for r in requests]
+
+
+def test_each_request_is_hashed_once_and_a_sample_is_neither_read_nor_written(tmp_path, monkeypatch, caplog):
+    """``harness.cached_call`` in place of ``CachingLM``'s request method: one key per request (lm-eval hashes
+    each twice), the same reads and log line, and no row for a sample, which lm-eval never reads back."""
+    import logging
+
+    from lm_eval.api.model import hash_args
+
+    hashed: list[str] = []
+    monkeypatch.setattr(harness, "hash_args", lambda t, a: hashed.append(a[0]) or hash_args(t, a))
+    greedy = [Req(f"Q{i}", {"until": ["\n"], "do_sample": False}) for i in range(6)]
+    sampled = [Req(f"Q{i}", {"until": ["\n"], "do_sample": True, "temperature": 1.0}) for i in range(4)]
+    db = str(tmp_path / "c_rank0.db")
+    lm, caching = cached(db, batched=True)
+    lm.__class__ = Generating
+    first = caching.generate_until(greedy[:3] + sampled)
+    assert lm.computed == 7 and sorted(hashed) == ["Q0", "Q1", "Q2"]
+    hashed.clear()
+    with caplog.at_level(logging.INFO, logger="lm_eval.api.model"):
+        second = caching.generate_until(greedy + sampled)
+    assert lm.computed == 7 + 3 + 4  # the three greedy answers kept are read; every sample is computed again
+    assert second[:3] == first[:3] and sorted(hashed) == sorted(f"Q{i}" for i in range(6))
+    assert "Cached requests: 3, Requests remaining: 7" in caplog.text  # lm-eval's count: a sample is remaining
+    caching.dbdict.close()
+    assert answers_held(Path(db)) == 6

@@ -28,6 +28,7 @@ INTERVAL = 1.0
 #: lm-eval's table (sqlitedict's default name)
 TABLE = "unnamed"
 
+_MISSING = object()
 _open: weakref.WeakSet[AnswerStore] = weakref.WeakSet()
 _timer: threading.Thread | None = None
 _setup = threading.Lock()
@@ -62,14 +63,19 @@ class AnswerStore:
                 return True
             return self._may_hold and self._select(key) is not None
 
-    def __getitem__(self, key: str) -> Any:
+    def get(self, key: str, default: Any = None) -> Any:
+        """The answer under ``key``, or ``default``: one look-up (``key in`` then ``[key]`` is two)."""
         with self._lock:
             if key in self._pending:
                 return self._decode(self._pending[key])
             row = self._select(key) if self._may_hold else None
-        if row is None:
+        return default if row is None else self._decode(row[0])
+
+    def __getitem__(self, key: str) -> Any:
+        value = self.get(key, _MISSING)
+        if value is _MISSING:
             raise KeyError(key)
-        return self._decode(row[0])
+        return value
 
     def __setitem__(self, key: str, value: Any) -> None:
         blob = self._encode(value)

@@ -25,7 +25,9 @@ only (``OUR_TASKS``), or requests only ours can carry.
    lm-eval keys: ``per_token_loglikelihood`` (``hf-shared``), ``mask_topk`` and ``loglikelihood_span``
    (``hf-mlm``), and the sampled generations of our tasks that carry their own ``seed`` (``hf-shared``;
    stock ``hf`` through 5.), which lm-eval writes but never reads. The database itself is written in batches
-   (``batch_cache_writes``, from 7.): lm-eval's ``SqliteDict`` commits each answer alone.
+   (``batch_cache_writes``, from 7.): lm-eval's ``SqliteDict`` commits each answer alone; and ``CachingLM``'s
+   own request methods are served by ``cached_call`` (an attribute of the instance, before its ``__getattr__``),
+   which keys each request once where lm-eval hashes it twice.
 4. (none: data parallelism on CPU is a property of ``hf-shared`` and ``hf-mlm``, not a patch of
    ``HFLM``; stock ``hf`` runs the whole task in every CPU process, as lm-eval does.)
 5. Per-request sampling seeds on ``hf`` (``HFLM.generate_until``, the one patch that serves requests):
@@ -150,9 +152,12 @@ def cache_of(lm):
 def batch_cache_writes(lm) -> Any:
     """Under ``--use_cache`` (``lm`` is lm-eval's ``CachingLM``): its ``SqliteDict``, one transaction per answer,
     replaced by an ``AnswerStore`` on the same file (``hooks/answer_store.py``: one transaction a second, the same
-    format), in ``CachingLM`` and in the hook it handed the model it wraps. Returns the store, or None."""
+    format), in ``CachingLM`` and in the hook it handed the model it wraps; and its request methods served by
+    ``cached_call`` (each request's key computed once, not twice). Returns the store, or None."""
+    import functools
+
     from belief_tasks.hooks.answer_store import AnswerStore
-    from belief_tasks.hooks.lm_eval_api import is_caching
+    from belief_tasks.hooks.lm_eval_api import CACHED_REQUEST_TYPES, is_caching
 
     if not is_caching(lm):
         return None
@@ -165,7 +170,25 @@ def batch_cache_writes(lm) -> Any:
     hook = getattr(lm.lm, "cache_hook", None)
     if hook is not None and getattr(hook, "dbdict", None) is old:
         hook.dbdict = store
+    for request_type in CACHED_REQUEST_TYPES:  # an instance attribute comes before CachingLM's __getattr__
+        setattr(lm, request_type, functools.partial(cached_call, lm, request_type))
     return store
+
+
+def cached_call(caching_lm, request_type: str, requests: list) -> list:
+    """lm-eval's ``CachingLM`` request method, with one key per request: its own hashes each request twice (to
+    look it up, then to write its answer), which on a fast model costs more than the cache's writes
+    (docs/scale.md, "What it costs"). The same reads, the same keys and the same log line; a sampled
+    ``generate_until``, which lm-eval never reads back, is not written either (a backend that reads its seeded
+    samples back writes them itself, ``read_through``)."""
+    lm_eval_api.CACHE_LOG.info(
+        "Loading '%s' responses from cache '%s' where possible...", request_type, caching_lm.cache_db
+    )
+    greedy = (lambda req: not req.args[1].get("do_sample", False)) if request_type == "generate_until" else None
+    inner = caching_lm.lm
+    results, found, _ = _through(caching_lm.dbdict, request_type, requests, getattr(inner, request_type), greedy)
+    lm_eval_api.CACHE_LOG.info("Cached requests: %d, Requests remaining: %d", found, len(requests) - found)
+    return results
 
 
 def seeded_sample_of_ours(request) -> bool:
@@ -191,26 +214,44 @@ def read_through(
     db = cache_of(lm)
     if db is None:
         return compute(requests)
-    keys = [hash_args(request_type, req.args) if readable is None or readable(req) else None for req in requests]
-    hits = {i: db[k] for i, k in enumerate(keys) if k is not None and k in db}
-    results: list[Any] = [hits.get(i) for i in range(len(keys))]
-    todo = [i for i in range(len(keys)) if i not in hits]
-    n_readable = sum(k is not None for k in keys)
+    results, found, n_readable = _through(db, request_type, requests, compute, readable)
     if n_readable:  # as lm-eval's own line, of the requests this read could serve
         lm_eval_api.CACHE_LOG.info(
             "Cached requests: %d, Requests remaining: %d (%s%s)",
-            len(hits),
-            n_readable - len(hits),
+            found,
+            n_readable - found,
             request_type,
             "" if readable is None else ", seeded samples of ours",
         )
-    fresh = compute([requests[i] for i in todo]) if todo else []
-    for i, value in zip(todo, fresh, strict=True):
-        results[i] = value
-        if keys[i] is not None:
-            db[keys[i]] = value
-    db.commit()
     return results
+
+
+_MISSING = object()
+
+
+def _through(db, request_type: str, requests: list, compute: Callable[[list], list], readable) -> tuple[list, int, int]:
+    """``requests``' answers, how many came from ``db`` and how many could: the ``readable`` ones (None: all) read
+    where present, ``compute`` on the rest, the readable answers it computes written back and committed. Each
+    request is hashed once, and only the keys of the requests computed are held until their answers come."""
+    results: list[Any] = [None] * len(requests)
+    todo: list[int] = []
+    keys: list[str | None] = []
+    for i, req in enumerate(requests):
+        key = hash_args(request_type, req.args) if readable is None or readable(req) else None
+        value = _MISSING if key is None else db.get(key, _MISSING)
+        if value is _MISSING:
+            todo.append(i)
+            keys.append(key)
+        else:
+            results[i] = value
+    fresh = compute([requests[i] for i in todo]) if todo else []
+    for i, key, value in zip(todo, keys, fresh, strict=True):
+        results[i] = value
+        if key is not None:
+            db[key] = value
+    db.commit()
+    found = len(requests) - len(todo)
+    return results, found, found + len(keys) - keys.count(None)
 
 
 # --- the launch (read by hf-mlm and belief-eval) -------------------------------------------------

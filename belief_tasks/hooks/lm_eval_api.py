@@ -152,6 +152,8 @@ def cache_hook(caching_lm: Any = None) -> Any:
     return CacheHook(caching_lm)
 
 
+#: the request types lm-eval's ``CachingLM`` reads from its database (every other one passes through)
+CACHED_REQUEST_TYPES = ("loglikelihood", "loglikelihood_rolling", "generate_until")
 #: the logger lm-eval reports its cache reads on ("Cached requests: ...")
 CACHE_LOG = logging.getLogger("lm_eval.api.model")
 

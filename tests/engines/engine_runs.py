@@ -20,11 +20,10 @@ from typing import Any, Iterator
 
 import pytest
 
-#: family -> (task, --limit): every family at a small limit (IC-LKE and EIC-LKE send ~100 options of a
-#: ~600-token context per fact, and vLLM's prompt_logprobs skip its prefix cache, so one fact each).
+#: family -> (task, --limit): every family at a small limit (IC-LKE and EIC-LKE, one fact each, on ``KNOBS``).
 #: The BELIEF-ICL limits reach pairs with sampled prompts (Ovconf's K samples).
 FAMILIES: dict[str, tuple[str, int]] = {
-    "bear": ("belief_demo_bear", 4),
+    "bear": ("belief_demo_bear", 2),
     "mp": ("belief_demo_mp_4template", 3),
     "qa": ("belief_demo_qa_4template", 3),
     "iclke": ("belief_demo_iclke", 1),
@@ -32,6 +31,14 @@ FAMILIES: dict[str, tuple[str, int]] = {
     "monitor": ("belief_demo_monitor", 2),
 }
 SAMPLED = ("mp", "qa")
+#: family -> its knobs in these runs: IC-LKE and EIC-LKE on 10 in-context examples and 20 options (the demo: 50
+#: and up to 100, a ~600-token context sent once per option, and vLLM's prompt_logprobs skip its prefix cache:
+#: 82 s and 49 s a run on lm-eval's vllm here, against 8.5 s and 8.7 s). Every engine's code path is the same at
+#: either size: a context of several blocks, shared by every option of its fact.
+KNOBS: dict[str, dict[str, int]] = {
+    "iclke": {"n_examples": 10, "max_options": 20},
+    "eiclke": {"eic_lead": 10, "max_options": 20},
+}
 LL_TOL = 5e-4  # nats, per request (float32 kernels differ; measured gaps in docs/backends_support.md)
 
 #: the CPU engine's settings (docs/backends_support.md, "vLLM on CPU"): a small KV cache, no CPU kept
@@ -79,7 +86,8 @@ def run_family(
     lm, family: str, model_path, *, tasks_limit: tuple[str, int] | None = None, knobs: dict | None = None
 ) -> dict:
     """One family on ``lm`` (an lm-eval ``LM`` instance, reused across runs: one engine start per
-    module), on the bundled sample (and ``knobs``), with per-sample logs. Returns lm-eval's results dict."""
+    module), on the bundled sample with the family's ``KNOBS`` (and ``knobs``), with per-sample logs. Returns
+    lm-eval's results dict."""
     import belief_tasks
 
     belief_tasks.install()
@@ -89,7 +97,7 @@ def run_family(
     from belief_tasks.paths import task_yamls_dir
 
     task, limit = tasks_limit or FAMILIES[family]
-    meta = {"source": "sample", **(knobs or {})}
+    meta = {"source": "sample", **KNOBS.get(family, {}), **(knobs or {})}
     # as the CLI does: the tasks see the model args (MONITOR needs the model's tokenizer)
     tm = TaskManager(
         include_path=str(task_yamls_dir()), include_defaults=False, metadata={"pretrained": str(model_path), **meta}

@@ -3,9 +3,9 @@ of its own) gives one engine's numbers. lm-eval's ``vllm`` cannot run so on a CP
 ``num_gpus=tensor_parallel_size``, which a CPU node does not have, and wait forever): docs/backends_support.md.
 
 One ``simple_evaluate`` of IC-LKE and MONITOR at ``--limit 1``, so that each request type is one call, dispatched
-once to the two engines: the log-likelihoods (whole contexts to each replica, each running the passes) and
-MONITOR's greedy answers. Compared request by request with lm-eval's ``vllm`` on one engine (``vllm_runs``,
-whose limits reach these documents)."""
+once to the two engines (lm-eval starts both engines again for each call): the log-likelihoods (whole contexts to
+each replica, each running the passes) and MONITOR's greedy answers. Compared request by request with lm-eval's
+``vllm`` on one engine (``vllm_runs``, whose limits reach these documents)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import os
 
 import pytest
 
-from engine_runs import ENGINE_ARGS, FAMILIES, requests_of, require_vllm, set_cpu_env
+from engine_runs import ENGINE_ARGS, FAMILIES, KNOBS, requests_of, require_vllm, set_cpu_env
 
 require_vllm()
 if os.environ.get("BELIEF_REQUIRE_VLLM") == "1":
@@ -33,7 +33,7 @@ def test_two_engines_give_one_engine_s_numbers(model_path, vllm_runs):
 
     belief_tasks.install()
     lm = VLLMSharedPrefixLM(pretrained=str(model_path), batch_size="auto", data_parallel_size=2, **ENGINE_ARGS)
-    meta = {"source": "sample"}
+    meta = {"source": "sample", **KNOBS["iclke"]}  # the knobs of vllm_runs' IC-LKE (MONITOR has none of its own)
     tm = TaskManager(
         include_path=str(task_yamls_dir()), include_defaults=False, metadata={"pretrained": str(model_path), **meta}
     )

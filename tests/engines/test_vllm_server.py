@@ -158,7 +158,7 @@ def test_served_shared_reads_the_server_s_cache(served_shared_runs, served_share
     from engine_runs import boundary_requests
 
     run = served_shared_runs["iclke"]
-    assert run["config"]["vllm_shared"]["requests"] >= served_shared_runs["counts"]["iclke"]["requests"] >= 100
+    assert run["config"]["vllm_shared"]["requests"] >= served_shared_runs["counts"]["iclke"]["requests"] >= 10
     lm = served_shared_lm
     args = [tuple(a) for s in run["samples"]["belief_demo_iclke"] for a in s["arguments"]]
     requests = [(None, [lm.eot_token_id] + c, t) for c, t in (encode_request(lm, c, t) for c, t in args)]

@@ -63,7 +63,7 @@ def test_counts_are_in_the_results_json_and_match_the_arithmetic(shared_runs, sh
     from belief_tasks.requests import encode_request
 
     run = shared_runs["iclke"]
-    assert run["config"]["vllm_shared"]["requests"] >= shared_runs["counts"]["iclke"]["requests"] >= 100
+    assert run["config"]["vllm_shared"]["requests"] >= shared_runs["counts"]["iclke"]["requests"] >= 10
     args = [tuple(a) for s in run["samples"]["belief_demo_iclke"] for a in s["arguments"]]
     requests = [(None, *encode_request(shared_lm, c, t)) for c, t in args]
     shared_lm.model.reset_prefix_cache()
@@ -74,7 +74,8 @@ def test_counts_are_in_the_results_json_and_match_the_arithmetic(shared_runs, sh
     print(f"\nIC-LKE on vllm-shared: {counts}; predicted {predicted}")
     assert counts["requests"] == counts["cache_reads"] == len(args)
     assert (counts["computed_tokens"], counts["recomputed"]) == (predicted.computed_tokens, predicted.recomputed)
-    assert counts["computed_tokens"] * 5 < counts["prompt_tokens"]
+    # KNOBS' 10 examples and 20 options: 521 of 1,129 tokens computed (the demo's 50 and up to 100: under a fifth)
+    assert counts["computed_tokens"] * 2 < counts["prompt_tokens"]
 
 
 def test_per_token_route_of_monitor_runs(shared_lm, model_path, vllm_runs):
