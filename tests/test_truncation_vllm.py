@@ -26,7 +26,9 @@ MAX_LEN = 64
 
 @pytest.fixture(scope="module")
 def vllm_lm(model_path):
-    for key, value in {"VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_CPU_NUM_OF_RESERVED_CPU": "0"}.items():
+    # the CPU settings, and the engine core in this process (tests/engines/engine_runs.py, IN_PROCESS)
+    cpu = {"VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_CPU_NUM_OF_RESERVED_CPU": "0", "VLLM_ENABLE_V1_MULTIPROCESSING": "0"}
+    for key, value in cpu.items():
         os.environ.setdefault(key, value)
     from lm_eval.models.vllm_causallms import VLLM
 

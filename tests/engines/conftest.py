@@ -25,7 +25,7 @@ def hf_runs(model_path) -> dict:
 def vllm_runs(model_path) -> dict:
     """Every family on lm-eval's ``vllm`` (one engine, stopped once its runs are done, before another module
     starts one), and under ``"again"`` the sampled families run a second time on the same engine."""
-    set_cpu_env()
+    set_cpu_env(in_process=True)
     from lm_eval.models.vllm_causallms import VLLM
 
     lm = VLLM(pretrained=str(model_path), batch_size="auto", **ENGINE_ARGS)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from engine_runs import VLLM_CPU_ENV, require_vllm
+from engine_runs import IN_PROCESS, VLLM_CPU_ENV, require_vllm
 
 require_vllm()
 
@@ -38,7 +38,7 @@ SMALL = [
 @pytest.mark.parametrize("arm", [a for a in engines.ARMS if a.startswith("vllm")])
 def test_vllm_arm_runs_every_workload(arm, model_path, tmp_path):
     out = tmp_path / "bench.json"
-    env = {**os.environ, **VLLM_CPU_ENV}
+    env = {**{k: v for k, v in os.environ.items() if k not in IN_PROCESS}, **VLLM_CPU_ENV}  # vLLM's default processes
     done = subprocess.run(
         [
             sys.executable,

@@ -23,7 +23,7 @@ else:
 
 
 def test_two_engines_give_one_engine_s_numbers(model_path, vllm_runs):
-    set_cpu_env()
+    set_cpu_env(in_process=True)  # in each replica's Ray task too: Ray's workers inherit it
     from lm_eval import simple_evaluate
     from lm_eval.tasks import TaskManager
 

@@ -81,7 +81,7 @@ def api_lm(server, model_path):
         base_url=server,
         tokenizer=str(model_path),
         tokenizer_backend="huggingface",
-        num_concurrent=1,
+        num_concurrent=4,  # as vllm-serve-shared below: the server batches what arrives together
         max_retries=1,
         batch_size=16,
     )

@@ -26,7 +26,7 @@ require_vllm()
 
 @pytest.fixture(scope="module")
 def shared_lm(model_path, vllm_runs):  # vllm_runs first: its engine is stopped before this one starts
-    set_cpu_env()
+    set_cpu_env(in_process=True)
     from belief_tasks.backends.vllm_shared import VLLMSharedPrefixLM
 
     lm = VLLMSharedPrefixLM(pretrained=str(model_path), batch_size="auto", **ENGINE_ARGS)
