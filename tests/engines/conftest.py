@@ -4,7 +4,15 @@ older than the main one's: the comparison is between engines run side by side, n
 
 from __future__ import annotations
 
+import os
+
 import pytest
+
+# One OpenMP thread for the whole session (engine_runs.VLLM_CPU_ENV), set before torch is first imported (vLLM's
+# import at collection): an engine core in this process (engine_runs.IN_PROCESS) keeps torch's thread count from
+# then on (vLLM's CPU worker turns torch.set_num_threads into a no-op), and two threads on a busy 2-core machine
+# wait on each other.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 from engine_runs import ENGINE_ARGS, FAMILIES, SAMPLED, run_family, set_cpu_env
 
