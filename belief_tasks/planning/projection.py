@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
+from belief_tasks.backends.registry import backend
 from belief_tasks.planning import progress, rates
 from belief_tasks.planning.cost import TaskCost
 from belief_tasks.planning.flops import Flop, weights_bytes
@@ -26,6 +27,9 @@ REQUEST_TYPE = {"generate_until (greedy)": "generate_until", "generate_until (sa
 HARNESS_DEFAULTS = {
     "startup_s": 12.0,  # python, lm-eval, torch and our hooks, before the tasks are built
     "model_load_s_per_gb": 4.0,  # weights read and placed
+    # vLLM's offline engine on top of its weights: its engine process (vLLM imported again), the model runner and the
+    # KV cache (lm-eval's vllm, the bundled model, the CPU settings of docs/backends_support.md, a quiet machine)
+    "vllm_engine_start_s": 30.0,
     "record_s_per_request": 2e-5,  # process_results, per request
     "aggregate_s_per_doc": 2e-3,  # metrics and standard errors, per document
     "aggregate_s_per_doc_budget": 2e-2,  # with a budget's bootstrap intervals
@@ -154,11 +158,15 @@ def model_load(
     setting: Setting, model: rates.ModelRates | None, h: Mapping[str, float], now: float | None
 ) -> float | None:
     """Seconds to load the model: as an earlier run or calibration of this setting measured it (scaled by the load),
-    else its weights' size at this machine's rate; None where neither is known (an API model)."""
+    else its weights' size at this machine's rate, and a vLLM engine's start where the backend starts one; None where
+    neither is known (an API model)."""
     if model is not None and model.model_load_s:
         return model.model_load_s * rates.contention(model.matmul, now)
     size = weights_bytes(setting.model_args)
-    return h["model_load_s_per_gb"] * size / 1e9 if size else None
+    load = h["model_load_s_per_gb"] * size / 1e9 if size else None
+    if backend(setting.backend).needs_vllm:
+        load = (load or 0.0) + h["vllm_engine_start_s"]
+    return load
 
 
 def project(
