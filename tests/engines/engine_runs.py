@@ -77,8 +77,8 @@ def require_vllm() -> None:
 #: vLLM's engine core in the calling process (vLLM's own switch, ``VLLM_ENABLE_V1_MULTIPROCESSING=0``): the same
 #: engine (scheduler, KV cache, model runner, sampler) without a process of its own, whose start imports vLLM again:
 #: 53 s for lm-eval's ``vllm`` to start and stop here against 26 s in process, quiet. The offline engines of these
-#: tests run so (``set_cpu_env(in_process=True)``, kept for the session); vLLM's default, a process per engine, is
-#: what the benchmark's arms (a subprocess, as a user runs it) and every ``vllm serve`` run.
+#: tests run so (``set_cpu_env(in_process=True)``, kept for the session; the benchmark's arms get it in their
+#: environment); every ``vllm serve`` runs vLLM's default, a process per engine (``serving`` drops it).
 IN_PROCESS = {"VLLM_ENABLE_V1_MULTIPROCESSING": "0"}
 
 
