@@ -38,7 +38,7 @@ SMALL = [
 @pytest.mark.parametrize("arm", [a for a in engines.ARMS if a.startswith("vllm")])
 def test_vllm_arm_runs_every_workload(arm, model_path, tmp_path):
     out = tmp_path / "bench.json"
-    env = {**os.environ, **VLLM_CPU_ENV, **IN_PROCESS}  # the arm's engine core in its own process (engine_runs)
+    env = {**os.environ, **VLLM_CPU_ENV, **IN_PROCESS}  # the engine core in the arm's process (engine_runs.IN_PROCESS)
     done = subprocess.run(
         [
             sys.executable,

@@ -40,7 +40,7 @@ FAILURES = {
 
 def _settings(model_path, case: str, monkeypatch) -> dict:
     over, env, _, _ = FAILURES[case]
-    set_cpu_env(in_process=True)  # the engine's checks are the same in its own process
+    set_cpu_env(in_process=True)  # in process, the engine runs the checks it runs in a process of its own
     for key, value in env.items():
         if value is None:
             monkeypatch.delenv(key, raising=False)
