@@ -117,6 +117,51 @@ def test_the_timer_writes_an_answer_that_no_later_write_follows(tmp_path):
     store.close()
 
 
+class SlowFile:
+    """A store's connection whose transactions wait for ``go``: a slow disk, held still while the test looks."""
+
+    def __init__(self, con: sqlite3.Connection):
+        import threading
+
+        self.con, self.go, self.writing = con, threading.Event(), threading.Event()
+
+    def executemany(self, sql, rows):
+        self.writing.set()
+        assert self.go.wait(30), "the test never let the write go on"
+        return self.con.executemany(sql, rows)
+
+    def __getattr__(self, name):
+        return getattr(self.con, name)
+
+    def __enter__(self):
+        return self.con.__enter__()
+
+    def __exit__(self, *exc):
+        return self.con.__exit__(*exc)
+
+
+def test_the_writer_thread_writes_while_the_run_goes_on(tmp_path):
+    """A request type's answers (``harness._through``: ``update``, then ``flush_soon``) go to the file from the
+    writer thread: the call returns before the transaction ends, answers keep coming and are read back meanwhile,
+    and everything is on file once the writer is done."""
+    import threading
+
+    db = tmp_path / "c_rank0.db"
+    store = AnswerStore(str(db), interval=3600)
+    slow = store._con = SlowFile(store._con)
+    store.update((f"k{i}", float(i)) for i in range(1000))
+    store.flush_soon()  # returns at once: the writer thread takes the transaction
+    assert slow.writing.wait(10), "the writer thread did not start the transaction"
+    assert threading.current_thread() is threading.main_thread() and store._flusher != threading.get_ident()
+    store["late"] = -1.0  # a new answer while the file is busy: kept in memory, nothing waits
+    assert store["k999"] == 999.0 and store["late"] == -1.0 and "k1000" not in store  # both read back meanwhile
+    assert answers_held(db) == 0
+    slow.go.set()
+    store.commit()  # waits for the writer's transaction, then writes what came during it
+    assert answers_held(db) == 1001 and store["k0"] == 0.0
+    store.close()
+
+
 WRITER = textwrap.dedent(
     """
     import sys, time

@@ -6,21 +6,24 @@ removed). On a fast model that costs more than the model (docs/scale.md, "What i
 its place for a run (``hooks.harness.batch_cache_writes``, from the evaluate hook): the same file, table, keys and
 pickled values (sqlitedict's ``encode``/``decode``), so plain lm-eval reads what it writes and it reads what
 plain lm-eval wrote; look-ups go straight to sqlite; writes wait in memory and go to the file in one transaction
-once ``INTERVAL`` seconds have passed since the last one (at the next write, or from a timer thread when no write
-comes), whenever lm-eval or our ``read_through`` commits (the end of each request type's call), at exit and on
-SIGTERM. A SIGKILL (or a power cut: sqlite runs with ``synchronous=OFF``, as sqlitedict sets it) loses the answers
-of the last ``INTERVAL`` seconds at most.
+once ``INTERVAL`` seconds have passed since the oldest of them came (written by a timer thread, so that the run does
+not wait for the file: sqlite works without the GIL), whenever lm-eval or our ``read_through`` commits (the end of
+each request type's call; in the caller's thread), at exit and on SIGTERM. A SIGKILL (or a power cut: sqlite runs
+with ``synchronous=OFF``, as sqlitedict sets it) loses the answers of the last ``INTERVAL`` seconds at most, and
+those of a transaction it cuts.
 """
 
 from __future__ import annotations
 
 import atexit
+import math
 import os
 import signal
 import sqlite3
 import threading
 import time
 import weakref
+from collections.abc import Iterable
 from typing import Any
 
 #: seconds between two transactions at most (what a SIGKILL can lose)
@@ -32,6 +35,7 @@ _MISSING = object()
 _open: weakref.WeakSet[AnswerStore] = weakref.WeakSet()
 _timer: threading.Thread | None = None
 _setup = threading.Lock()
+_wake = threading.Event()  # set by a write that finds its store due: the timer thread writes it now
 
 
 class AnswerStore:
@@ -43,8 +47,10 @@ class AnswerStore:
 
         self.filename, self.interval = filename, interval
         self._encode, self._decode = encode, decode
-        self._lock = threading.RLock()
+        self._lock = threading.RLock()  # the answers in memory (``_pending``, ``_writing``)
+        self._write_lock = threading.RLock()  # one transaction at a time on the connection
         self._pending: dict[str, Any] = {}
+        self._writing: dict[str, Any] = {}  # the answers of the transaction under way, readable until it ends
         self._since: float | None = None  # when the oldest pending answer came
         self._flusher: int | None = None  # the thread inside ``flush`` (a signal may interrupt it)
         self._deliver: int | None = None  # a signal that came during that flush, raised again after it
@@ -58,17 +64,16 @@ class AnswerStore:
         _watch(self)
 
     def __contains__(self, key: str) -> bool:
-        with self._lock:
-            if key in self._pending:
-                return True
-            return self._may_hold and self._select(key) is not None
+        return self.get(key, _MISSING) is not _MISSING
 
     def get(self, key: str, default: Any = None) -> Any:
         """The answer under ``key``, or ``default``: one look-up (``key in`` then ``[key]`` is two)."""
         with self._lock:
-            if key in self._pending:
-                return self._decode(self._pending[key])
-            row = self._select(key) if self._may_hold else None
+            blob = self._pending.get(key, self._writing.get(key, _MISSING))
+            if blob is not _MISSING:
+                return self._decode(blob)
+            may_hold = self._may_hold
+        row = self._select(key) if may_hold else None
         return default if row is None else self._decode(row[0])
 
     def __getitem__(self, key: str) -> Any:
@@ -78,46 +83,73 @@ class AnswerStore:
         return value
 
     def __setitem__(self, key: str, value: Any) -> None:
-        blob = self._encode(value)
+        self.update(((key, value),))
+
+    def update(self, items: Iterable[tuple[str, Any]]) -> None:
+        """Keep several answers (``(key, answer)`` pairs) at once: one lock and one clock read for all of them."""
+        blobs = [(key, self._encode(value)) for key, value in items]
         with self._lock:
-            self._pending[key] = blob
-            if self._since is None:
+            self._pending.update(blobs)
+            if self._since is None and self._pending:
                 self._since = time.monotonic()
-            elif time.monotonic() - self._since >= self.interval:
-                self.flush()
+        if self.due():
+            _wake.set()  # the timer thread writes them
 
     def _select(self, key: str):
         assert self._con is not None, f"{self.filename}: the answer store is closed"
         return self._con.execute(f'SELECT value FROM "{TABLE}" WHERE key = ?', (key,)).fetchone()
 
     def flush(self) -> None:
-        """Write the pending answers in one transaction; they stay pending if it fails."""
-        with self._lock:
-            if not self._pending or self._con is None or os.getpid() != self._pid:
-                return
+        """Write the pending answers in one transaction; they stay pending if it fails. New answers may come while
+        it writes (``update`` waits only for ``_lock``, which the transaction does not hold)."""
+        with self._write_lock:
             self._flusher = threading.get_ident()
             try:
-                with self._con:  # one transaction: committed, or rolled back on an error
-                    # in key order: the key index's pages are visited once each, not at random (27% less time)
-                    self._con.executemany(
-                        f'REPLACE INTO "{TABLE}" (key, value) VALUES (?, ?)', sorted(self._pending.items())
-                    )
-                self._pending.clear()
-                self._since, self._may_hold = None, True
+                self._write_pending()
             finally:
                 self._flusher = None
                 deliver, self._deliver = self._deliver, None
         if deliver is not None:
             _finish(deliver)
 
-    commit = flush  # lm-eval's CachingLM and our read_through commit after each call
+    def _write_pending(self) -> None:
+        with self._lock:
+            if not self._pending or self._con is None or os.getpid() != self._pid:
+                return
+            self._writing, self._pending, self._since = self._pending, {}, None
+        written = False
+        try:
+            with self._con:  # one transaction: committed, or rolled back on an error
+                # in key order: the key index's pages are visited once each, not at random (27% less time)
+                self._con.executemany(
+                    f'REPLACE INTO "{TABLE}" (key, value) VALUES (?, ?)', sorted(self._writing.items())
+                )
+            written = True
+        finally:
+            with self._lock:
+                if written:
+                    self._may_hold = True
+                else:  # back to pending, behind any newer answer under the same key
+                    self._pending = {**self._writing, **self._pending}
+                    self._since = self._since or time.monotonic()
+                self._writing = {}
+
+    commit = flush  # lm-eval's CachingLM commits after each call, and waits for it
+
+    def flush_soon(self) -> None:
+        """Have the timer thread write the pending answers now, without waiting for it (``harness._through`` at the
+        end of a request type: the run goes on to its next step while the file is written)."""
+        with self._lock:
+            if self._pending:
+                self._since = -math.inf  # due at once
+        _wake.set()
 
     def due(self) -> bool:
         since = self._since
         return since is not None and time.monotonic() - since >= self.interval
 
     def close(self) -> None:
-        with self._lock:
+        with self._write_lock:
             self.flush()
             if self._con is not None:
                 self._con.close()
@@ -147,7 +179,8 @@ def _watch(store: AnswerStore) -> None:
 def _tick() -> None:
     """The timer: a store whose oldest pending answer waited its interval is written, whether writes come or not."""
     while True:
-        time.sleep(min([INTERVAL, *(s.interval for s in list(_open))]) / 4)
+        _wake.wait(min([INTERVAL, *(s.interval for s in list(_open))]) / 4)
+        _wake.clear()
         for store in list(_open):
             if store.due():
                 try:

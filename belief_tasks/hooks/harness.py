@@ -231,8 +231,9 @@ _MISSING = object()
 
 def _through(db, request_type: str, requests: list, compute: Callable[[list], list], readable) -> tuple[list, int, int]:
     """``requests``' answers, how many came from ``db`` and how many could: the ``readable`` ones (None: all) read
-    where present, ``compute`` on the rest, the readable answers it computes written back and committed. Each
-    request is hashed once, and only the keys of the requests computed are held until their answers come."""
+    where present, ``compute`` on the rest, the readable answers it computes written back (our store hands them to
+    its writer thread at once; lm-eval's file commits them). Each request is hashed once, and only the keys of the
+    requests computed are held until their answers come."""
     results: list[Any] = [None] * len(requests)
     todo: list[int] = []
     keys: list[str | None] = []
@@ -245,11 +246,10 @@ def _through(db, request_type: str, requests: list, compute: Callable[[list], li
         else:
             results[i] = value
     fresh = compute([requests[i] for i in todo]) if todo else []
-    for i, key, value in zip(todo, keys, fresh, strict=True):
+    for i, value in zip(todo, fresh, strict=True):
         results[i] = value
-        if key is not None:
-            db[key] = value
-    db.commit()
+    db.update([(key, value) for key, value in zip(keys, fresh) if key is not None])  # one call for all of them
+    getattr(db, "flush_soon", db.commit)()  # our store writes them beside the run; lm-eval's file at once
     found = len(requests) - len(todo)
     return results, found, found + len(keys) - keys.count(None)
 
