@@ -186,7 +186,9 @@ def test_each_answer_is_handed_over_as_soon_as_it_is_final():
     )
     done = [(e[1], e[2]) for e in events if e[0] == "done"]
     assert sorted(i for i, _ in done) == list(range(len(seqs)))  # each request once
-    assert all(out is outs[i] for i, out in done)
+    assert outs == [None] * len(seqs)  # handed over, not kept: the outputs do not pile up until the call ends
+    kept, _ = run_on_fake_engine(seqs, ctxlens, MAX_FIRST_TOKENS)  # without ``done``: the same outputs, returned
+    assert [o.prompt_logprobs for o in kept] == [out.prompt_logprobs for _, out in sorted(done, key=lambda d: d[0])]
     for k, event in enumerate(events[:-1]):  # an answer read from the cache is handed over before the next ask
         if event[0] == "asked" and event[1] != 0:
             assert events[k + 1][:2] == ("done", event[1]), events

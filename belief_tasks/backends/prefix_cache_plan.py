@@ -284,7 +284,9 @@ def run_passes(
     ``send_first(asks)`` runs first-token requests, (context, token ids) each, at most ``max_first_tokens`` ids, in
     one engine call (a ``FirstRow`` each); without it, the requests of block-aligned contexts are recomputed.
     ``done(i, output)`` is called as soon as request ``i``'s output is final (the backends hand its answer to the
-    cache there), so an engine or server that dies mid-run loses only the requests it had not answered."""
+    cache there), so an engine or server that dies mid-run loses only the requests it had not answered; the output
+    is then not kept (the list returned holds None for it), since an engine's output (its prompt log-probabilities,
+    its tokens) is far larger than the answer made of it."""
     outputs: list[Any] = [None] * len(seqs)
     counts.called(seqs, block_size)
 
@@ -294,8 +296,9 @@ def run_passes(
             yield i, out
 
     def final(i: int, out: Any) -> None:
-        outputs[i] = out
-        if done is not None:
+        if done is None:
+            outputs[i] = out
+        else:  # handed over, not kept: what the passes hold follows the engine call in flight, not the requests
             done(i, out)
 
     for chunk in plan_passes(seqs, ctxlens, block_size, capacity_tokens, max_first_tokens):
