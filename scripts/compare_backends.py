@@ -41,7 +41,8 @@ def samples_of(run: Path) -> dict[str, list[dict]]:
 def requests_of(record: dict) -> list[tuple[str, object]]:
     """(kind, answer) per request of a record: ("ll", log-likelihood), ("greedy" / "sampled", text)."""
     out: list[tuple[str, object]] = []
-    for args, resp in zip(record["arguments"], record["resps"]):
+    arguments = record["arguments"]  # lm-eval 0.4 logs them as {"gen_args_0": {"arg_0": ..., "arg_1": ...}, ...}
+    for args, resp in zip(arguments.values() if isinstance(arguments, dict) else arguments, record["resps"]):
         answer = resp[0]
         if isinstance(answer, (list, tuple)):
             out.append(("ll", float(answer[0])))
