@@ -70,9 +70,10 @@ class AnswerStore:
         """The answer under ``key``, or ``default``: one look-up (``key in`` then ``[key]`` is two)."""
         with self._lock:
             blob = self._pending.get(key, self._writing.get(key, _MISSING))
-            if blob is not _MISSING:
-                return self._decode(blob)
             may_hold = self._may_hold
+        self._signal_after_lock()
+        if blob is not _MISSING:
+            return self._decode(blob)
         row = self._select(key) if may_hold else None
         return default if row is None else self._decode(row[0])
 
@@ -92,6 +93,7 @@ class AnswerStore:
             self._pending.update(blobs)
             if self._since is None and self._pending:
                 self._since = time.monotonic()
+        self._signal_after_lock()
         if self.due():
             _wake.set()  # the timer thread writes them
 
@@ -142,7 +144,15 @@ class AnswerStore:
         with self._lock:
             if self._pending:
                 self._since = -math.inf  # due at once
+        self._signal_after_lock()
         _wake.set()
+
+    def _signal_after_lock(self) -> None:
+        """A SIGTERM that came while this thread held ``_lock`` (``_on_signal`` deferred it: writing then could wait
+        for the writer thread's transaction, which waits for that lock): handled now that the lock is free."""
+        if self._deliver is not None and self._flusher != threading.get_ident():
+            deliver, self._deliver = self._deliver, None
+            _finish(deliver)
 
     def due(self) -> bool:
         since = self._since
@@ -206,7 +216,9 @@ def _handle(signum: int) -> None:
 
 def _on_signal(signum: int, frame) -> None:
     for store in list(_open):
-        if store._flusher == threading.get_ident():  # the signal interrupted a flush of this thread: once it ends
+        # the signal interrupted this thread's flush, or it holds the answers' lock (a flush now could wait for the
+        # writer thread, which waits for that lock): handled once the flush ends or the lock is released
+        if store._flusher == threading.get_ident() or store._lock._is_owned():  # type: ignore[attr-defined]
             store._deliver = signum
             return
     _finish(signum, frame)
