@@ -53,7 +53,7 @@ class AnswerStore:
         self._writing: dict[str, Any] = {}  # the answers of the transaction under way, readable until it ends
         self._since: float | None = None  # when the oldest pending answer came
         self._flusher: int | None = None  # the thread inside ``flush`` (a signal may interrupt it)
-        self._deliver: int | None = None  # a signal that came during that flush, raised again after it
+        self._deliver: int | None = None  # a signal ``_on_signal`` deferred (``_deliver_deferred``)
         self._pid = os.getpid()  # a forked child inherits the store, and writes nothing of it
         self._con: sqlite3.Connection | None = sqlite3.connect(filename, check_same_thread=False, timeout=60)
         self._con.execute("PRAGMA synchronous=OFF")  # as sqlitedict: a killed process loses nothing committed
@@ -64,18 +64,23 @@ class AnswerStore:
         _watch(self)
 
     def __contains__(self, key: str) -> bool:
-        return self.get(key, _MISSING) is not _MISSING
+        return self._blob(key) is not _MISSING
 
     def get(self, key: str, default: Any = None) -> Any:
         """The answer under ``key``, or ``default``: one look-up (``key in`` then ``[key]`` is two)."""
+        blob = self._blob(key)
+        return default if blob is _MISSING else self._decode(blob)
+
+    def _blob(self, key: str) -> Any:
+        """The stored (pickled) answer under ``key``: waiting, being written or on file; else ``_MISSING``."""
         with self._lock:
             blob = self._pending.get(key, self._writing.get(key, _MISSING))
             may_hold = self._may_hold
-        self._signal_after_lock()
-        if blob is not _MISSING:
-            return self._decode(blob)
-        row = self._select(key) if may_hold else None
-        return default if row is None else self._decode(row[0])
+        self._deliver_deferred()
+        if blob is _MISSING and may_hold:
+            row = self._select(key)
+            blob = _MISSING if row is None else row[0]
+        return blob
 
     def __getitem__(self, key: str) -> Any:
         value = self.get(key, _MISSING)
@@ -93,7 +98,7 @@ class AnswerStore:
             self._pending.update(blobs)
             if self._since is None and self._pending:
                 self._since = time.monotonic()
-        self._signal_after_lock()
+        self._deliver_deferred()
         if self.due():
             _wake.set()  # the timer thread writes them
 
@@ -110,9 +115,7 @@ class AnswerStore:
                 self._write_pending()
             finally:
                 self._flusher = None
-                deliver, self._deliver = self._deliver, None
-        if deliver is not None:
-            _finish(deliver)
+        self._deliver_deferred()
 
     def _write_pending(self) -> None:
         with self._lock:
@@ -144,15 +147,22 @@ class AnswerStore:
         with self._lock:
             if self._pending:
                 self._since = -math.inf  # due at once
-        self._signal_after_lock()
+        self._deliver_deferred()
         _wake.set()
 
-    def _signal_after_lock(self) -> None:
-        """A SIGTERM that came while this thread held ``_lock`` (``_on_signal`` deferred it: writing then could wait
-        for the writer thread's transaction, which waits for that lock): handled now that the lock is free."""
-        if self._deliver is not None and self._flusher != threading.get_ident():
-            deliver, self._deliver = self._deliver, None
-            _finish(deliver)
+    def _deliver_deferred(self) -> None:
+        """A SIGTERM that ``_on_signal`` deferred (it came during a flush of the main thread, or while the main thread
+        held ``_lock``, when a flush could wait for the writer thread's transaction, which waits for that lock):
+        handled now that the flush is over and the lock is free. Only in the main thread, where Python runs signal
+        handlers: the writer thread leaves it there."""
+        if (
+            self._deliver is None
+            or self._flusher == threading.get_ident()
+            or threading.current_thread() is not threading.main_thread()
+        ):
+            return
+        deliver, self._deliver = self._deliver, None
+        _finish(deliver)
 
     def due(self) -> bool:
         since = self._since
