@@ -54,6 +54,12 @@ def main(argv=None) -> None:
     ap.add_argument("--dtype", default="float32")
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument(
+        "--initializer_range",
+        type=float,
+        help="std of the random weights (default: the config's); a wider one makes a tiny model's answers depend on "
+        "its prompt, which tests that compare answers across runs need",
+    )
     args = ap.parse_args(argv)
 
     import torch
@@ -63,6 +69,8 @@ def main(argv=None) -> None:
     config = AutoConfig.from_pretrained(src)
     for key, value in SHAPES.get(args.shape, {}).items():
         setattr(config, key, value)
+    if args.initializer_range is not None:
+        config.initializer_range = args.initializer_range
     if hasattr(config, "head_dim") and args.shape:
         config.head_dim = config.hidden_size // config.num_attention_heads
     dtype = getattr(torch, args.dtype)

@@ -46,6 +46,23 @@ def model_path() -> Path:
     return path
 
 
+@pytest.fixture(scope="session")
+def tiny_model_path(model_path, tmp_path_factory) -> Path:
+    """A random model with the bundled model's tokenizer and a tiny body (``scripts/random_model.py --shape tiny``,
+    seed 0): for tests that compare runs with each other (batch sizes, processes, shards, a kill and its resume),
+    where the weights do not matter and the bundled model's forward passes were most of the time. Its weights'
+    std is wide enough that greedy answers differ from prompt to prompt and BEAR's top options lie tenths of a nat
+    apart, far above float noise; what a model knows is read only off the bundled one."""
+    import subprocess
+    import sys
+
+    out = tmp_path_factory.mktemp("tiny_model") / "SmolLM2-tiny-random"  # the folder's name is the model's in reports
+    script = ROOT / "scripts" / "random_model.py"
+    args = ["--source", str(model_path), "--out", str(out), "--shape", "tiny", "--initializer_range", "0.2"]
+    subprocess.run([sys.executable, str(script), *args], check=True, capture_output=True, timeout=300)
+    return out
+
+
 @pytest.fixture(scope="module")
 def one_torch_thread():
     """One intra-op thread for a module's in-process runs: on a busy 2-core machine torch's default

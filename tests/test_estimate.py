@@ -203,9 +203,9 @@ def test_estimate_refuses_bad_input_as_a_run_does(model_path, tmp_path):
     assert len(lines) == 1 and "did you mean 'max_facts_per_relation'" in lines[0]
 
 
-def test_calibration_is_stored_and_the_next_estimate_uses_it(model_path, tmp_path):
+def test_calibration_is_stored_and_the_next_estimate_uses_it(tiny_model_path, tmp_path):
     rates = tmp_path / "rates.json"
-    args = estimate_args(model_path, "belief_demo_bear", "belief_demo_mp_4template")
+    args = estimate_args(tiny_model_path, "belief_demo_bear", "belief_demo_mp_4template")
     out = run_cli(["--estimate", "--calibrate", *args], BELIEF_RATES=str(rates))
     assert out.returncode == 0, out.stderr[-3000:]
     assert "calibration: bear loglikelihood:" in out.stdout and "calibration: belief_icl generate_until:" in out.stdout
@@ -217,9 +217,9 @@ def test_calibration_is_stored_and_the_next_estimate_uses_it(model_path, tmp_pat
     assert again.returncode == 0 and "calibration of" in again.stdout and "FLOP projection" not in again.stdout
 
 
-def test_a_run_shows_every_phase_and_stores_its_rates(model_path, tmp_path):
+def test_a_run_shows_every_phase_and_stores_its_rates(tiny_model_path, tmp_path):
     rates = tmp_path / "rates.json"
-    args = estimate_args(model_path, "belief_demo_bear", "belief_demo_monitor")
+    args = estimate_args(tiny_model_path, "belief_demo_bear", "belief_demo_monitor")
     out = run_cli([*args, "--output_path", str(tmp_path / "out"), "--log_samples"], BELIEF_RATES=str(rates))
     assert out.returncode == 0, out.stderr[-3000:]
     progress_lines = [line for line in out.stderr.splitlines() if line.startswith("belief-eval progress: ")]

@@ -244,7 +244,7 @@ def test_none_asks_for_anchors_only(fktc_folder, model_path):
     assert rec["cost"]["anchors"]["requests"] == len(reqs) == 12 * len(rec["units"])
 
 
-# --------------------------------------------------------------------------- on the bundled model
+# --------------------------------------------------------------------------- whole runs
 
 
 def _paper_run(model_path, model: str) -> dict:
@@ -268,10 +268,11 @@ def _paper_run(model_path, model: str) -> dict:
 
 
 @pytest.mark.e2e
-def test_paper_accuracy_run_and_hf_shared_gives_the_same_greedy_answers(model_path):
-    """The R x M generations on stock hf and on the prefix-sharing backend: the same greedy answers."""
+def test_paper_accuracy_run_and_hf_shared_gives_the_same_greedy_answers(tiny_model_path):
+    """The R x M generations on stock hf and on the prefix-sharing backend: the same greedy answers (agreement, so a
+    tiny random model with the bundled tokenizer serves)."""
     pytest.importorskip("belief_tasks.backends.shared")
-    runs = {m: _paper_run(model_path, m) for m in ("hf", "hf-shared")}
+    runs = {m: _paper_run(tiny_model_path, m) for m in ("hf", "hf-shared")}
     recs = {m: {s["doc"]["fact_id"]: s["monitor"] for s in r["samples"]["belief_monitor"]} for m, r in runs.items()}
     assert recs["hf"].keys() == recs["hf-shared"].keys() and len(recs["hf"]) == 2
     for fid, a in recs["hf"].items():

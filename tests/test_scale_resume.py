@@ -174,7 +174,8 @@ def test_every_request_type_of_ours_resumes_on_hf_shared(model_path, tmp_path):
     assert_resumed_equals(out, ref, exact=False)
 
 
-def test_the_opt_out_keeps_nothing_and_an_explicit_cache_wins(model_path, tmp_path):
+def test_the_opt_out_keeps_nothing_and_an_explicit_cache_wins(tiny_model_path, tmp_path):
+    model_path = tiny_model_path  # nothing is killed here: a tiny random model serves
     meta = {"source": "sample", "relations": "P36", "max_facts_per_relation": 1, "templates": "0"}
     run(command("hf-shared", model_path, tmp_path / "off", "belief_bear", meta, 8) + ["--no_answer_cache"])
     assert list((tmp_path / "off").rglob("results_*.json")) and not (tmp_path / "off" / "cache").exists()

@@ -1,7 +1,8 @@
 """Splitting a run across machines (docs/scale.md): two shards by relation, pooled by ``belief-report``, give the
 report of one unsharded run, every family included (report.shards).
 
-Each run is the command a user types (``belief-eval``), on the bundled model and sample, kept small: the main job's
+Each run is the command a user types (``belief-eval``), on a tiny random model (the comparison does not depend on
+the weights) with the bundled model's tokenizer and the bundled sample, kept small: the main job's
 group (BELIEF-ICL MP and QA, BEAR, IC-LKE, MONITOR) on 2 relations, one fact each, IC-LKE with 4 examples and 8
 options; shards take relations P17 and P36, the unsharded run both. Stock ``hf`` at batch size 1 scores
 each request alone, so a request's numbers do not depend on which others share its run, and the reports must be
@@ -32,13 +33,13 @@ DEMO = {
 BUDGET = {"source": "sample", "budget": 0.05, "templates": "0"}
 
 
-def command(model_path, out: Path, tasks: str, metadata: dict, relations: str) -> list[str]:
+def command(tiny_model_path, out: Path, tasks: str, metadata: dict, relations: str) -> list[str]:
     """The ``belief-eval`` arguments of a run on ``relations``: stock hf at batch size 1 (each request alone)."""
     return [
         "--model",
         "hf",
         "--model_args",
-        f"pretrained={model_path},dtype=float32",
+        f"pretrained={tiny_model_path},dtype=float32",
         "--device",
         "cpu",
         "--tasks",
@@ -53,8 +54,8 @@ def command(model_path, out: Path, tasks: str, metadata: dict, relations: str) -
     ]
 
 
-def run(model_path, out: Path, tasks: str, metadata: dict, relations: str) -> Path:
-    proc = run_cli(command(model_path, out, tasks, metadata, relations), timeout=1800, OMP_NUM_THREADS="1")
+def run(tiny_model_path, out: Path, tasks: str, metadata: dict, relations: str) -> Path:
+    proc = run_cli(command(tiny_model_path, out, tasks, metadata, relations), timeout=1800, OMP_NUM_THREADS="1")
     assert proc.returncode == 0, proc.stderr[-3000:]
     return out
 
@@ -71,20 +72,20 @@ def report(inputs: list[Path], out: Path) -> tuple[dict[str, str], str]:
 
 
 @pytest.fixture(scope="module")
-def demo_whole(model_path, tmp_path_factory) -> Path:
+def demo_whole(tiny_model_path, tmp_path_factory) -> Path:
     """The unsharded run of the main job's tasks on the four relations (shared by the tests that compare with it)."""
-    return run(model_path, tmp_path_factory.mktemp("demo") / "whole", "belief_demo", DEMO, ",".join(SHARDS))
+    return run(tiny_model_path, tmp_path_factory.mktemp("demo") / "whole", "belief_demo", DEMO, ",".join(SHARDS))
 
 
 @pytest.mark.parametrize(
     "tasks, metadata", [("belief_demo", DEMO), ("belief_bear", BUDGET)], ids=["every-family", "budget"]
 )
-def test_two_shards_pooled_give_the_report_of_one_run(model_path, tmp_path, tasks, metadata, request):
-    shards = [run(model_path, tmp_path / f"k{k}", tasks, metadata, rels) for k, rels in enumerate(SHARDS)]
+def test_two_shards_pooled_give_the_report_of_one_run(tiny_model_path, tmp_path, tasks, metadata, request):
+    shards = [run(tiny_model_path, tmp_path / f"k{k}", tasks, metadata, rels) for k, rels in enumerate(SHARDS)]
     whole = (
         request.getfixturevalue("demo_whole")
         if tasks == "belief_demo"
-        else run(model_path, tmp_path / "whole", tasks, metadata, ",".join(SHARDS))
+        else run(tiny_model_path, tmp_path / "whole", tasks, metadata, ",".join(SHARDS))
     )
     tables, card = report(shards, tmp_path / "pooled")
     one_tables, one_card = report([whole], tmp_path / "one")
@@ -98,7 +99,7 @@ def test_two_shards_pooled_give_the_report_of_one_run(model_path, tmp_path, task
         assert {
             "belief_icl_table17.csv",
             "bear_table3.csv",
-            "agreement_pairs_SmolLM2-135M-Instruct.csv",
+            f"agreement_pairs_{tiny_model_path.name}.csv",
         } <= tables.keys()
         assert any(n.startswith("iclke_ranking") for n in tables) and any(
             n.startswith("monitor_table4") for n in tables
@@ -121,7 +122,7 @@ def comparable(results: dict) -> dict:
     return json.loads(re.sub(r" at 0x[0-9a-fA-F]+", "", json.dumps(data)))
 
 
-def test_shard_by_relation_writes_one_runs_results_and_resumes(model_path, tmp_path, demo_whole):
+def test_shard_by_relation_writes_one_runs_results_and_resumes(tiny_model_path, tmp_path, demo_whole):
     """``belief-eval --shard_by_relation 2``: killed after its first shard, then run again, it skips that shard and
     ends with the results JSON, samples and report of one unsharded run (stock hf at batch size 1: exact)."""
     import os
@@ -134,7 +135,7 @@ def test_shard_by_relation_writes_one_runs_results_and_resumes(model_path, tmp_p
 
     whole = demo_whole
     out = tmp_path / "sharded"
-    args = [*command(model_path, out, "belief_demo", DEMO, ",".join(SHARDS)), "--shard_by_relation", "2"]
+    args = [*command(tiny_model_path, out, "belief_demo", DEMO, ",".join(SHARDS)), "--shard_by_relation", "2"]
     cmd = [sys.executable, "-m", "belief_tasks.commands.belief_eval", *args]
     env = env_with_checkout(OMP_NUM_THREADS="1")
     first = subprocess.Popen(cmd, env=env, cwd=str(ROOT), start_new_session=True, stderr=subprocess.DEVNULL)

@@ -1,5 +1,5 @@
-"""The stress run (issue 9): every family on the bundled model, on broken copies of the sample,
-and under two processes.
+"""The stress run (issue 9): every family on broken copies of the sample, and under two processes, on a tiny random
+model with the bundled model's tokenizer (``tiny_model_path``: what is checked is agreement, not knowledge).
 
 1. Every family runs (tiny limits) in one process; each corpus-level aggregation gives the
    same number on its records shuffled, i.e. in the order lm-eval's gather leaves them
@@ -43,11 +43,15 @@ SHARED_TOL = 1e-4  # hf-shared: rows grouped differently in two processes (docs/
 
 
 @pytest.fixture(scope="module")
-def lm(model_path):
+def lm(tiny_model_path):
     """One model for the in-process runs, with a count of every request it is asked."""
     from lm_eval.models.huggingface import HFLM
 
-    model = HFLM(pretrained=str(model_path), device="cpu", dtype="float32", batch_size=8)
+    import belief_tasks
+
+    belief_tasks.install()  # before the methods are wrapped below: the seeded-sample hook patches HFLM's class
+
+    model = HFLM(pretrained=str(tiny_model_path), device="cpu", dtype="float32", batch_size=8)
     model.calls = {}
     for name in ("loglikelihood", "generate_until", "loglikelihood_rolling"):
         method = getattr(model, name)
@@ -60,14 +64,14 @@ def lm(model_path):
     return model
 
 
-def metadata(model_path) -> dict:
-    return {**METADATA, "pretrained": str(model_path)}  # MONITOR cuts answers with the model's tokenizer
+def metadata(tiny_model_path) -> dict:
+    return {**METADATA, "pretrained": str(tiny_model_path)}  # MONITOR cuts answers with the model's tokenizer
 
 
 @pytest.fixture(scope="module")
-def one_process(lm, model_path):
+def one_process(lm, tiny_model_path):
     lm.calls.clear()
-    res = evaluate(FAMILIES, "", model=lm, metadata=metadata(model_path), limit=LIMIT)
+    res = evaluate(FAMILIES, "", model=lm, metadata=metadata(tiny_model_path), limit=LIMIT)
     assert lm.calls.get("loglikelihood", 0) > 0 and lm.calls.get("generate_until", 0) > 0
     return res
 
@@ -91,12 +95,12 @@ def same(a, b, key=(), tol: float = TOL) -> None:
         assert a == b, (key, a, b)
 
 
-def test_every_family_runs_and_its_aggregations_ignore_record_order(one_process, model_path):
+def test_every_family_runs_and_its_aggregations_ignore_record_order(one_process, tiny_model_path):
     from lm_eval.tasks import TaskManager
 
     from belief_tasks.paths import task_yamls_dir
 
-    tm = TaskManager(include_path=str(task_yamls_dir()), include_defaults=False, metadata=metadata(model_path))
+    tm = TaskManager(include_path=str(task_yamls_dir()), include_defaults=False, metadata=metadata(tiny_model_path))
     tasks = tm.load(FAMILIES)["tasks"]
     for name in FAMILIES:
         result, samples = one_process["results"][name], one_process["samples"][name]
@@ -120,23 +124,23 @@ def _texts(resps) -> bool:
 
 
 @pytest.fixture(scope="module")
-def shared_one_process(model_path):
+def shared_one_process(tiny_model_path):
     """The families on ``hf-shared`` in one process: the reference of the two-process run (stock ``hf``
     shards only on CUDA devices, so the CPU launch below runs ``hf-shared``, which shards on CPU too)."""
     from belief_tasks.backends.shared import HFSharedPrefixLM
 
-    model = HFSharedPrefixLM(pretrained=str(model_path), device="cpu", dtype="float32", batch_size=8)
-    return evaluate(FAMILIES, "", model=model, metadata=metadata(model_path), limit=LIMIT)
+    model = HFSharedPrefixLM(pretrained=str(tiny_model_path), device="cpu", dtype="float32", batch_size=8)
+    return evaluate(FAMILIES, "", model=model, metadata=metadata(tiny_model_path), limit=LIMIT)
 
 
-def test_every_family_under_two_processes(shared_one_process, model_path, tmp_path):
+def test_every_family_under_two_processes(shared_one_process, tiny_model_path, tmp_path):
     one_process = shared_one_process
     out = tmp_path / "two"
     args = [
         "--model",
         "hf-shared",
         "--model_args",
-        f"pretrained={model_path},dtype=float32",
+        f"pretrained={tiny_model_path},dtype=float32",
         "--device",
         "cpu",
         "--tasks",
@@ -233,20 +237,20 @@ def broken_sample(tmp_path, monkeypatch):
 
 
 @pytest.mark.parametrize("task,how", BROKEN)
-def test_broken_sample_stops_before_model_time(lm, model_path, broken_sample, task, how):
+def test_broken_sample_stops_before_model_time(lm, tiny_model_path, broken_sample, task, how):
     from belief_tasks.facts.schema import SchemaError
 
     expect = _break(broken_sample, "P36", how)
     lm.calls.clear()
     with pytest.raises(SchemaError) as err:
-        evaluate([task], "", model=lm, metadata=metadata(model_path), limit=LIMIT)
+        evaluate([task], "", model=lm, metadata=metadata(tiny_model_path), limit=LIMIT)
     for key, value in expect.items():
         assert getattr(err.value, key) == value, (key, str(err.value))
     assert err.value.file and err.value.row is not None, str(err.value)  # file and row, always
     assert sum(lm.calls.values()) == 0, f"the model was asked {lm.calls} before the data was checked"
 
 
-def test_broken_sample_leaves_no_output(model_path, tmp_path):
+def test_broken_sample_leaves_no_output(tiny_model_path, tmp_path):
     from belief_tasks.paths import PACKAGE_DIR
 
     folder = tmp_path / "sample"
@@ -257,7 +261,7 @@ def test_broken_sample_leaves_no_output(model_path, tmp_path):
         "--model",
         "hf-shared",
         "--model_args",
-        f"pretrained={model_path},dtype=float32",
+        f"pretrained={tiny_model_path},dtype=float32",
         "--device",
         "cpu",
         "--tasks",

@@ -320,9 +320,11 @@ def test_the_report_shows_the_recorded_cut(model_path, tmp_path):
 
 
 @pytest.mark.e2e
-def test_processes_of_one_launch_record_and_refuse_together(model_path, tmp_path):
+def test_processes_of_one_launch_record_and_refuse_together(tiny_model_path, tmp_path):
     """Each process builds only its share of the documents; the record combines them all, and every
-    process refuses alike (none is left waiting for the others in a collective)."""
+    process refuses alike (none is left waiting for the others in a collective). The record counts tokens, so a
+    tiny random model with the bundled tokenizer serves."""
+    model_path = tiny_model_path
     from test_scale_runs import accelerate_cpu, cli
 
     def args(out, task="belief_demo_monitor", max_length=24, allow=True):
