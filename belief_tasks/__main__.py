@@ -18,12 +18,13 @@ commands:
   path            print our task folder (for lm_eval --include_path)
   model-path      print the bundled model's folder
   fetch-model     download and convert the bundled model once (--force: again)
+  sweep ARGS      belief-eval sweep: one command over many checkpoints, then one report (docs training)
   docs [PAGE]     print a documentation page that ships with the package (e.g. docs data: every
                   check of the input); without PAGE, the list of pages
 
 Evaluating any model: belief-eval --help. Reports from your runs: belief-report --help."""
 
-COMMANDS = ("demo", "profile", "path", "model-path", "fetch-model", "docs")
+COMMANDS = ("demo", "profile", "path", "model-path", "fetch-model", "sweep", "docs")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -43,6 +44,10 @@ def main(argv: list[str] | None = None) -> int:
         print(fetch_default_model(force="--force" in argv))
     elif cmd == "docs":
         return show_doc(argv[1] if len(argv) > 1 else None)
+    elif cmd == "sweep":
+        from belief_tasks.training.sweep import main as sweep
+
+        return sweep(argv[1:])
     elif cmd == "demo":
         from belief_tasks.commands.belief_eval import demo
 
@@ -63,6 +68,18 @@ def main(argv: list[str] | None = None) -> int:
         )
         return 2
     return 0
+
+
+def belief_eval(argv: list[str] | None = None) -> None:
+    """The ``belief-eval`` command: ``belief-eval sweep ARGS`` over checkpoints (``training.sweep``, which runs
+    ``commands`` per checkpoint, so it is dispatched from here, above both), any other line a run
+    (``commands.belief_eval``)."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args[:1] == ["sweep"]:
+        raise SystemExit(main(args))
+    from belief_tasks.commands.belief_eval import main as run
+
+    run(args)
 
 
 def show_doc(page: str | None) -> int:

@@ -36,10 +36,8 @@ def main(argv: list[str] | None = None, report: bool = False) -> None:
     args = list(sys.argv[1:] if argv is None else argv)
     if args[:1] in (["ls"], ["list"]) and args[1:2] in (["belief"], ["knobs"]):
         return print_ours(args[1])  # fast: no lm-eval import
-    if args[:1] == ["sweep"]:  # one command over many checkpoints (belief_tasks.training.sweep)
-        from belief_tasks.training.sweep import main as sweep
-
-        raise SystemExit(sweep(args[1:]))
+    if args[:1] == ["sweep"]:  # the installed `belief-eval` dispatches it (belief_tasks.__main__.belief_eval)
+        refuse(ValueError("'sweep' is a command of the installed `belief-eval` and of `python -m belief_tasks sweep`"))
     args, flags = checked_args(args)
     if flags["shards"] is not None and not flags["estimate"]:
         return sharded(args, flags["shards"])
@@ -55,11 +53,12 @@ def main(argv: list[str] | None = None, report: bool = False) -> None:
     check_limit(args)
     estimate_only(args, flags, report)  # --estimate: the cost, then exit
     from belief_tasks.hooks.harness import install_tasks_before_model
+    from belief_tasks.planning import progress
 
     if not listing_or_help(args):  # 20-90 s of data, prompts and requests come before the model's first line
         print("Building the tasks (data, prompts, requests) before the model loads ...", file=sys.stderr, flush=True)
         start_run(args, report)
-    install_tasks_before_model(refuse, checks)
+    install_tasks_before_model(refuse, checks, progress)
     sys.argv = ["belief-eval", *args]
     listing = args[:1] in (["ls"], ["list"]) and (len(args) < 2 or args[1] in ("tasks", "groups"))
     from belief_tasks.backends.vllm_cpu import VLLMStartupError
@@ -132,9 +131,10 @@ def estimate_only(args: list[str], flags: dict, report: bool) -> None:
     if flags["estimate"]:
         from belief_tasks.commands import checks
         from belief_tasks.hooks.harness import install_tasks_before_model
+        from belief_tasks.planning import progress
         from belief_tasks.planning.estimate import run_estimate
 
-        install_tasks_before_model(refuse, checks)
+        install_tasks_before_model(refuse, checks, progress)
         raise SystemExit(run_estimate(args, flags, report=report))
     if flags["calibrate"] or flags["json"]:
         refuse(

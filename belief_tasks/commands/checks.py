@@ -101,8 +101,8 @@ def check_cache_identity(args: list[str]) -> None:
 
 def check_backend(name: str | None) -> None:
     """A ``--model`` lm-eval does not know (the closest names), or one that needs vLLM where it is missing
-    (``backends.registry``: refused before the tasks are built, rather than an import traceback after them)."""
-    from belief_tasks.backends.registry import backend, targets
+    (``backend_registry``: refused before the tasks are built, rather than an import traceback after them)."""
+    from belief_tasks.backend_registry import backend, targets
     from belief_tasks.hooks.lm_eval_api import registered_models
 
     known = registered_models()

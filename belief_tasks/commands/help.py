@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import textwrap
 
-from belief_tasks.backends.registry import ours
+from belief_tasks.backend_registry import ours
 
 
 def knob_groups() -> list[tuple[str, list[str], str]]:

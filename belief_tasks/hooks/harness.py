@@ -58,7 +58,7 @@ import logging
 import os
 from typing import Any, Callable
 
-from belief_tasks.backends.registry import targets
+from belief_tasks.backend_registry import targets
 from belief_tasks.hooks import lm_eval_api
 from belief_tasks.hooks.lm_eval_api import LM_EVAL_RANGE, TESTED, hash_args
 
@@ -99,7 +99,7 @@ def install() -> None:
 
 
 def register_backends() -> None:
-    """Our backends (``backends.registry``) in lm-eval's model registry, each imported when a run asks for it."""
+    """Our backends (``backend_registry``) in lm-eval's model registry, each imported when a run asks for it."""
     lm_eval_api.register_lazily(targets())
 
 
@@ -298,7 +298,7 @@ def install_generation_seed_hook() -> None:
 # --- 6. belief-eval builds the tasks before the model ----------------------------------------------
 
 
-def install_tasks_before_model(on_bad_input: Callable[[BaseException, str], None], checks: Any) -> None:
+def install_tasks_before_model(on_bad_input: Callable[[BaseException, str], None], checks: Any, progress: Any) -> None:
     """``belief-eval`` only: lm-eval's ``run`` loads the model, then builds the tasks, so a bad knob or
     data file would surface after the model load. Here the tasks are built as soon as the task manager
     exists (before ``simple_evaluate``), bad input goes to ``on_bad_input``, and ``simple_evaluate``
@@ -306,7 +306,8 @@ def install_tasks_before_model(on_bad_input: Callable[[BaseException, str], None
     ``checks`` (the module ``belief_tasks.commands.checks``, passed in by ``belief-eval``): the backend's
     name, the task names (closest names for a typo), a metadata key that is neither a knob nor one of the
     run's ``--model_args`` keys (which the built tasks are then handed), and a knob of ours that no task of
-    the command reads."""
+    the command reads. ``progress`` (the module ``belief_tasks.planning.progress``, passed in by ``belief-eval`` as
+    ``checks`` is) hears when the tasks are being built and when they are."""
     from belief_tasks.data.sources import DataSourceError
     from belief_tasks.facts.schema import SchemaError
     from belief_tasks.options import KnobError
@@ -314,8 +315,6 @@ def install_tasks_before_model(on_bad_input: Callable[[BaseException, str], None
 
     def make(original):
         def process_tasks(self, metadata=None):
-            from belief_tasks.planning import progress
-
             progress.phase(progress.BUILDING_TASKS)  # belief-eval's progress
             requested = self.tasks.split(",") if isinstance(self.tasks, str) else list(self.tasks or [])
             try:
@@ -375,6 +374,16 @@ class BuiltTasks:
 # --- 7. the evaluated model, while requests are built ------------------------------------------------
 
 _evaluating: list = []  # the models of the evaluate calls in progress (innermost last)
+#: told when an ``evaluate`` call begins, with (lm, task_dict); returns what to call when it ends. ``belief-eval``'s
+#: run sets it (``watch_evaluate``: its progress lines and the watch of the run's requests); by default nothing
+_evaluate_watcher: Callable[[Any, Any], Callable[[], None]] | None = None
+
+
+def watch_evaluate(watcher: Callable[[Any, Any], Callable[[], None]] | None) -> None:
+    """Have ``watcher(lm, task_dict)`` told when lm-eval's ``evaluate`` begins; it returns what to call when the call
+    ends (None: nobody is told)."""
+    global _evaluate_watcher
+    _evaluate_watcher = watcher
 
 
 def evaluated_model():
@@ -388,12 +397,12 @@ def install_evaluated_model_hook() -> None:
     def make(original):
         @functools.wraps(original)
         def evaluate(*args, **kwargs):
-            from belief_tasks.planning import progress
-
             lm = kwargs["lm"] if "lm" in kwargs else args[0]
             store = batch_cache_writes(lm)
             _evaluating.append(lm)
-            ends = progress.evaluate_begins(lm, kwargs["task_dict"] if "task_dict" in kwargs else args[1])
+            watcher = _evaluate_watcher
+            task_dict = kwargs["task_dict"] if "task_dict" in kwargs else args[1]
+            ends = watcher(lm, task_dict) if watcher is not None else (lambda: None)
             try:
                 out = original(*args, **kwargs)
             finally:

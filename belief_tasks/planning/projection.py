@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
-from belief_tasks.backends.registry import backend
+from belief_tasks.backend_registry import backend
 from belief_tasks.planning import progress, rates
 from belief_tasks.planning.cost import TaskCost
 from belief_tasks.planning.flops import Flop, weights_bytes

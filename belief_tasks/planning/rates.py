@@ -2,7 +2,7 @@
 
 The estimate (``planning.estimate``) projects a command's time from counts (``planning.cost``) and rates.
 A rate is seconds per *unit of work*: for a request type, the tokens the backend computes (with prefix sharing
-where it shares: ``backends.registry``) plus the tokens it may generate. Rates come from
+where it shares: ``backend_registry``) plus the tokens it may generate. Rates come from
 
 * a **calibration** (``belief-eval --estimate --calibrate``): a few seconds of the command's own requests, per
   family and request type, on the real model;
@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from belief_tasks.backends.registry import backend as backend_row
+from belief_tasks.backend_registry import backend as backend_row
 from belief_tasks.paths import cache_dir
 
 VERSION = 1
@@ -44,7 +44,7 @@ def store_path() -> Path:
 
 
 def sharing(backend: str) -> tuple[bool, bool]:
-    """(log-likelihoods shared, generation prompts shared) on ``backend`` (``backends.registry``)."""
+    """(log-likelihoods shared, generation prompts shared) on ``backend`` (``backend_registry``)."""
     row = backend_row(backend)
     return row.shares_loglikelihood, row.shares_generation
 

@@ -17,6 +17,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
+from belief_tasks.hooks import harness
 from belief_tasks.planning import progress, rates
 from belief_tasks.planning.cost import Encoder, TaskCost, count_task
 from belief_tasks.planning.evaluate_watch import RequestState, tasks_of
@@ -59,6 +60,7 @@ def begin_run(args: Sequence[str], report: bool) -> progress.Progress:
     _command, _plan = rates.command_key(args), None
     log_samples = any(a in ("--log_samples", "-s") for a in args)
     run = progress.start(on_evaluate=watcher(setting_from_args(args), report, log_samples))
+    harness.watch_evaluate(progress.evaluate_begins)  # told by our evaluate hook (nothing once the run is closed)
     if not first_process():
         run.out = open(os.devnull, "w")  # noqa: SIM115  one process of a launch speaks (and stores rates)
     before = rates.Store.load().commands.get(_command)

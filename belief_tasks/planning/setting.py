@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from belief_tasks.backends.registry import backend as backend_row
+from belief_tasks.backend_registry import backend as backend_row
 from belief_tasks.planning import rates
 
 
