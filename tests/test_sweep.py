@@ -159,9 +159,7 @@ def test_sweep_runs_each_checkpoint_once_reports_and_resumes_after_a_kill(tmp_pa
     # a sweep killed (SIGKILL) once its first checkpoint is written
     log = (tmp_path / "killed.log").open("w")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "belief_tasks", "sweep", *sweep_args(ckpts, out)],
-        stdout=log,
-        stderr=subprocess.STDOUT,
+        [sys.executable, "-m", "belief_tasks", "sweep", *sweep_args(ckpts, out)], stdout=log, stderr=subprocess.STDOUT
     )
     deadline = time.monotonic() + 900  # generous: a shared CPU can be slow to import and index the tasks
     while not results_files(out) and proc.poll() is None and time.monotonic() < deadline:
