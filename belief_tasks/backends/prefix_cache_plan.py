@@ -252,6 +252,7 @@ class CacheCounts:
     recomputed: int = 0  # of those, requests computed again without one (their continuation was covered)
     preempted: int = 0  # of those, requests recomputed because the engine preempted them
     unknown: int = 0  # of those, requests recomputed because the engine did not report their count
+    retried: int = 0  # reads sent again because the server could not answer them (``vllm_served.READ_TRIES``)
     first_token_requests: int = 0  # requests for the first continuation tokens of block-aligned contexts
     first_rows: int = 0  # requests whose first continuation row one of those served (not recomputed)
     block_size: int = 0
@@ -292,7 +293,10 @@ def run_passes(
 
     def run(indices: list[int], read: bool) -> Iterator[tuple[int, Any]]:
         for i, out in zip(indices, send(indices, read) if indices else [], strict=True):
-            counts.computed_tokens += len(seqs[i]) - (out.num_cached_tokens or 0)
+            # a read the server could not answer computed as much as the one it answered, as far as is known
+            tries = 1 + getattr(out, "retries", 0)
+            counts.computed_tokens += (len(seqs[i]) - (out.num_cached_tokens or 0)) * tries
+            counts.retried += tries - 1
             yield i, out
 
     def final(i: int, out: Any) -> None:

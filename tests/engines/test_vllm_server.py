@@ -169,15 +169,19 @@ def test_served_shared_reads_the_server_s_cache(served_shared_runs, served_share
     print(f"\nIC-LKE on vllm-serve-shared: {counts}; predicted {predicted}")
     assert lm.cache_counts.block_size == 32
     assert counts["cache_reads"] == counts["requests"] == len(args)
-    # a reading request sometimes answers 400 (docs/backends_support.md, "Served vLLM"): its count is unknown
-    # (counted whole) and it is recomputed; the others are what the arithmetic predicts
-    assert counts["recomputed"] == predicted.recomputed + counts["unknown"]
-    if counts["unknown"] == 0:
+    # a read sometimes answers 400 (docs/backends_support.md, "Served vLLM"): it is sent again (``retried``; the
+    # try that failed cached the request's own blocks, so the next may read past its context and be recomputed),
+    # and one that never passes is recomputed with its count unknown (each try counted whole); the others are
+    # what the arithmetic predicts
+    recomputed = counts["recomputed"] - counts["unknown"]
+    assert predicted.recomputed <= recomputed <= predicted.recomputed + counts["retried"]
+    if counts["unknown"] == counts["retried"] == 0:
         assert counts["computed_tokens"] == predicted.computed_tokens
-    else:  # an unknown request is counted whole, then its recompute is counted (seen: 630 against 541 predicted)
+    else:  # seen before retries: 630 against 541 predicted, with one unknown
         longest = max(len(c) + len(t) for _, c, t in requests)
         assert predicted.computed_tokens <= counts["computed_tokens"]
-        assert counts["computed_tokens"] <= predicted.computed_tokens + 2 * counts["unknown"] * longest
+        extra = (counts["retried"] + 2 * counts["unknown"]) * longest
+        assert counts["computed_tokens"] <= predicted.computed_tokens + extra
     assert predicted.computed_tokens < counts["prompt_tokens"] / 2  # the cache's reads save over half
 
     tripping, expected = boundary_requests(lm, "Lisbon is the capital of Portugal. ", 32)
@@ -186,17 +190,18 @@ def test_served_shared_reads_the_server_s_cache(served_shared_runs, served_share
     reference = TemplateAPI._loglikelihood_tokens(lm, tripping)  # local-completions' own, on /v1/completions
     got = {k: v - before[k] for k, v in counts_of(lm).items() if k in expected or k == "unknown"}
     print(f"boundary requests on vllm-serve-shared: {got}")
-    unknown = got.pop("unknown")  # answered 400: recomputed, whatever the case built here would have met
+    unknown = got.pop("unknown")  # answered 400 at every try: recomputed, whatever the case built here would have met
+    retried = counts_of(lm)["retried"] - before["retried"]  # a try that failed may move its request to another case
     got["recomputed"] -= unknown
-    if unknown == 0:
+    if unknown == retried == 0:
         assert got == expected
     else:  # each 400 takes one request out of its case: a first row, a recomputation or a plain read
         assert {k: v for k, v in got.items() if k not in ("first_rows", "recomputed")} == {
             k: v for k, v in expected.items() if k not in ("first_rows", "recomputed")
         }
         lost = (expected["first_rows"] - got["first_rows"]) + (expected["recomputed"] - got["recomputed"])
-        assert got["first_rows"] <= expected["first_rows"] and got["recomputed"] <= expected["recomputed"]
-        assert 0 <= lost <= unknown, (got, expected, unknown)
+        assert got["first_rows"] <= expected["first_rows"] and got["recomputed"] <= expected["recomputed"] + retried
+        assert -retried <= lost <= unknown + retried, (got, expected, unknown, retried)
     assert [ll for ll, _ in ours] == [ll for ll, _ in reference]  # equal bits
 
 
