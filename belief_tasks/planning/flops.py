@@ -41,7 +41,16 @@ FLOP_SHARE: dict[str, dict[str, dict[str, float]]] = {
         "auto": {"loglikelihood": 0.5, "generate_until": 0.3},
     },
 }
+# `vllm serve` on the same CPU, one thread, the flags of docs/backends_support.md, 4 requests in flight
+# (docs/benchmarks.md, "The estimate on vLLM's CPU engine"): the demo's IC-LKE scored 12,254 shared tokens in 72 s on
+# vllm-serve-shared (53 % of the 87 GFLOP/s matmul rate: vllm-shared's share) and 110,972 whole-sequence tokens in
+# 370 s on lm-eval's local-completions (92 %: the server computes every prompt's tokens, in long prefills). A
+# projection for a server on another device is this machine's, not the server's: a run's stored rate replaces it
 FLOP_SHARE["vllm-serve-shared"] = FLOP_SHARE["vllm-shared"]
+FLOP_SHARE["local-completions"] = {
+    "fixed": {"loglikelihood": 0.9, "generate_until": 0.3},
+    "auto": {"loglikelihood": 0.9, "generate_until": 0.3},
+}
 
 
 def parameters(model_args: Mapping[str, Any]) -> int | None:
