@@ -36,28 +36,7 @@ SMALL = [
 
 
 @pytest.fixture(scope="module")
-def tiny_model(model_path, tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("tiny")
-    subprocess.run(
-        [
-            sys.executable,
-            str(ROOT / "scripts" / "random_model.py"),
-            "--source",
-            str(model_path),
-            "--out",
-            str(out),
-            "--shape",
-            "tiny",
-        ],
-        check=True,
-        capture_output=True,
-        timeout=300,
-    )
-    return out
-
-
-@pytest.fixture(scope="module")
-def bench(tiny_model, tmp_path_factory) -> tuple[str, dict]:
+def bench(tiny_model_path, tmp_path_factory) -> tuple[str, dict]:
     """One sitting of both hf arms with ``--count``: its printed tables and its JSON."""
     out = tmp_path_factory.mktemp("bench") / "bench.json"
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
@@ -70,7 +49,7 @@ def bench(tiny_model, tmp_path_factory) -> tuple[str, dict]:
             "--arms",
             "hf,hf-shared",
             "--model",
-            str(tiny_model),
+            str(tiny_model_path),
             "--count",
             *SMALL,
             "--threads",
