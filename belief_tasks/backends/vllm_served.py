@@ -39,8 +39,8 @@ log = logging.getLogger(__name__)
 TOKEN_PATH = "/inference/v1/generate"
 #: a read's tries: the rows a read skips hold the engine's uninitialised memory, and where that is a NaN or an
 #: infinity the server cannot write its answer as JSON (400, "Out of range float values are not JSON compliant");
-#: the same read again gets fresh memory (measured: 49 of 120 reads failed, and every failed one sent again
-#: passed), where a recomputation without a read pays the whole sequence
+#: the same read again gets fresh memory (measured: 49 of 120 reads failed; the first of them, sent 10 more times,
+#: passed each time), where a recomputation without a read pays the whole sequence
 READ_TRIES = 4
 SERVER_FLAGS = "--enable-scale-out --enable-prompt-tokens-details --no-enable-chunked-prefill"
 
