@@ -26,11 +26,17 @@ class Reply:
             raise RuntimeError(self.text)
 
 
+def bare_lm() -> vllm_served.VLLMServedSharedLM:
+    """The backend with what its token endpoint calls read, and no server behind it (``http.post`` is replaced)."""
+    lm = object.__new__(vllm_served.VLLMServedSharedLM)
+    lm._origin, lm.model, lm.header, lm.verify_certificate, lm.timeout, lm._concurrent = "http://s", "m", {}, 1, 1, 1
+    return lm
+
+
 def served_lm(monkeypatch, failures: list[int], cached: int):
     """A backend whose server answers each read 400 ``failures.pop(0)`` times, then with ``cached`` tokens read
     and a row per position (the rows a read skipped as None); a request without a read is always answered."""
-    lm = object.__new__(vllm_served.VLLMServedSharedLM)
-    lm._origin, lm.model, lm.header, lm.verify_certificate, lm.timeout, lm._concurrent = "http://s", "m", {}, 1, 1, 1
+    lm = bare_lm()
     posts: list[bool] = []
     left = {"n": 0, "next": list(failures)}
 
@@ -83,8 +89,7 @@ def test_a_read_the_server_never_answers_is_recomputed_without_one(monkeypatch):
 
 @pytest.mark.parametrize("status", [403, 404])
 def test_a_server_without_the_token_endpoint_is_named_not_retried(monkeypatch, status):
-    lm = object.__new__(vllm_served.VLLMServedSharedLM)
-    lm._origin, lm.model, lm.header, lm.verify_certificate, lm.timeout, lm._concurrent = "http://s", "m", {}, 1, 1, 1
+    lm = bare_lm()
     posts = []
     monkeypatch.setattr(vllm_served.http, "post", lambda url, **_: posts.append(url) or Reply(status, "no"))
     with pytest.raises(vllm_served.ServerSetupError, match="--enable-scale-out"):
