@@ -4,7 +4,9 @@
 
 * startup (Python, lm-eval, torch), building tasks (data, documents, the budget's draw: before the model loads),
   loading the model,
-* building requests (lm-eval's ``build_all_requests``, our truncation check),
+* building requests (lm-eval's ``build_all_requests``; our checks of a task's requests, truncation and a server
+  probe, run once its ``instances`` are set, so the last task's count towards the first scoring phase:
+  ``evaluate_watch``),
 * scoring log-likelihoods / generating answers and samples (one phase per lm-eval request type),
 * recording and aggregating results (each document's record; metrics, standard errors, a budget's intervals),
 * writing results (the results JSON and the samples files), the report (the main job and the profile).
