@@ -253,3 +253,21 @@ def test_without_a_tokenizer_the_context_is_recorded_as_unknown(model_path):
     record = res["configs"]["belief_demo_qa_4template"]["metadata"]["truncation"]
     assert record["context_length"] == "unknown" and "no tokenizer" in record["reason"]
     assert record["requests"] == len(res["samples"]["belief_demo_qa_4template"][0]["arguments"])
+
+
+def test_a_paragraph_begins_its_own_line_below_an_open_progress_bar(capsys):
+    """lm-eval's request bar ends without a newline, and the run's watchdog redraws it after each of its lines:
+    the refusal closes it first, so its paragraph is a line of its own (this once failed in CI as a race)."""
+    from tqdm import tqdm
+
+    from belief_tasks.commands.belief_eval import refuse
+
+    bar = tqdm(total=3, desc="Requesting API")  # drawn at once, on the captured stderr
+    tqdm.write("belief-eval progress: building requests took 1 s")  # as the watchdog does: the bar is redrawn
+    with pytest.raises(SystemExit) as stopped:
+        refuse(ValueError("the server is down"), task="belief_demo_bear", stage="scoring")
+    err = capsys.readouterr().err
+    lines = [line for line in err.splitlines() if "belief-eval: stopped" in line]
+    assert stopped.value.code == 2 and len(lines) == 1
+    assert lines[0].startswith("belief-eval: stopped before scoring. task belief_demo_bear: the server is down.")
+    assert "Requesting API" in err and bar not in getattr(tqdm, "_instances", ())  # drawn, then closed

@@ -70,12 +70,11 @@ def main(argv: list[str] | None = None, report: bool = False) -> None:
     except VLLMStartupError as e:  # vllm-shared's own check, just before its engine starts
         refuse(e)
     except (TruncationError, ServerContextError, PreflightError) as e:  # once the requests are built, before scoring
-        if isinstance(e, PreflightError):
-            print(file=sys.stderr)  # ends the line of lm-eval's progress bar, which the probe drew
         refuse(e, stage="scoring")
     except server_failures() as e:  # a server that failed after the probes: one paragraph, what was kept
         cached = "--use_cache" in args or any(a.startswith("--use_cache=") for a in args)
-        print(f"\nbelief-eval: {failure_during_run(e, cached)}", file=sys.stderr)
+        stop_quietly()
+        say_paragraph(failure_during_run(e, cached))
         raise SystemExit(1) from None
     except BaseException:
         stop_quietly()
@@ -231,15 +230,28 @@ def refuse(error: BaseException, task: str = "", stage: str = "loading the model
     where = f"task {task}: " if task else ""
     text = shipped_pages(str(error).rstrip())
     text += "" if text.endswith(".") else "."
-    # one write, newline included (print writes the newline apart): the processes of one launch share stderr,
-    # and each one's paragraph must stay whole on its own line
-    sys.stderr.write(
-        f"belief-eval: stopped before {stage}. {where}{text} "
-        "Nothing was computed; fix the command and run it again (`python -m belief_tasks docs data` "
-        "lists every check).\n"
+    say_paragraph(
+        f"stopped before {stage}. {where}{text} Nothing was computed; fix the command and run it again "
+        "(`python -m belief_tasks docs data` lists every check)."
     )
-    sys.stderr.flush()
     raise SystemExit(2)
+
+
+def say_paragraph(text: str) -> None:
+    """``belief-eval: TEXT`` on a line of its own in standard error.
+
+    lm-eval's request bar may still be open (the probe or the run that failed drew it, ending with ``\r`` and
+    no newline), and the run's watchdog thread redraws it after each of its lines (``tqdm.write``): so the open
+    bars are closed first, under tqdm's lock, which the watchdog's lines take too. One write, newline included
+    (print writes the newline apart): the processes of one launch share stderr, and each one's paragraph must
+    stay whole on its own line."""
+    from tqdm import tqdm
+
+    with tqdm.get_lock():
+        for bar in list(getattr(tqdm, "_instances", ())):
+            bar.close()  # ends the bar's line (or clears it, for leave=False)
+        sys.stderr.write(f"belief-eval: {text}\n")
+        sys.stderr.flush()
 
 
 def _limit_value(args: list[str]) -> str | None:
