@@ -32,7 +32,7 @@ from typing import Any, Iterable, Mapping, Sequence
 from belief_tasks.backends.prefix_cache_plan import simulate
 from belief_tasks.backends.prefix_tree import CPU_FORWARD_TOKENS, build_prefix_tree, tree_cost
 from belief_tasks.planning.rates import BLOCKS, TREE
-from belief_tasks.requests import encode_request, is_seeded_sample
+from belief_tasks.requests import RequestEncoder, is_seeded_sample, strings_to_encode
 
 LOGLIKELIHOOD = "loglikelihood"
 #: instances counted at a time (their request tokens held for that long)
@@ -106,6 +106,7 @@ class Encoder:
         self.prefix_token_id = bos if bos is not None else eos
         self._fast = _own_copy(getattr(tokenizer, "backend_tokenizer", None))
         self._memo: dict[tuple[str, bool], list[int]] = {}
+        self._requests = RequestEncoder(self)
 
     def encode_many(self, texts: Iterable[str], special: bool | None = None) -> None:
         """Encode ``texts`` (those not encoded yet) into the memo."""
@@ -137,17 +138,10 @@ class Encoder:
         return self.encode(string, add_special_tokens)
 
     def prepare(self, pairs: Iterable[tuple[str, str]]) -> list[tuple[str, bool]]:
-        """Encode, in batches, everything ``pair`` will need for these (context, continuation) pairs: each distinct
-        context (without its trailing whitespace) and context + continuation, or a bare continuation. Returns the
-        memo's keys of what is one request's own (a whole, a bare continuation), for ``forget``."""
-        contexts, wholes, bare = [], [], []
-        for context, continuation in pairs:
-            stripped = context.rstrip()
-            if context == "":
-                bare.append(continuation)
-                continue
-            contexts.append(stripped)
-            wholes.append(context + continuation)
+        """Encode, in batches, everything ``pair`` will need for these (context, continuation) pairs, in order
+        (``requests.strings_to_encode``). Returns the memo's keys of what is not a context (the requests' own
+        strings), for ``forget``."""
+        contexts, wholes, bare = strings_to_encode(pairs)
         self.encode_many(contexts)
         self.encode_many(wholes)
         self.encode_many(bare, special=False)
@@ -160,13 +154,14 @@ class Encoder:
             self._memo.pop(k, None)
 
     def pair(self, context: str, continuation: str) -> tuple[list[int], list[int]]:
-        """(context tokens, continuation tokens) of a log-likelihood request (``requests.encode_request``)."""
-        return encode_request(self, context, continuation)
+        """(context tokens, continuation tokens) of a log-likelihood request (``requests.encode_request``), in the
+        order ``prepare`` was given them (``requests.RequestEncoder``: a shared context is cut once)."""
+        return self._requests(context, continuation)
 
-    def input_row(self, context: str, continuation: str) -> tuple[list[int], int]:
-        """The tokens forwarded for a log-likelihood, (context + continuation)[:-1] cut to ``max_length`` as the
-        backend cuts it, and how many of them are the context's."""
-        ctx, cont = self.pair(context, continuation)
+    def input_row(self, ctx: list[int], cont: list[int]) -> tuple[list[int], int]:
+        """The tokens forwarded for a log-likelihood of these (context, continuation) tokens (``pair``),
+        (context + continuation)[:-1] cut to ``max_length`` as the backend cuts it, and how many of them are the
+        context's."""
         whole = ctx + cont
         row = whole[-(self.max_length + 1) :][:-1]
         return row, max(0, len(ctx) - (len(whole) - 1 - len(row)))
@@ -238,13 +233,14 @@ def _count_part(part: Sequence, encoder: Encoder, sharing: str | None, out, rows
         cost.requests += n
         if inst.request_type in (LOGLIKELIHOOD, PER_TOKEN):
             context, continuation = inst.args[0], inst.args[1]
-            row, n_ctx = encoder.input_row(context, continuation)
+            pair = encoder.pair(context, continuation)
+            row, n_ctx = encoder.input_row(*pair)
             cost.tokens += n * len(row)
             contexts.setdefault(kind, {})[context] = n_ctx
             if sharing == TREE:
                 rows.setdefault(kind, {}).setdefault(context, []).extend([row[n_ctx:]] * n)
             elif sharing == BLOCKS:
-                pairs.setdefault(kind, {}).setdefault(context, []).extend([encoder.pair(context, continuation)] * n)
+                pairs.setdefault(kind, {}).setdefault(context, []).extend([pair] * n)
         elif inst.request_type == "generate_until":
             kwargs = inst.args[1] if len(inst.args) > 1 and isinstance(inst.args[1], dict) else {}
             new = _max_gen_toks(kwargs)
