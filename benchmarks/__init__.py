@@ -33,6 +33,7 @@ BENCHMARKS = (
     "memory_owners",
     "log_sizes",
     "flop_shares",
+    "tokenising",
 )
 #: the modules every benchmark may use, which run nothing themselves
 HELPERS = ("workloads", "measure", "counting")

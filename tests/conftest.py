@@ -27,6 +27,16 @@ def one_thread_per_worker():
     yield
 
 
+@pytest.fixture(scope="session", autouse=True)
+def rates_of_the_tests(tmp_path_factory):
+    """The rates our runs store (``planning.rates``: each ``belief-eval`` run's measured times, which the next
+    estimate reads) go to the session's own file, not the user's ``~/.cache/belief_tasks/rates.json``: a test's
+    tiny runs would otherwise become the user's machine's rates. Tests of the rates set their own file."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("BELIEF_RATES", str(tmp_path_factory.mktemp("rates") / "rates.json"))
+        yield
+
+
 @pytest.fixture(scope="session")
 def shared_data() -> Path:
     """The real datasets in ../shared/data; skipped where absent (a user's machine)."""

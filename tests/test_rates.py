@@ -97,3 +97,22 @@ def test_a_first_estimate_on_vllm_adds_the_engine_start_to_the_weights(tmp_path)
     assert model_load(Setting("vllm-serve-shared", {"model": "smol"}), None, h, None) is None
     measured = rates.ModelRates("m", "run", "today", model_load_s=41.0)
     assert model_load(Setting("vllm", {"pretrained": str(folder)}), measured, h, None) == 41.0
+
+
+def test_a_short_harness_phase_rescales_no_per_request_rate(tmp_path):
+    """Writing a run's results pays a fixed 0.55 s (``write_s``): a run of a few requests measures that and the
+    clock, so it leaves the per-request rate as it was; a long phase rescales the per-request part alone."""
+    from belief_tasks.planning import progress
+    from belief_tasks.planning.projection import HARNESS_DEFAULTS, Projection
+    from belief_tasks.planning.run_plan import RunPlan, harness_measured
+    from belief_tasks.planning.setting import Setting
+
+    h = dict(HARNESS_DEFAULTS)
+    setting = Setting("hf-shared", {"pretrained": "m"})
+    tiny = RunPlan(setting, Projection(phases={progress.WRITING: h["write_s"] + 3 * h["write_s_per_request"]}), h)
+    assert "write_s_per_request" not in harness_measured(tiny, {progress.WRITING: 0.6}, Store(tmp_path / "r.json"))
+    n = 100_000  # projected 0.55 + 6 s; measured 12.55 s: 12 s for the requests, twice the projection
+    big = RunPlan(setting, Projection(phases={progress.WRITING: h["write_s"] + n * h["write_s_per_request"]}), h)
+    got = harness_measured(big, {progress.WRITING: 12.55}, Store(tmp_path / "r.json"))
+    assert got["write_s_per_request"] == pytest.approx(2 * h["write_s_per_request"])
+    assert "write_s" not in got  # the fixed part stays the default

@@ -46,6 +46,11 @@ PHASE_RATES = {
     progress.WRITING: ("write_s_per_request",),
     progress.REPORT: ("report_s", "report_s_per_request"),
 }
+#: a phase's fixed seconds (kept as they are), where its rates above are per unit only
+PHASE_FIXED = {progress.WRITING: "write_s"}
+#: a harness phase that took less rescales nothing: what it measured is its fixed cost and the clock's noise, and
+#: per request it would say that a whole dataset writes its samples in hours (a test's 3 requests in 0.6 s)
+MIN_RESCALE_S = 2.0
 
 
 def first_process() -> bool:
@@ -253,8 +258,9 @@ def harness_measured(plan: RunPlan, measured: Mapping[str, float], store: rates.
     harness = {}
     for phase, names in PHASE_RATES.items():
         projected, took = plan.projection.phases.get(phase), measured.get(phase)
-        if projected and took:
-            harness.update({n: plan.harness[n] * took / projected for n in names})
+        fixed = plan.harness.get(PHASE_FIXED.get(phase, ""), 0.0)
+        if projected and took and took >= MIN_RESCALE_S and projected > fixed:
+            harness.update({n: plan.harness[n] * max(took - fixed, 0.0) / (projected - fixed) for n in names})
     if measured.get(progress.STARTUP):
         harness["startup_s"] = measured[progress.STARTUP]
     if plan.matmul:  # what this run did not measure is rescaled to this run's device speed
