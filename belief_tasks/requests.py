@@ -129,12 +129,9 @@ def strings_to_encode(pairs: Iterable[tuple[str, str]]) -> tuple[list[str], list
             runs.append((stripped, [context[len(stripped) :] + continuation]))
     for text, continuations in runs:
         contexts.append(text)
-        cut = cut_point(text) if len(continuations) > 2 else 0
-        if cut:  # the first two whole, the head; the tail alone and with the first for the proof, with the rest
-            wholes += [text + c for c in continuations[:2]] + [text[:cut]]
-            bare += [text[cut:], *(text[cut:] + c for i, c in enumerate(continuations) if i != 1)]
-        else:
-            wholes += [text + c for c in continuations]
+        with_special, without = SharedContext.strings(text, continuations)
+        wholes += with_special
+        bare += without
     return contexts, wholes, bare
 
 
@@ -156,6 +153,9 @@ class SharedContext:
     does not change how a tokenizer splits text 32 characters before it (true of every pre-tokenizer that splits
     at whitespace: byte-level BPE, WordPiece, SentencePiece)."""
 
+    #: requests tokenised whole before the cut is tried (the first one's tokens are the cut's proof)
+    WHOLE_FIRST = 2
+
     def __init__(self, tok: Tokenizes, text: str):
         self.tok, self.text = tok, text
         self.tokens = tok.tok_encode(text)
@@ -167,7 +167,7 @@ class SharedContext:
     def encode(self, continuation: str) -> tuple[list[int], list[int]]:
         """(context tokens, continuation tokens); ``continuation`` begins with the context's trailing whitespace."""
         self.requests += 1
-        if self.requests == 3:  # a context shared by two requests is not worth the try
+        if self.requests == self.WHOLE_FIRST + 1:  # a context shared by two requests is not worth the try
             self._try_cut()
         if self.head is not None:
             whole = self.head + self._tail(continuation)
@@ -176,6 +176,17 @@ class SharedContext:
             if self.first is None:
                 self.first = (continuation, whole)
         return self.tokens, whole[len(self.tokens) :]
+
+    @classmethod
+    def strings(cls, text: str, continuations: list[str]) -> tuple[list[str], list[str]]:
+        """What ``encode`` of these continuations (after ``text``'s own tokens) asks ``tok_encode`` for, with the
+        default special tokens and without, where the cut holds: the first requests whole and the head; the tail
+        alone and with the first continuation (the proof), then with each later one."""
+        cut = cut_point(text) if len(continuations) > cls.WHOLE_FIRST else 0
+        if not cut:
+            return [text + c for c in continuations], []
+        first, later = continuations[: cls.WHOLE_FIRST], continuations[cls.WHOLE_FIRST :]
+        return [text + c for c in first] + [text[:cut]], [text[cut:], *(text[cut:] + c for c in [first[0], *later])]
 
     def _tail(self, continuation: str) -> list[int]:
         return self.tok.tok_encode(self.text[self.cut :] + continuation, add_special_tokens=False)
