@@ -374,3 +374,45 @@ def test_processes_of_one_launch_record_and_refuse_together(tiny_model_path, tmp
     assert refused.returncode != 0
     lines = [line for line in refused.stderr.splitlines() if line.startswith("belief-eval: stopped before scoring")]
     assert len(lines) == 2 and lines[0] == lines[1], refused.stderr[-3000:]  # one per process, the same numbers
+
+
+REFUSE_LATE = """
+import time
+
+import torch.distributed as dist
+
+from belief_tasks.commands import belief_eval
+from belief_tasks.hooks.truncation import TruncationError, summarize
+
+dist.init_process_group("gloo")
+say = belief_eval.say_paragraph
+if dist.get_rank() == 0:  # the main process is slower to its paragraph (it closes lm-eval's bars first)
+    belief_eval.say_paragraph = lambda text: (time.sleep(3), say(text))
+cut = summarize([30], 24)
+belief_eval.refuse(TruncationError("belief_demo_iclke", cut, "its in-context examples"), stage="scoring")
+"""
+
+
+def test_a_process_that_refuses_first_waits_for_the_others_paragraphs(tmp_path):
+    """The launcher stops every process once one exits with an error: a process that refuses first waits until
+    all have said their paragraph (stop 54's CI saw one paragraph of two). Here the main process is 3 s late."""
+    import subprocess
+
+    from test_scale_runs import accelerate_cpu
+
+    from harness import ROOT, env_with_checkout
+
+    script = tmp_path / "refuse_late.py"
+    script.write_text(REFUSE_LATE)
+    refused = subprocess.run(
+        [*accelerate_cpu(2), str(script)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=str(ROOT),
+        env=env_with_checkout(OMP_NUM_THREADS="1", PYTHONPATH=str(ROOT)),
+    )
+    lines = [line for line in refused.stderr.splitlines() if line.startswith("belief-eval: stopped before scoring")]
+    assert refused.returncode != 0
+    assert len(lines) == 2 and lines[0] == lines[1], refused.stderr[-3000:]
+    assert "1 of 1 requests are longer than the model's max_length of 24" in lines[0]

@@ -234,7 +234,23 @@ def refuse(error: BaseException, task: str = "", stage: str = "loading the model
         f"stopped before {stage}. {where}{text} Nothing was computed; fix the command and run it again "
         "(`python -m belief_tasks docs data` lists every check)."
     )
+    if getattr(error, "EVERY_PROCESS", False):
+        wait_for_the_other_processes()
     raise SystemExit(2)
+
+
+def wait_for_the_other_processes() -> None:
+    """In a launch of several processes that all refuse alike, each waits until all have said their paragraph:
+    the launcher stops the others as soon as one exits with an error, and a process stopped mid-way says nothing
+    (stop 54's CI: one paragraph of two). A process that cannot wait (the group is gone) exits as it would have."""
+    torch = sys.modules.get("torch")  # loaded with the model; a refusal before it has no process group
+    dist = getattr(torch, "distributed", None)
+    if dist is None or not dist.is_available() or not dist.is_initialized() or dist.get_world_size() < 2:
+        return
+    try:
+        dist.barrier()
+    except Exception:  # noqa: BLE001 - the other processes are gone: nothing left to wait for
+        pass
 
 
 def say_paragraph(text: str) -> None:

@@ -86,6 +86,9 @@ def summarize(lengths: Iterable[int], max_length: int) -> Truncation:
 class TruncationError(ValueError):
     """Requests of a task that needs its whole context are longer than the model's ``max_length``."""
 
+    #: Raised by every process of a launch alike (``all_ranks``): each may wait for the others before it exits.
+    EVERY_PROCESS = True
+
     def __init__(self, task: str, cut: Truncation, lost: str, scored_whole: bool = False):
         self.task, self.cut = task, cut
         if scored_whole:  # BEAR's statements: no cut can run, so allow_truncation is no way out
