@@ -335,8 +335,11 @@ def ours_alone(requested: Sequence[Any], include_path: Any, our_folder: Path) ->
     names = [n for t in requested if isinstance(t, str) for n in t.split(",")]
     if not names or not folder.is_dir() or any(n.endswith(".yaml") or Path(n).is_dir() for n in names):
         return None
+    from lm_eval.utils import pattern_match
+
+    # not TaskManager.match_tasks: 0.5's returns a name that matches nothing as it was given
     index = TaskManager(include_path=str(folder), include_defaults=False)
-    return str(folder) if all(index.match_tasks([n]) for n in names) else None
+    return str(folder) if all(pattern_match([n], index.all_tasks) for n in names) else None
 
 
 def task_manager(requested: Sequence[Any], include_path: Any, our_folder: Path, **kwargs: Any) -> Any:
