@@ -82,3 +82,52 @@ def test_our_folder_alone_is_indexed_only_where_it_holds_every_requested_name(tm
     assert lm_eval_api.ours_alone([], str(ours), ours) is None
     built = lm_eval_api.task_manager(["belief_demo_bear"], str(ours), ours, metadata={"source": "sample"})
     assert "hellaswag" not in built.all_tasks and "belief_demo_bear" in built.all_tasks
+
+
+def test_thinking_is_read_where_each_release_keeps_it():
+    """0.4 keeps ``enable_thinking`` as HFLM's attribute; 0.5 only in ``chat_template_args`` (hf-shared read the
+    attribute, and the demo stopped on 0.5 with an AttributeError)."""
+
+    class Release04:
+        enable_thinking = None
+        chat_template_args = {"enable_thinking": True}  # the attribute wins where it exists
+
+    class Release05:
+        chat_template_args = {"enable_thinking": True}
+
+    class Release05Default:
+        chat_template_args: dict = {}
+
+    assert lm_eval_api.thinking(Release04()) is False
+    assert lm_eval_api.thinking(Release05()) is True
+    assert lm_eval_api.thinking(Release05Default()) is False
+
+
+@pytest.mark.e2e
+def test_the_main_job_runs_and_its_report_checks_on_this_release(tiny_model_path, tmp_path):
+    """The main job (``python -m belief_tasks demo``: every family on hf-shared, then the report and its check)
+    through the installed release's whole path, on a tiny random model and 2 documents a task: CI runs this file on
+    0.4.13 and on 0.5.0.dev1. On 0.5 the demo once stopped in hf-shared on an attribute 0.5's HFLM dropped."""
+    import json
+    import re
+    import subprocess
+    import sys
+
+    from harness import ROOT, env_with_checkout
+
+    out = tmp_path / "demo"
+    model_args = f"pretrained={tiny_model_path},dtype=float32"
+    run = subprocess.run(
+        [sys.executable, "-m", "belief_tasks", "demo", "--model_args", model_args, "--limit", "2"],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        cwd=str(ROOT),
+        env=env_with_checkout(OMP_NUM_THREADS="1", BELIEF_DEMO_OUTPUT=str(out)),
+    )
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    checked = re.findall(r"^check: (\d+)/(\d+) recomputed numbers", run.stdout, re.M)
+    assert len(checked) == 1 and checked[0][0] == checked[0][1] and int(checked[0][1]) > 0, run.stdout[-3000:]
+    results = json.loads(next(out.rglob("results_*.json")).read_text())["results"]
+    for task in ("bear", "iclke", "monitor", "mp_4template", "qa_4template"):  # 0.5 names them belief_demo::...
+        assert any(name.endswith(f"belief_demo_{task}") for name in results), sorted(results)

@@ -39,10 +39,10 @@ from typing import Any, Iterable, Sequence
 
 import torch
 from lm_eval.api.model import LM
-from lm_eval.models.huggingface import HFLM
 from tqdm import tqdm
 
 from belief_tasks.hooks.harness import launch_world_size, read_through
+from belief_tasks.hooks.lm_eval_api import hf_collectives
 from belief_tasks.requests import LOGLIKELIHOOD_SPAN, MASK, MASK_TOPK, object_token_id
 
 log = logging.getLogger(__name__)
@@ -190,10 +190,9 @@ class HFMaskedLM(LM):
         if self._device.type == "cuda":  # one GPU per process
             self._device = self.accelerator.device
 
-    # lm-eval's hf collectives, which read only self.world_size, self.rank and self.accelerator
-    all_gather = HFLM.all_gather
-    gather_object = HFLM.gather_object
-    barrier = HFLM.barrier
+    # lm-eval's hf collectives (they read only self.world_size, self.rank and self.accelerator), those this release
+    # has: lm_eval_api.hf_collectives
+    locals().update(hf_collectives())
 
     # ------------------------------------------------------------------ helpers
 

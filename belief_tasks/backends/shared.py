@@ -43,7 +43,7 @@ from belief_tasks.backends.prefix_tree import CPU_FORWARD_TOKENS, PrefixNode, bu
 from belief_tasks.backends.shared_attention import RowPrefixes, SharedPrefix, shared_prefix_mode
 from belief_tasks.facts.seeding import DEFAULT_SEED
 from belief_tasks.hooks.harness import read_through, seeded_sample_of_ours
-from belief_tasks.hooks.lm_eval_api import normalize_gen_kwargs, postprocess_generated_text
+from belief_tasks.hooks.lm_eval_api import normalize_gen_kwargs, postprocess_generated_text, thinking
 from belief_tasks.requests import PER_TOKEN_LOGLIKELIHOOD, encode_requests
 
 log = logging.getLogger(__name__)
@@ -580,8 +580,8 @@ class HFSharedPrefixLM(HFLM):
     def loglikelihood(self, requests, disable_tqdm: bool = False) -> list[tuple[float, bool]]:
         """lm-eval's ``TemplateLM.loglikelihood`` (the same tokens: ``requests.encode_request``), scored in rounds
         rather than tokenised all at once: lm-eval holds every request's context tokens until the last is scored
-        (IC-LKE: a 50-example context once per option). ``enable_thinking`` goes to HFLM's, which refuses it."""
-        if self.shared_unsupported or self.enable_thinking:
+        (IC-LKE: a 50-example context once per option). ``enable_thinking`` goes to HFLM's (0.4.13's refuses it)."""
+        if self.shared_unsupported or thinking(self):
             return super().loglikelihood(requests, disable_tqdm=disable_tqdm)
 
         def keep(i, answer):  # each answer in lm-eval's cache once it exists: a run killed mid-call resumes there

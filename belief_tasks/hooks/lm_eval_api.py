@@ -216,6 +216,23 @@ def max_length(config: Any, tokenizer: Any) -> int:
     return DEFAULT_MAX_LENGTH if found is None or found == TOKENIZER_INFINITY else int(found)
 
 
+def hf_collectives() -> dict[str, Any]:
+    """``HFLM``'s collectives that lm-eval's evaluator calls on a model, for a backend of ours that is no ``HFLM``
+    (``hf-mlm``): ``all_gather`` and ``barrier``, and 0.4's ``gather_object``, which 0.5's ``HFLM`` lacks (its
+    evaluator gathers with ``torch.distributed`` itself)."""
+    from lm_eval.models.huggingface import HFLM
+
+    return {name: getattr(HFLM, name) for name in ("all_gather", "gather_object", "barrier") if hasattr(HFLM, name)}
+
+
+def thinking(lm: Any) -> bool:
+    """Whether ``HFLM`` runs with ``enable_thinking``: 0.4 keeps the attribute (0.4.13's log-likelihood refuses
+    it); 0.5 keeps it only in ``chat_template_args``."""
+    if hasattr(lm, "enable_thinking"):
+        return bool(lm.enable_thinking)
+    return bool((getattr(lm, "chat_template_args", None) or {}).get("enable_thinking"))
+
+
 #: lm-eval's keyword arguments of ``construct_requests`` that ``Instance`` does not take: the chat template has
 #: already shaped the context when they arrive
 CHAT_KWARGS = ("apply_chat_template", "chat_template")
