@@ -86,3 +86,12 @@ def read_results(output_path: Path) -> dict:
     """The results JSON lm-eval wrote under ``output_path``."""
     files = sorted(Path(output_path).rglob("results_*.json"))
     return json.loads(files[-1].read_text())
+
+
+def report_check(stdout: str) -> tuple[int, int] | None:
+    """The main job's recomputation check, as ``belief_eval`` prints it: (numbers equal, numbers checked); None
+    unless exactly one such line was printed."""
+    import re
+
+    found = re.findall(r"^check: (\d+)/(\d+) recomputed numbers equal the results JSON$", stdout, re.M)
+    return (int(found[0][0]), int(found[0][1])) if len(found) == 1 else None

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from harness import report_check
+
 ROOT = Path(__file__).resolve().parent.parent
 MARKS = {"setup": "# 1.", "main job": "# 2.", "tests": "# the tests"}
 
@@ -57,8 +59,8 @@ def test_main_job_typed_from_the_root(model_path, tmp_path):
     proc = subprocess.run([*argv, "--limit", "1"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=1200)
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out[-4000:]
-    check = re.search(r"^check: (\d+)/(\d+) recomputed numbers equal the results JSON$", proc.stdout, re.M)
-    assert check and int(check.group(1)) == int(check.group(2)) > 0, out[-3000:]
+    check = report_check(proc.stdout)
+    assert check and check[0] == check[1] > 0, out[-3000:]
     report = re.search(r"^report: (.+)$", proc.stdout, re.M)
     assert report and (ROOT / report.group(1)).is_file(), out[-3000:]
     assert "Traceback" not in out, out[-4000:]

@@ -354,26 +354,31 @@ def test_processes_of_one_launch_record_and_refuse_together(tiny_model_path, tmp
     assert record(tmp_path / "two") == record(tmp_path / "one")
     assert record(tmp_path / "one")["truncated_requests"] > 0
 
+    iclke = args(tmp_path / "iclke", "belief_demo_iclke", 96, allow=False)
+    returncode, lines, stderr = refused_by_two_processes(["-m", "belief_tasks.commands.belief_eval", *iclke])
+    assert returncode != 0
+    assert len(lines) == 2 and lines[0] == lines[1], stderr[-3000:]  # one per process, the same numbers
+
+
+def refused_by_two_processes(args: list[str], timeout: int = 600, **env: str) -> tuple[int, list[str], str]:
+    """``python ARGS`` under a two-process CPU launch: its exit code, the lines in which its processes refused
+    before scoring, and its standard error."""
     import subprocess
+
+    from test_scale_runs import accelerate_cpu
 
     from harness import ROOT, env_with_checkout
 
-    refused = subprocess.run(
-        [
-            *accelerate_cpu(2),
-            "-m",
-            "belief_tasks.commands.belief_eval",
-            *args(tmp_path / "iclke", "belief_demo_iclke", 96, allow=False),
-        ],
+    run = subprocess.run(
+        [*accelerate_cpu(2), *args],
         capture_output=True,
         text=True,
-        timeout=600,
+        timeout=timeout,
         cwd=str(ROOT),
-        env=env_with_checkout(OMP_NUM_THREADS="1"),
+        env=env_with_checkout(OMP_NUM_THREADS="1", **env),
     )
-    assert refused.returncode != 0
-    lines = [line for line in refused.stderr.splitlines() if line.startswith("belief-eval: stopped before scoring")]
-    assert len(lines) == 2 and lines[0] == lines[1], refused.stderr[-3000:]  # one per process, the same numbers
+    lines = [line for line in run.stderr.splitlines() if line.startswith("belief-eval: stopped before scoring")]
+    return run.returncode, lines, run.stderr
 
 
 REFUSE_LATE = """
@@ -396,23 +401,11 @@ belief_eval.refuse(TruncationError("belief_demo_iclke", cut, "its in-context exa
 def test_a_process_that_refuses_first_waits_for_the_others_paragraphs(tmp_path):
     """The launcher stops every process once one exits with an error: a process that refuses first waits until
     all have said their paragraph (stop 54's CI saw one paragraph of two). Here the main process is 3 s late."""
-    import subprocess
-
-    from test_scale_runs import accelerate_cpu
-
-    from harness import ROOT, env_with_checkout
+    from harness import ROOT
 
     script = tmp_path / "refuse_late.py"
     script.write_text(REFUSE_LATE)
-    refused = subprocess.run(
-        [*accelerate_cpu(2), str(script)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=str(ROOT),
-        env=env_with_checkout(OMP_NUM_THREADS="1", PYTHONPATH=str(ROOT)),
-    )
-    lines = [line for line in refused.stderr.splitlines() if line.startswith("belief-eval: stopped before scoring")]
-    assert refused.returncode != 0
-    assert len(lines) == 2 and lines[0] == lines[1], refused.stderr[-3000:]
+    returncode, lines, stderr = refused_by_two_processes([str(script)], timeout=300, PYTHONPATH=str(ROOT))
+    assert returncode != 0
+    assert len(lines) == 2 and lines[0] == lines[1], stderr[-3000:]
     assert "1 of 1 requests are longer than the model's max_length of 24" in lines[0]
